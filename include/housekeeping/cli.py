@@ -1,0 +1,223 @@
+"""``housekeeping``: the command-line contract (documented in docs/cli.md; keep it stable).
+
+Exit codes: 0 success; 1 unexpected failure; 2 bad input (nothing changed); 3 the gate rejected the plan
+(nothing applied); 4 a path outside the store was refused.
+"""
+
+from __future__ import annotations
+
+import json
+import sys
+import tempfile
+import uuid
+from pathlib import Path
+from typing import Annotated
+
+import typer
+
+from housekeeping.errors import HousekeepingError
+
+app = typer.Typer(
+    add_completion=False,
+    no_args_is_help=True,
+    pretty_exceptions_enable=False,
+    help="Pulsar-style storage housekeeping over a store of topics (ledgers in Parquet, metadata in SQL).",
+)
+
+StoreOpt = Annotated[Path, typer.Option("--store", help="store root directory")]
+AsOfOpt = Annotated[str, typer.Option("--as-of", help="logical time, ISO 8601 with timezone (e.g. 2026-11-22T06:00:00Z)")]
+MetadataOpt = Annotated[str | None, typer.Option("--metadata-url", help="SQLAlchemy URL (default: SQLite in the store, or HOUSEKEEPING_METADATA_URL)")]
+FormatOpt = Annotated[str, typer.Option("--format", help="json or text")]
+ScopeOpt = Annotated[str | None, typer.Option("--scope", help="comma-separated globs: tenant, tenant/ns or persistent://... topics")]
+
+
+def _emit(document: object, fmt: str) -> None:
+    if fmt == "json":
+        typer.echo(json.dumps(document, indent=2, sort_keys=False))
+    elif fmt == "text":
+        typer.echo(_as_text(document))
+    else:
+        raise typer.BadParameter(f"--format must be json or text, got {fmt!r}")
+
+
+def _as_text(document: object) -> str:
+    if isinstance(document, dict) and "actions" in document:
+        lines = [f"{document['mechanism']} plan as of {document['asOf']}: {len(document['actions'])} actions"]
+        lines += [f"  {a['action']:<14} {a['topic']} {a.get('ledgerId', a.get('subscription', ''))}  {a['reason']}"
+                  for a in document["actions"]]
+        lines.append(f"blockers: {len(document['blockers'])}")
+        lines += [f"  {b['kind']:<20} {b['topic']} {b['bytes']} bytes  {b['detail']}" for b in document["blockers"]]
+        return "\n".join(lines)
+    return json.dumps(document, indent=2)
+
+
+def _open(store: Path, metadata_url: str | None):
+    from housekeeping.store import Store
+
+    return Store.open(store, metadata_url)
+
+
+@app.command()
+def load(
+    store: StoreOpt,
+    manifest: Annotated[Path, typer.Option("--manifest", help="manifest JSON file (docs/manifest.md)")],
+    metadata_url: MetadataOpt = None,
+) -> None:
+    """Create or replace a store from a manifest. Validates everything before changing anything."""
+    from housekeeping.manifest import load_manifest
+
+    result = load_manifest(store, manifest, metadata_url)
+    typer.echo(f"loaded {manifest} into store {result.root}", err=True)
+
+
+@app.command()
+def generate(
+    store: StoreOpt,
+    topics: Annotated[int, typer.Option("--topics", help="number of topics")] = 40,
+    seed: Annotated[int, typer.Option("--seed", help="random seed (same seed, same store)")] = 7,
+    entries_per_ledger: Annotated[int, typer.Option("--entries-per-ledger")] = 200,
+    max_ledgers_per_topic: Annotated[int, typer.Option("--max-ledgers-per-topic")] = 12,
+    payload_bytes: Annotated[int, typer.Option("--payload-bytes", help="mean payload size")] = 120,
+    reference: Annotated[str, typer.Option("--reference", help="the generator's 'now' (ISO 8601)")] = "2026-11-01T00:00:00Z",
+    metadata_url: MetadataOpt = None,
+    progress: Annotated[bool, typer.Option("--progress/--no-progress")] = False,
+) -> None:
+    """Generate a deterministic synthetic store (demo size in seconds; benchmark size with more topics/entries)."""
+    from housekeeping.generate import GenerateOptions, generate_store
+
+    opts = GenerateOptions(topics, seed, entries_per_ledger, max_ledgers_per_topic, payload_bytes, reference, progress)
+    result = generate_store(store, opts, metadata_url)
+    typer.echo(f"generated {topics} topics (+1 system topic) into store {result.root}", err=True)
+
+
+@app.command()
+def inspect(
+    store: StoreOpt,
+    fmt: FormatOpt = "json",
+    messages: Annotated[bool, typer.Option("--messages/--no-messages", help="include entries")] = False,
+    metadata_url: MetadataOpt = None,
+) -> None:
+    """Print the store's current state in the manifest's shape."""
+    from housekeeping.manifest import export_manifest
+
+    _emit(export_manifest(_open(store, metadata_url), with_messages=messages), fmt if fmt != "text" else "json")
+
+
+def _plan(mechanism: str, store: Path, as_of: str, scope: str | None, metadata_url: str | None,
+          run_dir: Path, run_id: str, max_deleted_share: float | None):
+    from housekeeping.plan import check_mechanism
+    from housekeeping.runner import plan_and_gate_in_process, snapshot_step
+    from housekeeping.settings import Settings
+    from housekeeping.timeutil import parse_as_of
+
+    check_mechanism(mechanism)
+    settings = Settings.from_env()
+    as_of_ms = parse_as_of(as_of)
+    opened = _open(store, metadata_url)
+    share = settings.max_deleted_share if max_deleted_share is None else max_deleted_share
+    snapshot_step(opened, mechanism=mechanism, run_id=run_id, as_of_ms=as_of_ms, scope=scope,
+                  max_deleted_share=share, run_dir=run_dir)
+    gate = plan_and_gate_in_process(run_dir, mechanism, settings.spark_master)
+    return opened, settings, as_of_ms, gate
+
+
+@app.command()
+def plan(
+    mechanism: Annotated[str, typer.Argument(help="trim | expiry | backlog | gc | compaction")],
+    store: StoreOpt,
+    as_of: AsOfOpt,
+    fmt: FormatOpt = "text",
+    scope: ScopeOpt = None,
+    metadata_url: MetadataOpt = None,
+    run_dir: Annotated[Path | None, typer.Option("--run-dir", help="keep the run's artefacts here")] = None,
+) -> None:
+    """Print the plan the DAG would compute (same Spark code and gate), changing nothing in the store."""
+    from housekeeping.plan import plan_document
+
+    with tempfile.TemporaryDirectory(prefix="housekeeping-plan-") as tmp:
+        target = run_dir or Path(tmp)
+        run_id = f"cli-plan-{uuid.uuid4().hex[:8]}"
+        _, _, as_of_ms, gate = _plan(mechanism, store, as_of, scope, metadata_url, target, run_id, None)
+        document = plan_document(target, mechanism, as_of_ms, run_id)
+        document["gate"] = {"success": gate["success"], "failed": gate["failed"]}
+        _emit(document, fmt)
+
+
+@app.command()
+def apply(
+    mechanism: Annotated[str, typer.Argument(help="trim | expiry | backlog | gc | compaction")],
+    store: StoreOpt,
+    as_of: AsOfOpt,
+    scope: ScopeOpt = None,
+    metadata_url: MetadataOpt = None,
+    max_deleted_share: Annotated[float | None, typer.Option("--max-deleted-share", help="blast-radius override (0..1)")] = None,
+    fmt: FormatOpt = "json",
+) -> None:
+    """Plan -> gate -> apply -> report. Files are only removed later by `purge`, after the grace period."""
+    from housekeeping.gate import raise_if_rejected
+    from housekeeping.runner import apply_step, report_step
+
+    run_id = f"cli-{mechanism}-{uuid.uuid4().hex[:8]}"
+    from housekeeping.store import Store
+
+    run_dir = Store.open(store, metadata_url).run_dir(mechanism, run_id)
+    opened, settings, _, gate = _plan(mechanism, store, as_of, scope, metadata_url, run_dir, run_id, max_deleted_share)
+    if not gate["success"]:
+        report_step(run_dir, dry_run=True)
+    raise_if_rejected(gate, run_dir)
+    result = apply_step(opened, run_dir, purge_grace_seconds=settings.purge_grace_seconds)
+    report = report_step(run_dir, dry_run=False)
+    _emit({"runDir": str(run_dir), "report": str(report), **result}, fmt)
+
+
+@app.command()
+def purge(store: StoreOpt, as_of: AsOfOpt, metadata_url: MetadataOpt = None) -> None:
+    """Delete the files of pending deletions whose grace period has passed as of the given time."""
+    from housekeeping.apply import purge as purge_files
+    from housekeeping.timeutil import parse_as_of
+
+    result = purge_files(_open(store, metadata_url), as_of_ms=parse_as_of(as_of), run_id=f"cli-purge-{uuid.uuid4().hex[:8]}")
+    _emit(result.to_json(), "json")
+
+
+@app.command()
+def restore(
+    topic: Annotated[str, typer.Argument(help="persistent://tenant/namespace/topic")],
+    store: StoreOpt,
+    ledger: Annotated[int | None, typer.Option("--ledger", help="only this ledger id")] = None,
+    as_of: Annotated[str, typer.Option("--as-of")] = "1970-01-01T00:00:00Z",
+    metadata_url: MetadataOpt = None,
+) -> None:
+    """Put a topic's pending-deleted ledgers back (within the grace period, before purge)."""
+    from housekeeping.apply import restore as restore_ledgers
+    from housekeeping.names import TopicName
+    from housekeeping.timeutil import parse_as_of
+
+    TopicName.parse(topic)
+    restored = restore_ledgers(_open(store, metadata_url), topic, ledger_id=ledger, as_of_ms=parse_as_of(as_of),
+                               run_id=f"cli-restore-{uuid.uuid4().hex[:8]}")
+    _emit({"topic": topic, "restoredLedgers": restored}, "json")
+
+
+def main(argv: list[str] | None = None) -> int:
+    try:
+        app(args=argv, standalone_mode=False)
+    except HousekeepingError as exc:
+        typer.echo(f"housekeeping: error: {exc}", err=True)
+        return exc.exit_code
+    except typer.Exit as exc:
+        return exc.exit_code
+    except typer.Abort:
+        return 1
+    except Exception as exc:  # click usage errors
+        import click
+
+        if isinstance(exc, click.ClickException):
+            exc.show()
+            return 2
+        raise
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

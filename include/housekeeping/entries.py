@@ -1,0 +1,66 @@
+"""Entry storage: the Parquet schema of a ledger's entries and atomic ledger writes.
+
+Schema (one row per entry; all timestamps are epoch milliseconds, as Pulsar's):
+
+==================  =====================  =====================================================
+column              type                   meaning
+==================  =====================  =====================================================
+topic               string, not null       persistent://tenant/namespace/topic
+ledgerId            int64, not null        ledger holding the entry
+entryId             int64, not null        0..entries-1 within the ledger
+publishTime         int64, not null        producer publish time (client clock)
+brokerTimestamp     int64, nullable        broker entry-metadata timestamp when the broker adds one
+key                 string, nullable       message key (null: keyless)
+value               binary, nullable       payload; null means a tombstone
+size                int32, not null        payload size in bytes (0 for a tombstone)
+properties          map<string,string>     message properties
+==================  =====================  =====================================================
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import uuid
+from pathlib import Path
+
+import pyarrow as pa
+import pyarrow.parquet as pq
+
+ENTRY_SCHEMA = pa.schema(
+    [
+        pa.field("topic", pa.string(), nullable=False),
+        pa.field("ledgerId", pa.int64(), nullable=False),
+        pa.field("entryId", pa.int64(), nullable=False),
+        pa.field("publishTime", pa.int64(), nullable=False),
+        pa.field("brokerTimestamp", pa.int64(), nullable=True),
+        pa.field("key", pa.string(), nullable=True),
+        pa.field("value", pa.binary(), nullable=True),
+        pa.field("size", pa.int32(), nullable=False),
+        pa.field("properties", pa.map_(pa.string(), pa.string()), nullable=True),
+    ]
+)
+
+PART_FILE = "part-00000.parquet"
+
+
+def write_ledger(ledger_dir: Path, table: pa.Table) -> None:
+    """Write a ledger's entries as a whole: into a sibling temp dir, then one rename.
+
+    A crash leaves either no ledger directory or a complete one, never a half-written ledger."""
+    table = table.cast(ENTRY_SCHEMA)
+    ledger_dir.parent.mkdir(parents=True, exist_ok=True)
+    staging = ledger_dir.parent / f".tmp-{ledger_dir.name}-{uuid.uuid4().hex}"
+    staging.mkdir()
+    try:
+        pq.write_table(table, staging / PART_FILE, compression="zstd")
+        if ledger_dir.exists():
+            shutil.rmtree(ledger_dir)
+        os.replace(staging, ledger_dir)
+    finally:
+        if staging.exists():
+            shutil.rmtree(staging, ignore_errors=True)
+
+
+def read_ledger(ledger_dir: Path) -> pa.Table:
+    return pq.read_table(ledger_dir, schema=ENTRY_SCHEMA)

@@ -1,0 +1,33 @@
+"""Error types. Every error that reaches a user names the offending topic, namespace or file."""
+
+from __future__ import annotations
+
+
+class HousekeepingError(Exception):
+    """Base class; the CLI maps subclasses to exit codes."""
+
+    exit_code = 1
+
+
+class InputError(HousekeepingError):
+    """Bad input (manifest, policy, parameter, store contents). Raised before anything changes."""
+
+    exit_code = 2
+
+
+class GateRejected(HousekeepingError):
+    """The quality gate refused a plan: nothing was applied."""
+
+    exit_code = 3
+
+
+class PlanNotValidated(HousekeepingError):
+    """Apply was asked to run a plan the gate did not pass (or that changed after the gate)."""
+
+    exit_code = 3
+
+
+class PathOutsideStore(HousekeepingError):
+    """A file operation addressed a path outside the store root."""
+
+    exit_code = 4

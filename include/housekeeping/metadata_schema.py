@@ -1,0 +1,107 @@
+"""SQL tables of the metadata store (SQLAlchemy Core). Portable: SQLite by default, PostgreSQL in deployment.
+
+The DDL is owned by the Alembic migrations in ``housekeeping/migrations``; these Table objects are the
+query-side description of the same schema (a test checks the two agree).
+"""
+
+from __future__ import annotations
+
+from sqlalchemy import (
+    BigInteger,
+    Boolean,
+    Column,
+    ForeignKey,
+    Integer,
+    MetaData,
+    String,
+    Table,
+    Text,
+)
+
+NAME = 700  # persistent:// + three segments of at most 200 characters
+
+metadata = MetaData()
+
+store_settings = Table(
+    "store_settings",
+    metadata,
+    Column("key", String(200), primary_key=True),
+    Column("value", Text, nullable=False),  # JSON
+)
+
+namespaces = Table(
+    "namespaces",
+    metadata,
+    Column("name", String(NAME), primary_key=True),
+    Column("policies", Text, nullable=False),  # JSON, manifest shape
+)
+
+topics = Table(
+    "topics",
+    metadata,
+    Column("name", String(NAME), primary_key=True),
+    Column("namespace", String(NAME), ForeignKey("namespaces.name"), nullable=False),
+    Column("policies", Text, nullable=False),  # JSON, topic-level overrides
+    # Compare-and-set token: every metadata change to the topic increments it.
+    Column("version", BigInteger, nullable=False),
+    Column("producers", Integer, nullable=False),
+    Column("consumers", Integer, nullable=False),
+    Column("last_active_ms", BigInteger, nullable=True),
+)
+
+ledgers = Table(
+    "ledgers",
+    metadata,
+    Column("topic", String(NAME), ForeignKey("topics.name"), primary_key=True),
+    Column("ledger_id", BigInteger, primary_key=True, autoincrement=False),
+    Column("entries", BigInteger, nullable=False),
+    Column("size_bytes", BigInteger, nullable=False),
+    # Close time (epoch ms, broker clock); NULL for the topic's current (open) ledger.
+    Column("closed_at_ms", BigInteger, nullable=True),
+    Column("min_entry_ts_ms", BigInteger, nullable=True),
+    Column("max_entry_ts_ms", BigInteger, nullable=True),
+    # True when the ledger's entries exist as Parquet under the store root.
+    Column("entries_stored", Boolean, nullable=False),
+)
+
+cursors = Table(
+    "cursors",
+    metadata,
+    Column("topic", String(NAME), ForeignKey("topics.name"), primary_key=True),
+    Column("name", String(NAME), primary_key=True),
+    Column("durable", Boolean, nullable=False),
+    Column("mark_delete_ledger", BigInteger, nullable=False),
+    Column("mark_delete_entry", BigInteger, nullable=False),
+    Column("last_active_ms", BigInteger, nullable=True),
+)
+
+journal = Table(
+    "journal",
+    metadata,
+    Column("id", Integer, primary_key=True, autoincrement=True),
+    Column("run_id", String(250), nullable=False),
+    Column("mechanism", String(40), nullable=False),
+    Column("topic", String(NAME), nullable=True),
+    Column("action", String(40), nullable=False),
+    # started | applied | skipped_conflict | already_applied | purged | restored | finished | failed
+    Column("status", String(40), nullable=False),
+    Column("detail", Text, nullable=False),  # JSON
+    Column("as_of_ms", BigInteger, nullable=False),
+    Column("recorded_at_ms", BigInteger, nullable=False),  # wall clock, audit only
+)
+
+pending_deletions = Table(
+    "pending_deletions",
+    metadata,
+    Column("id", Integer, primary_key=True, autoincrement=True),
+    Column("topic", String(NAME), nullable=False),
+    Column("ledger_id", BigInteger, nullable=False),
+    Column("path", Text, nullable=False),  # relative to the store root
+    Column("ledger_row", Text, nullable=False),  # JSON of the ledgers row, for restore
+    Column("size_bytes", BigInteger, nullable=False),
+    Column("run_id", String(250), nullable=False),
+    Column("deleted_as_of_ms", BigInteger, nullable=False),
+    Column("purge_after_ms", BigInteger, nullable=False),
+    Column("status", String(20), nullable=False),  # pending | purged | restored
+    Column("finished_as_of_ms", BigInteger, nullable=True),
+)

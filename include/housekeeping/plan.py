@@ -1,0 +1,88 @@
+"""Reading a run's plan, its digest (what the gate signs and apply checks), and the CLI's plan JSON.
+
+The plan JSON contract (``housekeeping plan MECHANISM --format json``)::
+
+    {"mechanism": "trim", "asOf": "2026-11-22T06:00:00.000Z", "runId": "...",
+     "actions": [{"topic", "action", "ledgerId"?, "subscription"?, "from"?, "to"?, "bytes"?, "reason"}],
+     "blockers": [{"topic", "kind", "detail", "bytes", "ledgers"}],
+     "summary": {"ledgersToDelete", "bytesToDelete", "perNamespace": {ns: {"ledgers", "bytes"}}}}
+
+``action`` is one of delete_ledger, move_cursor, delete_topic, rewrite_compacted, flag_backlog_quota.
+Keys added since the first version (``runId``, ``bytes``, ``ledgers``, ``summary``) are extensions; none
+of the original keys changes meaning.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from pathlib import Path
+from typing import Any
+
+from housekeeping.errors import InputError
+from housekeeping.timeutil import format_ms
+
+MECHANISMS = ("trim", "expiry", "backlog", "gc", "compaction")
+IMPLEMENTED_MECHANISMS = ("trim",)
+ACTION_KEYS = ("topic", "action", "ledgerId", "subscription", "from", "to", "bytes", "reason")
+
+
+def check_mechanism(mechanism: str) -> str:
+    if mechanism not in MECHANISMS:
+        raise InputError(f"unknown mechanism {mechanism!r}: expected one of {', '.join(MECHANISMS)}")
+    if mechanism not in IMPLEMENTED_MECHANISMS:
+        raise InputError(f"mechanism {mechanism!r} is not implemented yet (implemented: {', '.join(IMPLEMENTED_MECHANISMS)})")
+    return mechanism
+
+
+def plan_files(run_dir: Path) -> list[Path]:
+    plan_dir = Path(run_dir) / "plan"
+    if not plan_dir.is_dir():
+        raise InputError(f"run directory {run_dir} has no plan ({plan_dir} is missing)")
+    return sorted(
+        p for p in plan_dir.rglob("*")
+        if p.is_file() and not p.name.startswith((".", "_")) and not p.name.endswith(".crc")
+    )
+
+
+def plan_digest(run_dir: Path) -> str:
+    """SHA-256 over the plan's files (names and bytes): the gate records it, apply requires it unchanged."""
+    digest = hashlib.sha256()
+    base = Path(run_dir) / "plan"
+    for path in plan_files(run_dir):
+        digest.update(str(path.relative_to(base)).encode())
+        digest.update(b"\0")
+        digest.update(path.read_bytes())
+        digest.update(b"\0")
+    return digest.hexdigest()
+
+
+def read_table(run_dir: Path, name: str) -> list[dict[str, Any]]:
+    """Rows of a plan table written by Spark (JSON lines in part files)."""
+    table_dir = Path(run_dir) / "plan" / name
+    if not table_dir.is_dir():
+        raise InputError(f"run directory {run_dir} has no plan table {name!r}")
+    rows: list[dict[str, Any]] = []
+    for part in sorted(table_dir.glob("part-*")):
+        with part.open(encoding="utf-8") as handle:
+            rows.extend(json.loads(line) for line in handle if line.strip())
+    return rows
+
+
+def read_summary(run_dir: Path) -> dict[str, Any]:
+    path = Path(run_dir) / "plan" / "summary.json"
+    if not path.is_file():
+        raise InputError(f"run directory {run_dir} has no plan summary ({path})")
+    return json.loads(path.read_text(encoding="utf-8"))
+
+
+def plan_document(run_dir: Path, mechanism: str, as_of_ms: int, run_id: str) -> dict[str, Any]:
+    actions = [{k: row[k] for k in ACTION_KEYS if row.get(k) is not None} for row in read_table(run_dir, "actions")]
+    return {
+        "mechanism": mechanism,
+        "asOf": format_ms(as_of_ms),
+        "runId": run_id,
+        "actions": actions,
+        "blockers": read_table(run_dir, "blockers"),
+        "summary": {k: v for k, v in read_summary(run_dir).items() if k not in ("mechanism", "runId", "asOfMs")},
+    }

@@ -1,0 +1,132 @@
+"""Per-run report: ``report/report.json`` (machine) and ``report/report.md`` (a person reads it).
+
+Answers the question users ask most about Pulsar retention: what was reclaimed per namespace, and for
+every topic why what remains was kept (the slowest subscription and the bytes it pins, the current
+ledger, the retention window).
+"""
+
+from __future__ import annotations
+
+import json
+from collections import defaultdict
+from pathlib import Path
+from typing import Any
+
+from housekeeping.plan import read_summary, read_table
+from housekeeping.snapshot import read_run_info
+from housekeeping.timeutil import format_ms
+
+MAX_TOPICS_IN_MARKDOWN = 200
+
+
+def human_bytes(value: int | float | None) -> str:
+    if value is None:
+        return "-"
+    size = float(value)
+    for unit in ("B", "KiB", "MiB", "GiB", "TiB"):
+        if abs(size) < 1024 or unit == "TiB":
+            return f"{int(size)} B" if unit == "B" else f"{size:.1f} {unit}"
+        size /= 1024
+    return f"{size:.1f} TiB"
+
+
+def _read_json(path: Path) -> dict[str, Any] | None:
+    return json.loads(path.read_text(encoding="utf-8")) if path.is_file() else None
+
+
+def build_report(run_dir: Path, *, dry_run: bool) -> dict[str, Any]:
+    run_dir = Path(run_dir)
+    info = read_run_info(run_dir)
+    summary = read_summary(run_dir)
+    decisions = read_table(run_dir, "decisions")
+    blockers = read_table(run_dir, "blockers")
+    gate = _read_json(run_dir / "gate" / "result.json") or {"success": False, "expectations": [], "failed": []}
+    apply_result = _read_json(run_dir / "apply" / "result.json")
+    purge_result = _read_json(run_dir / "apply" / "purge.json")
+    topics_meta = {}
+    with (run_dir / "snapshot" / "topics.jsonl").open(encoding="utf-8") as handle:
+        for line in handle:
+            row = json.loads(line)
+            topics_meta[row["topic"]] = row
+    stored = {}
+    with (run_dir / "snapshot" / "namespaces.jsonl").open(encoding="utf-8") as handle:
+        for line in handle:
+            row = json.loads(line)
+            stored[row["namespace"]] = row["storedBytes"]
+
+    reclaimed = (apply_result or {}).get("perNamespace") if not dry_run and apply_result else summary["perNamespace"]
+    namespaces = [
+        {"namespace": ns, "ledgers": reclaimed.get(ns, {}).get("ledgers", 0),
+         "bytes": reclaimed.get(ns, {}).get("bytes", 0), "storedBytes": stored[ns],
+         "share": reclaimed.get(ns, {}).get("bytes", 0) / max(stored[ns], 1)}
+        for ns in sorted(stored)
+    ]
+    per_topic: dict[str, list[dict[str, Any]]] = defaultdict(list)
+    for row in decisions:
+        per_topic[row["topic"]].append(row)
+    topics = []
+    for topic in sorted(per_topic):
+        rows = sorted(per_topic[topic], key=lambda r: r["ledgerId"])
+        meta = topics_meta[topic]
+        topics.append({
+            "topic": topic,
+            "retention": meta["retentionDescription"],
+            "retentionSource": meta["retentionSource"],
+            "deletedLedgers": sum(r["decision"] == "delete" for r in rows),
+            "deletedBytes": sum(r["size"] for r in rows if r["decision"] == "delete"),
+            "keptLedgers": sum(r["decision"] == "keep" for r in rows),
+            "keptBytes": sum(r["size"] for r in rows if r["decision"] == "keep"),
+            "decisions": [
+                {"ledgerId": r["ledgerId"], "entries": r["entries"], "size": r["size"],
+                 "closed": format_ms(r.get("closedAtMs")) if r.get("closedAtMs") is not None else "open",
+                 "decision": r["decision"], "kind": r["kind"], "reason": r["reason"]}
+                for r in rows
+            ],
+        })
+    top_blockers = sorted(
+        (b for b in blockers if b["bytes"] > 0), key=lambda b: (-b["bytes"], b["topic"], b["kind"])
+    )[:25]
+    return {
+        "mechanism": info["mechanism"],
+        "runId": info["runId"],
+        "asOf": info["asOf"],
+        "asOfMs": info["asOfMs"],
+        "dryRun": dry_run,
+        "scope": info["scope"],
+        "store": info["store"],
+        "topicsExamined": len(topics_meta),
+        "gate": {"success": bool(gate.get("success")), "expectations": len(gate.get("expectations", [])),
+                 "failed": gate.get("failed", [])},
+        "plan": summary,
+        "apply": apply_result,
+        "purge": (dict(purge_result, nextPurgeAfter=format_ms(purge_result.get("nextPurgeAfterMs")))
+                  if purge_result and purge_result.get("nextPurgeAfterMs") else purge_result),
+        "namespaces": namespaces,
+        "totals": {"ledgers": sum(n["ledgers"] for n in namespaces), "bytes": sum(n["bytes"] for n in namespaces)},
+        "blockers": blockers,
+        "topBlockers": top_blockers,
+        "topics": topics,
+    }
+
+
+def render_markdown(report: dict[str, Any]) -> str:
+    from jinja2 import Environment, PackageLoader, StrictUndefined
+
+    env = Environment(loader=PackageLoader("housekeeping", "templates"), undefined=StrictUndefined,
+                      trim_blocks=False, lstrip_blocks=False, autoescape=False)
+    env.filters["human"] = human_bytes
+    shown = dict(report, topics=report["topics"][:MAX_TOPICS_IN_MARKDOWN])
+    text = env.get_template(f"{report['mechanism']}_report.md.j2").render(r=shown)
+    if len(report["topics"]) > MAX_TOPICS_IN_MARKDOWN:
+        text += (f"\n_{len(report['topics']) - MAX_TOPICS_IN_MARKDOWN} more topics are in report.json._\n")
+    return text
+
+
+def write_report(run_dir: Path, *, dry_run: bool) -> Path:
+    report = build_report(run_dir, dry_run=dry_run)
+    out = Path(run_dir) / "report"
+    out.mkdir(parents=True, exist_ok=True)
+    (out / "report.json").write_text(json.dumps(report, indent=2, sort_keys=True), encoding="utf-8")
+    markdown = out / "report.md"
+    markdown.write_text(render_markdown(report), encoding="utf-8")
+    return markdown

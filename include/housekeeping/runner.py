@@ -1,0 +1,65 @@
+"""Run steps shared by the DAG tasks and the CLI: snapshot -> (Spark plan, Spark gate) -> apply -> purge
+-> report. Each step reads and writes only the run directory and the store, so any step can be rerun."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+from housekeeping.apply import apply_plan, purge
+from housekeeping.report import write_report
+from housekeeping.snapshot import SnapshotInfo, read_run_info, take_snapshot
+from housekeeping.store import Store
+
+
+def snapshot_step(store: Store, *, mechanism: str, run_id: str, as_of_ms: int, scope: Any,
+                  max_deleted_share: float, run_dir: Path | None = None) -> SnapshotInfo:
+    return take_snapshot(store, mechanism=mechanism, run_id=run_id, as_of_ms=as_of_ms, scope=scope,
+                         max_deleted_share=max_deleted_share, run_dir=run_dir)
+
+
+def apply_step(store: Store, run_dir: Path, *, purge_grace_seconds: int) -> dict[str, Any]:
+    result = apply_plan(store, run_dir, purge_grace_seconds=purge_grace_seconds).to_json()
+    out = Path(run_dir) / "apply"
+    out.mkdir(parents=True, exist_ok=True)
+    (out / "result.json").write_text(json.dumps(result, indent=2, sort_keys=True), encoding="utf-8")
+    return result
+
+
+def purge_step(store: Store, run_dir: Path) -> dict[str, Any]:
+    info = read_run_info(run_dir)
+    result = purge(store, as_of_ms=int(info["asOfMs"]), run_id=info["runId"]).to_json()
+    out = Path(run_dir) / "apply"
+    out.mkdir(parents=True, exist_ok=True)
+    (out / "purge.json").write_text(json.dumps(result, indent=2, sort_keys=True), encoding="utf-8")
+    return result
+
+
+def report_step(run_dir: Path, *, dry_run: bool) -> Path:
+    return write_report(Path(run_dir), dry_run=dry_run)
+
+
+def local_spark(master: str):
+    """The CLI's in-process Spark: the same apps' ``run`` functions the DAG's spark-submit calls."""
+    from pyspark.sql import SparkSession
+
+    spark = (
+        SparkSession.builder.master(master).appName("housekeeping-cli")
+        .config("spark.sql.session.timeZone", "UTC")
+        .config("spark.sql.shuffle.partitions", "8")
+        .config("spark.ui.enabled", "false")
+        .config("spark.ui.showConsoleProgress", "false")
+        .getOrCreate()
+    )
+    spark.sparkContext.setLogLevel("ERROR")
+    return spark
+
+
+def plan_and_gate_in_process(run_dir: Path, mechanism: str, master: str) -> dict[str, Any]:
+    from spark_apps import plan_trim, validate_plan
+
+    spark = local_spark(master)
+    planners = {"trim": plan_trim.run}
+    planners[mechanism](spark, run_dir)
+    return validate_plan.run(spark, run_dir, mechanism)

@@ -1,0 +1,67 @@
+"""Deployment settings, read from the environment when a task runs (never at DAG-parse time).
+
+| variable                          | default                          | meaning                                     |
+|-----------------------------------|----------------------------------|---------------------------------------------|
+| HOUSEKEEPING_STORE_ROOT           | (required for the DAGs)          | the store's root directory                  |
+| HOUSEKEEPING_METADATA_URL         | sqlite:///<store>/metadata.db    | SQLAlchemy URL of the metadata database     |
+| HOUSEKEEPING_BROKER_CONF          | (none)                           | a broker.conf whose settings apply          |
+| HOUSEKEEPING_PURGE_GRACE_SECONDS  | 86400                            | pending deletions wait this long (logical)  |
+| HOUSEKEEPING_MAX_DELETED_SHARE    | 0.9                              | blast radius: max share of a namespace's    |
+|                                   |                                  | stored bytes one run may delete             |
+| HOUSEKEEPING_SPARK_CONN_ID        | spark_default                    | Airflow Spark connection for spark-submit   |
+| HOUSEKEEPING_SPARK_MASTER         | local[2]                         | master for the CLI's in-process Spark       |
+"""
+
+from __future__ import annotations
+
+import os
+from dataclasses import dataclass
+
+from housekeeping.errors import InputError
+
+
+def _float(name: str, default: float) -> float:
+    raw = os.environ.get(name)
+    try:
+        return default if raw in (None, "") else float(raw)
+    except ValueError:
+        raise InputError(f"environment variable {name}={raw!r} is not a number") from None
+
+
+def _int(name: str, default: int) -> int:
+    raw = os.environ.get(name)
+    try:
+        return default if raw in (None, "") else int(raw)
+    except ValueError:
+        raise InputError(f"environment variable {name}={raw!r} is not an integer") from None
+
+
+@dataclass(frozen=True)
+class Settings:
+    store_root: str | None
+    metadata_url: str | None
+    purge_grace_seconds: int
+    max_deleted_share: float
+    spark_conn_id: str
+    spark_master: str
+
+    @classmethod
+    def from_env(cls) -> Settings:
+        settings = cls(
+            store_root=os.environ.get("HOUSEKEEPING_STORE_ROOT") or None,
+            metadata_url=os.environ.get("HOUSEKEEPING_METADATA_URL") or None,
+            purge_grace_seconds=_int("HOUSEKEEPING_PURGE_GRACE_SECONDS", 86400),
+            max_deleted_share=_float("HOUSEKEEPING_MAX_DELETED_SHARE", 0.9),
+            spark_conn_id=os.environ.get("HOUSEKEEPING_SPARK_CONN_ID", "spark_default"),
+            spark_master=os.environ.get("HOUSEKEEPING_SPARK_MASTER", "local[2]"),
+        )
+        if settings.purge_grace_seconds < 0:
+            raise InputError("HOUSEKEEPING_PURGE_GRACE_SECONDS must be >= 0")
+        if not 0.0 <= settings.max_deleted_share <= 1.0:
+            raise InputError("HOUSEKEEPING_MAX_DELETED_SHARE must be between 0 and 1")
+        return settings
+
+    def require_store_root(self) -> str:
+        if not self.store_root:
+            raise InputError("HOUSEKEEPING_STORE_ROOT is not set: point it at the store the DAGs housekeep")
+        return self.store_root

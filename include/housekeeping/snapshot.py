@@ -1,0 +1,184 @@
+"""Snapshot: one consistent read of the metadata, exported as JSON-lines files for the Spark apps.
+
+Files under ``<run_dir>/snapshot/``:
+
+- ``run.json``       run facts: runId, mechanism, asOfMs, scope, blast-radius limit, topic versions
+- ``topics.jsonl``   one row per in-scope topic with its *effective* policies (resolved here once)
+- ``ledgers.jsonl``  the in-scope topics' ledgers
+- ``cursors.jsonl``  the in-scope topics' cursors
+- ``namespaces.jsonl`` stored bytes and topic count of every namespace touched by the scope
+
+The planner and the gate both read these files, never the live database, so the plan and its check see
+the same state; apply then compare-and-sets on the topic versions recorded here.
+"""
+
+from __future__ import annotations
+
+import fnmatch
+import json
+import time
+from collections.abc import Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from sqlalchemy import select
+
+from housekeeping import metadata_schema as t
+from housekeeping.errors import InputError
+from housekeeping.names import TopicName
+from housekeeping.policies import resolve_policies
+from housekeeping.store import Store, read_transaction
+from housekeeping.timeutil import format_ms
+
+
+def parse_scope(scope: str | Sequence[str] | None) -> list[str]:
+    if scope is None:
+        return []
+    items = scope.split(",") if isinstance(scope, str) else list(scope)
+    return [item.strip() for item in items if item and item.strip() and item.strip() != "*"]
+
+
+def in_scope(topic: str, patterns: Sequence[str]) -> bool:
+    """Patterns (shell globs): ``persistent://...`` matches topics, ``tenant/ns`` namespaces, ``tenant`` tenants."""
+    if not patterns:
+        return True
+    parsed = TopicName.parse(topic)
+    for pattern in patterns:
+        if "://" in pattern:
+            subject = topic
+        elif "/" in pattern:
+            subject = f"{parsed.tenant}/{parsed.namespace}"
+        else:
+            subject = parsed.tenant
+        if fnmatch.fnmatchcase(subject, pattern):
+            return True
+    return False
+
+
+@dataclass(frozen=True)
+class SnapshotInfo:
+    run_dir: Path
+    run_id: str
+    mechanism: str
+    as_of_ms: int
+    topic_count: int
+
+    @property
+    def path(self) -> Path:
+        return self.run_dir / "snapshot"
+
+
+def _write_jsonl(path: Path, rows: list[dict[str, Any]]) -> None:
+    with path.open("w", encoding="utf-8") as handle:
+        for row in rows:
+            handle.write(json.dumps(row, sort_keys=True))
+            handle.write("\n")
+
+
+def take_snapshot(
+    store: Store,
+    *,
+    mechanism: str,
+    run_id: str,
+    as_of_ms: int,
+    scope: str | Sequence[str] | None = None,
+    max_deleted_share: float = 0.9,
+    run_dir: Path | None = None,
+) -> SnapshotInfo:
+    patterns = parse_scope(scope)
+    broker = store.broker_config()
+    with read_transaction(store.engine) as conn:
+        namespaces = {r.name: json.loads(r.policies) for r in conn.execute(select(t.namespaces))}
+        topic_rows = list(conn.execute(select(t.topics).order_by(t.topics.c.name)))
+        ledger_rows = list(conn.execute(select(t.ledgers).order_by(t.ledgers.c.topic, t.ledgers.c.ledger_id)))
+        cursor_rows = list(conn.execute(select(t.cursors).order_by(t.cursors.c.topic, t.cursors.c.name)))
+
+    if not topic_rows:
+        raise InputError(f"store {store.root} has no topics")
+    selected = {row.name for row in topic_rows if in_scope(row.name, patterns)}
+    if not selected:
+        raise InputError(f"scope {','.join(patterns)!r} matches no topic in store {store.root}")
+
+    topics_out: list[dict[str, Any]] = []
+    versions: dict[str, int] = {}
+    for row in topic_rows:
+        if row.name not in selected:
+            continue
+        parsed = TopicName.parse(row.name)
+        effective = resolve_policies(
+            row.name, parsed.is_system_topic, json.loads(row.policies), row.namespace, namespaces[row.namespace], broker
+        )
+        versions[row.name] = row.version
+        topics_out.append({
+            "topic": row.name,
+            "namespace": row.namespace,
+            "tenant": parsed.tenant,
+            "isSystemTopic": parsed.is_system_topic,
+            "version": row.version,
+            "producers": row.producers,
+            "consumers": row.consumers,
+            "lastActiveMs": row.last_active_ms,
+            "retentionTimeMs": effective.retention.time_ms,
+            "retentionSizeBytes": effective.retention.size_bytes,
+            "retentionSource": effective.retention_source,
+            "retentionDescription": effective.retention.describe(),
+            "policies": json.dumps(effective.to_json(), sort_keys=True),
+        })
+
+    touched_namespaces = {row.namespace for row in topic_rows if row.name in selected}
+    topic_namespace = {row.name: row.namespace for row in topic_rows}
+    namespace_bytes: dict[str, int] = dict.fromkeys(touched_namespaces, 0)
+    namespace_topics: dict[str, int] = dict.fromkeys(touched_namespaces, 0)
+    for row in topic_rows:
+        if row.namespace in touched_namespaces:
+            namespace_topics[row.namespace] += 1
+    for row in ledger_rows:
+        namespace = topic_namespace[row.topic]
+        if namespace in touched_namespaces:
+            namespace_bytes[namespace] += row.size_bytes
+
+    snapshot_dir = (run_dir or store.run_dir(mechanism, run_id)) / "snapshot"
+    snapshot_dir.mkdir(parents=True, exist_ok=True)
+    _write_jsonl(snapshot_dir / "topics.jsonl", topics_out)
+    _write_jsonl(snapshot_dir / "ledgers.jsonl", [
+        {
+            "topic": r.topic, "ledgerId": r.ledger_id, "entries": r.entries, "size": r.size_bytes,
+            "closedAtMs": r.closed_at_ms, "minEntryTsMs": r.min_entry_ts_ms, "maxEntryTsMs": r.max_entry_ts_ms,
+            "entriesStored": bool(r.entries_stored),
+        }
+        for r in ledger_rows if r.topic in selected
+    ])
+    _write_jsonl(snapshot_dir / "cursors.jsonl", [
+        {
+            "topic": r.topic, "name": r.name, "durable": bool(r.durable),
+            "markDeleteLedger": r.mark_delete_ledger, "markDeleteEntry": r.mark_delete_entry,
+            "lastActiveMs": r.last_active_ms,
+        }
+        for r in cursor_rows if r.topic in selected
+    ])
+    _write_jsonl(snapshot_dir / "namespaces.jsonl", [
+        {"namespace": name, "storedBytes": namespace_bytes[name], "topicCount": namespace_topics[name]}
+        for name in sorted(touched_namespaces)
+    ])
+    info = {
+        "runId": run_id,
+        "mechanism": mechanism,
+        "asOfMs": as_of_ms,
+        "asOf": format_ms(as_of_ms),
+        "scope": patterns,
+        "maxDeletedShare": max_deleted_share,
+        "store": str(store.root),
+        "metadata": store.safe_url,
+        "topicVersions": versions,
+        "takenAtWallClockMs": int(time.time() * 1000),  # audit only; no rule reads it
+    }
+    (snapshot_dir / "run.json").write_text(json.dumps(info, indent=2, sort_keys=True), encoding="utf-8")
+    return SnapshotInfo(snapshot_dir.parent, run_id, mechanism, as_of_ms, len(topics_out))
+
+
+def read_run_info(run_dir: Path) -> dict[str, Any]:
+    path = Path(run_dir) / "snapshot" / "run.json"
+    if not path.is_file():
+        raise InputError(f"run directory {run_dir} has no snapshot ({path} is missing)")
+    return json.loads(path.read_text(encoding="utf-8"))

@@ -1,0 +1,189 @@
+"""The store: a root directory of ledger Parquet files plus a SQL metadata database.
+
+Layout under the root::
+
+    ledgers/persistent/<tenant>/<namespace>/<topic>/<ledgerId>/part-00000.parquet   one directory per ledger
+    runs/<mechanism>/<run_id>/{snapshot,plan,gate,report}                            per-run artefacts
+    metadata.db                                                                      SQLite (default)
+
+A ledger is removed as a unit (its directory), as BookKeeper removes a ledger. The only function in the
+project that deletes files is :func:`Store.remove_ledger_dir`; it refuses any path outside ``ledgers/``.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+from collections.abc import Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from sqlalchemy import create_engine, event, select
+from sqlalchemy.engine import Connection, Engine
+
+from housekeeping import metadata_schema as t
+from housekeeping.errors import InputError, PathOutsideStore
+from housekeeping.names import TopicName, topic_dir_parts
+from housekeeping.policies import BrokerConfig, read_broker_conf
+
+METADATA_URL_ENV = "HOUSEKEEPING_METADATA_URL"
+BROKER_CONF_ENV = "HOUSEKEEPING_BROKER_CONF"
+LEDGERS_DIR = "ledgers"
+RUNS_DIR = "runs"
+
+
+def _sqlite_pragmas(dbapi_connection: Any, _record: Any) -> None:
+    # Take transaction control away from pysqlite (which only BEGINs before DML) so that a read-only
+    # snapshot is one real transaction; the "begin" listener below issues BEGIN itself.
+    dbapi_connection.isolation_level = None
+    cursor = dbapi_connection.cursor()
+    # WAL lets a snapshot read run beside an apply; busy_timeout waits for a lock instead of failing.
+    cursor.execute("PRAGMA journal_mode=WAL")
+    cursor.execute("PRAGMA busy_timeout=30000")
+    cursor.execute("PRAGMA foreign_keys=ON")
+    cursor.close()
+
+
+def _sqlite_begin(connection: Connection) -> None:
+    # Writers take the lock up front (BEGIN IMMEDIATE): a deferred transaction that reads, then writes
+    # after another writer committed, fails in WAL mode instead of waiting.
+    mode = connection.get_execution_options().get("sqlite_begin", "DEFERRED")
+    connection.exec_driver_sql(f"BEGIN {mode}")
+
+
+def make_engine(url: str) -> Engine:
+    try:
+        engine = create_engine(url)
+    except Exception as exc:
+        raise InputError(f"metadata database URL {url!r} is not usable: {exc}") from exc
+    if engine.dialect.name == "sqlite":
+        event.listen(engine, "connect", _sqlite_pragmas)
+        event.listen(engine, "begin", _sqlite_begin)
+    return engine
+
+
+@contextmanager
+def read_transaction(engine: Engine) -> Iterator[Connection]:
+    """One consistent view of the metadata (snapshot isolation on both SQLite WAL and PostgreSQL)."""
+    with engine.connect() as connection:
+        if engine.dialect.name == "postgresql":
+            connection = connection.execution_options(isolation_level="REPEATABLE READ")
+        with connection.begin():
+            yield connection
+
+
+@contextmanager
+def write_transaction(engine: Engine) -> Iterator[Connection]:
+    with engine.connect() as connection:
+        if engine.dialect.name == "sqlite":
+            connection = connection.execution_options(sqlite_begin="IMMEDIATE")
+        with connection.begin():
+            yield connection
+
+
+def migrate(engine: Engine) -> None:
+    """Bring the metadata schema to the newest Alembic revision (idempotent)."""
+    from alembic import command
+    from alembic.config import Config
+
+    config = Config()
+    config.set_main_option("script_location", str(Path(__file__).parent / "migrations"))
+    with engine.begin() as connection:
+        config.attributes["connection"] = connection
+        command.upgrade(config, "head")
+
+
+@dataclass
+class Store:
+    root: Path
+    metadata_url: str
+
+    @classmethod
+    def open(cls, root: str | Path, metadata_url: str | None = None, *, must_exist: bool = True) -> Store:
+        root_path = Path(root).expanduser().resolve()
+        if must_exist and not root_path.is_dir():
+            raise InputError(f"store {root_path} does not exist (create one with `housekeeping load` or `generate`)")
+        url = metadata_url or os.environ.get(METADATA_URL_ENV) or f"sqlite:///{root_path / 'metadata.db'}"
+        store = cls(root_path, url)
+        if must_exist:
+            store.require_initialised()
+        return store
+
+    # --- database -------------------------------------------------------------------------------
+    _engine: Engine | None = None
+
+    @property
+    def engine(self) -> Engine:
+        if self._engine is None:
+            self._engine = make_engine(self.metadata_url)
+        return self._engine
+
+    def require_initialised(self) -> None:
+        from sqlalchemy import inspect
+
+        try:
+            names = set(inspect(self.engine).get_table_names())
+        except Exception as exc:  # unreachable server, locked or corrupt file
+            raise InputError(f"store {self.root}: metadata database {self.safe_url} cannot be read: {exc}") from exc
+        if "topics" not in names:
+            raise InputError(
+                f"store {self.root}: metadata database {self.safe_url} holds no store "
+                "(create one with `housekeeping load` or `generate`)"
+            )
+
+    @property
+    def safe_url(self) -> str:
+        return self.engine.url.render_as_string(hide_password=True)
+
+    def broker_config(self) -> BrokerConfig:
+        """Pulsar defaults < broker.conf file named by HOUSEKEEPING_BROKER_CONF < the store's broker section."""
+        layers: list[tuple[str, dict[str, Any]]] = []
+        conf_path = os.environ.get(BROKER_CONF_ENV)
+        if conf_path:
+            layers.append((conf_path, read_broker_conf(Path(conf_path))))
+        with self.engine.connect() as connection:
+            row = connection.execute(
+                select(t.store_settings.c.value).where(t.store_settings.c.key == "broker")
+            ).first()
+        if row is not None:
+            layers.append((f"store {self.root} broker settings", json.loads(row[0])))
+        return BrokerConfig.from_layers(*layers)
+
+    # --- files ----------------------------------------------------------------------------------
+    @property
+    def ledgers_root(self) -> Path:
+        return self.root / LEDGERS_DIR
+
+    def ledger_rel_path(self, topic: str, ledger_id: int) -> str:
+        tenant, namespace, local = topic_dir_parts(TopicName.parse(topic))
+        return f"{LEDGERS_DIR}/persistent/{tenant}/{namespace}/{local}/{int(ledger_id)}"
+
+    def ledger_dir(self, topic: str, ledger_id: int) -> Path:
+        return self.root / self.ledger_rel_path(topic, ledger_id)
+
+    def run_dir(self, mechanism: str, run_id: str) -> Path:
+        safe = "".join(ch if ch.isalnum() or ch in "-_.+" else "_" for ch in run_id).strip(".")
+        return self.root / RUNS_DIR / mechanism / (safe or "run")
+
+    def contained(self, path: Path) -> Path:
+        """The resolved path if it lies strictly inside ``ledgers/``; raise otherwise."""
+        base = self.ledgers_root.resolve()
+        resolved = (path if path.is_absolute() else self.root / path).resolve()
+        if resolved == base or base not in resolved.parents:
+            raise PathOutsideStore(f"refusing to touch {path}: it is not inside the store's ledger tree {base}")
+        return resolved
+
+    def remove_ledger_dir(self, rel_path: str) -> bool:
+        """Delete one ledger directory. The single file-deleting function of the project.
+
+        Returns False when it was already gone (idempotent)."""
+        target = self.contained(Path(rel_path))
+        if not target.exists():
+            return False
+        if target.is_symlink() or not target.is_dir():
+            raise PathOutsideStore(f"refusing to delete {target}: a ledger is a real directory, not a link or file")
+        shutil.rmtree(target)
+        return True

@@ -1,0 +1,1 @@
+"""PySpark applications launched by the DAGs through SparkSubmitOperator (and in-process by the CLI)."""

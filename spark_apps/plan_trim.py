@@ -1,0 +1,283 @@
+"""Spark app: plan consumed-ledger trim (Pulsar ``ManagedLedgerImpl#internalTrimLedgers``).
+
+Reads a run's snapshot, decides every ledger of every in-scope topic in one application, and writes:
+
+- ``plan/decisions``  one row per ledger: delete or keep, a typed ``kind`` and a human ``reason``
+- ``plan/actions``    the contract's actions: ``delete_ledger`` rows, plus ``move_cursor`` rows that
+                      fast-forward lagging cursors (readers) past the deleted range
+- ``plan/blockers``   per topic and kind, the bytes kept and why (subscription, current ledger, retention)
+- ``plan/summary.json`` totals the gate reconciles independently
+
+The rule, per topic (PULSAR_SEMANTICS.md section 1):
+
+1. bound (exclusive) = current ledger + 1 with no durable cursor; else the slowest durable mark-delete
+   (L, e): L + 1 when L is a closed ledger and e is its last entry, else L. Readers never pin data.
+2. walk ledgers below the bound oldest -> newest; stop at the current ledger (never deleted);
+   delete while ``expired`` (time >= 0 and asOf - closedAt > time, strict) or ``overQuota``
+   (size >= 0 and TOTAL - bytesDeletedSoFar >= size, TOTAL including backlog and current ledger);
+   stop at the first ledger that is neither (a contiguous oldest prefix).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from pathlib import Path
+
+from pyspark.sql import Column, DataFrame, Window
+from pyspark.sql import functions as F
+
+if __package__ in (None, ""):  # run by spark-submit as a script
+    sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+
+from spark_apps.common import get_spark, read_run_info, read_snapshot, write_table  # noqa: E402
+
+
+def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
+    parser = argparse.ArgumentParser(description="Plan consumed-ledger trim for one run's snapshot.")
+    parser.add_argument("--run-dir", required=True, help="run directory holding snapshot/; plan/ is written there")
+    return parser.parse_args(argv)
+
+
+def _position(ledger: Column, entry: Column) -> Column:
+    return F.concat(ledger.cast("string"), F.lit(":"), entry.cast("string"))
+
+
+def durable_bounds(ledgers: DataFrame, cursors: DataFrame) -> DataFrame:
+    """Per topic: current ledger, total size, slowest durable cursor and the exclusive trim bound."""
+    per_topic = ledgers.groupBy("topic").agg(
+        F.max("ledgerId").alias("currentLedgerId"),
+        F.sum("size").alias("totalSize"),
+    )
+    slowest = (
+        cursors.where(F.col("durable"))
+        .groupBy("topic")
+        .agg(F.min(F.struct("markDeleteLedger", "markDeleteEntry", "name", "lastActiveMs")).alias("s"))
+        .select(
+            "topic",
+            F.col("s.name").alias("slowestCursor"),
+            F.col("s.markDeleteLedger").alias("slowestMdLedger"),
+            F.col("s.markDeleteEntry").alias("slowestMdEntry"),
+            F.col("s.lastActiveMs").alias("slowestCursorLastActiveMs"),
+        )
+    )
+    md_ledger = ledgers.select(
+        "topic", F.col("ledgerId").alias("slowestMdLedger"), F.col("entries").alias("mdLedgerEntries")
+    )
+    frame = per_topic.join(slowest, "topic", "left").join(md_ledger, ["topic", "slowestMdLedger"], "left")
+    on_last_entry_of_closed = (
+        F.col("mdLedgerEntries").isNotNull()
+        & (F.col("slowestMdLedger") != F.col("currentLedgerId"))
+        & (F.col("mdLedgerEntries") == F.col("slowestMdEntry") + 1)
+    )
+    return frame.select(
+        "topic",
+        "currentLedgerId",
+        "totalSize",
+        "slowestCursor",
+        "slowestMdLedger",
+        "slowestMdEntry",
+        "slowestCursorLastActiveMs",
+        F.when(F.col("slowestCursor").isNull(), F.col("currentLedgerId") + 1)
+        .when(on_last_entry_of_closed, F.col("slowestMdLedger") + 1)
+        .otherwise(F.col("slowestMdLedger"))
+        .alias("boundLedgerId"),
+    )
+
+
+def plan_ledger_decisions(topics: DataFrame, ledgers: DataFrame, cursors: DataFrame, as_of_ms: int) -> DataFrame:
+    """One row per ledger: ``decision`` delete|keep, ``kind`` and ``reason``. Pure: no I/O, no clock."""
+    bounds = durable_bounds(ledgers, cursors)
+    by_age = Window.partitionBy("topic").orderBy("ledgerId")
+    walked = Window.partitionBy("topic").orderBy("ledgerId").rowsBetween(Window.unboundedPreceding, 0)
+    as_of = F.lit(as_of_ms)
+    frame = (
+        ledgers.join(topics.select("topic", "namespace", "retentionTimeMs", "retentionSizeBytes",
+                                   "retentionSource", "retentionDescription"), "topic")
+        .join(bounds, "topic")
+        .withColumn("isCurrent", F.col("ledgerId") == F.col("currentLedgerId"))
+        .withColumn("consumed", F.col("ledgerId") < F.col("boundLedgerId"))
+        .withColumn("sizeWalked", F.sum("size").over(walked))
+        .withColumn("remainingAfter", F.col("totalSize") - F.col("sizeWalked"))
+        .withColumn("ageMs", as_of - F.col("closedAtMs"))
+        .withColumn(
+            "expired",
+            (F.col("retentionTimeMs") >= 0) & F.col("closedAtMs").isNotNull() & (F.col("ageMs") > F.col("retentionTimeMs")),
+        )
+        .withColumn(
+            "overQuota",
+            (F.col("retentionSizeBytes") >= 0) & (F.col("remainingAfter") >= F.col("retentionSizeBytes")),
+        )
+        .withColumn("eligible", F.col("consumed") & ~F.col("isCurrent") & (F.col("expired") | F.col("overQuota")))
+        # Prefix semantics: a ledger goes only if it and every older ledger are eligible.
+        .withColumn("delete", F.min(F.col("eligible").cast("int")).over(walked) == 1)
+        .withColumn("rank", F.row_number().over(by_age))
+    )
+    first_kept = (
+        frame.where(F.col("consumed") & ~F.col("isCurrent") & ~F.col("eligible"))
+        .groupBy("topic")
+        .agg(F.min("ledgerId").alias("firstKeptLedgerId"))
+    )
+    frame = frame.join(first_kept, "topic", "left")
+
+    slowest_desc = F.when(
+        F.col("slowestCursor").isNull(),
+        F.lit("no durable subscription (readers never pin data)"),
+    ).otherwise(
+        F.format_string(
+            "slowest durable subscription '%s' at mark-delete %s",
+            F.col("slowestCursor"), _position(F.col("slowestMdLedger"), F.col("slowestMdEntry")),
+        )
+    )
+    time_part = F.when(
+        F.col("retentionTimeMs") < 0, F.lit("retention time infinite")
+    ).when(F.col("expired"), F.format_string(
+        "closed %d s before as-of > retention time %d s", (F.col("ageMs") / 1000).cast("long"),
+        (F.col("retentionTimeMs") / 1000).cast("long"),
+    )).otherwise(F.format_string(
+        "closed %d s before as-of, within retention time %d s", (F.col("ageMs") / 1000).cast("long"),
+        (F.col("retentionTimeMs") / 1000).cast("long"),
+    ))
+    size_part = F.when(
+        F.col("retentionSizeBytes") < 0, F.lit("retention size infinite")
+    ).when(F.col("overQuota"), F.format_string(
+        "%d bytes would remain >= retention size %d bytes", F.col("remainingAfter"), F.col("retentionSizeBytes"),
+    )).otherwise(F.format_string(
+        "only %d bytes would remain < retention size %d bytes", F.col("remainingAfter"), F.col("retentionSizeBytes"),
+    ))
+    retention_infinite = (F.col("retentionTimeMs") < 0) & (F.col("retentionSizeBytes") < 0)
+
+    kind = (
+        F.when(F.col("delete"), F.lit("consumed_and_expired"))
+        .when(F.col("isCurrent"), F.lit("current_ledger"))
+        .when(~F.col("consumed"), F.lit("slowest_subscription"))
+        .when(F.col("ledgerId") > F.col("firstKeptLedgerId"), F.lit("prefix_blocked"))
+        .when(retention_infinite, F.lit("retention_infinite"))
+        .otherwise(F.lit("retention_window"))
+    )
+    reason = (
+        F.when(F.col("delete"), F.concat_ws("; ",
+            F.format_string("consumed: below the trim bound ledger %d (%s)", F.col("boundLedgerId"), slowest_desc),
+            F.when(F.col("expired"), time_part), F.when(F.col("overQuota"), size_part),
+        ))
+        .when(F.col("isCurrent"), F.lit("current (open) ledger: the ledger being written is never deleted"))
+        .when(~F.col("consumed"), F.format_string(
+            "unconsumed: at or after the trim bound ledger %d set by %s", F.col("boundLedgerId"), slowest_desc))
+        .when(F.col("ledgerId") > F.col("firstKeptLedgerId"), F.format_string(
+            "older ledger %d is kept and trim removes only a contiguous oldest prefix", F.col("firstKeptLedgerId")))
+        .when(retention_infinite, F.concat(F.lit("retention is infinite ("), F.col("retentionSource"), F.lit(")")))
+        .otherwise(F.concat_ws("; ", F.format_string("within retention (%s: %s)",
+                                                     F.col("retentionSource"), F.col("retentionDescription")),
+                               time_part, size_part))
+    )
+    return frame.select(
+        "topic", "namespace", "ledgerId", "rank", "entries", "size", "closedAtMs",
+        F.when(F.col("delete"), F.lit("delete")).otherwise(F.lit("keep")).alias("decision"),
+        kind.alias("kind"),
+        reason.alias("reason"),
+        "isCurrent", "consumed", "expired", "overQuota", "remainingAfter", "boundLedgerId",
+        "slowestCursor",
+        _position(F.col("slowestMdLedger"), F.col("slowestMdEntry")).alias("slowestMarkDelete"),
+        "slowestCursorLastActiveMs",
+    )
+
+
+def ledger_deletions(decisions: DataFrame) -> DataFrame:
+    """The contract's ``delete_ledger`` actions."""
+    return decisions.where(F.col("decision") == "delete").select(
+        "topic", F.lit("delete_ledger").alias("action"), "ledgerId",
+        F.lit(None).cast("string").alias("subscription"),
+        F.lit(None).cast("string").alias("from"), F.lit(None).cast("string").alias("to"),
+        F.col("size").alias("bytes"), "reason",
+    )
+
+
+def cursor_fast_forwards(decisions: DataFrame, cursors: DataFrame) -> DataFrame:
+    """Pulsar ``advanceCursorsIfNecessary``: a cursor whose mark-delete is below the last entry of the
+    deleted range is mark-deleted there. Durable cursors are never below it (the bound guarantees that),
+    so in practice this moves readers."""
+    last_deleted = (
+        decisions.where(F.col("decision") == "delete")
+        .groupBy("topic")
+        .agg(F.max(F.struct("ledgerId", "entries")).alias("last"))
+        .select("topic", F.col("last.ledgerId").alias("toLedger"), (F.col("last.entries") - 1).alias("toEntry"))
+    )
+    behind = (F.col("markDeleteLedger") < F.col("toLedger")) | (
+        (F.col("markDeleteLedger") == F.col("toLedger")) & (F.col("markDeleteEntry") < F.col("toEntry"))
+    )
+    return cursors.join(last_deleted, "topic").where(behind).select(
+        "topic", F.lit("move_cursor").alias("action"), F.lit(None).cast("long").alias("ledgerId"),
+        F.col("name").alias("subscription"),
+        _position(F.col("markDeleteLedger"), F.col("markDeleteEntry")).alias("from"),
+        _position(F.col("toLedger"), F.col("toEntry")).alias("to"),
+        F.lit(None).cast("long").alias("bytes"),
+        F.format_string(
+            "fast-forward %s cursor past the deleted ledgers (Pulsar advanceCursorsIfNecessary)",
+            F.when(F.col("durable"), F.lit("durable")).otherwise(F.lit("non-durable (reader)")),
+        ).alias("reason"),
+    )
+
+
+def trim_blockers(decisions: DataFrame) -> DataFrame:
+    """Per topic and kind: bytes kept and the first ledger's reason (the answer to 'why is this kept?')."""
+    kept = decisions.where(F.col("decision") == "keep")
+    retention_kind = (
+        kept.where(F.col("kind").isin("retention_window", "retention_infinite"))
+        .select("topic", F.col("kind").alias("retentionKind"))
+    )
+    kept = kept.join(retention_kind, "topic", "left").withColumn(
+        "blockerKind",
+        F.when(F.col("kind") == "prefix_blocked", F.col("retentionKind")).otherwise(F.col("kind")),
+    )
+    return kept.groupBy("topic", "blockerKind").agg(
+        F.sum("size").alias("bytes"),
+        F.count("*").alias("ledgers"),
+        F.min(F.struct("ledgerId", "reason")).alias("first"),
+    ).select(
+        "topic", F.col("blockerKind").alias("kind"), F.col("first.reason").alias("detail"), "bytes", "ledgers"
+    )
+
+
+def plan_summary(decisions: DataFrame) -> dict:
+    rows = (
+        decisions.where(F.col("decision") == "delete")
+        .groupBy("namespace")
+        .agg(F.count("*").alias("ledgers"), F.sum("size").alias("bytes"))
+        .collect()
+    )
+    per_namespace = {r["namespace"]: {"ledgers": int(r["ledgers"]), "bytes": int(r["bytes"])} for r in rows}
+    return {
+        "ledgersToDelete": sum(v["ledgers"] for v in per_namespace.values()),
+        "bytesToDelete": sum(v["bytes"] for v in per_namespace.values()),
+        "perNamespace": per_namespace,
+    }
+
+
+def run(spark, run_dir: str | Path) -> dict:
+    info = read_run_info(run_dir)
+    snapshot = read_snapshot(spark, run_dir)
+    decisions = plan_ledger_decisions(
+        snapshot["topics"], snapshot["ledgers"], snapshot["cursors"], int(info["asOfMs"])
+    ).cache()
+    plan_dir = Path(run_dir) / "plan"
+    write_table(decisions, plan_dir / "decisions", ["topic", "ledgerId"])
+    actions = ledger_deletions(decisions).unionByName(cursor_fast_forwards(decisions, snapshot["cursors"]))
+    write_table(actions, plan_dir / "actions", ["topic", "action", "ledgerId", "subscription"])
+    write_table(trim_blockers(decisions), plan_dir / "blockers", ["topic", "kind"])
+    summary = {"mechanism": "trim", "runId": info["runId"], "asOfMs": info["asOfMs"], **plan_summary(decisions)}
+    (plan_dir / "summary.json").write_text(json.dumps(summary, indent=2, sort_keys=True), encoding="utf-8")
+    decisions.unpersist()
+    return summary
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = parse_args(argv)
+    spark = get_spark("housekeeping-plan-trim")
+    summary = run(spark, args.run_dir)
+    print(json.dumps(summary, sort_keys=True))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
