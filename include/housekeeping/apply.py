@@ -80,9 +80,12 @@ class ApplyResult:
 def apply_plan(store: Store, run_dir: Path, *, purge_grace_seconds: int) -> ApplyResult:
     if purge_grace_seconds < 0:
         raise InputError(f"purge grace period {purge_grace_seconds} s must be >= 0")
-    require_passed_gate(run_dir)
+    gate = require_passed_gate(run_dir)
     info = read_run_info(run_dir)
-    run_id, mechanism, as_of_ms = info["runId"], info["mechanism"], int(info["asOfMs"])
+    mechanism, as_of_ms = info["mechanism"], int(info["asOfMs"])
+    # Journal key = run + the validated plan's digest: a retried apply of the same plan is a no-op, while a
+    # re-snapshotted (different) plan of the same Airflow run is applied on its own merits.
+    run_id = f"{info['runId']}@{gate['planDigest'][:16]}"
     versions: dict[str, int] = info["topicVersions"]
     by_topic: dict[str, list[dict[str, Any]]] = defaultdict(list)
     for action in read_table(run_dir, "actions"):

@@ -1,0 +1,201 @@
+"""The one DAG factory: snapshot -> Spark plan -> Spark/GX gate -> apply -> purge -> report.
+
+Every housekeeping DAG is ``build_housekeeping_dag(MechanismDagConfig(...))``; DAG files are wiring only.
+Nothing here does work at parse time: settings are read and libraries imported inside the tasks.
+"""
+
+from __future__ import annotations
+
+import os
+import sys
+from dataclasses import dataclass, field
+from datetime import UTC, datetime, timedelta
+from pathlib import Path
+from typing import Any
+
+SPARK_APPS_DIR = Path(__file__).resolve().parent.parent.parent / "spark_apps"
+if not SPARK_APPS_DIR.is_dir():  # installed non-editable: spark_apps sits beside the package
+    import spark_apps as _spark_apps
+
+    SPARK_APPS_DIR = Path(_spark_apps.__file__).parent
+
+DEFAULT_OWNER = "storage-platform"
+
+
+@dataclass(frozen=True)
+class MechanismDagConfig:
+    """What differs between the housekeeping DAGs. Validated on construction."""
+
+    dag_id: str
+    mechanism: str
+    plan_app: str  # file name in spark_apps/
+    plan_task_id: str
+    validate_task_id: str
+    apply_task_id: str
+    report_task_id: str
+    doc_md: str
+    schedule: str = "@hourly"
+    start_date: datetime = datetime(2026, 1, 1, tzinfo=UTC)
+    tags: tuple[str, ...] = ()
+    retries: int = 2
+    retry_delay: timedelta = timedelta(minutes=2)
+    extra_params: dict[str, Any] = field(default_factory=dict)
+
+    def __post_init__(self) -> None:
+        from housekeeping.plan import MECHANISMS
+
+        if self.mechanism not in MECHANISMS:
+            raise ValueError(f"{self.dag_id}: unknown mechanism {self.mechanism!r}")
+        if not (SPARK_APPS_DIR / self.plan_app).is_file():
+            raise ValueError(f"{self.dag_id}: Spark app {self.plan_app} not found in {SPARK_APPS_DIR}")
+        if self.start_date.tzinfo is None:
+            raise ValueError(f"{self.dag_id}: start_date must be timezone-aware (UTC)")
+        ids = [self.plan_task_id, self.validate_task_id, self.apply_task_id, self.report_task_id]
+        if len(set(ids)) != len(ids):
+            raise ValueError(f"{self.dag_id}: task ids must be distinct")
+
+
+def housekeeping_params(extra: dict[str, Any]) -> dict[str, Any]:
+    """The trigger form (JSON schema per param). Scheduled runs get these safe defaults."""
+    from airflow.sdk import Param
+
+    return {
+        "dry_run": Param(False, type="boolean", title="Dry run",
+                         description="Plan, gate and report only; change nothing."),
+        "scope": Param("", type="string", title="Scope",
+                       description="Comma-separated globs: a tenant (acme), a namespace (acme/orders) or topics "
+                                   "(persistent://acme/orders/*). Empty = all topics."),
+        "as_of": Param(None, type=["null", "string"], title="As of (UTC)",
+                       description="Logical 'now' for the decisions, ISO 8601 with timezone. Empty = the run's "
+                                   "data interval end (scheduled/backfill) or its run time (manual)."),
+        "max_deleted_share": Param(None, type=["null", "number"], minimum=0, maximum=1,
+                                   title="Blast-radius override",
+                                   description="Max share of a namespace's stored bytes this run may delete "
+                                               "(empty = HOUSEKEEPING_MAX_DELETED_SHARE, default 0.9)."),
+        **extra,
+    }
+
+
+def spark_submit(task_id: str, app: str, args: list[str], mechanism: str):
+    """The standard SparkSubmitOperator of this project: the Spark connection from settings, the venv's
+    Python for driver and executors, and its bin on PATH (SparkSubmitHook runs a bare ``spark-submit``)."""
+    from airflow.providers.apache.spark.operators.spark_submit import SparkSubmitOperator
+
+    python = sys.executable
+    env_vars = {
+        "PATH": f"{Path(python).parent}{os.pathsep}{os.environ.get('PATH', '')}",
+        "PYSPARK_PYTHON": python,
+        "PYSPARK_DRIVER_PYTHON": python,
+    }
+    return SparkSubmitOperator(
+        task_id=task_id,
+        application=str(SPARK_APPS_DIR / app),
+        application_args=args,
+        conn_id=os.environ.get("HOUSEKEEPING_SPARK_CONN_ID", "spark_default"),
+        name=f"housekeeping-{mechanism}-{task_id}",
+        conf={
+            "spark.sql.session.timeZone": "UTC",
+            "spark.ui.showConsoleProgress": "false",
+            "spark.sql.shuffle.partitions": "8",
+        },
+        env_vars=env_vars,
+        verbose=False,
+    )
+
+
+def resolve_as_of_ms(params: dict[str, Any], context: dict[str, Any]) -> int:
+    """The run's logical "now": the as_of param, else the data interval end, else the run time."""
+    from housekeeping.timeutil import parse_as_of
+
+    if params.get("as_of"):
+        return parse_as_of(str(params["as_of"]))
+    dag_run = context.get("dag_run")
+    for candidate in (getattr(dag_run, "data_interval_end", None), context.get("logical_date"),
+                      getattr(dag_run, "run_after", None)):
+        if candidate is not None:
+            return int(candidate.timestamp() * 1000)
+    raise ValueError("cannot determine the run's logical time; pass the as_of param")
+
+
+def build_housekeeping_dag(config: MechanismDagConfig):
+    from airflow.sdk import DAG, TriggerRule, get_current_context, task
+
+    with DAG(
+        dag_id=config.dag_id,
+        schedule=config.schedule,
+        start_date=config.start_date,
+        catchup=False,
+        max_active_runs=1,  # one deleting run at a time per mechanism; apply's CAS covers the rest
+        doc_md=config.doc_md,
+        tags=["housekeeping", "pulsar", config.mechanism, *config.tags],
+        params=housekeeping_params(config.extra_params),
+        default_args={"owner": DEFAULT_OWNER, "retries": config.retries, "retry_delay": config.retry_delay},
+        render_template_as_native_obj=False,
+    ) as dag:
+
+        @task(task_id="take_snapshot", retries=config.retries)
+        def take_snapshot() -> dict[str, Any]:
+            from housekeeping.runner import snapshot_step
+            from housekeeping.settings import Settings
+            from housekeeping.store import Store
+            from housekeeping.timeutil import format_ms
+
+            context = get_current_context()
+            params = context["params"]
+            settings = Settings.from_env()
+            store = Store.open(settings.require_store_root(), settings.metadata_url)
+            as_of_ms = resolve_as_of_ms(params, context)
+            share = settings.max_deleted_share if params.get("max_deleted_share") is None else float(params["max_deleted_share"])
+            run_id = f"{config.dag_id}__{context['run_id']}"
+            info = snapshot_step(store, mechanism=config.mechanism, run_id=run_id, as_of_ms=as_of_ms,
+                                 scope=params.get("scope") or None, max_deleted_share=share)
+            return {"run_dir": str(info.run_dir), "as_of": format_ms(as_of_ms), "topics": info.topic_count,
+                    "dry_run": bool(params.get("dry_run"))}
+
+        snapshot = take_snapshot()
+        run_dir = "{{ ti.xcom_pull(task_ids='take_snapshot')['run_dir'] }}"
+        plan = spark_submit(config.plan_task_id, config.plan_app, ["--run-dir", run_dir], config.mechanism)
+        validate = spark_submit(config.validate_task_id, "validate_plan.py",
+                                ["--run-dir", run_dir, "--mechanism", config.mechanism], config.mechanism)
+
+        @task(task_id=config.apply_task_id)
+        def apply_plan(snapshot_info: dict[str, Any]) -> dict[str, Any]:
+            from airflow.sdk.exceptions import AirflowSkipException
+
+            from housekeeping.runner import apply_step
+            from housekeeping.settings import Settings
+            from housekeeping.store import Store
+
+            if snapshot_info["dry_run"]:
+                raise AirflowSkipException("dry run: the checked plan is reported, not applied")
+            settings = Settings.from_env()
+            store = Store.open(settings.require_store_root(), settings.metadata_url)
+            return apply_step(store, Path(snapshot_info["run_dir"]), purge_grace_seconds=settings.purge_grace_seconds)
+
+        @task(task_id="purge_pending_deletions")
+        def purge_pending(snapshot_info: dict[str, Any]) -> dict[str, Any]:
+            from airflow.sdk.exceptions import AirflowSkipException
+
+            from housekeeping.runner import purge_step
+            from housekeeping.settings import Settings
+            from housekeeping.store import Store
+
+            if snapshot_info["dry_run"]:
+                raise AirflowSkipException("dry run: nothing is purged")
+            settings = Settings.from_env()
+            store = Store.open(settings.require_store_root(), settings.metadata_url)
+            return purge_step(store, Path(snapshot_info["run_dir"]))
+
+        @task(task_id=config.report_task_id, trigger_rule=TriggerRule.NONE_FAILED)
+        def write_report(snapshot_info: dict[str, Any]) -> str:
+            from housekeeping.runner import report_step
+
+            path = report_step(Path(snapshot_info["run_dir"]), dry_run=snapshot_info["dry_run"])
+            print(f"REPORT: {path}")
+            return str(path)
+
+        applied = apply_plan(snapshot)
+        purged = purge_pending(snapshot)
+        report = write_report(snapshot)
+        snapshot >> plan >> validate >> applied >> purged >> report
+    return dag

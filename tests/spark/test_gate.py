@@ -1,0 +1,165 @@
+"""The gate re-derives safety from the snapshot: corrupted plans are blocked and nothing changes; a plan
+changed after the gate passed is refused by apply; apply + purge remove exactly the planned ledgers."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from housekeeping.apply import apply_plan, purge
+from housekeeping.errors import PlanNotValidated
+from housekeeping.manifest import export_manifest, load_manifest
+from housekeeping.runner import snapshot_step
+from housekeeping.store import Store
+from spark_apps import plan_trim, validate_plan
+from tests.conftest import topic_body, write_manifest
+
+pytestmark = pytest.mark.spark
+
+TOPIC = "persistent://acme/orders/a"
+OTHER = "persistent://acme/orders/b"
+
+
+def messages(ledgers):
+    return [{"ledgerId": lid, "entryId": e, "publishTime": 1000 + e, "key": f"k{e}", "value": f"v{lid}-{e}"}
+            for lid, n, _, _ in ledgers for e in range(n)]
+
+
+LEDGERS = [(1, 3, 6, 1000), (2, 3, 6, 2000), (3, 3, 6, 3000), (4, 3, 6, 4000), (5, 2, 4, None)]
+DOC = {
+    "namespaces": {"acme/orders": {}},
+    "topics": {
+        TOPIC: topic_body(LEDGERS, {"sub": "2:2", "slow": {"markDeletePosition": "3:2"},
+                                    "reader": {"markDeletePosition": "1:0", "durable": False}},
+                          messages=messages(LEDGERS)),
+        # keeps the namespace's deleted share under the default blast radius
+        OTHER: topic_body([(1, 1, 100, None)]),
+    },
+}
+
+
+@pytest.fixture
+def planned(tmp_path, spark):
+    store = load_manifest(tmp_path / "store", write_manifest(tmp_path, DOC))
+    info = snapshot_step(store, mechanism="trim", run_id="t", as_of_ms=10_000, scope=None, max_deleted_share=0.9)
+    plan_trim.run(spark, info.run_dir)
+    return store, info.run_dir
+
+
+def actions_file(run_dir: Path) -> Path:
+    return next((run_dir / "plan" / "actions").glob("part-*"))
+
+
+def rewrite_actions(run_dir: Path, edit) -> None:
+    path = actions_file(run_dir)
+    rows = [json.loads(line) for line in path.read_text().splitlines()]
+    rows = edit(rows)
+    path.write_text("".join(json.dumps(r) + "\n" for r in rows))
+
+
+def state(store: Store) -> tuple:
+    files = sorted(str(p.relative_to(store.root)) for p in store.ledgers_root.rglob("*.parquet"))
+    return export_manifest(store, with_messages=True)["topics"], files
+
+
+def test_the_genuine_plan_passes(planned, spark):
+    store, run_dir = planned
+    assert [a["ledgerId"] for a in json.loads("[" + ",".join(actions_file(run_dir).read_text().split()) + "]")
+            if a["action"] == "delete_ledger"] == [1, 2]
+    assert validate_plan.run(spark, run_dir, "trim")["success"]
+
+
+def delete(ledger_id: int, size: int = 6):
+    return {"topic": TOPIC, "action": "delete_ledger", "ledgerId": ledger_id, "bytes": size, "reason": "mutant"}
+
+
+MUTANTS = {
+    "deletes the current ledger": (lambda rows: rows + [delete(5, 4)], "not_current_ledger"),
+    "deletes at the slowest durable mark-delete": (lambda rows: rows + [delete(3)], "no_durable_cursor_pins_it"),
+    "deletes past the slowest mark-delete": (lambda rows: rows + [delete(4)], "no_durable_cursor_pins_it"),
+    "not an oldest prefix": (lambda rows: [r for r in rows if r.get("ledgerId") != 1], "contiguous_oldest_prefix"),
+    "bytes do not reconcile": (lambda rows: [dict(r, bytes=1) if r.get("ledgerId") == 1 else r for r in rows],
+                               "bytes_match_snapshot"),
+    "duplicate deletion": (lambda rows: rows + [delete(1)], "expect_compound_columns_to_be_unique"),
+    "unknown ledger": (lambda rows: rows + [delete(77)], "ledger_in_snapshot"),
+    "moves a cursor backward": (lambda rows: [dict(r, to="0:0") if r["action"] == "move_cursor" else r for r in rows],
+                                "moves_forward"),
+    "moves a durable cursor": (lambda rows: rows + [{"topic": TOPIC, "action": "move_cursor", "subscription": "slow",
+                                                     "from": "3:2", "to": "4:0", "reason": "mutant"}],
+                               "cursor_is_non_durable"),
+    "moves a cursor past the topic's end": (
+        lambda rows: [dict(r, to="9:9") if r["action"] == "move_cursor" else r for r in rows], "not_past_last_entry"),
+    "unknown action": (lambda rows: rows + [{"topic": TOPIC, "action": "delete_topic", "reason": "mutant"}],
+                       "expect_column_values_to_be_in_set"),
+}
+
+
+@pytest.mark.parametrize("name", sorted(MUTANTS))
+def test_corrupted_plan_is_blocked_and_nothing_changes(planned, spark, name):
+    store, run_dir = planned
+    edit, failing = MUTANTS[name]
+    before = state(store)
+    rewrite_actions(run_dir, edit)
+    document = validate_plan.run(spark, run_dir, "trim")
+    assert not document["success"]
+    failed = {f["expectation"] for f in document["failed"]} | {
+        f["kwargs"].get("column") for f in document["failed"]}
+    assert failing in failed, document["failed"]
+    with pytest.raises(PlanNotValidated):
+        apply_plan(store, run_dir, purge_grace_seconds=0)
+    assert state(store) == before
+
+
+def test_blast_radius_limit_blocks(tmp_path, spark):
+    store = load_manifest(tmp_path / "store", write_manifest(tmp_path, DOC))
+    info = snapshot_step(store, mechanism="trim", run_id="t", as_of_ms=10_000, scope=None, max_deleted_share=0.05)
+    plan_trim.run(spark, info.run_dir)
+    document = validate_plan.run(spark, info.run_dir, "trim")
+    assert [f["kwargs"]["column"] for f in document["failed"]] == ["deleted_share"]
+
+
+def test_plan_changed_after_the_gate_is_refused(planned, spark):
+    store, run_dir = planned
+    assert validate_plan.run(spark, run_dir, "trim")["success"]
+    before = state(store)
+    rewrite_actions(run_dir, lambda rows: rows + [delete(3)])
+    with pytest.raises(PlanNotValidated, match="changed after the gate"):
+        apply_plan(store, run_dir, purge_grace_seconds=0)
+    assert state(store) == before
+
+
+def test_apply_then_purge_removes_exactly_the_planned_ledgers(planned, spark):
+    store, run_dir = planned
+    assert validate_plan.run(spark, run_dir, "trim")["success"]
+    result = apply_plan(store, run_dir, purge_grace_seconds=60)
+    assert result.ledgers_deleted == 2 and result.cursors_moved == 1
+    ledger_dir = store.ledger_dir(TOPIC, 1)
+    assert ledger_dir.is_dir()  # metadata first; files wait for the grace period
+    assert purge(store, as_of_ms=10_000 + 59_999, run_id="p").purged == []
+    assert ledger_dir.is_dir()
+    assert sorted(purge(store, as_of_ms=10_000 + 60_000, run_id="p").purged) == [(TOPIC, 1), (TOPIC, 2)]
+    assert not ledger_dir.exists() and not store.ledger_dir(TOPIC, 2).exists()
+    remaining = export_manifest(store, with_messages=True)["topics"][TOPIC]
+    assert [m["ledgerId"] for m in remaining["messages"]] == [3, 3, 3, 4, 4, 4, 5, 5]
+    assert remaining["cursors"]["reader"]["markDeletePosition"] == "2:2"
+    # a second apply of the same run is a no-op
+    again = apply_plan(store, run_dir, purge_grace_seconds=60)
+    assert again.ledgers_deleted == 0 and again.already_applied_topics == [TOPIC]
+
+
+def test_topic_changed_since_the_snapshot_is_skipped_not_overwritten(planned, spark):
+    from sqlalchemy import update
+
+    from housekeeping import metadata_schema as t
+
+    store, run_dir = planned
+    assert validate_plan.run(spark, run_dir, "trim")["success"]
+    with store.engine.begin() as conn:  # a writer touched the topic after the snapshot
+        conn.execute(update(t.topics).where(t.topics.c.name == TOPIC).values(version=t.topics.c.version + 1))
+    before = state(store)
+    result = apply_plan(store, run_dir, purge_grace_seconds=0)
+    assert result.ledgers_deleted == 0 and TOPIC in result.skipped_topics
+    assert "changed since the snapshot" in result.skipped_topics[TOPIC]
+    assert state(store) == before
