@@ -12,47 +12,55 @@ from typing import Any
 from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import types as T
 
-TOPICS_SCHEMA = T.StructType([
-    T.StructField("topic", T.StringType(), False),
-    T.StructField("namespace", T.StringType(), False),
-    T.StructField("tenant", T.StringType(), False),
-    T.StructField("isSystemTopic", T.BooleanType(), False),
-    T.StructField("version", T.LongType(), False),
-    T.StructField("producers", T.LongType(), False),
-    T.StructField("consumers", T.LongType(), False),
-    T.StructField("lastActiveMs", T.LongType(), True),
-    T.StructField("retentionTimeMs", T.LongType(), False),
-    T.StructField("retentionSizeBytes", T.LongType(), False),
-    T.StructField("retentionSource", T.StringType(), False),
-    T.StructField("retentionDescription", T.StringType(), False),
-    T.StructField("policies", T.StringType(), False),
-])
+TOPICS_SCHEMA = T.StructType(
+    [
+        T.StructField("topic", T.StringType(), False),
+        T.StructField("namespace", T.StringType(), False),
+        T.StructField("tenant", T.StringType(), False),
+        T.StructField("isSystemTopic", T.BooleanType(), False),
+        T.StructField("version", T.LongType(), False),
+        T.StructField("producers", T.LongType(), False),
+        T.StructField("consumers", T.LongType(), False),
+        T.StructField("lastActiveMs", T.LongType(), True),
+        T.StructField("retentionTimeMs", T.LongType(), False),
+        T.StructField("retentionSizeBytes", T.LongType(), False),
+        T.StructField("retentionSource", T.StringType(), False),
+        T.StructField("retentionDescription", T.StringType(), False),
+        T.StructField("policies", T.StringType(), False),
+    ]
+)
 
-LEDGERS_SCHEMA = T.StructType([
-    T.StructField("topic", T.StringType(), False),
-    T.StructField("ledgerId", T.LongType(), False),
-    T.StructField("entries", T.LongType(), False),
-    T.StructField("size", T.LongType(), False),
-    T.StructField("closedAtMs", T.LongType(), True),
-    T.StructField("minEntryTsMs", T.LongType(), True),
-    T.StructField("maxEntryTsMs", T.LongType(), True),
-    T.StructField("entriesStored", T.BooleanType(), False),
-])
+LEDGERS_SCHEMA = T.StructType(
+    [
+        T.StructField("topic", T.StringType(), False),
+        T.StructField("ledgerId", T.LongType(), False),
+        T.StructField("entries", T.LongType(), False),
+        T.StructField("size", T.LongType(), False),
+        T.StructField("closedAtMs", T.LongType(), True),
+        T.StructField("minEntryTsMs", T.LongType(), True),
+        T.StructField("maxEntryTsMs", T.LongType(), True),
+        T.StructField("entriesStored", T.BooleanType(), False),
+    ]
+)
 
-CURSORS_SCHEMA = T.StructType([
-    T.StructField("topic", T.StringType(), False),
-    T.StructField("name", T.StringType(), False),
-    T.StructField("durable", T.BooleanType(), False),
-    T.StructField("markDeleteLedger", T.LongType(), False),
-    T.StructField("markDeleteEntry", T.LongType(), False),
-    T.StructField("lastActiveMs", T.LongType(), True),
-])
+CURSORS_SCHEMA = T.StructType(
+    [
+        T.StructField("topic", T.StringType(), False),
+        T.StructField("name", T.StringType(), False),
+        T.StructField("durable", T.BooleanType(), False),
+        T.StructField("markDeleteLedger", T.LongType(), False),
+        T.StructField("markDeleteEntry", T.LongType(), False),
+        T.StructField("lastActiveMs", T.LongType(), True),
+    ]
+)
 
-NAMESPACES_SCHEMA = T.StructType([
-    T.StructField("namespace", T.StringType(), False),
-    T.StructField("storedBytes", T.LongType(), False),
-    T.StructField("topicCount", T.LongType(), False),
-])
+NAMESPACES_SCHEMA = T.StructType(
+    [
+        T.StructField("namespace", T.StringType(), False),
+        T.StructField("storedBytes", T.LongType(), False),
+        T.StructField("topicCount", T.LongType(), False),
+    ]
+)
 
 SNAPSHOT_SCHEMAS = {
     "topics": TOPICS_SCHEMA,

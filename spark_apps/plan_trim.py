@@ -36,7 +36,9 @@ from spark_apps.common import get_spark, read_run_info, read_snapshot, write_tab
 
 def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     parser = argparse.ArgumentParser(description="Plan consumed-ledger trim for one run's snapshot.")
-    parser.add_argument("--run-dir", required=True, help="run directory holding snapshot/; plan/ is written there")
+    parser.add_argument(
+        "--run-dir", required=True, help="run directory holding snapshot/; plan/ is written there"
+    )
     return parser.parse_args(argv)
 
 
@@ -86,15 +88,26 @@ def durable_bounds(ledgers: DataFrame, cursors: DataFrame) -> DataFrame:
     )
 
 
-def plan_ledger_decisions(topics: DataFrame, ledgers: DataFrame, cursors: DataFrame, as_of_ms: int) -> DataFrame:
+def plan_ledger_decisions(
+    topics: DataFrame, ledgers: DataFrame, cursors: DataFrame, as_of_ms: int
+) -> DataFrame:
     """One row per ledger: ``decision`` delete|keep, ``kind`` and ``reason``. Pure: no I/O, no clock."""
     bounds = durable_bounds(ledgers, cursors)
     by_age = Window.partitionBy("topic").orderBy("ledgerId")
     walked = Window.partitionBy("topic").orderBy("ledgerId").rowsBetween(Window.unboundedPreceding, 0)
     as_of = F.lit(as_of_ms)
     frame = (
-        ledgers.join(topics.select("topic", "namespace", "retentionTimeMs", "retentionSizeBytes",
-                                   "retentionSource", "retentionDescription"), "topic")
+        ledgers.join(
+            topics.select(
+                "topic",
+                "namespace",
+                "retentionTimeMs",
+                "retentionSizeBytes",
+                "retentionSource",
+                "retentionDescription",
+            ),
+            "topic",
+        )
         .join(bounds, "topic")
         .withColumn("isCurrent", F.col("ledgerId") == F.col("currentLedgerId"))
         .withColumn("consumed", F.col("ledgerId") < F.col("boundLedgerId"))
@@ -103,13 +116,17 @@ def plan_ledger_decisions(topics: DataFrame, ledgers: DataFrame, cursors: DataFr
         .withColumn("ageMs", as_of - F.col("closedAtMs"))
         .withColumn(
             "expired",
-            (F.col("retentionTimeMs") >= 0) & F.col("closedAtMs").isNotNull() & (F.col("ageMs") > F.col("retentionTimeMs")),
+            (F.col("retentionTimeMs") >= 0)
+            & F.col("closedAtMs").isNotNull()
+            & (F.col("ageMs") > F.col("retentionTimeMs")),
         )
         .withColumn(
             "overQuota",
             (F.col("retentionSizeBytes") >= 0) & (F.col("remainingAfter") >= F.col("retentionSizeBytes")),
         )
-        .withColumn("eligible", F.col("consumed") & ~F.col("isCurrent") & (F.col("expired") | F.col("overQuota")))
+        .withColumn(
+            "eligible", F.col("consumed") & ~F.col("isCurrent") & (F.col("expired") | F.col("overQuota"))
+        )
         # Prefix semantics: a ledger goes only if it and every older ledger are eligible.
         .withColumn("delete", F.min(F.col("eligible").cast("int")).over(walked) == 1)
         .withColumn("rank", F.row_number().over(by_age))
@@ -127,25 +144,46 @@ def plan_ledger_decisions(topics: DataFrame, ledgers: DataFrame, cursors: DataFr
     ).otherwise(
         F.format_string(
             "slowest durable subscription '%s' at mark-delete %s",
-            F.col("slowestCursor"), _position(F.col("slowestMdLedger"), F.col("slowestMdEntry")),
+            F.col("slowestCursor"),
+            _position(F.col("slowestMdLedger"), F.col("slowestMdEntry")),
         )
     )
-    time_part = F.when(
-        F.col("retentionTimeMs") < 0, F.lit("retention time infinite")
-    ).when(F.col("expired"), F.format_string(
-        "closed %d s before as-of > retention time %d s", (F.col("ageMs") / 1000).cast("long"),
-        (F.col("retentionTimeMs") / 1000).cast("long"),
-    )).otherwise(F.format_string(
-        "closed %d s before as-of, within retention time %d s", (F.col("ageMs") / 1000).cast("long"),
-        (F.col("retentionTimeMs") / 1000).cast("long"),
-    ))
-    size_part = F.when(
-        F.col("retentionSizeBytes") < 0, F.lit("retention size infinite")
-    ).when(F.col("overQuota"), F.format_string(
-        "%d bytes would remain >= retention size %d bytes", F.col("remainingAfter"), F.col("retentionSizeBytes"),
-    )).otherwise(F.format_string(
-        "only %d bytes would remain < retention size %d bytes", F.col("remainingAfter"), F.col("retentionSizeBytes"),
-    ))
+    time_part = (
+        F.when(F.col("retentionTimeMs") < 0, F.lit("retention time infinite"))
+        .when(
+            F.col("expired"),
+            F.format_string(
+                "closed %d s before as-of > retention time %d s",
+                (F.col("ageMs") / 1000).cast("long"),
+                (F.col("retentionTimeMs") / 1000).cast("long"),
+            ),
+        )
+        .otherwise(
+            F.format_string(
+                "closed %d s before as-of, within retention time %d s",
+                (F.col("ageMs") / 1000).cast("long"),
+                (F.col("retentionTimeMs") / 1000).cast("long"),
+            )
+        )
+    )
+    size_part = (
+        F.when(F.col("retentionSizeBytes") < 0, F.lit("retention size infinite"))
+        .when(
+            F.col("overQuota"),
+            F.format_string(
+                "%d bytes would remain >= retention size %d bytes",
+                F.col("remainingAfter"),
+                F.col("retentionSizeBytes"),
+            ),
+        )
+        .otherwise(
+            F.format_string(
+                "only %d bytes would remain < retention size %d bytes",
+                F.col("remainingAfter"),
+                F.col("retentionSizeBytes"),
+            )
+        )
+    )
     retention_infinite = (F.col("retentionTimeMs") < 0) & (F.col("retentionSizeBytes") < 0)
 
     kind = (
@@ -157,26 +195,65 @@ def plan_ledger_decisions(topics: DataFrame, ledgers: DataFrame, cursors: DataFr
         .otherwise(F.lit("retention_window"))
     )
     reason = (
-        F.when(F.col("delete"), F.concat_ws("; ",
-            F.format_string("consumed: below the trim bound ledger %d (%s)", F.col("boundLedgerId"), slowest_desc),
-            F.when(F.col("expired"), time_part), F.when(F.col("overQuota"), size_part),
-        ))
+        F.when(
+            F.col("delete"),
+            F.concat_ws(
+                "; ",
+                F.format_string(
+                    "consumed: below the trim bound ledger %d (%s)", F.col("boundLedgerId"), slowest_desc
+                ),
+                F.when(F.col("expired"), time_part),
+                F.when(F.col("overQuota"), size_part),
+            ),
+        )
         .when(F.col("isCurrent"), F.lit("current (open) ledger: the ledger being written is never deleted"))
-        .when(~F.col("consumed"), F.format_string(
-            "unconsumed: at or after the trim bound ledger %d set by %s", F.col("boundLedgerId"), slowest_desc))
-        .when(F.col("ledgerId") > F.col("firstKeptLedgerId"), F.format_string(
-            "older ledger %d is kept and trim removes only a contiguous oldest prefix", F.col("firstKeptLedgerId")))
-        .when(retention_infinite, F.concat(F.lit("retention is infinite ("), F.col("retentionSource"), F.lit(")")))
-        .otherwise(F.concat_ws("; ", F.format_string("within retention (%s: %s)",
-                                                     F.col("retentionSource"), F.col("retentionDescription")),
-                               time_part, size_part))
+        .when(
+            ~F.col("consumed"),
+            F.format_string(
+                "unconsumed: at or after the trim bound ledger %d set by %s",
+                F.col("boundLedgerId"),
+                slowest_desc,
+            ),
+        )
+        .when(
+            F.col("ledgerId") > F.col("firstKeptLedgerId"),
+            F.format_string(
+                "older ledger %d is kept and trim removes only a contiguous oldest prefix",
+                F.col("firstKeptLedgerId"),
+            ),
+        )
+        .when(
+            retention_infinite,
+            F.concat(F.lit("retention is infinite ("), F.col("retentionSource"), F.lit(")")),
+        )
+        .otherwise(
+            F.concat_ws(
+                "; ",
+                F.format_string(
+                    "within retention (%s: %s)", F.col("retentionSource"), F.col("retentionDescription")
+                ),
+                time_part,
+                size_part,
+            )
+        )
     )
     return frame.select(
-        "topic", "namespace", "ledgerId", "rank", "entries", "size", "closedAtMs",
+        "topic",
+        "namespace",
+        "ledgerId",
+        "rank",
+        "entries",
+        "size",
+        "closedAtMs",
         F.when(F.col("delete"), F.lit("delete")).otherwise(F.lit("keep")).alias("decision"),
         kind.alias("kind"),
         reason.alias("reason"),
-        "isCurrent", "consumed", "expired", "overQuota", "remainingAfter", "boundLedgerId",
+        "isCurrent",
+        "consumed",
+        "expired",
+        "overQuota",
+        "remainingAfter",
+        "boundLedgerId",
         "slowestCursor",
         _position(F.col("slowestMdLedger"), F.col("slowestMdEntry")).alias("slowestMarkDelete"),
         "slowestCursorLastActiveMs",
@@ -186,10 +263,14 @@ def plan_ledger_decisions(topics: DataFrame, ledgers: DataFrame, cursors: DataFr
 def ledger_deletions(decisions: DataFrame) -> DataFrame:
     """The contract's ``delete_ledger`` actions."""
     return decisions.where(F.col("decision") == "delete").select(
-        "topic", F.lit("delete_ledger").alias("action"), "ledgerId",
+        "topic",
+        F.lit("delete_ledger").alias("action"),
+        "ledgerId",
         F.lit(None).cast("string").alias("subscription"),
-        F.lit(None).cast("string").alias("from"), F.lit(None).cast("string").alias("to"),
-        F.col("size").alias("bytes"), "reason",
+        F.lit(None).cast("string").alias("from"),
+        F.lit(None).cast("string").alias("to"),
+        F.col("size").alias("bytes"),
+        "reason",
     )
 
 
@@ -201,41 +282,56 @@ def cursor_fast_forwards(decisions: DataFrame, cursors: DataFrame) -> DataFrame:
         decisions.where(F.col("decision") == "delete")
         .groupBy("topic")
         .agg(F.max(F.struct("ledgerId", "entries")).alias("last"))
-        .select("topic", F.col("last.ledgerId").alias("toLedger"), (F.col("last.entries") - 1).alias("toEntry"))
+        .select(
+            "topic", F.col("last.ledgerId").alias("toLedger"), (F.col("last.entries") - 1).alias("toEntry")
+        )
     )
     behind = (F.col("markDeleteLedger") < F.col("toLedger")) | (
         (F.col("markDeleteLedger") == F.col("toLedger")) & (F.col("markDeleteEntry") < F.col("toEntry"))
     )
-    return cursors.join(last_deleted, "topic").where(behind).select(
-        "topic", F.lit("move_cursor").alias("action"), F.lit(None).cast("long").alias("ledgerId"),
-        F.col("name").alias("subscription"),
-        _position(F.col("markDeleteLedger"), F.col("markDeleteEntry")).alias("from"),
-        _position(F.col("toLedger"), F.col("toEntry")).alias("to"),
-        F.lit(None).cast("long").alias("bytes"),
-        F.format_string(
-            "fast-forward %s cursor past the deleted ledgers (Pulsar advanceCursorsIfNecessary)",
-            F.when(F.col("durable"), F.lit("durable")).otherwise(F.lit("non-durable (reader)")),
-        ).alias("reason"),
+    return (
+        cursors.join(last_deleted, "topic")
+        .where(behind)
+        .select(
+            "topic",
+            F.lit("move_cursor").alias("action"),
+            F.lit(None).cast("long").alias("ledgerId"),
+            F.col("name").alias("subscription"),
+            _position(F.col("markDeleteLedger"), F.col("markDeleteEntry")).alias("from"),
+            _position(F.col("toLedger"), F.col("toEntry")).alias("to"),
+            F.lit(None).cast("long").alias("bytes"),
+            F.format_string(
+                "fast-forward %s cursor past the deleted ledgers (Pulsar advanceCursorsIfNecessary)",
+                F.when(F.col("durable"), F.lit("durable")).otherwise(F.lit("non-durable (reader)")),
+            ).alias("reason"),
+        )
     )
 
 
 def trim_blockers(decisions: DataFrame) -> DataFrame:
     """Per topic and kind: bytes kept and the first ledger's reason (the answer to 'why is this kept?')."""
     kept = decisions.where(F.col("decision") == "keep")
-    retention_kind = (
-        kept.where(F.col("kind").isin("retention_window", "retention_infinite"))
-        .select("topic", F.col("kind").alias("retentionKind"))
+    retention_kind = kept.where(F.col("kind").isin("retention_window", "retention_infinite")).select(
+        "topic", F.col("kind").alias("retentionKind")
     )
     kept = kept.join(retention_kind, "topic", "left").withColumn(
         "blockerKind",
         F.when(F.col("kind") == "prefix_blocked", F.col("retentionKind")).otherwise(F.col("kind")),
     )
-    return kept.groupBy("topic", "blockerKind").agg(
-        F.sum("size").alias("bytes"),
-        F.count("*").alias("ledgers"),
-        F.min(F.struct("ledgerId", "reason")).alias("first"),
-    ).select(
-        "topic", F.col("blockerKind").alias("kind"), F.col("first.reason").alias("detail"), "bytes", "ledgers"
+    return (
+        kept.groupBy("topic", "blockerKind")
+        .agg(
+            F.sum("size").alias("bytes"),
+            F.count("*").alias("ledgers"),
+            F.min(F.struct("ledgerId", "reason")).alias("first"),
+        )
+        .select(
+            "topic",
+            F.col("blockerKind").alias("kind"),
+            F.col("first.reason").alias("detail"),
+            "bytes",
+            "ledgers",
+        )
     )
 
 
@@ -265,7 +361,12 @@ def run(spark, run_dir: str | Path) -> dict:
     actions = ledger_deletions(decisions).unionByName(cursor_fast_forwards(decisions, snapshot["cursors"]))
     write_table(actions, plan_dir / "actions", ["topic", "action", "ledgerId", "subscription"])
     write_table(trim_blockers(decisions), plan_dir / "blockers", ["topic", "kind"])
-    summary = {"mechanism": "trim", "runId": info["runId"], "asOfMs": info["asOfMs"], **plan_summary(decisions)}
+    summary = {
+        "mechanism": "trim",
+        "runId": info["runId"],
+        "asOfMs": info["asOfMs"],
+        **plan_summary(decisions),
+    }
     (plan_dir / "summary.json").write_text(json.dumps(summary, indent=2, sort_keys=True), encoding="utf-8")
     decisions.unpersist()
     return summary

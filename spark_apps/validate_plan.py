@@ -49,42 +49,61 @@ def _pos_key(ledger, entry):
     return F.struct(ledger.alias("l"), entry.alias("e"))
 
 
-def trim_deletion_checks(actions: DataFrame, topics: DataFrame, ledgers: DataFrame, cursors: DataFrame,
-                         as_of_ms: int) -> DataFrame:
+def trim_deletion_checks(
+    actions: DataFrame, topics: DataFrame, ledgers: DataFrame, cursors: DataFrame, as_of_ms: int
+) -> DataFrame:
     deletions = actions.where(F.col("action") == "delete_ledger").select(
-        "topic", "ledgerId", F.col("bytes").alias("plannedBytes"))
+        "topic", "ledgerId", F.col("bytes").alias("plannedBytes")
+    )
     topic_facts = ledgers.groupBy("topic").agg(
-        F.max("ledgerId").alias("currentLedgerId"), F.sum("size").alias("topicBytes"))
+        F.max("ledgerId").alias("currentLedgerId"), F.sum("size").alias("topicBytes")
+    )
     ranked = ledgers.withColumn("rank", F.row_number().over(Window.partitionBy("topic").orderBy("ledgerId")))
     frame = (
-        deletions.join(ranked.select("topic", "ledgerId", "rank", "entries", "size", "closedAtMs"),
-                       ["topic", "ledgerId"], "left")
+        deletions.join(
+            ranked.select("topic", "ledgerId", "rank", "entries", "size", "closedAtMs"),
+            ["topic", "ledgerId"],
+            "left",
+        )
         .join(topic_facts, "topic", "left")
         .join(topics.select("topic", "retentionTimeMs", "retentionSizeBytes"), "topic", "left")
     )
     # Planned deletions up to and including this ledger, with their snapshot sizes.
     upto = Window.partitionBy("topic").orderBy("ledgerId").rowsBetween(Window.unboundedPreceding, 0)
     frame = frame.withColumn("plannedUpTo", F.count("*").over(upto)).withColumn(
-        "bytesDeletedUpTo", F.sum(F.coalesce("size", F.lit(0))).over(upto))
+        "bytesDeletedUpTo", F.sum(F.coalesce("size", F.lit(0))).over(upto)
+    )
     # Durable cursors pinning a ledger: mark-delete in an older ledger, or inside it but not on its last
     # entry, or on it when it is the current ledger.
-    durable = cursors.where(F.col("durable")).select("topic", F.col("name").alias("cursor"),
-                                                     "markDeleteLedger", "markDeleteEntry")
+    durable = cursors.where(F.col("durable")).select(
+        "topic", F.col("name").alias("cursor"), "markDeleteLedger", "markDeleteEntry"
+    )
     pins = (
-        frame.select("topic", "ledgerId", "entries", "currentLedgerId").join(durable, "topic")
+        frame.select("topic", "ledgerId", "entries", "currentLedgerId")
+        .join(durable, "topic")
         .where(
             (F.col("markDeleteLedger") < F.col("ledgerId"))
-            | ((F.col("markDeleteLedger") == F.col("ledgerId"))
-               & ((F.col("markDeleteEntry") != F.col("entries") - 1) | (F.col("ledgerId") == F.col("currentLedgerId"))))
+            | (
+                (F.col("markDeleteLedger") == F.col("ledgerId"))
+                & (
+                    (F.col("markDeleteEntry") != F.col("entries") - 1)
+                    | (F.col("ledgerId") == F.col("currentLedgerId"))
+                )
+            )
         )
-        .groupBy("topic", "ledgerId").agg(F.count("*").alias("pinningCursors"))
+        .groupBy("topic", "ledgerId")
+        .agg(F.count("*").alias("pinningCursors"))
     )
     frame = frame.join(pins, ["topic", "ledgerId"], "left")
-    expired = (F.col("retentionTimeMs") >= 0) & (F.lit(as_of_ms) - F.col("closedAtMs") > F.col("retentionTimeMs"))
+    expired = (F.col("retentionTimeMs") >= 0) & (
+        F.lit(as_of_ms) - F.col("closedAtMs") > F.col("retentionTimeMs")
+    )
     over_quota = (F.col("retentionSizeBytes") >= 0) & (
-        F.col("topicBytes") - F.col("bytesDeletedUpTo") >= F.col("retentionSizeBytes"))
+        F.col("topicBytes") - F.col("bytesDeletedUpTo") >= F.col("retentionSizeBytes")
+    )
     return frame.select(
-        "topic", "ledgerId",
+        "topic",
+        "ledgerId",
         F.col("rank").isNotNull().alias("ledger_in_snapshot"),
         F.coalesce(F.col("plannedBytes") == F.col("size"), F.lit(False)).alias("bytes_match_snapshot"),
         F.coalesce(F.col("ledgerId") != F.col("currentLedgerId"), F.lit(False)).alias("not_current_ledger"),
@@ -97,46 +116,81 @@ def trim_deletion_checks(actions: DataFrame, topics: DataFrame, ledgers: DataFra
 
 def trim_cursor_checks(actions: DataFrame, ledgers: DataFrame, cursors: DataFrame) -> DataFrame:
     moves = actions.where(F.col("action") == "move_cursor").select(
-        "topic", F.col("subscription").alias("name"), "from", "to")
+        "topic", F.col("subscription").alias("name"), "from", "to"
+    )
     split = lambda c, i: F.split(F.col(c), ":").getItem(i).cast("long")  # noqa: E731
-    moves = moves.select("topic", "name", "from", "to",
-                         split("from", 0).alias("fromL"), split("from", 1).alias("fromE"),
-                         split("to", 0).alias("toL"), split("to", 1).alias("toE"))
-    deleted = actions.where(F.col("action") == "delete_ledger").groupBy("topic").agg(F.max("ledgerId").alias("lastDeleted"))
-    last_deleted_entry = ledgers.select("topic", F.col("ledgerId").alias("lastDeleted"), (F.col("entries") - 1).alias("endE"))
+    moves = moves.select(
+        "topic",
+        "name",
+        "from",
+        "to",
+        split("from", 0).alias("fromL"),
+        split("from", 1).alias("fromE"),
+        split("to", 0).alias("toL"),
+        split("to", 1).alias("toE"),
+    )
+    deleted = (
+        actions.where(F.col("action") == "delete_ledger")
+        .groupBy("topic")
+        .agg(F.max("ledgerId").alias("lastDeleted"))
+    )
+    last_deleted_entry = ledgers.select(
+        "topic", F.col("ledgerId").alias("lastDeleted"), (F.col("entries") - 1).alias("endE")
+    )
     topic_end = (
-        ledgers.where(F.col("entries") > 0).groupBy("topic")
+        ledgers.where(F.col("entries") > 0)
+        .groupBy("topic")
         .agg(F.max(F.struct("ledgerId", "entries")).alias("last"))
         .select("topic", F.col("last.ledgerId").alias("lastL"), (F.col("last.entries") - 1).alias("lastE"))
     )
     frame = (
-        moves.join(cursors.select("topic", "name", "durable", "markDeleteLedger", "markDeleteEntry"),
-                   ["topic", "name"], "left")
-        .join(deleted, "topic", "left").join(last_deleted_entry, ["topic", "lastDeleted"], "left")
+        moves.join(
+            cursors.select("topic", "name", "durable", "markDeleteLedger", "markDeleteEntry"),
+            ["topic", "name"],
+            "left",
+        )
+        .join(deleted, "topic", "left")
+        .join(last_deleted_entry, ["topic", "lastDeleted"], "left")
         .join(topic_end, "topic", "left")
     )
     to_key, from_key = _pos_key(F.col("toL"), F.col("toE")), _pos_key(F.col("fromL"), F.col("fromE"))
     return frame.select(
-        "topic", "name", "from", "to",
+        "topic",
+        "name",
+        "from",
+        "to",
         F.col("durable").isNotNull().alias("cursor_in_snapshot"),
-        F.coalesce((F.col("fromL") == F.col("markDeleteLedger")) & (F.col("fromE") == F.col("markDeleteEntry")),
-                   F.lit(False)).alias("from_is_current_mark_delete"),
+        F.coalesce(
+            (F.col("fromL") == F.col("markDeleteLedger")) & (F.col("fromE") == F.col("markDeleteEntry")),
+            F.lit(False),
+        ).alias("from_is_current_mark_delete"),
         F.coalesce(~F.col("durable"), F.lit(False)).alias("cursor_is_non_durable"),
         F.coalesce(to_key > from_key, F.lit(False)).alias("moves_forward"),
-        F.coalesce((F.col("toL") == F.col("lastDeleted")) & (F.col("toE") == F.col("endE")),
-                   F.lit(False)).alias("to_is_end_of_deleted_range"),
-        F.coalesce(to_key <= _pos_key(F.col("lastL"), F.col("lastE")), F.lit(False)).alias("not_past_last_entry"),
+        F.coalesce(
+            (F.col("toL") == F.col("lastDeleted")) & (F.col("toE") == F.col("endE")), F.lit(False)
+        ).alias("to_is_end_of_deleted_range"),
+        F.coalesce(to_key <= _pos_key(F.col("lastL"), F.col("lastE")), F.lit(False)).alias(
+            "not_past_last_entry"
+        ),
     )
 
 
-def trim_namespace_checks(actions: DataFrame, ledgers: DataFrame, topics: DataFrame, namespaces: DataFrame,
-                          planned_per_namespace: dict, max_share: float) -> DataFrame:
+def trim_namespace_checks(
+    actions: DataFrame,
+    ledgers: DataFrame,
+    topics: DataFrame,
+    namespaces: DataFrame,
+    planned_per_namespace: dict,
+    max_share: float,
+) -> DataFrame:
     spark = actions.sparkSession
     deleted = (
-        actions.where(F.col("action") == "delete_ledger").select("topic", "ledgerId")
+        actions.where(F.col("action") == "delete_ledger")
+        .select("topic", "ledgerId")
         .join(ledgers.select("topic", "ledgerId", "size"), ["topic", "ledgerId"], "left")
         .join(topics.select("topic", "namespace"), "topic", "left")
-        .groupBy("namespace").agg(F.sum(F.coalesce("size", F.lit(0))).alias("deletedBytes"))
+        .groupBy("namespace")
+        .agg(F.sum(F.coalesce("size", F.lit(0))).alias("deletedBytes"))
     )
     planned = spark.createDataFrame(
         [(ns, int(v["bytes"])) for ns, v in planned_per_namespace.items()] or [("", 0)],
@@ -147,7 +201,8 @@ def trim_namespace_checks(actions: DataFrame, ledgers: DataFrame, topics: DataFr
     return frame.select(
         "namespace",
         F.col("storedBytes").isNotNull().alias("namespace_in_snapshot"),
-        F.coalesce(F.col("deletedBytes"), F.lit(0)).eqNullSafe(F.coalesce(F.col("summaryBytes"), F.lit(0)))
+        F.coalesce(F.col("deletedBytes"), F.lit(0))
+        .eqNullSafe(F.coalesce(F.col("summaryBytes"), F.lit(0)))
         .alias("summary_reconciles"),
         share.alias("deleted_share"),
         (share <= F.lit(max_share)).alias("within_blast_radius"),
@@ -164,34 +219,73 @@ def trim_checks(spark, run_dir: str | Path):
     snapshot = read_snapshot(spark, run_dir)
     actions = read_actions(spark, run_dir).cache()
     summary = read_summary(Path(run_dir))
-    deletions = trim_deletion_checks(actions, snapshot["topics"], snapshot["ledgers"], snapshot["cursors"],
-                                     int(info["asOfMs"]))
+    deletions = trim_deletion_checks(
+        actions, snapshot["topics"], snapshot["ledgers"], snapshot["cursors"], int(info["asOfMs"])
+    )
     moves = trim_cursor_checks(actions, snapshot["ledgers"], snapshot["cursors"])
-    namespaces = trim_namespace_checks(actions, snapshot["ledgers"], snapshot["topics"], snapshot["namespaces"],
-                                       summary.get("perNamespace", {}), float(info["maxDeletedShare"]))
-    known_topics = actions.select("topic", "action").join(
-        snapshot["topics"].select("topic", F.lit(True).alias("known")), "topic", "left"
-    ).select("topic", "action", F.coalesce("known", F.lit(False)).alias("topic_in_snapshot"))
+    namespaces = trim_namespace_checks(
+        actions,
+        snapshot["ledgers"],
+        snapshot["topics"],
+        snapshot["namespaces"],
+        summary.get("perNamespace", {}),
+        float(info["maxDeletedShare"]),
+    )
+    known_topics = (
+        actions.select("topic", "action")
+        .join(snapshot["topics"].select("topic", F.lit(True).alias("known")), "topic", "left")
+        .select("topic", "action", F.coalesce("known", F.lit(False)).alias("topic_in_snapshot"))
+    )
     return [
-        CheckFrame("actions", known_topics, [
-            gxe.ExpectColumnValuesToBeInSet(column="action", value_set=["delete_ledger", "move_cursor"]),
-            *must_be_true("topic_in_snapshot"),
-        ]),
-        CheckFrame("deletions", deletions, [
-            gxe.ExpectCompoundColumnsToBeUnique(column_list=["topic", "ledgerId"]),
-            *must_be_true("ledger_in_snapshot", "bytes_match_snapshot", "not_current_ledger", "ledger_is_closed",
-                          "no_durable_cursor_pins_it", "contiguous_oldest_prefix", "retention_allows_delete"),
-        ]),
-        CheckFrame("cursor_moves", moves, [
-            gxe.ExpectCompoundColumnsToBeUnique(column_list=["topic", "name"]),
-            *must_be_true("cursor_in_snapshot", "from_is_current_mark_delete", "cursor_is_non_durable",
-                          "moves_forward", "to_is_end_of_deleted_range", "not_past_last_entry"),
-        ]),
-        CheckFrame("namespaces", namespaces, [
-            *must_be_true("namespace_in_snapshot", "summary_reconciles"),
-            gxe.ExpectColumnValuesToBeBetween(column="deleted_share", min_value=0.0,
-                                              max_value=float(info["maxDeletedShare"])),
-        ]),
+        CheckFrame(
+            "actions",
+            known_topics,
+            [
+                gxe.ExpectColumnValuesToBeInSet(column="action", value_set=["delete_ledger", "move_cursor"]),
+                *must_be_true("topic_in_snapshot"),
+            ],
+        ),
+        CheckFrame(
+            "deletions",
+            deletions,
+            [
+                gxe.ExpectCompoundColumnsToBeUnique(column_list=["topic", "ledgerId"]),
+                *must_be_true(
+                    "ledger_in_snapshot",
+                    "bytes_match_snapshot",
+                    "not_current_ledger",
+                    "ledger_is_closed",
+                    "no_durable_cursor_pins_it",
+                    "contiguous_oldest_prefix",
+                    "retention_allows_delete",
+                ),
+            ],
+        ),
+        CheckFrame(
+            "cursor_moves",
+            moves,
+            [
+                gxe.ExpectCompoundColumnsToBeUnique(column_list=["topic", "name"]),
+                *must_be_true(
+                    "cursor_in_snapshot",
+                    "from_is_current_mark_delete",
+                    "cursor_is_non_durable",
+                    "moves_forward",
+                    "to_is_end_of_deleted_range",
+                    "not_past_last_entry",
+                ),
+            ],
+        ),
+        CheckFrame(
+            "namespaces",
+            namespaces,
+            [
+                *must_be_true("namespace_in_snapshot", "summary_reconciles"),
+                gxe.ExpectColumnValuesToBeBetween(
+                    column="deleted_share", min_value=0.0, max_value=float(info["maxDeletedShare"])
+                ),
+            ],
+        ),
     ]
 
 
@@ -211,10 +305,14 @@ def main(argv: list[str] | None = None) -> int:
     spark = get_spark(f"housekeeping-validate-{args.mechanism}")
     document = run(spark, args.run_dir, args.mechanism)
     if not document["success"]:
-        print(f"GATE REJECTED the {args.mechanism} plan in {args.run_dir}; apply will not run:", file=sys.stderr)
+        print(
+            f"GATE REJECTED the {args.mechanism} plan in {args.run_dir}; apply will not run:", file=sys.stderr
+        )
         print(describe_failures(document), file=sys.stderr)
         return 1
-    print(f"gate passed: {len(document['expectations'])} expectations on the {args.mechanism} plan in {args.run_dir}")
+    print(
+        f"gate passed: {len(document['expectations'])} expectations on the {args.mechanism} plan in {args.run_dir}"
+    )
     return 0
 
 

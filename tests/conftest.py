@@ -38,7 +38,8 @@ def spark():
     from pyspark.sql import SparkSession
 
     session = (
-        SparkSession.builder.master("local[2]").appName("housekeeping-tests")
+        SparkSession.builder.master("local[2]")
+        .appName("housekeeping-tests")
         .config("spark.sql.session.timeZone", "UTC")
         .config("spark.sql.shuffle.partitions", "4")
         .config("spark.ui.enabled", "false")
@@ -53,7 +54,9 @@ def spark():
 @pytest.fixture(scope="session")
 def airflow_db() -> Path:
     """A migrated Airflow metadata DB in the session's private AIRFLOW_HOME."""
-    subprocess.run([str(VENV_BIN / "airflow"), "db", "migrate"], check=True, capture_output=True, env=os.environ.copy())
+    subprocess.run(
+        [str(VENV_BIN / "airflow"), "db", "migrate"], check=True, capture_output=True, env=os.environ.copy()
+    )
     return _airflow_home
 
 
@@ -67,7 +70,12 @@ def topic_body(ledgers: list[tuple], cursors: dict | None = None, **extra) -> di
     """ledgers: (ledgerId, entries, size, closeTimestamp or None); the last one is the current ledger."""
     body = {
         "ledgers": [
-            {"ledgerId": lid, "entries": entries, "size": size, **({"timestamp": ts} if ts is not None else {})}
+            {
+                "ledgerId": lid,
+                "entries": entries,
+                "size": size,
+                **({"timestamp": ts} if ts is not None else {}),
+            }
             for lid, entries, size, ts in ledgers
         ],
         "cursors": {

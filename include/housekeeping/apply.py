@@ -45,12 +45,29 @@ def _wall_ms() -> int:
     return int(time.time() * 1000)  # audit column only; never used in a decision
 
 
-def journal(conn: Any, *, run_id: str, mechanism: str, topic: str | None, action: str, status: str,
-            detail: dict[str, Any], as_of_ms: int) -> None:
-    conn.execute(insert(t.journal).values(
-        run_id=run_id, mechanism=mechanism, topic=topic, action=action, status=status,
-        detail=json.dumps(detail, sort_keys=True, default=str), as_of_ms=as_of_ms, recorded_at_ms=_wall_ms(),
-    ))
+def journal(
+    conn: Any,
+    *,
+    run_id: str,
+    mechanism: str,
+    topic: str | None,
+    action: str,
+    status: str,
+    detail: dict[str, Any],
+    as_of_ms: int,
+) -> None:
+    conn.execute(
+        insert(t.journal).values(
+            run_id=run_id,
+            mechanism=mechanism,
+            topic=topic,
+            action=action,
+            status=status,
+            detail=json.dumps(detail, sort_keys=True, default=str),
+            as_of_ms=as_of_ms,
+            recorded_at_ms=_wall_ms(),
+        )
+    )
 
 
 @dataclass
@@ -94,14 +111,26 @@ def apply_plan(store: Store, run_dir: Path, *, purge_grace_seconds: int) -> Appl
     result = ApplyResult(run_id)
     with write_transaction(store.engine) as conn:
         done = {
-            row.topic for row in conn.execute(
-                select(t.journal.c.topic).where(and_(t.journal.c.run_id == run_id, t.journal.c.status == "applied"))
+            row.topic
+            for row in conn.execute(
+                select(t.journal.c.topic).where(
+                    and_(t.journal.c.run_id == run_id, t.journal.c.status == "applied")
+                )
             )
         }
-        if not conn.execute(select(t.journal.c.id).where(and_(
-                t.journal.c.run_id == run_id, t.journal.c.status == "started"))).first():
-            journal(conn, run_id=run_id, mechanism=mechanism, topic=None, action="apply", status="started",
-                    detail={"topics": len(by_topic), "actions": sum(map(len, by_topic.values()))}, as_of_ms=as_of_ms)
+        if not conn.execute(
+            select(t.journal.c.id).where(and_(t.journal.c.run_id == run_id, t.journal.c.status == "started"))
+        ).first():
+            journal(
+                conn,
+                run_id=run_id,
+                mechanism=mechanism,
+                topic=None,
+                action="apply",
+                status="started",
+                detail={"topics": len(by_topic), "actions": sum(map(len, by_topic.values()))},
+                as_of_ms=as_of_ms,
+            )
 
     for topic in sorted(by_topic):
         if topic in done:
@@ -109,8 +138,9 @@ def apply_plan(store: Store, run_dir: Path, *, purge_grace_seconds: int) -> Appl
             continue
         if topic not in versions:
             raise InputError(f"plan in {run_dir} names topic {topic}, which is not in its snapshot")
-        outcome = _apply_topic(store, run_id, mechanism, as_of_ms, topic, versions[topic], by_topic[topic],
-                               purge_grace_seconds)
+        outcome = _apply_topic(
+            store, run_id, mechanism, as_of_ms, topic, versions[topic], by_topic[topic], purge_grace_seconds
+        )
         if outcome["status"] == "applied":
             result.applied_topics.append(topic)
             result.ledgers_deleted += outcome["ledgers"]
@@ -123,13 +153,29 @@ def apply_plan(store: Store, run_dir: Path, *, purge_grace_seconds: int) -> Appl
             result.skipped_topics[topic] = outcome["why"]
 
     with write_transaction(store.engine) as conn:
-        journal(conn, run_id=run_id, mechanism=mechanism, topic=None, action="apply", status="finished",
-                detail=result.to_json(), as_of_ms=as_of_ms)
+        journal(
+            conn,
+            run_id=run_id,
+            mechanism=mechanism,
+            topic=None,
+            action="apply",
+            status="finished",
+            detail=result.to_json(),
+            as_of_ms=as_of_ms,
+        )
     return result
 
 
-def _apply_topic(store: Store, run_id: str, mechanism: str, as_of_ms: int, topic: str, expected_version: int,
-                 actions: list[dict[str, Any]], purge_grace_seconds: int) -> dict[str, Any]:
+def _apply_topic(
+    store: Store,
+    run_id: str,
+    mechanism: str,
+    as_of_ms: int,
+    topic: str,
+    expected_version: int,
+    actions: list[dict[str, Any]],
+    purge_grace_seconds: int,
+) -> dict[str, Any]:
     with write_transaction(store.engine) as conn:
         bumped = conn.execute(
             update(t.topics)
@@ -138,10 +184,21 @@ def _apply_topic(store: Store, run_id: str, mechanism: str, as_of_ms: int, topic
         )
         if bumped.rowcount != 1:
             row = conn.execute(select(t.topics.c.version).where(t.topics.c.name == topic)).first()
-            why = (f"topic changed since the snapshot (version {expected_version} -> {row.version})"
-                   if row else "topic no longer exists")
-            journal(conn, run_id=run_id, mechanism=mechanism, topic=topic, action="apply",
-                    status="skipped_conflict", detail={"why": why}, as_of_ms=as_of_ms)
+            why = (
+                f"topic changed since the snapshot (version {expected_version} -> {row.version})"
+                if row
+                else "topic no longer exists"
+            )
+            journal(
+                conn,
+                run_id=run_id,
+                mechanism=mechanism,
+                topic=topic,
+                action="apply",
+                status="skipped_conflict",
+                detail={"why": why},
+                as_of_ms=as_of_ms,
+            )
             return {"status": "skipped", "why": why}
         namespace = conn.execute(select(t.topics.c.namespace).where(t.topics.c.name == topic)).scalar_one()
         ledgers_deleted = bytes_deleted = cursors_moved = 0
@@ -149,41 +206,81 @@ def _apply_topic(store: Store, run_id: str, mechanism: str, as_of_ms: int, topic
         for action in actions:
             if action["action"] == "delete_ledger":
                 ledger_id = int(action["ledgerId"])
-                row = conn.execute(select(t.ledgers).where(and_(
-                    t.ledgers.c.topic == topic, t.ledgers.c.ledger_id == ledger_id))).first()
+                row = conn.execute(
+                    select(t.ledgers).where(
+                        and_(t.ledgers.c.topic == topic, t.ledgers.c.ledger_id == ledger_id)
+                    )
+                ).first()
                 if row is None:
                     # Cannot happen with a matching version; refuse rather than guess.
                     raise InputError(f"topic {topic}: planned ledger {ledger_id} is not in the metadata")
-                conn.execute(t.ledgers.delete().where(and_(
-                    t.ledgers.c.topic == topic, t.ledgers.c.ledger_id == ledger_id)))
-                conn.execute(insert(t.pending_deletions).values(
-                    topic=topic, ledger_id=ledger_id, path=store.ledger_rel_path(topic, ledger_id),
-                    ledger_row=json.dumps(dict(row._mapping), sort_keys=True), size_bytes=row.size_bytes,
-                    run_id=run_id, deleted_as_of_ms=as_of_ms,
-                    purge_after_ms=as_of_ms + purge_grace_seconds * 1000, status="pending",
-                ))
+                conn.execute(
+                    t.ledgers.delete().where(
+                        and_(t.ledgers.c.topic == topic, t.ledgers.c.ledger_id == ledger_id)
+                    )
+                )
+                conn.execute(
+                    insert(t.pending_deletions).values(
+                        topic=topic,
+                        ledger_id=ledger_id,
+                        path=store.ledger_rel_path(topic, ledger_id),
+                        ledger_row=json.dumps(dict(row._mapping), sort_keys=True),
+                        size_bytes=row.size_bytes,
+                        run_id=run_id,
+                        deleted_as_of_ms=as_of_ms,
+                        purge_after_ms=as_of_ms + purge_grace_seconds * 1000,
+                        status="pending",
+                    )
+                )
                 ledgers_deleted += 1
                 bytes_deleted += row.size_bytes
                 deleted_ids.append(ledger_id)
             elif action["action"] == "move_cursor":
-                from_l, from_e = parse_position(action["from"], f"topic {topic} cursor {action['subscription']}")
+                from_l, from_e = parse_position(
+                    action["from"], f"topic {topic} cursor {action['subscription']}"
+                )
                 to_l, to_e = parse_position(action["to"], f"topic {topic} cursor {action['subscription']}")
                 if (to_l, to_e) <= (from_l, from_e):
-                    raise InputError(f"topic {topic} cursor {action['subscription']}: refusing to move backward")
+                    raise InputError(
+                        f"topic {topic} cursor {action['subscription']}: refusing to move backward"
+                    )
                 moved = conn.execute(
-                    update(t.cursors).where(and_(
-                        t.cursors.c.topic == topic, t.cursors.c.name == action["subscription"],
-                        t.cursors.c.mark_delete_ledger == from_l, t.cursors.c.mark_delete_entry == from_e,
-                    )).values(mark_delete_ledger=to_l, mark_delete_entry=to_e)
+                    update(t.cursors)
+                    .where(
+                        and_(
+                            t.cursors.c.topic == topic,
+                            t.cursors.c.name == action["subscription"],
+                            t.cursors.c.mark_delete_ledger == from_l,
+                            t.cursors.c.mark_delete_entry == from_e,
+                        )
+                    )
+                    .values(mark_delete_ledger=to_l, mark_delete_entry=to_e)
                 )
                 cursors_moved += moved.rowcount
             else:
                 raise InputError(f"topic {topic}: action {action['action']!r} is not applied by {mechanism}")
-        journal(conn, run_id=run_id, mechanism=mechanism, topic=topic, action="apply", status="applied",
-                detail={"ledgers": deleted_ids, "bytes": bytes_deleted, "cursorsMoved": cursors_moved,
-                        "fromVersion": expected_version}, as_of_ms=as_of_ms)
-    return {"status": "applied", "namespace": namespace, "ledgers": ledgers_deleted, "bytes": bytes_deleted,
-            "cursors": cursors_moved}
+        journal(
+            conn,
+            run_id=run_id,
+            mechanism=mechanism,
+            topic=topic,
+            action="apply",
+            status="applied",
+            detail={
+                "ledgers": deleted_ids,
+                "bytes": bytes_deleted,
+                "cursorsMoved": cursors_moved,
+                "fromVersion": expected_version,
+            },
+            as_of_ms=as_of_ms,
+        )
+    return {
+        "status": "applied",
+        "namespace": namespace,
+        "ledgers": ledgers_deleted,
+        "bytes": bytes_deleted,
+        "cursors": cursors_moved,
+    }
 
 
 @dataclass
@@ -195,15 +292,25 @@ class PurgeResult:
     refused: list[str] = field(default_factory=list)
 
     def to_json(self) -> dict[str, Any]:
-        return {"purged": [f"{t}:{ledger}" for t, ledger in self.purged], "bytesPurged": self.bytes_purged,
-                "waiting": self.waiting, "nextPurgeAfterMs": self.next_purge_after_ms, "refused": self.refused}
+        return {
+            "purged": [f"{t}:{ledger}" for t, ledger in self.purged],
+            "bytesPurged": self.bytes_purged,
+            "waiting": self.waiting,
+            "nextPurgeAfterMs": self.next_purge_after_ms,
+            "refused": self.refused,
+        }
 
 
 def purge(store: Store, *, as_of_ms: int, run_id: str) -> PurgeResult:
     result = PurgeResult()
     with write_transaction(store.engine) as conn:
-        rows = list(conn.execute(select(t.pending_deletions).where(t.pending_deletions.c.status == "pending")
-                                 .order_by(t.pending_deletions.c.id)))
+        rows = list(
+            conn.execute(
+                select(t.pending_deletions)
+                .where(t.pending_deletions.c.status == "pending")
+                .order_by(t.pending_deletions.c.id)
+            )
+        )
     for row in rows:
         if row.purge_after_ms > as_of_ms:
             result.waiting += 1
@@ -211,49 +318,80 @@ def purge(store: Store, *, as_of_ms: int, run_id: str) -> PurgeResult:
                 result.next_purge_after_ms = row.purge_after_ms
             continue
         with write_transaction(store.engine) as conn:
-            live = conn.execute(select(t.ledgers.c.ledger_id).where(and_(
-                t.ledgers.c.topic == row.topic, t.ledgers.c.ledger_id == row.ledger_id))).first()
+            live = conn.execute(
+                select(t.ledgers.c.ledger_id).where(
+                    and_(t.ledgers.c.topic == row.topic, t.ledgers.c.ledger_id == row.ledger_id)
+                )
+            ).first()
             if live is not None:
                 # The ledger is in a topic's ledger list again (restored): its files are live data.
                 result.refused.append(f"{row.topic}:{row.ledger_id}")
                 continue
         store.remove_ledger_dir(row.path)
         with write_transaction(store.engine) as conn:
-            conn.execute(update(t.pending_deletions).where(and_(
-                t.pending_deletions.c.id == row.id, t.pending_deletions.c.status == "pending"))
-                .values(status="purged", finished_as_of_ms=as_of_ms))
+            conn.execute(
+                update(t.pending_deletions)
+                .where(and_(t.pending_deletions.c.id == row.id, t.pending_deletions.c.status == "pending"))
+                .values(status="purged", finished_as_of_ms=as_of_ms)
+            )
         result.purged.append((row.topic, row.ledger_id))
         result.bytes_purged += row.size_bytes
     if result.purged or result.refused:
         with write_transaction(store.engine) as conn:
-            journal(conn, run_id=run_id, mechanism="purge", topic=None, action="purge", status="finished",
-                    detail=result.to_json(), as_of_ms=as_of_ms)
+            journal(
+                conn,
+                run_id=run_id,
+                mechanism="purge",
+                topic=None,
+                action="purge",
+                status="finished",
+                detail=result.to_json(),
+                as_of_ms=as_of_ms,
+            )
     return result
 
 
-def restore(store: Store, topic: str, *, ledger_id: int | None = None, as_of_ms: int, run_id: str) -> list[int]:
+def restore(
+    store: Store, topic: str, *, ledger_id: int | None = None, as_of_ms: int, run_id: str
+) -> list[int]:
     """Put a topic's pending-deleted ledgers (or one of them) back. Cursors fast-forwarded past them stay."""
     with write_transaction(store.engine) as conn:
         if conn.execute(select(t.topics.c.name).where(t.topics.c.name == topic)).first() is None:
             raise InputError(f"topic {topic} does not exist in store {store.root}")
-        query = select(t.pending_deletions).where(and_(
-            t.pending_deletions.c.topic == topic, t.pending_deletions.c.status == "pending"))
+        query = select(t.pending_deletions).where(
+            and_(t.pending_deletions.c.topic == topic, t.pending_deletions.c.status == "pending")
+        )
         if ledger_id is not None:
             query = query.where(t.pending_deletions.c.ledger_id == ledger_id)
         rows = list(conn.execute(query.order_by(t.pending_deletions.c.ledger_id)))
         if not rows:
             what = f"ledger {ledger_id} of topic {topic}" if ledger_id is not None else f"topic {topic}"
-            raise InputError(f"nothing to restore for {what}: no pending deletion (purged already, or never deleted)")
+            raise InputError(
+                f"nothing to restore for {what}: no pending deletion (purged already, or never deleted)"
+            )
         restored: list[int] = []
         for row in rows:
             ledger_row = json.loads(row.ledger_row)
             if ledger_row.get("entries_stored") and not (store.root / row.path).is_dir():
-                raise InputError(f"topic {topic} ledger {row.ledger_id}: files at {row.path} are gone; cannot restore")
+                raise InputError(
+                    f"topic {topic} ledger {row.ledger_id}: files at {row.path} are gone; cannot restore"
+                )
             conn.execute(insert(t.ledgers).values(**ledger_row))
-            conn.execute(update(t.pending_deletions).where(t.pending_deletions.c.id == row.id)
-                         .values(status="restored", finished_as_of_ms=as_of_ms))
+            conn.execute(
+                update(t.pending_deletions)
+                .where(t.pending_deletions.c.id == row.id)
+                .values(status="restored", finished_as_of_ms=as_of_ms)
+            )
             restored.append(row.ledger_id)
         conn.execute(update(t.topics).where(t.topics.c.name == topic).values(version=t.topics.c.version + 1))
-        journal(conn, run_id=run_id, mechanism="restore", topic=topic, action="restore_ledgers", status="restored",
-                detail={"ledgers": restored}, as_of_ms=as_of_ms)
+        journal(
+            conn,
+            run_id=run_id,
+            mechanism="restore",
+            topic=topic,
+            action="restore_ledgers",
+            status="restored",
+            detail={"ledgers": restored},
+            as_of_ms=as_of_ms,
+        )
     return restored

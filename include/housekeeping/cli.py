@@ -25,10 +25,20 @@ app = typer.Typer(
 )
 
 StoreOpt = Annotated[Path, typer.Option("--store", help="store root directory")]
-AsOfOpt = Annotated[str, typer.Option("--as-of", help="logical time, ISO 8601 with timezone (e.g. 2026-11-22T06:00:00Z)")]
-MetadataOpt = Annotated[str | None, typer.Option("--metadata-url", help="SQLAlchemy URL (default: SQLite in the store, or HOUSEKEEPING_METADATA_URL)")]
+AsOfOpt = Annotated[
+    str, typer.Option("--as-of", help="logical time, ISO 8601 with timezone (e.g. 2026-11-22T06:00:00Z)")
+]
+MetadataOpt = Annotated[
+    str | None,
+    typer.Option(
+        "--metadata-url", help="SQLAlchemy URL (default: SQLite in the store, or HOUSEKEEPING_METADATA_URL)"
+    ),
+]
 FormatOpt = Annotated[str, typer.Option("--format", help="json or text")]
-ScopeOpt = Annotated[str | None, typer.Option("--scope", help="comma-separated globs: tenant, tenant/ns or persistent://... topics")]
+ScopeOpt = Annotated[
+    str | None,
+    typer.Option("--scope", help="comma-separated globs: tenant, tenant/ns or persistent://... topics"),
+]
 
 
 def _emit(document: object, fmt: str) -> None:
@@ -43,10 +53,14 @@ def _emit(document: object, fmt: str) -> None:
 def _as_text(document: object) -> str:
     if isinstance(document, dict) and "actions" in document:
         lines = [f"{document['mechanism']} plan as of {document['asOf']}: {len(document['actions'])} actions"]
-        lines += [f"  {a['action']:<14} {a['topic']} {a.get('ledgerId', a.get('subscription', ''))}  {a['reason']}"
-                  for a in document["actions"]]
+        lines += [
+            f"  {a['action']:<14} {a['topic']} {a.get('ledgerId', a.get('subscription', ''))}  {a['reason']}"
+            for a in document["actions"]
+        ]
         lines.append(f"blockers: {len(document['blockers'])}")
-        lines += [f"  {b['kind']:<20} {b['topic']} {b['bytes']} bytes  {b['detail']}" for b in document["blockers"]]
+        lines += [
+            f"  {b['kind']:<20} {b['topic']} {b['bytes']} bytes  {b['detail']}" for b in document["blockers"]
+        ]
         return "\n".join(lines)
     return json.dumps(document, indent=2)
 
@@ -78,14 +92,18 @@ def generate(
     entries_per_ledger: Annotated[int, typer.Option("--entries-per-ledger")] = 200,
     max_ledgers_per_topic: Annotated[int, typer.Option("--max-ledgers-per-topic")] = 12,
     payload_bytes: Annotated[int, typer.Option("--payload-bytes", help="mean payload size")] = 120,
-    reference: Annotated[str, typer.Option("--reference", help="the generator's 'now' (ISO 8601)")] = "2026-11-01T00:00:00Z",
+    reference: Annotated[
+        str, typer.Option("--reference", help="the generator's 'now' (ISO 8601)")
+    ] = "2026-11-01T00:00:00Z",
     metadata_url: MetadataOpt = None,
     progress: Annotated[bool, typer.Option("--progress/--no-progress")] = False,
 ) -> None:
     """Generate a deterministic synthetic store (demo size in seconds; benchmark size with more topics/entries)."""
     from housekeeping.generate import GenerateOptions, generate_store
 
-    opts = GenerateOptions(topics, seed, entries_per_ledger, max_ledgers_per_topic, payload_bytes, reference, progress)
+    opts = GenerateOptions(
+        topics, seed, entries_per_ledger, max_ledgers_per_topic, payload_bytes, reference, progress
+    )
     result = generate_store(store, opts, metadata_url)
     typer.echo(f"generated {topics} topics (+1 system topic) into store {result.root}", err=True)
 
@@ -100,11 +118,21 @@ def inspect(
     """Print the store's current state in the manifest's shape."""
     from housekeeping.manifest import export_manifest
 
-    _emit(export_manifest(_open(store, metadata_url), with_messages=messages), fmt if fmt != "text" else "json")
+    _emit(
+        export_manifest(_open(store, metadata_url), with_messages=messages), fmt if fmt != "text" else "json"
+    )
 
 
-def _plan(mechanism: str, store: Path, as_of: str, scope: str | None, metadata_url: str | None,
-          run_dir: Path, run_id: str, max_deleted_share: float | None):
+def _plan(
+    mechanism: str,
+    store: Path,
+    as_of: str,
+    scope: str | None,
+    metadata_url: str | None,
+    run_dir: Path,
+    run_id: str,
+    max_deleted_share: float | None,
+):
     from housekeeping.plan import check_mechanism
     from housekeeping.runner import plan_and_gate_in_process, snapshot_step
     from housekeeping.settings import Settings
@@ -115,8 +143,15 @@ def _plan(mechanism: str, store: Path, as_of: str, scope: str | None, metadata_u
     as_of_ms = parse_as_of(as_of)
     opened = _open(store, metadata_url)
     share = settings.max_deleted_share if max_deleted_share is None else max_deleted_share
-    snapshot_step(opened, mechanism=mechanism, run_id=run_id, as_of_ms=as_of_ms, scope=scope,
-                  max_deleted_share=share, run_dir=run_dir)
+    snapshot_step(
+        opened,
+        mechanism=mechanism,
+        run_id=run_id,
+        as_of_ms=as_of_ms,
+        scope=scope,
+        max_deleted_share=share,
+        run_dir=run_dir,
+    )
     gate = plan_and_gate_in_process(run_dir, mechanism, settings.spark_master)
     return opened, settings, as_of_ms, gate
 
@@ -150,7 +185,9 @@ def apply(
     as_of: AsOfOpt,
     scope: ScopeOpt = None,
     metadata_url: MetadataOpt = None,
-    max_deleted_share: Annotated[float | None, typer.Option("--max-deleted-share", help="blast-radius override (0..1)")] = None,
+    max_deleted_share: Annotated[
+        float | None, typer.Option("--max-deleted-share", help="blast-radius override (0..1)")
+    ] = None,
     fmt: FormatOpt = "json",
 ) -> None:
     """Plan -> gate -> apply -> report. Files are only removed later by `purge`, after the grace period."""
@@ -161,7 +198,9 @@ def apply(
     from housekeeping.store import Store
 
     run_dir = Store.open(store, metadata_url).run_dir(mechanism, run_id)
-    opened, settings, _, gate = _plan(mechanism, store, as_of, scope, metadata_url, run_dir, run_id, max_deleted_share)
+    opened, settings, _, gate = _plan(
+        mechanism, store, as_of, scope, metadata_url, run_dir, run_id, max_deleted_share
+    )
     if not gate["success"]:
         report_step(run_dir, dry_run=True)
     raise_if_rejected(gate, run_dir)
@@ -176,7 +215,9 @@ def purge(store: StoreOpt, as_of: AsOfOpt, metadata_url: MetadataOpt = None) -> 
     from housekeeping.apply import purge as purge_files
     from housekeeping.timeutil import parse_as_of
 
-    result = purge_files(_open(store, metadata_url), as_of_ms=parse_as_of(as_of), run_id=f"cli-purge-{uuid.uuid4().hex[:8]}")
+    result = purge_files(
+        _open(store, metadata_url), as_of_ms=parse_as_of(as_of), run_id=f"cli-purge-{uuid.uuid4().hex[:8]}"
+    )
     _emit(result.to_json(), "json")
 
 
@@ -194,8 +235,13 @@ def restore(
     from housekeeping.timeutil import parse_as_of
 
     TopicName.parse(topic)
-    restored = restore_ledgers(_open(store, metadata_url), topic, ledger_id=ledger, as_of_ms=parse_as_of(as_of),
-                               run_id=f"cli-restore-{uuid.uuid4().hex[:8]}")
+    restored = restore_ledgers(
+        _open(store, metadata_url),
+        topic,
+        ledger_id=ledger,
+        as_of_ms=parse_as_of(as_of),
+        run_id=f"cli-restore-{uuid.uuid4().hex[:8]}",
+    )
     _emit({"topic": topic, "restoredLedgers": restored}, "json")
 
 

@@ -60,23 +60,37 @@ def housekeeping_params(extra: dict[str, Any]) -> dict[str, Any]:
     from airflow.sdk import Param
 
     return {
-        "dry_run": Param(False, type="boolean", title="Dry run",
-                         description="Plan, gate and report only; change nothing."),
-        "scope": Param("", type="string", title="Scope",
-                       description="Comma-separated globs: a tenant (acme), a namespace (acme/orders) or topics "
-                                   "(persistent://acme/orders/*). Empty = all topics."),
-        "as_of": Param(None, type=["null", "string"], title="As of (UTC)",
-                       description="Logical 'now' for the decisions, ISO 8601 with timezone. Empty = the run's "
-                                   "data interval end (scheduled/backfill) or its run time (manual)."),
-        "max_deleted_share": Param(None, type=["null", "number"], minimum=0, maximum=1,
-                                   title="Blast-radius override",
-                                   description="Max share of a namespace's stored bytes this run may delete "
-                                               "(empty = HOUSEKEEPING_MAX_DELETED_SHARE, default 0.9)."),
+        "dry_run": Param(
+            False, type="boolean", title="Dry run", description="Plan, gate and report only; change nothing."
+        ),
+        "scope": Param(
+            "",
+            type="string",
+            title="Scope",
+            description="Comma-separated globs: a tenant (acme), a namespace (acme/orders) or topics "
+            "(persistent://acme/orders/*). Empty = all topics.",
+        ),
+        "as_of": Param(
+            None,
+            type=["null", "string"],
+            title="As of (UTC)",
+            description="Logical 'now' for the decisions, ISO 8601 with timezone. Empty = the run's "
+            "data interval end (scheduled/backfill) or its run time (manual).",
+        ),
+        "max_deleted_share": Param(
+            None,
+            type=["null", "number"],
+            minimum=0,
+            maximum=1,
+            title="Blast-radius override",
+            description="Max share of a namespace's stored bytes this run may delete "
+            "(empty = HOUSEKEEPING_MAX_DELETED_SHARE, default 0.9).",
+        ),
         **extra,
     }
 
 
-def spark_submit(task_id: str, app: str, args: list[str], mechanism: str):
+def spark_submit(task_id: str, app: str, args: list[str], mechanism: str, **operator_kwargs: Any):
     """The standard SparkSubmitOperator of this project: the Spark connection from settings, the venv's
     Python for driver and executors, and its bin on PATH (SparkSubmitHook runs a bare ``spark-submit``)."""
     from airflow.providers.apache.spark.operators.spark_submit import SparkSubmitOperator
@@ -100,6 +114,7 @@ def spark_submit(task_id: str, app: str, args: list[str], mechanism: str):
         },
         env_vars=env_vars,
         verbose=False,
+        **operator_kwargs,
     )
 
 
@@ -110,8 +125,11 @@ def resolve_as_of_ms(params: dict[str, Any], context: dict[str, Any]) -> int:
     if params.get("as_of"):
         return parse_as_of(str(params["as_of"]))
     dag_run = context.get("dag_run")
-    for candidate in (getattr(dag_run, "data_interval_end", None), context.get("logical_date"),
-                      getattr(dag_run, "run_after", None)):
+    for candidate in (
+        getattr(dag_run, "data_interval_end", None),
+        context.get("logical_date"),
+        getattr(dag_run, "run_after", None),
+    ):
         if candidate is not None:
             return int(candidate.timestamp() * 1000)
     raise ValueError("cannot determine the run's logical time; pass the as_of param")
@@ -145,18 +163,39 @@ def build_housekeeping_dag(config: MechanismDagConfig):
             settings = Settings.from_env()
             store = Store.open(settings.require_store_root(), settings.metadata_url)
             as_of_ms = resolve_as_of_ms(params, context)
-            share = settings.max_deleted_share if params.get("max_deleted_share") is None else float(params["max_deleted_share"])
+            share = (
+                settings.max_deleted_share
+                if params.get("max_deleted_share") is None
+                else float(params["max_deleted_share"])
+            )
             run_id = f"{config.dag_id}__{context['run_id']}"
-            info = snapshot_step(store, mechanism=config.mechanism, run_id=run_id, as_of_ms=as_of_ms,
-                                 scope=params.get("scope") or None, max_deleted_share=share)
-            return {"run_dir": str(info.run_dir), "as_of": format_ms(as_of_ms), "topics": info.topic_count,
-                    "dry_run": bool(params.get("dry_run"))}
+            info = snapshot_step(
+                store,
+                mechanism=config.mechanism,
+                run_id=run_id,
+                as_of_ms=as_of_ms,
+                scope=params.get("scope") or None,
+                max_deleted_share=share,
+            )
+            return {
+                "run_dir": str(info.run_dir),
+                "as_of": format_ms(as_of_ms),
+                "topics": info.topic_count,
+                "dry_run": bool(params.get("dry_run")),
+            }
 
         snapshot = take_snapshot()
         run_dir = "{{ ti.xcom_pull(task_ids='take_snapshot')['run_dir'] }}"
         plan = spark_submit(config.plan_task_id, config.plan_app, ["--run-dir", run_dir], config.mechanism)
-        validate = spark_submit(config.validate_task_id, "validate_plan.py",
-                                ["--run-dir", run_dir, "--mechanism", config.mechanism], config.mechanism)
+        # A rejected plan is a deterministic verdict that needs a person, not a retry; a transient Spark
+        # failure here is re-done by the next scheduled run.
+        validate = spark_submit(
+            config.validate_task_id,
+            "validate_plan.py",
+            ["--run-dir", run_dir, "--mechanism", config.mechanism],
+            config.mechanism,
+            retries=0,
+        )
 
         @task(task_id=config.apply_task_id)
         def apply_plan(snapshot_info: dict[str, Any]) -> dict[str, Any]:
@@ -170,7 +209,9 @@ def build_housekeeping_dag(config: MechanismDagConfig):
                 raise AirflowSkipException("dry run: the checked plan is reported, not applied")
             settings = Settings.from_env()
             store = Store.open(settings.require_store_root(), settings.metadata_url)
-            return apply_step(store, Path(snapshot_info["run_dir"]), purge_grace_seconds=settings.purge_grace_seconds)
+            return apply_step(
+                store, Path(snapshot_info["run_dir"]), purge_grace_seconds=settings.purge_grace_seconds
+            )
 
         @task(task_id="purge_pending_deletions")
         def purge_pending(snapshot_info: dict[str, Any]) -> dict[str, Any]:

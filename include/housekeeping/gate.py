@@ -56,19 +56,23 @@ def run_gate(run_dir: Path, mechanism: str, checks: list[CheckFrame]) -> dict[st
         suite = gx.ExpectationSuite(name=f"{mechanism}_{check.name}")
         for expectation in check.expectations:
             suite.add_expectation(expectation)
-        result = batch.validate(suite, result_format={"result_format": "SUMMARY", "partial_unexpected_count": 10})
+        result = batch.validate(
+            suite, result_format={"result_format": "SUMMARY", "partial_unexpected_count": 10}
+        )
         for item in result.results:
             config = item.expectation_config
-            outcomes.append({
-                "frame": check.name,
-                "expectation": config.type,
-                "kwargs": {k: v for k, v in config.kwargs.items() if k != "batch_id"},
-                "success": bool(item.success),
-                "rows": int(item.result.get("element_count", 0) or 0),
-                "unexpectedCount": int(item.result.get("unexpected_count", 0) or 0),
-                "unexpectedSample": item.result.get("partial_unexpected_list", [])[:10],
-                "observed": item.result.get("observed_value"),
-            })
+            outcomes.append(
+                {
+                    "frame": check.name,
+                    "expectation": config.type,
+                    "kwargs": {k: v for k, v in config.kwargs.items() if k != "batch_id"},
+                    "success": bool(item.success),
+                    "rows": int(item.result.get("element_count", 0) or 0),
+                    "unexpectedCount": int(item.result.get("unexpected_count", 0) or 0),
+                    "unexpectedSample": item.result.get("partial_unexpected_list", [])[:10],
+                    "observed": item.result.get("observed_value"),
+                }
+            )
     success = all(o["success"] for o in outcomes)
     document = {
         "mechanism": mechanism,
@@ -79,7 +83,9 @@ def run_gate(run_dir: Path, mechanism: str, checks: list[CheckFrame]) -> dict[st
     }
     gate_dir = Path(run_dir) / "gate"
     gate_dir.mkdir(parents=True, exist_ok=True)
-    (gate_dir / RESULT_FILE).write_text(json.dumps(document, indent=2, sort_keys=True, default=str), encoding="utf-8")
+    (gate_dir / RESULT_FILE).write_text(
+        json.dumps(document, indent=2, sort_keys=True, default=str), encoding="utf-8"
+    )
     return document
 
 
@@ -106,10 +112,14 @@ def require_passed_gate(run_dir: Path) -> dict[str, Any]:
     """Apply's precondition: the gate passed *this* plan, byte for byte."""
     path = Path(run_dir) / "gate" / RESULT_FILE
     if not path.is_file():
-        raise PlanNotValidated(f"plan in {run_dir} was never validated by the gate ({path} is missing); refusing to apply")
+        raise PlanNotValidated(
+            f"plan in {run_dir} was never validated by the gate ({path} is missing); refusing to apply"
+        )
     document = json.loads(path.read_text(encoding="utf-8"))
     if not document.get("success"):
-        raise PlanNotValidated(f"the gate rejected the plan in {run_dir}; refusing to apply:\n" + describe_failures(document))
+        raise PlanNotValidated(
+            f"the gate rejected the plan in {run_dir}; refusing to apply:\n" + describe_failures(document)
+        )
     current = plan_digest(run_dir)
     if current != document.get("planDigest"):
         raise PlanNotValidated(

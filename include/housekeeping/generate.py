@@ -34,18 +34,34 @@ MINUTE = 60_000
 NAMESPACE_POLICIES: dict[str, dict] = {
     "public/default": {},
     "public/retained": {"retention_policies": {"retentionTimeInMinutes": 180, "retentionSizeInMB": 1}},
-    "acme/orders": {"retention_policies": {"retentionTimeInMinutes": 1440, "retentionSizeInMB": -1},
-                    "message_ttl_in_seconds": 86400},
+    "acme/orders": {
+        "retention_policies": {"retentionTimeInMinutes": 1440, "retentionSizeInMB": -1},
+        "message_ttl_in_seconds": 86400,
+    },
     "acme/audit": {"retention_policies": {"retentionTimeInMinutes": -1, "retentionSizeInMB": -1}},
-    "acme/metrics": {"retention_policies": {"retentionTimeInMinutes": 60, "retentionSizeInMB": 2},
-                     "message_ttl_in_seconds": 3600,
-                     "backlog_quota_map": {"destination_storage": {"limitSize": 1048576, "limitTime": -1,
-                                                                   "policy": "consumer_backlog_eviction"}}},
-    "globex/events": {"retention_policies": {"retentionTimeInMinutes": -1, "retentionSizeInMB": 1},
-                      "inactive_topic_policies": {"inactiveTopicDeleteMode": "delete_when_subscriptions_caught_up",
-                                                  "maxInactiveDurationSeconds": 3600, "deleteWhileInactive": True}},
-    "globex/tables": {"compaction_threshold": 65536,
-                      "compacted_retention": {"retentionTimeInMinutes": 10080, "retentionSizeInMB": 64}},
+    "acme/metrics": {
+        "retention_policies": {"retentionTimeInMinutes": 60, "retentionSizeInMB": 2},
+        "message_ttl_in_seconds": 3600,
+        "backlog_quota_map": {
+            "destination_storage": {
+                "limitSize": 1048576,
+                "limitTime": -1,
+                "policy": "consumer_backlog_eviction",
+            }
+        },
+    },
+    "globex/events": {
+        "retention_policies": {"retentionTimeInMinutes": -1, "retentionSizeInMB": 1},
+        "inactive_topic_policies": {
+            "inactiveTopicDeleteMode": "delete_when_subscriptions_caught_up",
+            "maxInactiveDurationSeconds": 3600,
+            "deleteWhileInactive": True,
+        },
+    },
+    "globex/tables": {
+        "compaction_threshold": 65536,
+        "compacted_retention": {"retentionTimeInMinutes": 10080, "retentionSizeInMB": 64},
+    },
 }
 
 
@@ -63,7 +79,9 @@ class GenerateOptions:
         if self.topics < 1:
             raise InputError(f"--topics must be >= 1, got {self.topics}")
         if self.entries_per_ledger < 1 or self.max_ledgers_per_topic < 2 or self.payload_bytes < 1:
-            raise InputError("--entries-per-ledger >= 1, --max-ledgers-per-topic >= 2 and --payload-bytes >= 1 required")
+            raise InputError(
+                "--entries-per-ledger >= 1, --max-ledgers-per-topic >= 2 and --payload-bytes >= 1 required"
+            )
 
 
 def _topic_plan(index: int, rng: np.random.Generator, opts: GenerateOptions, reference_ms: int) -> dict:
@@ -88,20 +106,29 @@ def _topic_plan(index: int, rng: np.random.Generator, opts: GenerateOptions, ref
     entries.append(int(rng.integers(0, opts.entries_per_ledger)))
     role = rng.random()
     return {
-        "name": name, "namespace": namespace, "ledger_ids": ledger_ids, "close_times": close_times,
-        "entries": entries, "role": role, "keyed": namespace == "globex/tables",
+        "name": name,
+        "namespace": namespace,
+        "ledger_ids": ledger_ids,
+        "close_times": close_times,
+        "entries": entries,
+        "role": role,
+        "keyed": namespace == "globex/tables",
         "broker_ts": namespace.startswith("acme/"),
     }
 
 
-def _ledger_table(topic: dict, k: int, rng: np.random.Generator, opts: GenerateOptions, start_ms: int, end_ms: int):
+def _ledger_table(
+    topic: dict, k: int, rng: np.random.Generator, opts: GenerateOptions, start_ms: int, end_ms: int
+):
     import pyarrow as pa
 
     from housekeeping.entries import ENTRY_SCHEMA
 
     count = topic["entries"][k]
     ledger_id = topic["ledger_ids"][k]
-    publish = np.linspace(start_ms, end_ms, num=count, dtype=np.int64) if count else np.zeros(0, dtype=np.int64)
+    publish = (
+        np.linspace(start_ms, end_ms, num=count, dtype=np.int64) if count else np.zeros(0, dtype=np.int64)
+    )
     broker_ts = publish + rng.integers(0, 50, size=count) if topic["broker_ts"] else None
     out_of_order = rng.random(count) < 0.02
     publish = np.where(out_of_order, publish - rng.integers(1, 120, size=count) * MINUTE, publish)
@@ -109,7 +136,7 @@ def _ledger_table(topic: dict, k: int, rng: np.random.Generator, opts: GenerateO
     alphabet = np.frombuffer(b"abcdefghijklmnopqrstuvwxyz0123456789", dtype=np.uint8)
     blob = alphabet[rng.integers(0, len(alphabet), size=int(lengths.sum()))].tobytes()
     offsets = np.concatenate([[0], np.cumsum(lengths)])
-    values: list[bytes | None] = [blob[offsets[i]:offsets[i + 1]] for i in range(count)]
+    values: list[bytes | None] = [blob[offsets[i] : offsets[i + 1]] for i in range(count)]
     keys: list[str | None]
     if topic["keyed"]:
         key_ids = rng.integers(0, max(4, count // 5), size=count)
@@ -119,22 +146,27 @@ def _ledger_table(topic: dict, k: int, rng: np.random.Generator, opts: GenerateO
     else:
         keys = [None] * count
     sizes = [0 if v is None else len(v) for v in values]
-    table = pa.table({
-        "topic": pa.array([topic["name"]] * count, pa.string()),
-        "ledgerId": pa.array(np.full(count, ledger_id, dtype=np.int64)),
-        "entryId": pa.array(np.arange(count, dtype=np.int64)),
-        "publishTime": pa.array(publish),
-        "brokerTimestamp": pa.array(broker_ts if broker_ts is not None else [None] * count, pa.int64()),
-        "key": pa.array(keys, pa.string()),
-        "value": pa.array(values, pa.binary()),
-        "size": pa.array(sizes, pa.int32()),
-        "properties": pa.array([[]] * count, pa.map_(pa.string(), pa.string())),
-    }, schema=ENTRY_SCHEMA)
+    table = pa.table(
+        {
+            "topic": pa.array([topic["name"]] * count, pa.string()),
+            "ledgerId": pa.array(np.full(count, ledger_id, dtype=np.int64)),
+            "entryId": pa.array(np.arange(count, dtype=np.int64)),
+            "publishTime": pa.array(publish),
+            "brokerTimestamp": pa.array(broker_ts if broker_ts is not None else [None] * count, pa.int64()),
+            "key": pa.array(keys, pa.string()),
+            "value": pa.array(values, pa.binary()),
+            "size": pa.array(sizes, pa.int32()),
+            "properties": pa.array([[]] * count, pa.map_(pa.string(), pa.string())),
+        },
+        schema=ENTRY_SCHEMA,
+    )
     ts = broker_ts if broker_ts is not None else publish
     return table, int(sum(sizes)), (int(ts.min()) if count else None), (int(ts.max()) if count else None)
 
 
-def _cursors(topic: dict, rng: np.random.Generator, reference_ms: int) -> tuple[list[CursorSpec], int, int, int]:
+def _cursors(
+    topic: dict, rng: np.random.Generator, reference_ms: int
+) -> tuple[list[CursorSpec], int, int, int]:
     """Cursors, producers, consumers, lastActive for a topic by its role."""
     ids, entries, role = topic["ledger_ids"], topic["entries"], topic["role"]
     last_l, last_e = ids[-1], entries[-1] - 1
@@ -143,13 +175,25 @@ def _cursors(topic: dict, rng: np.random.Generator, reference_ms: int) -> tuple[
     if role < 0.10:  # inactive: no clients, no subscriptions, idle for days
         return [], 0, 0, reference_ms - int(rng.integers(2, 30)) * day
     if role < 0.20:  # no durable subscription at all; only a reader
-        cursors.append(CursorSpec("reader-1", False, (ids[0], int(rng.integers(-1, max(0, entries[0] - 1)))),
-                                  reference_ms - 5 * MINUTE))
+        cursors.append(
+            CursorSpec(
+                "reader-1",
+                False,
+                (ids[0], int(rng.integers(-1, max(0, entries[0] - 1)))),
+                reference_ms - 5 * MINUTE,
+            )
+        )
         return cursors, 1, 0, reference_ms - 5 * MINUTE
     if role < 0.35:  # a stale durable subscription far behind, idle for days
         k = int(rng.integers(0, max(1, len(ids) // 3)))
-        cursors.append(CursorSpec("analytics-legacy", True, (ids[k], int(rng.integers(-1, max(0, entries[k] - 1)))),
-                                  reference_ms - int(rng.integers(3, 60)) * day))
+        cursors.append(
+            CursorSpec(
+                "analytics-legacy",
+                True,
+                (ids[k], int(rng.integers(-1, max(0, entries[k] - 1)))),
+                reference_ms - int(rng.integers(3, 60)) * day,
+            )
+        )
     # the main subscription: caught up to somewhere in the last two ledgers, often at a ledger's last entry
     k = len(ids) - 2 if len(ids) >= 2 else 0
     if rng.random() < 0.5:
@@ -175,8 +219,10 @@ def generate_store(store_root: Path, opts: GenerateOptions, metadata_url: str | 
     specs: list[TopicSpec] = []
     for plan in plans:
         cursors, producers, consumers, last_active = _cursors(plan, rng, reference_ms)
-        ledgers = [LedgerSpec(lid, plan["entries"][k], 0, plan["close_times"][k], entries_stored=True)
-                   for k, lid in enumerate(plan["ledger_ids"])]
+        ledgers = [
+            LedgerSpec(lid, plan["entries"][k], 0, plan["close_times"][k], entries_stored=True)
+            for k, lid in enumerate(plan["ledger_ids"])
+        ]
         specs.append(TopicSpec(plan["name"], {}, ledgers, cursors, producers, consumers, last_active))
 
     def write_entries(staging: Store) -> None:
@@ -187,7 +233,9 @@ def generate_store(store_root: Path, opts: GenerateOptions, metadata_url: str | 
         if opts.progress:
             from tqdm import tqdm
 
-            iterator = tqdm(iterator, total=len(plans), desc="generating topics", unit="topic", file=sys.stderr)
+            iterator = tqdm(
+                iterator, total=len(plans), desc="generating topics", unit="topic", file=sys.stderr
+            )
         for plan, spec in iterator:
             for k, ledger in enumerate(spec.ledgers):
                 end = plan["close_times"][k] if plan["close_times"][k] is not None else reference_ms - MINUTE

@@ -85,8 +85,11 @@ def format_position(position: tuple[int, int]) -> str:
 
 # --- validation ---------------------------------------------------------------------------------
 
+
 def _schema() -> dict[str, Any]:
-    text = resources.files("housekeeping").joinpath("schemas/manifest.schema.json").read_text(encoding="utf-8")
+    text = (
+        resources.files("housekeeping").joinpath("schemas/manifest.schema.json").read_text(encoding="utf-8")
+    )
     return json.loads(text)
 
 
@@ -114,7 +117,9 @@ def validate_content(content: StoreContent) -> BrokerConfig:
         validate_policies(
             f"namespace {name}",
             policies,
-            resolve_policies("", False, {}, name, policies, broker).retention if retention else broker.retention,
+            resolve_policies("", False, {}, name, policies, broker).retention
+            if retention
+            else broker.retention,
         )
     seen: set[str] = set()
     for topic in content.topics:
@@ -126,7 +131,12 @@ def validate_content(content: StoreContent) -> BrokerConfig:
         if namespace not in content.namespaces:
             raise InputError(f"topic {topic.name}: namespace {namespace} is not declared under 'namespaces'")
         effective = resolve_policies(
-            topic.name, parsed.is_system_topic, topic.policies, namespace, content.namespaces[namespace], broker
+            topic.name,
+            parsed.is_system_topic,
+            topic.policies,
+            namespace,
+            content.namespaces[namespace],
+            broker,
         )
         validate_policies(f"topic {topic.name}", topic.policies, effective.retention)
         _validate_ledgers(topic)
@@ -179,7 +189,9 @@ def _validate_cursors(topic: TopicSpec) -> None:
             raise InputError(f"topic {topic.name}: a cursor has an empty name")
         ledger_id, entry_id = cursor.mark_delete
         if entry_id < -1:
-            raise InputError(f"{where}: markDeletePosition {format_position(cursor.mark_delete)} has entry id < -1")
+            raise InputError(
+                f"{where}: markDeletePosition {format_position(cursor.mark_delete)} has entry id < -1"
+            )
         if cursor.mark_delete > last and not (ledger_id in by_id and entry_id == -1):
             raise InputError(
                 f"{where}: markDeletePosition {format_position(cursor.mark_delete)} is beyond the topic's last "
@@ -194,6 +206,7 @@ def _validate_cursors(topic: TopicSpec) -> None:
 
 
 # --- manifest -> content --------------------------------------------------------------------
+
 
 def read_manifest(path: Path) -> dict[str, Any]:
     if not path.is_file():
@@ -216,7 +229,9 @@ def content_from_manifest(document: Mapping[str, Any], source: str) -> tuple[Sto
             CursorSpec(
                 name=cursor_name,
                 durable=bool(cursor.get("durable", True)),
-                mark_delete=parse_position(cursor["markDeletePosition"], f"topic {name} cursor {cursor_name!r}"),
+                mark_delete=parse_position(
+                    cursor["markDeletePosition"], f"topic {name} cursor {cursor_name!r}"
+                ),
                 last_active_ms=cursor.get("lastActive"),
             )
             for cursor_name, cursor in body.get("cursors", {}).items()
@@ -266,7 +281,9 @@ def _manifest_entries_writer(content: StoreContent, messages: dict[str, list]) -
         known = {ledger.ledger_id for ledger in topic.ledgers}
         unknown = sorted(set(by_ledger) - known)
         if unknown:
-            raise InputError(f"topic {topic.name}: messages refer to ledger {unknown[0]}, which is not in its ledgers")
+            raise InputError(
+                f"topic {topic.name}: messages refer to ledger {unknown[0]}, which is not in its ledgers"
+            )
         for ledger in topic.ledgers:
             rows = sorted(by_ledger.get(ledger.ledger_id, []), key=lambda m: m["entryId"])
             ids = [m["entryId"] for m in rows]
@@ -317,6 +334,7 @@ def load_manifest(store_root: Path, manifest_path: Path, metadata_url: str | Non
 
 # --- content -> store -----------------------------------------------------------------------
 
+
 def write_store(
     store_root: Path,
     content: StoreContent,
@@ -353,45 +371,74 @@ def write_store(
 
 def _replace_metadata(store: Store, content: StoreContent) -> None:
     with write_transaction(store.engine) as conn:
-        for table in (t.pending_deletions, t.journal, t.cursors, t.ledgers, t.topics, t.namespaces, t.store_settings):
+        for table in (
+            t.pending_deletions,
+            t.journal,
+            t.cursors,
+            t.ledgers,
+            t.topics,
+            t.namespaces,
+            t.store_settings,
+        ):
             conn.execute(delete(table))
-        conn.execute(insert(t.store_settings), [
-            {"key": "broker", "value": json.dumps(content.broker, sort_keys=True)},
-            {"key": "manifestVersion", "value": json.dumps(MANIFEST_VERSION)},
-        ])
+        conn.execute(
+            insert(t.store_settings),
+            [
+                {"key": "broker", "value": json.dumps(content.broker, sort_keys=True)},
+                {"key": "manifestVersion", "value": json.dumps(MANIFEST_VERSION)},
+            ],
+        )
         if content.namespaces:
-            conn.execute(insert(t.namespaces), [
-                {"name": name, "policies": json.dumps(policies, sort_keys=True)}
-                for name, policies in content.namespaces.items()
-            ])
+            conn.execute(
+                insert(t.namespaces),
+                [
+                    {"name": name, "policies": json.dumps(policies, sort_keys=True)}
+                    for name, policies in content.namespaces.items()
+                ],
+            )
         if content.topics:
-            conn.execute(insert(t.topics), [
-                {
-                    "name": topic.name, "namespace": topic.namespace,
-                    "policies": json.dumps(topic.policies, sort_keys=True), "version": 1,
-                    "producers": topic.producers, "consumers": topic.consumers,
-                    "last_active_ms": topic.last_active_ms,
-                }
-                for topic in content.topics
-            ])
+            conn.execute(
+                insert(t.topics),
+                [
+                    {
+                        "name": topic.name,
+                        "namespace": topic.namespace,
+                        "policies": json.dumps(topic.policies, sort_keys=True),
+                        "version": 1,
+                        "producers": topic.producers,
+                        "consumers": topic.consumers,
+                        "last_active_ms": topic.last_active_ms,
+                    }
+                    for topic in content.topics
+                ],
+            )
         ledger_rows = [
             {
-                "topic": topic.name, "ledger_id": ledger.ledger_id, "entries": ledger.entries,
-                "size_bytes": ledger.size_bytes, "closed_at_ms": ledger.closed_at_ms,
-                "min_entry_ts_ms": ledger.min_entry_ts_ms, "max_entry_ts_ms": ledger.max_entry_ts_ms,
+                "topic": topic.name,
+                "ledger_id": ledger.ledger_id,
+                "entries": ledger.entries,
+                "size_bytes": ledger.size_bytes,
+                "closed_at_ms": ledger.closed_at_ms,
+                "min_entry_ts_ms": ledger.min_entry_ts_ms,
+                "max_entry_ts_ms": ledger.max_entry_ts_ms,
                 "entries_stored": ledger.entries_stored,
             }
-            for topic in content.topics for ledger in topic.ledgers
+            for topic in content.topics
+            for ledger in topic.ledgers
         ]
         for start in range(0, len(ledger_rows), 5000):
             conn.execute(insert(t.ledgers), ledger_rows[start : start + 5000])
         cursor_rows = [
             {
-                "topic": topic.name, "name": cursor.name, "durable": cursor.durable,
-                "mark_delete_ledger": cursor.mark_delete[0], "mark_delete_entry": cursor.mark_delete[1],
+                "topic": topic.name,
+                "name": cursor.name,
+                "durable": cursor.durable,
+                "mark_delete_ledger": cursor.mark_delete[0],
+                "mark_delete_entry": cursor.mark_delete[1],
                 "last_active_ms": cursor.last_active_ms,
             }
-            for topic in content.topics for cursor in topic.cursors
+            for topic in content.topics
+            for cursor in topic.cursors
         ]
         for start in range(0, len(cursor_rows), 5000):
             conn.execute(insert(t.cursors), cursor_rows[start : start + 5000])
@@ -399,11 +446,17 @@ def _replace_metadata(store: Store, content: StoreContent) -> None:
 
 # --- store -> manifest ------------------------------------------------------------------------
 
+
 def export_manifest(store: Store, *, with_messages: bool = False) -> dict[str, Any]:
     """The store's current state in the manifest's shape, plus facts of the store under ``store``."""
     with read_transaction(store.engine) as conn:
-        broker_row = conn.execute(select(t.store_settings.c.value).where(t.store_settings.c.key == "broker")).first()
-        namespaces = {r.name: json.loads(r.policies) for r in conn.execute(select(t.namespaces).order_by(t.namespaces.c.name))}
+        broker_row = conn.execute(
+            select(t.store_settings.c.value).where(t.store_settings.c.key == "broker")
+        ).first()
+        namespaces = {
+            r.name: json.loads(r.policies)
+            for r in conn.execute(select(t.namespaces).order_by(t.namespaces.c.name))
+        }
         topics = list(conn.execute(select(t.topics).order_by(t.topics.c.name)))
         ledgers: dict[str, list] = {}
         for r in conn.execute(select(t.ledgers).order_by(t.ledgers.c.topic, t.ledgers.c.ledger_id)):
@@ -419,13 +472,20 @@ def export_manifest(store: Store, *, with_messages: bool = False) -> dict[str, A
         if policies:
             body["policies"] = policies
         body["ledgers"] = [
-            {"ledgerId": r.ledger_id, "entries": r.entries, "size": r.size_bytes,
-             **({"timestamp": r.closed_at_ms} if r.closed_at_ms is not None else {})}
+            {
+                "ledgerId": r.ledger_id,
+                "entries": r.entries,
+                "size": r.size_bytes,
+                **({"timestamp": r.closed_at_ms} if r.closed_at_ms is not None else {}),
+            }
             for r in ledgers.get(topic.name, [])
         ]
         body["cursors"] = {
-            r.name: {"markDeletePosition": f"{r.mark_delete_ledger}:{r.mark_delete_entry}", "durable": bool(r.durable),
-                     **({"lastActive": r.last_active_ms} if r.last_active_ms is not None else {})}
+            r.name: {
+                "markDeletePosition": f"{r.mark_delete_ledger}:{r.mark_delete_entry}",
+                "durable": bool(r.durable),
+                **({"lastActive": r.last_active_ms} if r.last_active_ms is not None else {}),
+            }
             for r in cursors.get(topic.name, [])
         }
         body["producers"], body["consumers"] = topic.producers, topic.consumers
@@ -456,7 +516,11 @@ def _read_messages(store: Store, topic: str, ledger_rows: list) -> list[dict[str
         if not ledger_dir.is_dir():
             raise InputError(f"topic {topic} ledger {row.ledger_id}: directory {ledger_dir} is missing")
         for rec in read_ledger(ledger_dir).to_pylist():
-            message = {"ledgerId": rec["ledgerId"], "entryId": rec["entryId"], "publishTime": rec["publishTime"]}
+            message = {
+                "ledgerId": rec["ledgerId"],
+                "entryId": rec["entryId"],
+                "publishTime": rec["publishTime"],
+            }
             if rec["brokerTimestamp"] is not None:
                 message["brokerTimestamp"] = rec["brokerTimestamp"]
             if rec["key"] is not None:

@@ -31,7 +31,9 @@ def check_mechanism(mechanism: str) -> str:
     if mechanism not in MECHANISMS:
         raise InputError(f"unknown mechanism {mechanism!r}: expected one of {', '.join(MECHANISMS)}")
     if mechanism not in IMPLEMENTED_MECHANISMS:
-        raise InputError(f"mechanism {mechanism!r} is not implemented yet (implemented: {', '.join(IMPLEMENTED_MECHANISMS)})")
+        raise InputError(
+            f"mechanism {mechanism!r} is not implemented yet (implemented: {', '.join(IMPLEMENTED_MECHANISMS)})"
+        )
     return mechanism
 
 
@@ -40,7 +42,8 @@ def plan_files(run_dir: Path) -> list[Path]:
     if not plan_dir.is_dir():
         raise InputError(f"run directory {run_dir} has no plan ({plan_dir} is missing)")
     return sorted(
-        p for p in plan_dir.rglob("*")
+        p
+        for p in plan_dir.rglob("*")
         if p.is_file() and not p.name.startswith((".", "_")) and not p.name.endswith(".crc")
     )
 
@@ -77,12 +80,16 @@ def read_summary(run_dir: Path) -> dict[str, Any]:
 
 
 def plan_document(run_dir: Path, mechanism: str, as_of_ms: int, run_id: str) -> dict[str, Any]:
-    actions = [{k: row[k] for k in ACTION_KEYS if row.get(k) is not None} for row in read_table(run_dir, "actions")]
+    actions = [
+        {k: row[k] for k in ACTION_KEYS if row.get(k) is not None} for row in read_table(run_dir, "actions")
+    ]
     return {
         "mechanism": mechanism,
         "asOf": format_ms(as_of_ms),
         "runId": run_id,
         "actions": actions,
         "blockers": read_table(run_dir, "blockers"),
-        "summary": {k: v for k, v in read_summary(run_dir).items() if k not in ("mechanism", "runId", "asOfMs")},
+        "summary": {
+            k: v for k, v in read_summary(run_dir).items() if k not in ("mechanism", "runId", "asOfMs")
+        },
     }

@@ -72,7 +72,9 @@ def _coerce(key: str, value: Any, source: str) -> Any:
             return int(value)
         return str(value).strip()
     except (TypeError, ValueError):
-        raise InputError(f"{source}: broker setting {key}={value!r} is not a valid {type(default).__name__}") from None
+        raise InputError(
+            f"{source}: broker setting {key}={value!r} is not a valid {type(default).__name__}"
+        ) from None
 
 
 @dataclass(frozen=True)
@@ -97,8 +99,9 @@ class BrokerConfig:
 
     def validate(self) -> None:
         where = "broker settings"
-        _validate_retention(where, "defaultRetention", self["defaultRetentionTimeInMinutes"],
-                            self["defaultRetentionSizeInMB"])
+        _validate_retention(
+            where, "defaultRetention", self["defaultRetentionTimeInMinutes"], self["defaultRetentionSizeInMB"]
+        )
         if self["ttlDurationDefaultInSeconds"] < 0:
             raise InputError(f"{where}: ttlDurationDefaultInSeconds must be >= 0")
         if self["backlogQuotaDefaultRetentionPolicy"] not in BACKLOG_QUOTA_POLICIES:
@@ -201,7 +204,9 @@ def validate_policies(where: str, policies: Mapping[str, Any], retention_in_forc
     for name in ("retention_policies", "compacted_retention"):
         if name in policies and policies[name] is not None:
             value = policies[name]
-            _validate_retention(where, name, value.get("retentionTimeInMinutes"), value.get("retentionSizeInMB"))
+            _validate_retention(
+                where, name, value.get("retentionTimeInMinutes"), value.get("retentionSizeInMB")
+            )
     ttl = policies.get("message_ttl_in_seconds")
     if ttl is not None and (isinstance(ttl, bool) or not isinstance(ttl, int) or ttl < 0):
         raise InputError(f"{where}: message_ttl_in_seconds={ttl!r} is invalid: must be an integer >= 0")
@@ -220,14 +225,20 @@ def validate_policies(where: str, policies: Mapping[str, Any], retention_in_forc
         for field in ("limitSize", "limitTime"):
             value = quota.get(field, -1)
             if isinstance(value, bool) or not isinstance(value, int) or value < -1:
-                raise InputError(f"{where}: backlog_quota_map.{quota_type}.{field}={value!r} must be an integer >= -1")
+                raise InputError(
+                    f"{where}: backlog_quota_map.{quota_type}.{field}={value!r} must be an integer >= -1"
+                )
         limit_size, limit_time = quota.get("limitSize", -1), quota.get("limitTime", -1)
         if retention_in_force.size_mb > 0 and limit_size > 0 and limit_size >= retention_in_force.size_bytes:
             raise InputError(
                 f"{where}: backlog quota {quota_type} limitSize={limit_size} bytes must be less than the "
                 f"retention size {retention_in_force.size_mb} MB ({retention_in_force.size_bytes} bytes)"
             )
-        if retention_in_force.time_minutes > 0 and limit_time > 0 and limit_time >= retention_in_force.time_minutes * 60:
+        if (
+            retention_in_force.time_minutes > 0
+            and limit_time > 0
+            and limit_time >= retention_in_force.time_minutes * 60
+        ):
             raise InputError(
                 f"{where}: backlog quota {quota_type} limitTime={limit_time} s must be less than the "
                 f"retention time {retention_in_force.time_minutes} min"
@@ -241,7 +252,9 @@ def validate_policies(where: str, policies: Mapping[str, Any], retention_in_forc
                 f"{', '.join(INACTIVE_TOPIC_DELETE_MODES)}"
             )
     threshold = policies.get("compaction_threshold")
-    if threshold is not None and (isinstance(threshold, bool) or not isinstance(threshold, int) or threshold < 0):
+    if threshold is not None and (
+        isinstance(threshold, bool) or not isinstance(threshold, int) or threshold < 0
+    ):
         raise InputError(f"{where}: compaction_threshold={threshold!r} must be an integer >= 0")
 
 
@@ -310,12 +323,14 @@ def resolve_policies(
                 break
         if chosen is None:
             quotas[quota_type] = BacklogQuota(
-                broker_limit_size, int(broker["backlogQuotaDefaultLimitSecond"]),
+                broker_limit_size,
+                int(broker["backlogQuotaDefaultLimitSecond"]),
                 broker["backlogQuotaDefaultRetentionPolicy"],
             )
         else:
             quotas[quota_type] = BacklogQuota(
-                int(chosen.get("limitSize", -1)), int(chosen.get("limitTime", -1)),
+                int(chosen.get("limitSize", -1)),
+                int(chosen.get("limitTime", -1)),
                 chosen.get("policy", "producer_request_hold"),
             )
 
@@ -324,8 +339,11 @@ def resolve_policies(
     if max_inactive_default is None:
         max_inactive_default = broker["brokerDeleteInactiveTopicsFrequencySeconds"]
     inactive = InactiveTopicPolicies(
-        delete_mode=(inactive_value or {}).get("inactiveTopicDeleteMode") or broker["brokerDeleteInactiveTopicsMode"],
-        max_inactive_seconds=int((inactive_value or {}).get("maxInactiveDurationSeconds", max_inactive_default)),
+        delete_mode=(inactive_value or {}).get("inactiveTopicDeleteMode")
+        or broker["brokerDeleteInactiveTopicsMode"],
+        max_inactive_seconds=int(
+            (inactive_value or {}).get("maxInactiveDurationSeconds", max_inactive_default)
+        ),
         delete_while_inactive=bool((inactive_value or {}).get("deleteWhileInactive", True)),
     )
 
@@ -340,6 +358,8 @@ def resolve_policies(
         inactive_topic_policies=inactive,
         compacted_retention=_retention_of(compacted_value) if compacted_value is not None else None,
         compaction_threshold_bytes=int(
-            threshold_value if threshold_value is not None else broker["brokerServiceCompactionThresholdInBytes"]
+            threshold_value
+            if threshold_value is not None
+            else broker["brokerServiceCompactionThresholdInBytes"]
         ),
     )

@@ -40,7 +40,11 @@ def build_report(run_dir: Path, *, dry_run: bool) -> dict[str, Any]:
     summary = read_summary(run_dir)
     decisions = read_table(run_dir, "decisions")
     blockers = read_table(run_dir, "blockers")
-    gate = _read_json(run_dir / "gate" / "result.json") or {"success": False, "expectations": [], "failed": []}
+    gate = _read_json(run_dir / "gate" / "result.json") or {
+        "success": False,
+        "expectations": [],
+        "failed": [],
+    }
     apply_result = _read_json(run_dir / "apply" / "result.json")
     purge_result = _read_json(run_dir / "apply" / "purge.json")
     topics_meta = {}
@@ -54,11 +58,17 @@ def build_report(run_dir: Path, *, dry_run: bool) -> dict[str, Any]:
             row = json.loads(line)
             stored[row["namespace"]] = row["storedBytes"]
 
-    reclaimed = (apply_result or {}).get("perNamespace") if not dry_run and apply_result else summary["perNamespace"]
+    reclaimed = (
+        (apply_result or {}).get("perNamespace") if not dry_run and apply_result else summary["perNamespace"]
+    )
     namespaces = [
-        {"namespace": ns, "ledgers": reclaimed.get(ns, {}).get("ledgers", 0),
-         "bytes": reclaimed.get(ns, {}).get("bytes", 0), "storedBytes": stored[ns],
-         "share": reclaimed.get(ns, {}).get("bytes", 0) / max(stored[ns], 1)}
+        {
+            "namespace": ns,
+            "ledgers": reclaimed.get(ns, {}).get("ledgers", 0),
+            "bytes": reclaimed.get(ns, {}).get("bytes", 0),
+            "storedBytes": stored[ns],
+            "share": reclaimed.get(ns, {}).get("bytes", 0) / max(stored[ns], 1),
+        }
         for ns in sorted(stored)
     ]
     per_topic: dict[str, list[dict[str, Any]]] = defaultdict(list)
@@ -68,21 +78,31 @@ def build_report(run_dir: Path, *, dry_run: bool) -> dict[str, Any]:
     for topic in sorted(per_topic):
         rows = sorted(per_topic[topic], key=lambda r: r["ledgerId"])
         meta = topics_meta[topic]
-        topics.append({
-            "topic": topic,
-            "retention": meta["retentionDescription"],
-            "retentionSource": meta["retentionSource"],
-            "deletedLedgers": sum(r["decision"] == "delete" for r in rows),
-            "deletedBytes": sum(r["size"] for r in rows if r["decision"] == "delete"),
-            "keptLedgers": sum(r["decision"] == "keep" for r in rows),
-            "keptBytes": sum(r["size"] for r in rows if r["decision"] == "keep"),
-            "decisions": [
-                {"ledgerId": r["ledgerId"], "entries": r["entries"], "size": r["size"],
-                 "closed": format_ms(r.get("closedAtMs")) if r.get("closedAtMs") is not None else "open",
-                 "decision": r["decision"], "kind": r["kind"], "reason": r["reason"]}
-                for r in rows
-            ],
-        })
+        topics.append(
+            {
+                "topic": topic,
+                "retention": meta["retentionDescription"],
+                "retentionSource": meta["retentionSource"],
+                "deletedLedgers": sum(r["decision"] == "delete" for r in rows),
+                "deletedBytes": sum(r["size"] for r in rows if r["decision"] == "delete"),
+                "keptLedgers": sum(r["decision"] == "keep" for r in rows),
+                "keptBytes": sum(r["size"] for r in rows if r["decision"] == "keep"),
+                "decisions": [
+                    {
+                        "ledgerId": r["ledgerId"],
+                        "entries": r["entries"],
+                        "size": r["size"],
+                        "closed": format_ms(r.get("closedAtMs"))
+                        if r.get("closedAtMs") is not None
+                        else "open",
+                        "decision": r["decision"],
+                        "kind": r["kind"],
+                        "reason": r["reason"],
+                    }
+                    for r in rows
+                ],
+            }
+        )
     top_blockers = sorted(
         (b for b in blockers if b["bytes"] > 0), key=lambda b: (-b["bytes"], b["topic"], b["kind"])
     )[:25]
@@ -95,14 +115,23 @@ def build_report(run_dir: Path, *, dry_run: bool) -> dict[str, Any]:
         "scope": info["scope"],
         "store": info["store"],
         "topicsExamined": len(topics_meta),
-        "gate": {"success": bool(gate.get("success")), "expectations": len(gate.get("expectations", [])),
-                 "failed": gate.get("failed", [])},
+        "gate": {
+            "success": bool(gate.get("success")),
+            "expectations": len(gate.get("expectations", [])),
+            "failed": gate.get("failed", []),
+        },
         "plan": summary,
         "apply": apply_result,
-        "purge": (dict(purge_result, nextPurgeAfter=format_ms(purge_result.get("nextPurgeAfterMs")))
-                  if purge_result and purge_result.get("nextPurgeAfterMs") else purge_result),
+        "purge": (
+            dict(purge_result, nextPurgeAfter=format_ms(purge_result.get("nextPurgeAfterMs")))
+            if purge_result and purge_result.get("nextPurgeAfterMs")
+            else purge_result
+        ),
         "namespaces": namespaces,
-        "totals": {"ledgers": sum(n["ledgers"] for n in namespaces), "bytes": sum(n["bytes"] for n in namespaces)},
+        "totals": {
+            "ledgers": sum(n["ledgers"] for n in namespaces),
+            "bytes": sum(n["bytes"] for n in namespaces),
+        },
         "blockers": blockers,
         "topBlockers": top_blockers,
         "topics": topics,
@@ -112,13 +141,18 @@ def build_report(run_dir: Path, *, dry_run: bool) -> dict[str, Any]:
 def render_markdown(report: dict[str, Any]) -> str:
     from jinja2 import Environment, PackageLoader, StrictUndefined
 
-    env = Environment(loader=PackageLoader("housekeeping", "templates"), undefined=StrictUndefined,
-                      trim_blocks=False, lstrip_blocks=False, autoescape=False)
+    env = Environment(
+        loader=PackageLoader("housekeeping", "templates"),
+        undefined=StrictUndefined,
+        trim_blocks=False,
+        lstrip_blocks=False,
+        autoescape=False,
+    )
     env.filters["human"] = human_bytes
     shown = dict(report, topics=report["topics"][:MAX_TOPICS_IN_MARKDOWN])
     text = env.get_template(f"{report['mechanism']}_report.md.j2").render(r=shown)
     if len(report["topics"]) > MAX_TOPICS_IN_MARKDOWN:
-        text += (f"\n_{len(report['topics']) - MAX_TOPICS_IN_MARKDOWN} more topics are in report.json._\n")
+        text += f"\n_{len(report['topics']) - MAX_TOPICS_IN_MARKDOWN} more topics are in report.json._\n"
     return text
 
 

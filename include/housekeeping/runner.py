@@ -13,10 +13,25 @@ from housekeeping.snapshot import SnapshotInfo, read_run_info, take_snapshot
 from housekeeping.store import Store
 
 
-def snapshot_step(store: Store, *, mechanism: str, run_id: str, as_of_ms: int, scope: Any,
-                  max_deleted_share: float, run_dir: Path | None = None) -> SnapshotInfo:
-    return take_snapshot(store, mechanism=mechanism, run_id=run_id, as_of_ms=as_of_ms, scope=scope,
-                         max_deleted_share=max_deleted_share, run_dir=run_dir)
+def snapshot_step(
+    store: Store,
+    *,
+    mechanism: str,
+    run_id: str,
+    as_of_ms: int,
+    scope: Any,
+    max_deleted_share: float,
+    run_dir: Path | None = None,
+) -> SnapshotInfo:
+    return take_snapshot(
+        store,
+        mechanism=mechanism,
+        run_id=run_id,
+        as_of_ms=as_of_ms,
+        scope=scope,
+        max_deleted_share=max_deleted_share,
+        run_dir=run_dir,
+    )
 
 
 def apply_step(store: Store, run_dir: Path, *, purge_grace_seconds: int) -> dict[str, Any]:
@@ -45,7 +60,8 @@ def local_spark(master: str):
     from pyspark.sql import SparkSession
 
     spark = (
-        SparkSession.builder.master(master).appName("housekeeping-cli")
+        SparkSession.builder.master(master)
+        .appName("housekeeping-cli")
         .config("spark.sql.session.timeZone", "UTC")
         .config("spark.sql.shuffle.partitions", "8")
         .config("spark.ui.enabled", "false")

@@ -107,24 +107,31 @@ def take_snapshot(
             continue
         parsed = TopicName.parse(row.name)
         effective = resolve_policies(
-            row.name, parsed.is_system_topic, json.loads(row.policies), row.namespace, namespaces[row.namespace], broker
+            row.name,
+            parsed.is_system_topic,
+            json.loads(row.policies),
+            row.namespace,
+            namespaces[row.namespace],
+            broker,
         )
         versions[row.name] = row.version
-        topics_out.append({
-            "topic": row.name,
-            "namespace": row.namespace,
-            "tenant": parsed.tenant,
-            "isSystemTopic": parsed.is_system_topic,
-            "version": row.version,
-            "producers": row.producers,
-            "consumers": row.consumers,
-            "lastActiveMs": row.last_active_ms,
-            "retentionTimeMs": effective.retention.time_ms,
-            "retentionSizeBytes": effective.retention.size_bytes,
-            "retentionSource": effective.retention_source,
-            "retentionDescription": effective.retention.describe(),
-            "policies": json.dumps(effective.to_json(), sort_keys=True),
-        })
+        topics_out.append(
+            {
+                "topic": row.name,
+                "namespace": row.namespace,
+                "tenant": parsed.tenant,
+                "isSystemTopic": parsed.is_system_topic,
+                "version": row.version,
+                "producers": row.producers,
+                "consumers": row.consumers,
+                "lastActiveMs": row.last_active_ms,
+                "retentionTimeMs": effective.retention.time_ms,
+                "retentionSizeBytes": effective.retention.size_bytes,
+                "retentionSource": effective.retention_source,
+                "retentionDescription": effective.retention.describe(),
+                "policies": json.dumps(effective.to_json(), sort_keys=True),
+            }
+        )
 
     touched_namespaces = {row.namespace for row in topic_rows if row.name in selected}
     topic_namespace = {row.name: row.namespace for row in topic_rows}
@@ -141,26 +148,45 @@ def take_snapshot(
     snapshot_dir = (run_dir or store.run_dir(mechanism, run_id)) / "snapshot"
     snapshot_dir.mkdir(parents=True, exist_ok=True)
     _write_jsonl(snapshot_dir / "topics.jsonl", topics_out)
-    _write_jsonl(snapshot_dir / "ledgers.jsonl", [
-        {
-            "topic": r.topic, "ledgerId": r.ledger_id, "entries": r.entries, "size": r.size_bytes,
-            "closedAtMs": r.closed_at_ms, "minEntryTsMs": r.min_entry_ts_ms, "maxEntryTsMs": r.max_entry_ts_ms,
-            "entriesStored": bool(r.entries_stored),
-        }
-        for r in ledger_rows if r.topic in selected
-    ])
-    _write_jsonl(snapshot_dir / "cursors.jsonl", [
-        {
-            "topic": r.topic, "name": r.name, "durable": bool(r.durable),
-            "markDeleteLedger": r.mark_delete_ledger, "markDeleteEntry": r.mark_delete_entry,
-            "lastActiveMs": r.last_active_ms,
-        }
-        for r in cursor_rows if r.topic in selected
-    ])
-    _write_jsonl(snapshot_dir / "namespaces.jsonl", [
-        {"namespace": name, "storedBytes": namespace_bytes[name], "topicCount": namespace_topics[name]}
-        for name in sorted(touched_namespaces)
-    ])
+    _write_jsonl(
+        snapshot_dir / "ledgers.jsonl",
+        [
+            {
+                "topic": r.topic,
+                "ledgerId": r.ledger_id,
+                "entries": r.entries,
+                "size": r.size_bytes,
+                "closedAtMs": r.closed_at_ms,
+                "minEntryTsMs": r.min_entry_ts_ms,
+                "maxEntryTsMs": r.max_entry_ts_ms,
+                "entriesStored": bool(r.entries_stored),
+            }
+            for r in ledger_rows
+            if r.topic in selected
+        ],
+    )
+    _write_jsonl(
+        snapshot_dir / "cursors.jsonl",
+        [
+            {
+                "topic": r.topic,
+                "name": r.name,
+                "durable": bool(r.durable),
+                "markDeleteLedger": r.mark_delete_ledger,
+                "markDeleteEntry": r.mark_delete_entry,
+                "lastActiveMs": r.last_active_ms,
+            }
+            for r in cursor_rows
+            if r.topic in selected
+        ],
+    )
+    _write_jsonl(
+        snapshot_dir / "namespaces.jsonl",
+        [
+            {"namespace": name, "storedBytes": namespace_bytes[name], "topicCount": namespace_topics[name]}
+            for name in sorted(touched_namespaces)
+        ],
+    )
     info = {
         "runId": run_id,
         "mechanism": mechanism,

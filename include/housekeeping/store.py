@@ -105,7 +105,9 @@ class Store:
     def open(cls, root: str | Path, metadata_url: str | None = None, *, must_exist: bool = True) -> Store:
         root_path = Path(root).expanduser().resolve()
         if must_exist and not root_path.is_dir():
-            raise InputError(f"store {root_path} does not exist (create one with `housekeeping load` or `generate`)")
+            raise InputError(
+                f"store {root_path} does not exist (create one with `housekeeping load` or `generate`)"
+            )
         url = metadata_url or os.environ.get(METADATA_URL_ENV) or f"sqlite:///{root_path / 'metadata.db'}"
         store = cls(root_path, url)
         if must_exist:
@@ -127,7 +129,9 @@ class Store:
         try:
             names = set(inspect(self.engine).get_table_names())
         except Exception as exc:  # unreachable server, locked or corrupt file
-            raise InputError(f"store {self.root}: metadata database {self.safe_url} cannot be read: {exc}") from exc
+            raise InputError(
+                f"store {self.root}: metadata database {self.safe_url} cannot be read: {exc}"
+            ) from exc
         if "topics" not in names:
             raise InputError(
                 f"store {self.root}: metadata database {self.safe_url} holds no store "
@@ -173,7 +177,9 @@ class Store:
         base = self.ledgers_root.resolve()
         resolved = (path if path.is_absolute() else self.root / path).resolve()
         if resolved == base or base not in resolved.parents:
-            raise PathOutsideStore(f"refusing to touch {path}: it is not inside the store's ledger tree {base}")
+            raise PathOutsideStore(
+                f"refusing to touch {path}: it is not inside the store's ledger tree {base}"
+            )
         return resolved
 
     def remove_ledger_dir(self, rel_path: str) -> bool:
@@ -184,6 +190,8 @@ class Store:
         if not target.exists():
             return False
         if target.is_symlink() or not target.is_dir():
-            raise PathOutsideStore(f"refusing to delete {target}: a ledger is a real directory, not a link or file")
+            raise PathOutsideStore(
+                f"refusing to delete {target}: a ledger is a real directory, not a link or file"
+            )
         shutil.rmtree(target)
         return True

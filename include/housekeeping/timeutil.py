@@ -21,7 +21,11 @@ def parse_as_of(text: str) -> int:
 def format_ms(epoch_ms: int | None) -> str:
     if epoch_ms is None:
         return "-"
-    return datetime.fromtimestamp(epoch_ms / 1000, tz=UTC).isoformat(timespec="milliseconds").replace("+00:00", "Z")
+    return (
+        datetime.fromtimestamp(epoch_ms / 1000, tz=UTC)
+        .isoformat(timespec="milliseconds")
+        .replace("+00:00", "Z")
+    )
 
 
 def format_duration_ms(ms: int) -> str:

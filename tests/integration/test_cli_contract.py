@@ -32,19 +32,25 @@ def run_cli(capsys, *argv: str) -> tuple[int, str, str]:
 
 def load(capsys, tmp_path, document) -> str:
     store = str(tmp_path / "store")
-    code, _, err = run_cli(capsys, "load", "--store", store, "--manifest", str(write_manifest(tmp_path, document)))
+    code, _, err = run_cli(
+        capsys, "load", "--store", store, "--manifest", str(write_manifest(tmp_path, document))
+    )
     assert code == 0, err
     return store
 
 
 def plan_json(capsys, store: str, as_of_ms: int) -> dict:
-    code, out, err = run_cli(capsys, "plan", "trim", "--store", store, "--as-of", iso(as_of_ms), "--format", "json")
+    code, out, err = run_cli(
+        capsys, "plan", "trim", "--store", store, "--as-of", iso(as_of_ms), "--format", "json"
+    )
     assert code == 0, err
     return json.loads(out)
 
 
 def deleted_ids(plan: dict, topic: str) -> list[int]:
-    return sorted(a["ledgerId"] for a in plan["actions"] if a["topic"] == topic and a["action"] == "delete_ledger")
+    return sorted(
+        a["ledgerId"] for a in plan["actions"] if a["topic"] == topic and a["action"] == "delete_ledger"
+    )
 
 
 def consumed_ledgers_trim_manifest(mark_delete: str) -> dict:
@@ -52,9 +58,14 @@ def consumed_ledgers_trim_manifest(mark_delete: str) -> dict:
     1 MiB per ledger, 10 messages -> 5 full ledgers + the eagerly created empty current ledger."""
     ledgers = [(10 + i, 2, 2 * MIB, T0 + i * 1000) for i in range(5)] + [(15, 0, 0, None)]
     return {
-        "namespaces": {"prop/ns-abc": {"retention_policies": {"retentionTimeInMinutes": 1, "retentionSizeInMB": 1}}},
-        "topics": {"persistent://prop/ns-abc/TestConsumedLedgersTrim":
-                   topic_body(ledgers, {"my-subscriber-name": mark_delete}, producers=1, consumers=1)},
+        "namespaces": {
+            "prop/ns-abc": {"retention_policies": {"retentionTimeInMinutes": 1, "retentionSizeInMB": 1}}
+        },
+        "topics": {
+            "persistent://prop/ns-abc/TestConsumedLedgersTrim": topic_body(
+                ledgers, {"my-subscriber-name": mark_delete}, producers=1, consumers=1
+            )
+        },
     }
 
 
@@ -79,8 +90,12 @@ def test_consumed_ledgers_trim_all_consumed_leaves_only_the_current_ledger(capsy
 def test_consumed_ledgers_trim_no_subscriptions(capsys, tmp_path, spark):
     """testConsumedLedgersTrimNoSubscriptions: no subscription; the recovered ledger (7 entries) is deleted once
     its retention time has passed; the empty current ledger stays."""
-    doc = {"namespaces": {"prop/ns-abc": {"retention_policies": {"retentionTimeInMinutes": 1, "retentionSizeInMB": -1}}},
-           "topics": {"persistent://prop/ns-abc/NoSubs": topic_body([(3, 7, 7 * MIB, T0), (4, 0, 0, None)])}}
+    doc = {
+        "namespaces": {
+            "prop/ns-abc": {"retention_policies": {"retentionTimeInMinutes": 1, "retentionSizeInMB": -1}}
+        },
+        "topics": {"persistent://prop/ns-abc/NoSubs": topic_body([(3, 7, 7 * MIB, T0), (4, 0, 0, None)])},
+    }
     store = load(capsys, tmp_path, doc)
     assert deleted_ids(plan_json(capsys, store, T0 + MINUTE), "persistent://prop/ns-abc/NoSubs") == []
     assert deleted_ids(plan_json(capsys, store, T0 + MINUTE + 1), "persistent://prop/ns-abc/NoSubs") == [3]
@@ -89,20 +104,32 @@ def test_consumed_ledgers_trim_no_subscriptions(capsys, tmp_path, spark):
 def test_admin_trim_ledgers_scenario(capsys, tmp_path, spark):
     """TestAdminTrimLedgers: 50 empty payloads, 2 per ledger, all acknowledged -> one ledger left."""
     ledgers = [(100 + i, 2, 0, T0 + i) for i in range(25)] + [(125, 0, 0, None)]
-    doc = {"namespaces": {"prop/ns-abc": {"retention_policies": {"retentionTimeInMinutes": 1, "retentionSizeInMB": -1}}},
-           "topics": {"persistent://prop/ns-abc/Admin-partition-0": topic_body(ledgers, {"my-sub": "124:1"})}}
+    doc = {
+        "namespaces": {
+            "prop/ns-abc": {"retention_policies": {"retentionTimeInMinutes": 1, "retentionSizeInMB": -1}}
+        },
+        "topics": {"persistent://prop/ns-abc/Admin-partition-0": topic_body(ledgers, {"my-sub": "124:1"})},
+    }
     store = load(capsys, tmp_path, doc)
-    assert deleted_ids(plan_json(capsys, store, T0 + 2 * MINUTE), "persistent://prop/ns-abc/Admin-partition-0") == \
-        list(range(100, 125))
+    assert deleted_ids(
+        plan_json(capsys, store, T0 + 2 * MINUTE), "persistent://prop/ns-abc/Admin-partition-0"
+    ) == list(range(100, 125))
 
 
 def test_stats_internal_4x_sample(capsys, tmp_path, spark):
     """PULSAR_SEMANTICS.md section 6: slowest durable cursor taosx-test at 94:3 pins ledger 94; at 94:9 it goes."""
+
     def doc(taosx: str) -> dict:
-        return {"namespaces": {"public/default": {}},
-                "topics": {"persistent://public/default/pt-zgc-partition-1": topic_body(
+        return {
+            "namespaces": {"public/default": {}},
+            "topics": {
+                "persistent://public/default/pt-zgc-partition-1": topic_body(
                     [(94, 10, 1260, T0), (146, 0, 0, None)],
-                    {"test_subscription": "94:9", "taosx-test": taosx, "s1": "94:8"})}}
+                    {"test_subscription": "94:9", "taosx-test": taosx, "s1": "94:8"},
+                )
+            },
+        }
+
     topic = "persistent://public/default/pt-zgc-partition-1"
     plan = plan_json(capsys, load(capsys, tmp_path, doc("94:3")), T0 + MINUTE)
     assert deleted_ids(plan, topic) == []
@@ -118,7 +145,9 @@ def test_stats_internal_4x_sample(capsys, tmp_path, spark):
 def test_plan_document_shape(capsys, tmp_path, spark):
     doc = json.loads(json.dumps(consumed_ledgers_trim_manifest("12:1")))
     doc["topics"]["persistent://prop/ns-abc/TestConsumedLedgersTrim"]["cursors"]["reader"] = {
-        "markDeletePosition": "10:0", "durable": False}
+        "markDeletePosition": "10:0",
+        "durable": False,
+    }
     store = load(capsys, tmp_path, doc)
     plan = plan_json(capsys, store, T0 + 10 * MINUTE)
     assert set(plan) >= {"mechanism", "asOf", "actions", "blockers"}
@@ -126,8 +155,16 @@ def test_plan_document_shape(capsys, tmp_path, spark):
         assert action["action"] in {"delete_ledger", "move_cursor"} and action["reason"]
         assert set(action) <= {"topic", "action", "ledgerId", "subscription", "from", "to", "bytes", "reason"}
     move = [a for a in plan["actions"] if a["action"] == "move_cursor"]
-    assert move == [{"topic": "persistent://prop/ns-abc/TestConsumedLedgersTrim", "action": "move_cursor",
-                     "subscription": "reader", "from": "10:0", "to": "12:1", "reason": move[0]["reason"]}]
+    assert move == [
+        {
+            "topic": "persistent://prop/ns-abc/TestConsumedLedgersTrim",
+            "action": "move_cursor",
+            "subscription": "reader",
+            "from": "10:0",
+            "to": "12:1",
+            "reason": move[0]["reason"],
+        }
+    ]
     for blocker in plan["blockers"]:
         assert set(blocker) >= {"topic", "kind", "detail", "bytes"}
 
@@ -150,7 +187,9 @@ def test_apply_rerun_restore_and_purge(capsys, tmp_path, spark, monkeypatch):
     as_of = T0 + 10 * MINUTE
     code, _, err = run_cli(capsys, "apply", "trim", "--store", store, "--as-of", iso(as_of))
     assert code == 3 and "deleted_share" in err  # 100% of the namespace: the default blast radius refuses
-    code, out, err = run_cli(capsys, "apply", "trim", "--store", store, "--as-of", iso(as_of), "--max-deleted-share", "1")
+    code, out, err = run_cli(
+        capsys, "apply", "trim", "--store", store, "--as-of", iso(as_of), "--max-deleted-share", "1"
+    )
     assert code == 0, err
     result = json.loads(out)
     assert result["ledgersDeleted"] == 5 and result["cursorsMoved"] == 1
@@ -160,7 +199,9 @@ def test_apply_rerun_restore_and_purge(capsys, tmp_path, spark, monkeypatch):
     assert [ledger["ledgerId"] for ledger in body["ledgers"]] == [15]
     assert body["cursors"]["reader"]["markDeletePosition"] == "14:1"
 
-    code, out, _ = run_cli(capsys, "apply", "trim", "--store", store, "--as-of", iso(as_of), "--max-deleted-share", "1")
+    code, out, _ = run_cli(
+        capsys, "apply", "trim", "--store", store, "--as-of", iso(as_of), "--max-deleted-share", "1"
+    )
     assert code == 0 and json.loads(out)["ledgersDeleted"] == 0  # rerun: nothing left to do
     _, state_again, _ = run_cli(capsys, "inspect", "--store", store)
     assert json.loads(state_again)["topics"][topic]["ledgers"] == body["ledgers"]
@@ -178,14 +219,26 @@ def test_apply_rerun_restore_and_purge(capsys, tmp_path, spark, monkeypatch):
     assert code == 2 and "nothing to restore" in err
 
 
-@pytest.mark.parametrize("argv,message", [
-    (["plan", "compaktion", "--store", "{store}", "--as-of", "2026-01-01T00:00:00Z"], "unknown mechanism 'compaktion'"),
-    (["plan", "trim", "--store", "{store}", "--as-of", "yesterday"], "as_of 'yesterday' is not an ISO 8601"),
-    (["plan", "trim", "--store", "{store}", "--as-of", "2026-01-01T00:00:00"], "has no timezone"),
-    (["plan", "trim", "--store", "{missing}", "--as-of", "2026-01-01T00:00:00Z"], "does not exist"),
-    (["plan", "trim", "--store", "{store}", "--as-of", "2026-01-01T00:00:00Z", "--scope", "nobody/*"], "matches no topic"),
-    (["restore", "persistent://a/../x", "--store", "{store}"], "not a valid name"),
-])
+@pytest.mark.parametrize(
+    "argv,message",
+    [
+        (
+            ["plan", "compaktion", "--store", "{store}", "--as-of", "2026-01-01T00:00:00Z"],
+            "unknown mechanism 'compaktion'",
+        ),
+        (
+            ["plan", "trim", "--store", "{store}", "--as-of", "yesterday"],
+            "as_of 'yesterday' is not an ISO 8601",
+        ),
+        (["plan", "trim", "--store", "{store}", "--as-of", "2026-01-01T00:00:00"], "has no timezone"),
+        (["plan", "trim", "--store", "{missing}", "--as-of", "2026-01-01T00:00:00Z"], "does not exist"),
+        (
+            ["plan", "trim", "--store", "{store}", "--as-of", "2026-01-01T00:00:00Z", "--scope", "nobody/*"],
+            "matches no topic",
+        ),
+        (["restore", "persistent://a/../x", "--store", "{store}"], "not a valid name"),
+    ],
+)
 def test_bad_input_exits_2_with_a_named_error(capsys, tmp_path, spark, argv, message):
     store = load(capsys, tmp_path, consumed_ledgers_trim_manifest("14:1"))
     args = [a.format(store=store, missing=str(tmp_path / "missing")) for a in argv]

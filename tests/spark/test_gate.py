@@ -23,17 +23,26 @@ OTHER = "persistent://acme/orders/b"
 
 
 def messages(ledgers):
-    return [{"ledgerId": lid, "entryId": e, "publishTime": 1000 + e, "key": f"k{e}", "value": f"v{lid}-{e}"}
-            for lid, n, _, _ in ledgers for e in range(n)]
+    return [
+        {"ledgerId": lid, "entryId": e, "publishTime": 1000 + e, "key": f"k{e}", "value": f"v{lid}-{e}"}
+        for lid, n, _, _ in ledgers
+        for e in range(n)
+    ]
 
 
 LEDGERS = [(1, 3, 6, 1000), (2, 3, 6, 2000), (3, 3, 6, 3000), (4, 3, 6, 4000), (5, 2, 4, None)]
 DOC = {
     "namespaces": {"acme/orders": {}},
     "topics": {
-        TOPIC: topic_body(LEDGERS, {"sub": "2:2", "slow": {"markDeletePosition": "3:2"},
-                                    "reader": {"markDeletePosition": "1:0", "durable": False}},
-                          messages=messages(LEDGERS)),
+        TOPIC: topic_body(
+            LEDGERS,
+            {
+                "sub": "2:2",
+                "slow": {"markDeletePosition": "3:2"},
+                "reader": {"markDeletePosition": "1:0", "durable": False},
+            },
+            messages=messages(LEDGERS),
+        ),
         # keeps the namespace's deleted share under the default blast radius
         OTHER: topic_body([(1, 1, 100, None)]),
     },
@@ -43,7 +52,9 @@ DOC = {
 @pytest.fixture
 def planned(tmp_path, spark):
     store = load_manifest(tmp_path / "store", write_manifest(tmp_path, DOC))
-    info = snapshot_step(store, mechanism="trim", run_id="t", as_of_ms=10_000, scope=None, max_deleted_share=0.9)
+    info = snapshot_step(
+        store, mechanism="trim", run_id="t", as_of_ms=10_000, scope=None, max_deleted_share=0.9
+    )
     plan_trim.run(spark, info.run_dir)
     return store, info.run_dir
 
@@ -66,33 +77,69 @@ def state(store: Store) -> tuple:
 
 def test_the_genuine_plan_passes(planned, spark):
     store, run_dir = planned
-    assert [a["ledgerId"] for a in json.loads("[" + ",".join(actions_file(run_dir).read_text().split()) + "]")
-            if a["action"] == "delete_ledger"] == [1, 2]
+    assert [
+        a["ledgerId"]
+        for a in json.loads("[" + ",".join(actions_file(run_dir).read_text().split()) + "]")
+        if a["action"] == "delete_ledger"
+    ] == [1, 2]
     assert validate_plan.run(spark, run_dir, "trim")["success"]
 
 
 def delete(ledger_id: int, size: int = 6):
-    return {"topic": TOPIC, "action": "delete_ledger", "ledgerId": ledger_id, "bytes": size, "reason": "mutant"}
+    return {
+        "topic": TOPIC,
+        "action": "delete_ledger",
+        "ledgerId": ledger_id,
+        "bytes": size,
+        "reason": "mutant",
+    }
 
 
 MUTANTS = {
     "deletes the current ledger": (lambda rows: rows + [delete(5, 4)], "not_current_ledger"),
-    "deletes at the slowest durable mark-delete": (lambda rows: rows + [delete(3)], "no_durable_cursor_pins_it"),
+    "deletes at the slowest durable mark-delete": (
+        lambda rows: rows + [delete(3)],
+        "no_durable_cursor_pins_it",
+    ),
     "deletes past the slowest mark-delete": (lambda rows: rows + [delete(4)], "no_durable_cursor_pins_it"),
-    "not an oldest prefix": (lambda rows: [r for r in rows if r.get("ledgerId") != 1], "contiguous_oldest_prefix"),
-    "bytes do not reconcile": (lambda rows: [dict(r, bytes=1) if r.get("ledgerId") == 1 else r for r in rows],
-                               "bytes_match_snapshot"),
+    "not an oldest prefix": (
+        lambda rows: [r for r in rows if r.get("ledgerId") != 1],
+        "contiguous_oldest_prefix",
+    ),
+    "bytes do not reconcile": (
+        lambda rows: [dict(r, bytes=1) if r.get("ledgerId") == 1 else r for r in rows],
+        "bytes_match_snapshot",
+    ),
     "duplicate deletion": (lambda rows: rows + [delete(1)], "expect_compound_columns_to_be_unique"),
     "unknown ledger": (lambda rows: rows + [delete(77)], "ledger_in_snapshot"),
-    "moves a cursor backward": (lambda rows: [dict(r, to="0:0") if r["action"] == "move_cursor" else r for r in rows],
-                                "moves_forward"),
-    "moves a durable cursor": (lambda rows: rows + [{"topic": TOPIC, "action": "move_cursor", "subscription": "slow",
-                                                     "from": "3:2", "to": "4:0", "reason": "mutant"}],
-                               "cursor_is_non_durable"),
+    "moves a cursor backward": (
+        lambda rows: [dict(r, to="0:0") if r["action"] == "move_cursor" else r for r in rows],
+        "moves_forward",
+    ),
+    "moves a durable cursor": (
+        lambda rows: (
+            rows
+            + [
+                {
+                    "topic": TOPIC,
+                    "action": "move_cursor",
+                    "subscription": "slow",
+                    "from": "3:2",
+                    "to": "4:0",
+                    "reason": "mutant",
+                }
+            ]
+        ),
+        "cursor_is_non_durable",
+    ),
     "moves a cursor past the topic's end": (
-        lambda rows: [dict(r, to="9:9") if r["action"] == "move_cursor" else r for r in rows], "not_past_last_entry"),
-    "unknown action": (lambda rows: rows + [{"topic": TOPIC, "action": "delete_topic", "reason": "mutant"}],
-                       "expect_column_values_to_be_in_set"),
+        lambda rows: [dict(r, to="9:9") if r["action"] == "move_cursor" else r for r in rows],
+        "not_past_last_entry",
+    ),
+    "unknown action": (
+        lambda rows: rows + [{"topic": TOPIC, "action": "delete_topic", "reason": "mutant"}],
+        "expect_column_values_to_be_in_set",
+    ),
 }
 
 
@@ -105,7 +152,8 @@ def test_corrupted_plan_is_blocked_and_nothing_changes(planned, spark, name):
     document = validate_plan.run(spark, run_dir, "trim")
     assert not document["success"]
     failed = {f["expectation"] for f in document["failed"]} | {
-        f["kwargs"].get("column") for f in document["failed"]}
+        f["kwargs"].get("column") for f in document["failed"]
+    }
     assert failing in failed, document["failed"]
     with pytest.raises(PlanNotValidated):
         apply_plan(store, run_dir, purge_grace_seconds=0)
@@ -114,7 +162,9 @@ def test_corrupted_plan_is_blocked_and_nothing_changes(planned, spark, name):
 
 def test_blast_radius_limit_blocks(tmp_path, spark):
     store = load_manifest(tmp_path / "store", write_manifest(tmp_path, DOC))
-    info = snapshot_step(store, mechanism="trim", run_id="t", as_of_ms=10_000, scope=None, max_deleted_share=0.05)
+    info = snapshot_step(
+        store, mechanism="trim", run_id="t", as_of_ms=10_000, scope=None, max_deleted_share=0.05
+    )
     plan_trim.run(spark, info.run_dir)
     document = validate_plan.run(spark, info.run_dir, "trim")
     assert [f["kwargs"]["column"] for f in document["failed"]] == ["deleted_share"]

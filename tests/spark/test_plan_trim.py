@@ -18,9 +18,13 @@ AS_OF = 10_000_000
 def frames(spark, ledgers, cursors=(), retention=(0, 0)):
     """ledgers: (id, entries, size, closedAtMs|None); cursors: (name, durable, L, E); retention: (ms, bytes)."""
     topics = spark.createDataFrame(
-        [(T, "t/ns", "t", False, 1, 0, 0, None, retention[0], retention[1], "test", "test", "{}")], TOPICS_SCHEMA)
+        [(T, "t/ns", "t", False, 1, 0, 0, None, retention[0], retention[1], "test", "test", "{}")],
+        TOPICS_SCHEMA,
+    )
     ledger_df = spark.createDataFrame(
-        [(T, lid, entries, size, closed, None, None, False) for lid, entries, size, closed in ledgers], LEDGERS_SCHEMA)
+        [(T, lid, entries, size, closed, None, None, False) for lid, entries, size, closed in ledgers],
+        LEDGERS_SCHEMA,
+    )
     cursor_df = spark.createDataFrame([(T, n, d, lg, e, None) for n, d, lg, e in cursors], CURSORS_SCHEMA)
     return topics, ledger_df, cursor_df
 
@@ -105,30 +109,47 @@ def test_cursor_in_a_ledger_no_longer_listed(spark):
 
 
 def test_durable_bounds_table(spark):
-    _, ledger_df, cursor_df = frames(spark, CLOSED, [("a", True, 2, 9), ("b", True, 3, 1), ("r", False, 1, 0)])
+    _, ledger_df, cursor_df = frames(
+        spark, CLOSED, [("a", True, 2, 9), ("b", True, 3, 1), ("r", False, 1, 0)]
+    )
     expected = spark.createDataFrame(
         [(T, 4, 350, "a", 2, 9, 3)],
         "topic string, currentLedgerId long, totalSize long, slowestCursor string, slowestMdLedger long, "
         "slowestMdEntry long, boundLedgerId long",
     )
     got = durable_bounds(ledger_df, cursor_df).select(
-        "topic", "currentLedgerId", "totalSize", "slowestCursor", "slowestMdLedger", "slowestMdEntry", "boundLedgerId")
+        "topic",
+        "currentLedgerId",
+        "totalSize",
+        "slowestCursor",
+        "slowestMdLedger",
+        "slowestMdEntry",
+        "boundLedgerId",
+    )
     assertDataFrameEqual(got, expected)
 
 
 def test_readers_are_fast_forwarded_past_the_deleted_range(spark):
-    topics, ledger_df, cursor_df = frames(spark, CLOSED, [("s", True, 2, 9), ("r", False, 1, 3), ("r2", False, 3, 0)])
+    topics, ledger_df, cursor_df = frames(
+        spark, CLOSED, [("s", True, 2, 9), ("r", False, 1, 3), ("r2", False, 3, 0)]
+    )
     decisions = plan_ledger_decisions(topics, ledger_df, cursor_df, AS_OF)
     moves = cursor_fast_forwards(decisions, cursor_df).select("subscription", "from", "to")
-    assertDataFrameEqual(moves, spark.createDataFrame([("r", "1:3", "2:9")], "subscription string, `from` string, `to` string"))
+    assertDataFrameEqual(
+        moves, spark.createDataFrame([("r", "1:3", "2:9")], "subscription string, `from` string, `to` string")
+    )
 
 
 def test_every_ledger_gets_a_reason_and_blockers_explain_what_is_kept(spark):
     topics, ledger_df, cursor_df = frames(spark, CLOSED, [("stale", True, 1, 4)], retention=(-1, -1))
     decisions = plan_ledger_decisions(topics, ledger_df, cursor_df, AS_OF)
     kinds = {r.ledgerId: r.kind for r in decisions.collect()}
-    assert kinds == {1: "slowest_subscription", 2: "slowest_subscription", 3: "slowest_subscription",
-                     4: "current_ledger"}
+    assert kinds == {
+        1: "slowest_subscription",
+        2: "slowest_subscription",
+        3: "slowest_subscription",
+        4: "current_ledger",
+    }
     assert all(r.reason for r in decisions.collect())
     blockers = {r.kind: r for r in trim_blockers(decisions).collect()}
     assert blockers["slowest_subscription"].bytes == 300
@@ -140,4 +161,9 @@ def test_retention_window_and_prefix_blocked_reasons(spark):
     ledgers = [(1, 10, 100, 1000), (2, 10, 100, AS_OF - 5), (3, 10, 100, 1000), (4, 0, 0, None)]
     topics, ledger_df, cursor_df = frames(spark, ledgers, [], retention=(60_000, -1))
     kinds = {r.ledgerId: r.kind for r in plan_ledger_decisions(topics, ledger_df, cursor_df, AS_OF).collect()}
-    assert kinds == {1: "consumed_and_expired", 2: "retention_window", 3: "prefix_blocked", 4: "current_ledger"}
+    assert kinds == {
+        1: "consumed_and_expired",
+        2: "retention_window",
+        3: "prefix_blocked",
+        4: "current_ledger",
+    }

@@ -14,11 +14,16 @@ from tests.conftest import topic_body, write_manifest
 
 GOOD = {
     "broker": {"defaultRetentionTimeInMinutes": 0, "defaultRetentionSizeInMB": 0},
-    "namespaces": {"acme/orders": {"retention_policies": {"retentionTimeInMinutes": 60, "retentionSizeInMB": 10}}},
+    "namespaces": {
+        "acme/orders": {"retention_policies": {"retentionTimeInMinutes": 60, "retentionSizeInMB": 10}}
+    },
     "topics": {
         "persistent://acme/orders/a": topic_body(
-            [(1, 2, 20, 1000), (2, 1, 10, None)], {"sub": "1:1", "reader": {"markDeletePosition": "1:0", "durable": False}},
-            producers=1, consumers=2, lastActive=5000,
+            [(1, 2, 20, 1000), (2, 1, 10, None)],
+            {"sub": "1:1", "reader": {"markDeletePosition": "1:0", "durable": False}},
+            producers=1,
+            consumers=2,
+            lastActive=5000,
             messages=[
                 {"ledgerId": 1, "entryId": 0, "publishTime": 10, "key": "k", "value": "v1"},
                 {"ledgerId": 1, "entryId": 1, "publishTime": 20, "brokerTimestamp": 25, "value": None},
@@ -33,15 +38,19 @@ def test_load_inspect_round_trip(tmp_path):
     store = load_manifest(tmp_path / "s", write_manifest(tmp_path, GOOD))
     exported = export_manifest(store, with_messages=True)
     topic = exported["topics"]["persistent://acme/orders/a"]
-    assert topic["ledgers"] == [{"ledgerId": 1, "entries": 2, "size": 20, "timestamp": 1000},
-                                {"ledgerId": 2, "entries": 1, "size": 10}]
+    assert topic["ledgers"] == [
+        {"ledgerId": 1, "entries": 2, "size": 20, "timestamp": 1000},
+        {"ledgerId": 2, "entries": 1, "size": 10},
+    ]
     assert topic["cursors"]["reader"] == {"markDeletePosition": "1:0", "durable": False}
     assert [m["value"] for m in topic["messages"]] == ["v1", None, "v3"]
     assert topic["messages"][1]["brokerTimestamp"] == 25
     assert (store.root / "ledgers/persistent/acme/orders/a/1/part-00000.parquet").is_file()
     again = load_manifest(tmp_path / "s2", write_manifest(tmp_path, exported, "exported.json"))
     second = export_manifest(again, with_messages=True)
-    assert {k: v for k, v in second.items() if k != "store"} == {k: v for k, v in exported.items() if k != "store"}
+    assert {k: v for k, v in second.items() if k != "store"} == {
+        k: v for k, v in exported.items() if k != "store"
+    }
 
 
 def mutate(path: str, value):
@@ -62,21 +71,56 @@ def mutate(path: str, value):
 
 T = "topics|persistent://acme/orders/a"
 BAD = [
-    (mutate("namespaces|acme/orders|retention_policies", {"retentionTimeInMinutes": 0, "retentionSizeInMB": 5}),
-     "namespace acme/orders.*single time or size limit to 0"),
-    (mutate("namespaces|acme/orders|retention_policies", {"retentionTimeInMinutes": -3, "retentionSizeInMB": 5}),
-     "retentionTimeInMinutes"),
-    (mutate("namespaces|acme/orders|backlog_quota_map", {"message_age": {"limitTime": 10, "policy": "evict_all"}}),
-     "evict_all"),
-    (mutate(f"{T}|cursors|sub", {"markDeletePosition": "2:5"}), "topic persistent://acme/orders/a cursor 'sub'.*beyond"),
+    (
+        mutate(
+            "namespaces|acme/orders|retention_policies", {"retentionTimeInMinutes": 0, "retentionSizeInMB": 5}
+        ),
+        "namespace acme/orders.*single time or size limit to 0",
+    ),
+    (
+        mutate(
+            "namespaces|acme/orders|retention_policies",
+            {"retentionTimeInMinutes": -3, "retentionSizeInMB": 5},
+        ),
+        "retentionTimeInMinutes",
+    ),
+    (
+        mutate(
+            "namespaces|acme/orders|backlog_quota_map",
+            {"message_age": {"limitTime": 10, "policy": "evict_all"}},
+        ),
+        "evict_all",
+    ),
+    (
+        mutate(f"{T}|cursors|sub", {"markDeletePosition": "2:5"}),
+        "topic persistent://acme/orders/a cursor 'sub'.*beyond",
+    ),
     (mutate(f"{T}|cursors|sub", {"markDeletePosition": "9:0"}), "beyond the topic's last entry"),
-    (mutate(f"{T}|ledgers|1", {"ledgerId": 1, "entries": 1, "size": 10}), "ledger ids must be unique and increasing"),
+    (
+        mutate(f"{T}|ledgers|1", {"ledgerId": 1, "entries": 1, "size": 10}),
+        "ledger ids must be unique and increasing",
+    ),
     (mutate(f"{T}|ledgers|0", {"ledgerId": 1, "entries": 2, "size": -20, "timestamp": 1000}), "minimum"),
-    (mutate(f"{T}|ledgers|1", {"ledgerId": 2, "entries": 1, "size": 10, "timestamp": 5}), "current .*must have no timestamp"),
-    (mutate(f"{T}|ledgers|0", {"ledgerId": 1, "entries": 2, "size": 20}), "only the last .* may lack a close timestamp"),
-    (mutate(f"{T}|messages|1", {"ledgerId": 1, "entryId": 5, "publishTime": 1, "value": "x"}), "ledger 1: messages must be exactly entries"),
-    (mutate(f"{T}|messages|0", {"ledgerId": 7, "entryId": 0, "publishTime": 1, "value": "x"}), "ledger 7, which is not in its ledgers"),
-    (mutate("topics|persistent://other/ns/b", topic_body([(1, 0, 0, None)])), "namespace other/ns is not declared"),
+    (
+        mutate(f"{T}|ledgers|1", {"ledgerId": 2, "entries": 1, "size": 10, "timestamp": 5}),
+        "current .*must have no timestamp",
+    ),
+    (
+        mutate(f"{T}|ledgers|0", {"ledgerId": 1, "entries": 2, "size": 20}),
+        "only the last .* may lack a close timestamp",
+    ),
+    (
+        mutate(f"{T}|messages|1", {"ledgerId": 1, "entryId": 5, "publishTime": 1, "value": "x"}),
+        "ledger 1: messages must be exactly entries",
+    ),
+    (
+        mutate(f"{T}|messages|0", {"ledgerId": 7, "entryId": 0, "publishTime": 1, "value": "x"}),
+        "ledger 7, which is not in its ledgers",
+    ),
+    (
+        mutate("topics|persistent://other/ns/b", topic_body([(1, 0, 0, None)])),
+        "namespace other/ns is not declared",
+    ),
     (mutate("topics|persistent://acme/../b", topic_body([(1, 0, 0, None)])), "not a valid name"),
     (mutate("broker", {"backlogQuotaDefaultRetentionPolicy": "nope"}), "backlogQuotaDefaultRetentionPolicy"),
     (mutate("namespaces|acme/orders|bogus_policy", 1), "bogus_policy"),
@@ -108,18 +152,32 @@ def test_reference_sample_assembles_into_a_manifest(tmp_path):
     """stats-internal from a real Pulsar 4.x broker (shared/reference) plus close times -> a loadable topic."""
     from pathlib import Path
 
-    sample_path = Path(__file__).resolve().parents[3] / "shared" / "reference" / "stats_internal_sample_4x.json"
+    sample_path = (
+        Path(__file__).resolve().parents[3] / "shared" / "reference" / "stats_internal_sample_4x.json"
+    )
     if not sample_path.is_file():
         pytest.skip("shared/reference is not beside this checkout")
     sample = json.loads(sample_path.read_text())
     ledgers = sample["ledgers"]
     body = {
-        "ledgers": [{"ledgerId": ledger["ledgerId"], "entries": ledger["entries"], "size": ledger["size"],
-                     **({"timestamp": 1761410000000} if i < len(ledgers) - 1 else {})}
-                    for i, ledger in enumerate(ledgers)],
-        "cursors": {name: {"markDeletePosition": c["markDeletePosition"]} for name, c in sample["cursors"].items()},
+        "ledgers": [
+            {
+                "ledgerId": ledger["ledgerId"],
+                "entries": ledger["entries"],
+                "size": ledger["size"],
+                **({"timestamp": 1761410000000} if i < len(ledgers) - 1 else {}),
+            }
+            for i, ledger in enumerate(ledgers)
+        ],
+        "cursors": {
+            name: {"markDeletePosition": c["markDeletePosition"]} for name, c in sample["cursors"].items()
+        },
     }
-    document = {"namespaces": {"public/default": {}}, "topics": {"persistent://public/default/pt-zgc-partition-1": body}}
+    document = {
+        "namespaces": {"public/default": {}},
+        "topics": {"persistent://public/default/pt-zgc-partition-1": body},
+    }
     store = load_manifest(tmp_path / "s", write_manifest(tmp_path, document))
-    assert export_manifest(store)["topics"]["persistent://public/default/pt-zgc-partition-1"]["cursors"]["taosx-test"] == {
-        "markDeletePosition": "94:3", "durable": True}
+    assert export_manifest(store)["topics"]["persistent://public/default/pt-zgc-partition-1"]["cursors"][
+        "taosx-test"
+    ] == {"markDeletePosition": "94:3", "durable": True}

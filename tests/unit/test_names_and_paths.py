@@ -19,11 +19,21 @@ def test_parse_topic_and_namespace():
     assert str(NamespaceName.parse("acme/orders")) == "acme/orders"
 
 
-@pytest.mark.parametrize("bad", [
-    "persistent://a/../c", "persistent://a/b/..", "persistent://a/b/c/d", "persistent://a/b/c\\d",
-    "persistent://a/b/c\x00", "non-persistent://a/b/c", "persistent://a/b/" + "x" * 201, "persistent://a/b/c';drop",
-    "persistent://a//c", "a/b/c",
-])
+@pytest.mark.parametrize(
+    "bad",
+    [
+        "persistent://a/../c",
+        "persistent://a/b/..",
+        "persistent://a/b/c/d",
+        "persistent://a/b/c\\d",
+        "persistent://a/b/c\x00",
+        "non-persistent://a/b/c",
+        "persistent://a/b/" + "x" * 201,
+        "persistent://a/b/c';drop",
+        "persistent://a//c",
+        "a/b/c",
+    ],
+)
 def test_hostile_topic_names_are_rejected(bad):
     with pytest.raises(InputError):
         TopicName.parse(bad)

@@ -5,7 +5,13 @@ from __future__ import annotations
 import pytest
 
 from housekeeping.errors import InputError
-from housekeeping.policies import BROKER_DEFAULTS, BrokerConfig, RetentionPolicy, resolve_policies, validate_policies
+from housekeeping.policies import (
+    BROKER_DEFAULTS,
+    BrokerConfig,
+    RetentionPolicy,
+    resolve_policies,
+    validate_policies,
+)
 
 BROKER = BrokerConfig.from_layers()
 
@@ -24,7 +30,9 @@ def test_broker_conf_file_layer(tmp_path):
     from housekeeping.policies import read_broker_conf
 
     conf = tmp_path / "broker.conf"
-    conf.write_text("# comment\ndefaultRetentionTimeInMinutes=60\ndefaultRetentionSizeInMB=100\nsomeUnknownKey=x\n")
+    conf.write_text(
+        "# comment\ndefaultRetentionTimeInMinutes=60\ndefaultRetentionSizeInMB=100\nsomeUnknownKey=x\n"
+    )
     config = BrokerConfig.from_layers((str(conf), read_broker_conf(conf)))
     assert config.retention == RetentionPolicy(60, 100)
     bad = tmp_path / "bad.conf"
@@ -55,7 +63,11 @@ def test_valid_retention_combinations(time_minutes, size_mb):
 
 def test_backlog_quota_must_be_below_retention():
     retention = RetentionPolicy(60, 10)
-    too_big = {"backlog_quota_map": {"destination_storage": {"limitSize": 10 * 1024 * 1024, "policy": "producer_exception"}}}
+    too_big = {
+        "backlog_quota_map": {
+            "destination_storage": {"limitSize": 10 * 1024 * 1024, "policy": "producer_exception"}
+        }
+    }
     with pytest.raises(InputError, match="namespace a/b: backlog quota destination_storage limitSize"):
         validate_policies("namespace a/b", too_big, retention)
     too_old = {"backlog_quota_map": {"message_age": {"limitTime": 3600}}}
@@ -68,14 +80,20 @@ def test_backlog_quota_must_be_below_retention():
 
 def test_unknown_backlog_policy_and_ttl_below_zero():
     with pytest.raises(InputError, match="policy='drop_everything'"):
-        validate_policies("namespace a/b", {"backlog_quota_map": {"message_age": {"policy": "drop_everything"}}},
-                          BROKER.retention)
+        validate_policies(
+            "namespace a/b",
+            {"backlog_quota_map": {"message_age": {"policy": "drop_everything"}}},
+            BROKER.retention,
+        )
     with pytest.raises(InputError, match="message_ttl_in_seconds"):
         validate_policies("namespace a/b", {"message_ttl_in_seconds": -1}, BROKER.retention)
 
 
 def test_resolution_topic_over_namespace_over_broker():
-    ns = {"retention_policies": {"retentionTimeInMinutes": 60, "retentionSizeInMB": 100}, "message_ttl_in_seconds": 30}
+    ns = {
+        "retention_policies": {"retentionTimeInMinutes": 60, "retentionSizeInMB": 100},
+        "message_ttl_in_seconds": 30,
+    }
     topic = {"retention_policies": {"retentionTimeInMinutes": -1, "retentionSizeInMB": -1}}
     eff = resolve_policies("persistent://a/b/c", False, topic, "a/b", ns, BROKER)
     assert eff.retention == RetentionPolicy(-1, -1) and eff.retention_source == "topic persistent://a/b/c"
@@ -98,6 +116,8 @@ def test_system_topics_get_zero_retention_unless_a_topic_policy_says_otherwise()
 
 
 def test_backlog_quota_gb_setting_wins_over_bytes():
-    config = BrokerConfig.from_layers(("x", {"backlogQuotaDefaultLimitGB": 2, "backlogQuotaDefaultLimitBytes": 5}))
+    config = BrokerConfig.from_layers(
+        ("x", {"backlogQuotaDefaultLimitGB": 2, "backlogQuotaDefaultLimitBytes": 5})
+    )
     eff = resolve_policies("persistent://a/b/c", False, {}, "a/b", {}, config)
     assert eff.backlog_quotas["destination_storage"].limit_size == 2 * (1 << 30)

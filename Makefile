@@ -1,0 +1,36 @@
+# The README's commands. `make demo` (set up + run the trim DAG on a demo store), `make test` (the suite).
+SHELL := /bin/bash
+PYTHON ?= $(shell command -v python3.11 || command -v python3)
+VENV := .venv
+PY := $(VENV)/bin/python
+STAMP := $(VENV)/.installed
+
+.PHONY: setup demo test lint airflow clean
+
+setup: $(STAMP)
+
+$(STAMP): requirements.txt constraints.txt pyproject.toml
+	@$(PYTHON) -c 'import sys; sys.exit(0 if sys.version_info[:2] == (3, 11) else "Python 3.11 is required")'
+	@java -version >/dev/null 2>&1 || { echo "Java 17 is required for Spark (apt-get install openjdk-17-jre-headless)"; exit 1; }
+	$(PYTHON) -m venv $(VENV)
+	$(PY) -m pip install --quiet --upgrade pip
+	$(PY) -m pip install --quiet -r requirements.txt -c constraints.txt
+	$(PY) -m pip install --quiet --no-deps -e .
+	$(PY) scripts/check_install.py
+	@touch $(STAMP)
+
+demo: setup
+	@bash scripts/demo.sh
+
+lint: setup
+	$(VENV)/bin/ruff check .
+	$(VENV)/bin/ruff format --check .
+
+test: lint
+	@source scripts/env.sh && $(PY) -m pytest
+
+airflow: setup
+	@bash scripts/airflow-standalone.sh
+
+clean:
+	rm -rf $(VENV) .airflow demo-store

@@ -1,0 +1,174 @@
+"""The DAGs under Airflow: integrity of the DagBag, and real dag.test() runs with the real
+SparkSubmitOperator (spark-submit, local[2]) and the real Great Expectations gate over a generated store."""
+
+from __future__ import annotations
+
+import json
+from datetime import UTC, datetime
+from pathlib import Path
+
+import pytest
+
+from housekeeping.generate import GenerateOptions, generate_store
+from housekeeping.manifest import export_manifest
+from housekeeping.runner import apply_step, plan_and_gate_in_process, purge_step, snapshot_step
+from housekeeping.store import Store
+from housekeeping.timeutil import format_ms
+
+pytestmark = pytest.mark.airflow
+
+REPO = Path(__file__).resolve().parents[2]
+DAG_IDS = {"consumed_ledger_trim"}
+DATES = [
+    datetime(2026, 10, 31, 12, tzinfo=UTC),
+    datetime(2026, 11, 1, tzinfo=UTC),
+    datetime(2026, 11, 1, 12, tzinfo=UTC),
+]
+
+
+@pytest.fixture(scope="module")
+def dagbag(airflow_db):
+    from airflow.dag_processing.dagbag import DagBag
+
+    return DagBag(dag_folder=str(REPO / "dags"))
+
+
+def test_dagbag_has_no_import_errors_and_every_dag_is_well_formed(dagbag):
+    assert dagbag.import_errors == {}
+    assert DAG_IDS <= set(dagbag.dag_ids)
+    for dag_id in DAG_IDS:
+        dag = dagbag.get_dag(dag_id)
+        assert dag.tags and "housekeeping" in dag.tags
+        assert dag.max_active_runs == 1, "deleting DAGs run one at a time"
+        assert dag.doc_md and dag.schedule is not None and dag.start_date.tzinfo is not None
+        assert set(dag.params) >= {"dry_run", "scope", "as_of", "max_deleted_share"}
+        for task in dag.tasks:
+            assert task.owner == "storage-platform"
+        assert dag.get_task("take_snapshot").retries >= 1
+
+
+def test_trim_dag_shape_and_spark_submit_operators(dagbag):
+    from airflow.providers.apache.spark.hooks.spark_submit import SparkSubmitHook
+    from airflow.providers.apache.spark.operators.spark_submit import SparkSubmitOperator
+
+    dag = dagbag.get_dag("consumed_ledger_trim")
+    order = [
+        "take_snapshot",
+        "plan_ledger_trim",
+        "validate_trim_plan",
+        "apply_ledger_trim",
+        "purge_pending_deletions",
+        "write_trim_report",
+    ]
+    for upstream, downstream in zip(order, order[1:], strict=False):
+        assert downstream in dag.get_task(upstream).downstream_task_ids
+    for task_id in ("plan_ledger_trim", "validate_trim_plan"):
+        task = dag.get_task(task_id)
+        assert isinstance(task, SparkSubmitOperator)
+        assert Path(task.application).is_file()
+    # the JSON connection resolves to local Spark, not the hook's silent yarn fallback
+    assert SparkSubmitHook(conn_id="spark_default")._resolve_connection()["master"] == "local[2]"
+
+
+def _dag(dagbag):
+    return dagbag.get_dag("consumed_ledger_trim")
+
+
+def _run_dag(dag, logical_date: datetime, conf: dict | None = None):
+    return dag.test(logical_date=logical_date, run_conf=conf or {})
+
+
+def _state(store: Store) -> dict:
+    from sqlalchemy import select
+
+    from housekeeping import metadata_schema as t
+
+    manifest = export_manifest(store)
+    manifest.pop("store")
+    files = sorted(str(p.parent.relative_to(store.root)) for p in store.ledgers_root.rglob("*.parquet"))
+    with store.engine.connect() as conn:
+        pending = sorted((r.topic, r.ledger_id, r.status) for r in conn.execute(select(t.pending_deletions)))
+    return {"manifest": manifest, "files": files, "pending": pending}
+
+
+def _runs(store: Store) -> list[Path]:
+    return sorted((store.root / "runs" / "trim").iterdir(), key=lambda p: p.stat().st_mtime)
+
+
+def test_backfill_over_three_dates_equals_the_decisions_made_one_by_one_and_rerun_is_a_no_op(
+    dagbag, tmp_path, monkeypatch, spark
+):
+    monkeypatch.setenv("HOUSEKEEPING_PURGE_GRACE_SECONDS", "3600")
+    monkeypatch.setenv("HOUSEKEEPING_MAX_DELETED_SHARE", "1.0")
+    options = GenerateOptions(topics=14, seed=11, entries_per_ledger=40)
+    dag_store = generate_store(tmp_path / "dag-store", options)
+    monkeypatch.setenv("HOUSEKEEPING_STORE_ROOT", str(dag_store.root))
+    dag = _dag(dagbag)
+    for date in DATES:
+        run = _run_dag(dag, date)
+        assert run.state == "success", f"dag run for {date} ended {run.state}"
+    runs = _runs(dag_store)
+    assert [json.loads((r / "snapshot/run.json").read_text())["asOf"] for r in runs] == [
+        format_ms(int(d.timestamp() * 1000)) for d in DATES
+    ], "as-of must be the run's logical time"
+    for run_dir in runs:
+        assert (run_dir / "report" / "report.md").is_file()
+        assert json.loads((run_dir / "gate" / "result.json").read_text())["success"]
+
+    # the same decisions one by one, through the same steps outside Airflow
+    manual = generate_store(tmp_path / "manual-store", options)
+    for i, date in enumerate(DATES):
+        as_of_ms = int(date.timestamp() * 1000)
+        info = snapshot_step(
+            manual,
+            mechanism="trim",
+            run_id=f"manual-{i}",
+            as_of_ms=as_of_ms,
+            scope=None,
+            max_deleted_share=1.0,
+        )
+        assert plan_and_gate_in_process(info.run_dir, "trim", "local[2]")["success"]
+        apply_step(manual, info.run_dir, purge_grace_seconds=3600)
+        purge_step(manual, info.run_dir)
+    final = _state(dag_store)
+    assert final == _state(manual)
+    applied = [json.loads((r / "apply/result.json").read_text()) for r in runs]
+    assert sum(a["ledgersDeleted"] for a in applied) > 0, "the scenario must delete something to be a test"
+    assert any(p[2] == "purged" for p in final["pending"]) and any(
+        p[2] == "pending" for p in final["pending"]
+    )
+
+    rerun = _run_dag(dag, DATES[-1], {"as_of": format_ms(int(DATES[-1].timestamp() * 1000))})
+    assert rerun.state == "success"
+    assert json.loads((_runs(dag_store)[-1] / "apply/result.json").read_text())["ledgersDeleted"] == 0
+    assert _state(dag_store) == final
+
+
+def test_dry_run_changes_nothing_and_reports(dagbag, tmp_path, monkeypatch):
+    store = generate_store(tmp_path / "store", GenerateOptions(topics=8, seed=3, entries_per_ledger=20))
+    monkeypatch.setenv("HOUSEKEEPING_STORE_ROOT", str(store.root))
+    before = _state(store)
+    run = _run_dag(
+        _dag(dagbag), DATES[1], {"dry_run": True, "scope": "public,acme/*", "max_deleted_share": 1.0}
+    )
+    assert run.state == "success"
+    assert _state(store) == before
+    run_dir = _runs(store)[-1]
+    report = (run_dir / "report" / "report.md").read_text()
+    assert "DRY RUN" in report and not (run_dir / "apply" / "result.json").exists()
+    topics = [
+        json.loads(line)["topic"] for line in (run_dir / "snapshot/topics.jsonl").read_text().splitlines()
+    ]
+    assert topics and all(t.startswith(("persistent://public/", "persistent://acme/")) for t in topics)
+
+
+def test_gate_failure_stops_the_run_before_apply(dagbag, tmp_path, monkeypatch):
+    store = generate_store(tmp_path / "store", GenerateOptions(topics=8, seed=3, entries_per_ledger=20))
+    monkeypatch.setenv("HOUSEKEEPING_STORE_ROOT", str(store.root))
+    before = _state(store)
+    run = _run_dag(_dag(dagbag), DATES[1], {"max_deleted_share": 0.01})
+    assert run.state == "failed"
+    states = {ti.task_id: ti.state for ti in run.get_task_instances()}
+    assert states["validate_trim_plan"] == "failed"
+    assert states["apply_ledger_trim"] in ("upstream_failed", None)
+    assert _state(store) == before
