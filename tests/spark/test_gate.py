@@ -213,3 +213,24 @@ def test_topic_changed_since_the_snapshot_is_skipped_not_overwritten(planned, sp
     assert result.ledgers_deleted == 0 and TOPIC in result.skipped_topics
     assert "changed since the snapshot" in result.skipped_topics[TOPIC]
     assert state(store) == before
+
+
+def test_a_failure_inside_a_topics_transaction_changes_nothing(planned, spark, monkeypatch):
+    store, run_dir = planned
+    assert validate_plan.run(spark, run_dir, "trim")["success"]
+    before = state(store)
+    calls = {"n": 0}
+    real = store.ledger_rel_path
+
+    def fail_on_second_ledger(topic, ledger_id):
+        calls["n"] += 1
+        if calls["n"] == 2:
+            raise RuntimeError("simulated crash between two ledgers of one topic")
+        return real(topic, ledger_id)
+
+    monkeypatch.setattr(store, "ledger_rel_path", fail_on_second_ledger)
+    with pytest.raises(RuntimeError, match="simulated crash"):
+        apply_plan(store, run_dir, purge_grace_seconds=0)
+    assert state(store) == before  # ledger 1's removal and pending record were rolled back with it
+    monkeypatch.undo()
+    assert apply_plan(store, run_dir, purge_grace_seconds=0).ledgers_deleted == 2  # the rerun completes it
