@@ -1,0 +1,80 @@
+"""Benchmark: generate a store, then time the trim pipeline's steps (snapshot, Spark plan, Spark gate).
+
+    python benchmarks/bench_trim.py --topics 300 --entries-per-ledger 5000 [--store DIR] [--json OUT]
+
+Prints entries generated, generator wall time and peak RSS (a child process, so it is the generator's own),
+and the wall time of each step on local[2]. Targets (checked here, never in timed tests):
+the generator stays under 1 GiB RSS at any size (it holds one ledger at a time); one Spark application per
+run covers all topics.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import resource
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+from sqlalchemy import func, select
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--topics", type=int, default=300)
+    parser.add_argument("--entries-per-ledger", type=int, default=5000)
+    parser.add_argument("--seed", type=int, default=1)
+    parser.add_argument("--store", type=Path)
+    parser.add_argument("--as-of", default="2026-11-01T00:00:00Z")
+    parser.add_argument("--json", type=Path)
+    args = parser.parse_args(argv)
+    store_root = args.store or Path(tempfile.mkdtemp(prefix="bench-store-"))
+
+    started = time.perf_counter()
+    subprocess.run(
+        [sys.executable, "-m", "housekeeping.cli", "generate", "--store", str(store_root), "--topics",
+         str(args.topics), "--seed", str(args.seed), "--entries-per-ledger", str(args.entries_per_ledger)],
+        check=True,
+    )
+    generate_s = time.perf_counter() - started
+    generator_rss_mib = resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss / 1024
+
+    from housekeeping import metadata_schema as t
+    from housekeeping.runner import local_spark, snapshot_step
+    from housekeeping.store import Store
+    from housekeeping.timeutil import parse_as_of
+    from spark_apps import plan_trim, validate_plan
+
+    store = Store.open(store_root)
+    with store.engine.connect() as conn:
+        entries, ledgers = conn.execute(select(func.sum(t.ledgers.c.entries), func.count())).one()
+    spark = local_spark("local[2]")
+    timings: dict[str, float] = {}
+    clock = time.perf_counter()
+    info = snapshot_step(store, mechanism="trim", run_id="bench", as_of_ms=parse_as_of(args.as_of), scope=None,
+                         max_deleted_share=1.0, run_dir=Path(tempfile.mkdtemp(prefix="bench-run-")))
+    timings["snapshot_s"] = time.perf_counter() - clock
+    clock = time.perf_counter()
+    summary = plan_trim.run(spark, info.run_dir)
+    timings["plan_s"] = time.perf_counter() - clock
+    clock = time.perf_counter()
+    gate = validate_plan.run(spark, info.run_dir, "trim")
+    timings["gate_s"] = time.perf_counter() - clock
+    result = {
+        "topics": args.topics + 1, "ledgers": ledgers, "entries": int(entries),
+        "storeBytesOnDisk": sum(p.stat().st_size for p in store.ledgers_root.rglob("*.parquet")),
+        "generate_s": round(generate_s, 2), "generatorPeakRssMiB": round(generator_rss_mib, 1),
+        **{k: round(v, 2) for k, v in timings.items()},
+        "ledgersToDelete": summary["ledgersToDelete"], "gatePassed": gate["success"],
+    }
+    print(json.dumps(result, indent=2))
+    if args.json:
+        args.json.write_text(json.dumps(result, indent=2))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
