@@ -35,8 +35,20 @@ def main(argv: list[str] | None = None) -> int:
 
     started = time.perf_counter()
     subprocess.run(
-        [sys.executable, "-m", "housekeeping.cli", "generate", "--store", str(store_root), "--topics",
-         str(args.topics), "--seed", str(args.seed), "--entries-per-ledger", str(args.entries_per_ledger)],
+        [
+            sys.executable,
+            "-m",
+            "housekeeping.cli",
+            "generate",
+            "--store",
+            str(store_root),
+            "--topics",
+            str(args.topics),
+            "--seed",
+            str(args.seed),
+            "--entries-per-ledger",
+            str(args.entries_per_ledger),
+        ],
         check=True,
     )
     generate_s = time.perf_counter() - started
@@ -54,8 +66,15 @@ def main(argv: list[str] | None = None) -> int:
     spark = local_spark("local[2]")
     timings: dict[str, float] = {}
     clock = time.perf_counter()
-    info = snapshot_step(store, mechanism="trim", run_id="bench", as_of_ms=parse_as_of(args.as_of), scope=None,
-                         max_deleted_share=1.0, run_dir=Path(tempfile.mkdtemp(prefix="bench-run-")))
+    info = snapshot_step(
+        store,
+        mechanism="trim",
+        run_id="bench",
+        as_of_ms=parse_as_of(args.as_of),
+        scope=None,
+        max_deleted_share=1.0,
+        run_dir=Path(tempfile.mkdtemp(prefix="bench-run-")),
+    )
     timings["snapshot_s"] = time.perf_counter() - clock
     clock = time.perf_counter()
     summary = plan_trim.run(spark, info.run_dir)
@@ -64,11 +83,15 @@ def main(argv: list[str] | None = None) -> int:
     gate = validate_plan.run(spark, info.run_dir, "trim")
     timings["gate_s"] = time.perf_counter() - clock
     result = {
-        "topics": args.topics + 1, "ledgers": ledgers, "entries": int(entries),
+        "topics": args.topics + 1,
+        "ledgers": ledgers,
+        "entries": int(entries),
         "storeBytesOnDisk": sum(p.stat().st_size for p in store.ledgers_root.rglob("*.parquet")),
-        "generate_s": round(generate_s, 2), "generatorPeakRssMiB": round(generator_rss_mib, 1),
+        "generate_s": round(generate_s, 2),
+        "generatorPeakRssMiB": round(generator_rss_mib, 1),
         **{k: round(v, 2) for k, v in timings.items()},
-        "ledgersToDelete": summary["ledgersToDelete"], "gatePassed": gate["success"],
+        "ledgersToDelete": summary["ledgersToDelete"],
+        "gatePassed": gate["success"],
     }
     print(json.dumps(result, indent=2))
     if args.json:

@@ -142,10 +142,23 @@ def plan_ledger_decisions(
         F.col("slowestCursor").isNull(),
         F.lit("no durable subscription (readers never pin data)"),
     ).otherwise(
-        F.format_string(
-            "slowest durable subscription '%s' at mark-delete %s",
-            F.col("slowestCursor"),
-            _position(F.col("slowestMdLedger"), F.col("slowestMdEntry")),
+        F.concat(
+            F.format_string(
+                "slowest durable subscription '%s' at mark-delete %s",
+                F.col("slowestCursor"),
+                _position(F.col("slowestMdLedger"), F.col("slowestMdEntry")),
+            ),
+            # How long it has been idle is what tells a stale subscription from a slow one.
+            F.when(
+                F.col("slowestCursorLastActiveMs").isNotNull(),
+                F.format_string(
+                    ", last active %s (%d h before as-of)",
+                    F.date_format(
+                        F.timestamp_millis("slowestCursorLastActiveMs"), "yyyy-MM-dd'T'HH:mm:ss'Z'"
+                    ),
+                    ((as_of - F.col("slowestCursorLastActiveMs")) / 3_600_000).cast("long"),
+                ),
+            ).otherwise(F.lit("")),
         )
     )
     time_part = (

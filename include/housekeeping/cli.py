@@ -125,10 +125,9 @@ def inspect(
 
 def _plan(
     mechanism: str,
-    store: Path,
+    opened,
     as_of: str,
     scope: str | None,
-    metadata_url: str | None,
     run_dir: Path,
     run_id: str,
     max_deleted_share: float | None,
@@ -141,7 +140,6 @@ def _plan(
     check_mechanism(mechanism)
     settings = Settings.from_env()
     as_of_ms = parse_as_of(as_of)
-    opened = _open(store, metadata_url)
     share = settings.max_deleted_share if max_deleted_share is None else max_deleted_share
     snapshot_step(
         opened,
@@ -153,7 +151,7 @@ def _plan(
         run_dir=run_dir,
     )
     gate = plan_and_gate_in_process(run_dir, mechanism, settings.spark_master)
-    return opened, settings, as_of_ms, gate
+    return settings, as_of_ms, gate
 
 
 @app.command()
@@ -172,7 +170,8 @@ def plan(
     with tempfile.TemporaryDirectory(prefix="housekeeping-plan-") as tmp:
         target = run_dir or Path(tmp)
         run_id = f"cli-plan-{uuid.uuid4().hex[:8]}"
-        _, _, as_of_ms, gate = _plan(mechanism, store, as_of, scope, metadata_url, target, run_id, None)
+        opened = _open(store, metadata_url)
+        _, as_of_ms, gate = _plan(mechanism, opened, as_of, scope, target, run_id, None)
         document = plan_document(target, mechanism, as_of_ms, run_id)
         document["gate"] = {"success": gate["success"], "failed": gate["failed"]}
         _emit(document, fmt)
@@ -192,15 +191,14 @@ def apply(
 ) -> None:
     """Plan -> gate -> apply -> report. Files are only removed later by `purge`, after the grace period."""
     from housekeeping.gate import raise_if_rejected
+    from housekeeping.plan import check_mechanism
     from housekeeping.runner import apply_step, report_step
 
+    check_mechanism(mechanism)
     run_id = f"cli-{mechanism}-{uuid.uuid4().hex[:8]}"
-    from housekeeping.store import Store
-
-    run_dir = Store.open(store, metadata_url).run_dir(mechanism, run_id)
-    opened, settings, _, gate = _plan(
-        mechanism, store, as_of, scope, metadata_url, run_dir, run_id, max_deleted_share
-    )
+    opened = _open(store, metadata_url)
+    run_dir = opened.run_dir(mechanism, run_id)
+    settings, _, gate = _plan(mechanism, opened, as_of, scope, run_dir, run_id, max_deleted_share)
     if not gate["success"]:
         report_step(run_dir, dry_run=True)
     raise_if_rejected(gate, run_dir)

@@ -167,3 +167,13 @@ def test_retention_window_and_prefix_blocked_reasons(spark):
         3: "prefix_blocked",
         4: "current_ledger",
     }
+
+
+def test_the_pinning_subscription_reason_says_how_long_it_has_been_idle(spark):
+    topics, ledger_df, _ = frames(spark, CLOSED)
+    cursor_df = spark.createDataFrame([(T, "stale", True, 1, 4, AS_OF - 50 * 3_600_000)], CURSORS_SCHEMA)
+    reasons = {
+        r.ledgerId: r.reason for r in plan_ledger_decisions(topics, ledger_df, cursor_df, AS_OF).collect()
+    }
+    assert "'stale' at mark-delete 1:4, last active 1969-12-30T" in reasons[2]
+    assert "(50 h before as-of)" in reasons[2]
