@@ -244,3 +244,30 @@ def test_bad_input_exits_2_with_a_named_error(capsys, tmp_path, spark, argv, mes
     args = [a.format(store=store, missing=str(tmp_path / "missing")) for a in argv]
     code, _, err = run_cli(capsys, *args)
     assert code == 2 and message in err
+
+
+@pytest.mark.parametrize("eager_rollover", [False, True])
+def test_managed_ledger_retention_size_scenario(capsys, tmp_path, spark, eager_rollover):
+    """ManagedLedgerTest#testRetentionSize: retention 5 MB / 1 h, one 1 MiB entry per ledger, 10 messages, all
+    acknowledged -> 5 ledgers (5 MiB) remain. Before PR #22034 the full 10th ledger stayed the current one;
+    since, it is closed and an empty current ledger follows, which the test counts as one more ledger."""
+    ids = list(range(1, 11))
+    ledgers = [(i, 1, MIB, T0 + i) for i in ids[:-1]]
+    ledgers += [(10, 1, MIB, T0 + 10), (11, 0, 0, None)] if eager_rollover else [(10, 1, MIB, None)]
+    doc = {
+        "namespaces": {
+            "ml/test": {"retention_policies": {"retentionTimeInMinutes": 60, "retentionSizeInMB": 5}}
+        },
+        "topics": {"persistent://ml/test/retention_size_ledger": topic_body(ledgers, {"c1": "10:0"})},
+    }
+    store = load(capsys, tmp_path, doc)
+    topic = "persistent://ml/test/retention_size_ledger"
+    assert deleted_ids(plan_json(capsys, store, T0 + MINUTE), topic) == [1, 2, 3, 4, 5]
+    code, out, err = run_cli(
+        capsys, "apply", "trim", "--store", store, "--as-of", iso(T0 + MINUTE), "--max-deleted-share", "1"
+    )
+    assert code == 0, err
+    _, state, _ = run_cli(capsys, "inspect", "--store", store)
+    remaining = json.loads(state)["topics"][topic]["ledgers"]
+    assert len(remaining) == (6 if eager_rollover else 5)
+    assert sum(ledger["size"] for ledger in remaining) <= 5 * MIB
