@@ -24,7 +24,14 @@ from pathlib import Path
 import numpy as np
 
 from housekeeping.errors import InputError
-from housekeeping.manifest import CursorSpec, LedgerSpec, StoreContent, TopicSpec, write_store
+from housekeeping.manifest import (
+    CursorSpec,
+    LedgerSpec,
+    StoreContent,
+    TopicSpec,
+    validate_content,
+    write_store,
+)
 from housekeeping.store import Store
 from housekeeping.timeutil import parse_as_of
 
@@ -258,4 +265,5 @@ def generate_store(store_root: Path, opts: GenerateOptions, metadata_url: str | 
         namespaces={name: policies for name, policies in NAMESPACE_POLICIES.items()},
         topics=specs,
     )
+    validate_content(content)
     return write_store(store_root, content, write_entries, metadata_url)

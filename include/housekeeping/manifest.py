@@ -22,7 +22,7 @@ from sqlalchemy import delete, insert, select
 from housekeeping import metadata_schema as t
 from housekeeping.errors import InputError
 from housekeeping.names import NamespaceName, TopicName
-from housekeeping.policies import BrokerConfig, resolve_policies, validate_policies
+from housekeeping.policies import BrokerConfig, RetentionPolicy, resolve_policies, validate_policies
 from housekeeping.store import LEDGERS_DIR, Store, migrate, read_transaction, write_transaction
 
 MANIFEST_VERSION = 1
@@ -114,13 +114,12 @@ def validate_content(content: StoreContent) -> BrokerConfig:
     for name, policies in content.namespaces.items():
         NamespaceName.parse(name)
         retention = policies.get("retention_policies")
-        validate_policies(
-            f"namespace {name}",
-            policies,
-            resolve_policies("", False, {}, name, policies, broker).retention
+        in_force = (
+            RetentionPolicy(retention["retentionTimeInMinutes"], retention["retentionSizeInMB"])
             if retention
-            else broker.retention,
+            else broker.retention
         )
+        validate_policies(f"namespace {name}", policies, in_force)
     seen: set[str] = set()
     for topic in content.topics:
         parsed = TopicName.parse(topic.name)
@@ -341,9 +340,9 @@ def write_store(
     write_entries: Callable[[Store], None],
     metadata_url: str | None = None,
 ) -> Store:
-    """Create or replace a store. Entries are staged first; the metadata is replaced in one transaction;
+    """Create or replace a store from validated content (callers run ``validate_content`` first, so its
+    errors come before anything else). Entries are staged first; the metadata is replaced in one transaction;
     only then is the ledger tree swapped in. A failure before the commit leaves the old store as it was."""
-    validate_content(content)
     root = Path(store_root).expanduser().resolve()
     root.mkdir(parents=True, exist_ok=True)
     if not os.access(root, os.W_OK):
