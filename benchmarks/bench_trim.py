@@ -55,7 +55,8 @@ def main(argv: list[str] | None = None) -> int:
     generator_rss_mib = resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss / 1024
 
     from housekeeping import metadata_schema as t
-    from housekeeping.runner import local_spark, snapshot_step
+    from housekeeping.runner import local_spark
+    from housekeeping.snapshot import take_snapshot
     from housekeeping.store import Store
     from housekeeping.timeutil import parse_as_of
     from spark_apps import plan_trim, validate_plan
@@ -66,7 +67,7 @@ def main(argv: list[str] | None = None) -> int:
     spark = local_spark("local[2]")
     timings: dict[str, float] = {}
     clock = time.perf_counter()
-    info = snapshot_step(
+    info = take_snapshot(
         store,
         mechanism="trim",
         run_id="bench",

@@ -5,9 +5,7 @@ Only I/O lives here; decision logic is in each app's pure transforms.
 
 from __future__ import annotations
 
-import json
 from pathlib import Path
-from typing import Any
 
 from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import types as T
@@ -70,15 +68,20 @@ SNAPSHOT_SCHEMAS = {
 }
 
 
-def get_spark(app_name: str) -> SparkSession:
-    """The master comes from spark-submit (DAG) or from the CLI's builder; never hard-coded here."""
-    return (
+def get_spark(app_name: str, master: str | None = None) -> SparkSession:
+    """The one SparkSession builder of the project. Under spark-submit (the DAGs) the master comes from the
+    submit command; in-process callers (CLI, tests, benchmarks) pass one and get a UI-less, quiet session."""
+    builder = (
         SparkSession.builder.appName(app_name)
         .config("spark.sql.session.timeZone", "UTC")
         .config("spark.sql.shuffle.partitions", "8")
         .config("spark.ui.showConsoleProgress", "false")
-        .getOrCreate()
     )
+    if master is None:
+        return builder.getOrCreate()
+    spark = builder.master(master).config("spark.ui.enabled", "false").getOrCreate()
+    spark.sparkContext.setLogLevel("ERROR")
+    return spark
 
 
 def read_snapshot(spark: SparkSession, run_dir: str | Path) -> dict[str, DataFrame]:
@@ -87,10 +90,6 @@ def read_snapshot(spark: SparkSession, run_dir: str | Path) -> dict[str, DataFra
         name: spark.read.schema(schema).json(str(base / f"{name}.jsonl"))
         for name, schema in SNAPSHOT_SCHEMAS.items()
     }
-
-
-def read_run_info(run_dir: str | Path) -> dict[str, Any]:
-    return json.loads((Path(run_dir) / "snapshot" / "run.json").read_text(encoding="utf-8"))
 
 
 def write_table(frame: DataFrame, path: str | Path, order_by: list[str]) -> None:

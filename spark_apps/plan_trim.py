@@ -31,7 +31,8 @@ from pyspark.sql import functions as F
 if __package__ in (None, ""):  # run by spark-submit as a script
     sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from spark_apps.common import get_spark, read_run_info, read_snapshot, write_table  # noqa: E402
+from housekeeping.snapshot import read_run_info  # noqa: E402
+from spark_apps.common import get_spark, read_snapshot, write_table  # noqa: E402
 
 
 def parse_args(argv: list[str] | None = None) -> argparse.Namespace:

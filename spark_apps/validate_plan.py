@@ -26,7 +26,8 @@ from pyspark.sql import functions as F
 if __package__ in (None, ""):
     sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from spark_apps.common import get_spark, read_run_info, read_snapshot  # noqa: E402
+from housekeeping.snapshot import read_run_info  # noqa: E402
+from spark_apps.common import get_spark, read_snapshot  # noqa: E402
 
 ACTIONS_SCHEMA = (
     "topic string, action string, ledgerId long, subscription string, `from` string, `to` string, "

@@ -35,18 +35,9 @@ for _name in ("HOUSEKEEPING_METADATA_URL", "HOUSEKEEPING_BROKER_CONF", "HOUSEKEE
 
 @pytest.fixture(scope="session")
 def spark():
-    from pyspark.sql import SparkSession
+    from spark_apps.common import get_spark
 
-    session = (
-        SparkSession.builder.master("local[2]")
-        .appName("housekeeping-tests")
-        .config("spark.sql.session.timeZone", "UTC")
-        .config("spark.sql.shuffle.partitions", "4")
-        .config("spark.ui.enabled", "false")
-        .config("spark.ui.showConsoleProgress", "false")
-        .getOrCreate()
-    )
-    session.sparkContext.setLogLevel("ERROR")
+    session = get_spark("housekeeping-tests", "local[2]")
     yield session
     session.stop()
 

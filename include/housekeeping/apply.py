@@ -38,7 +38,7 @@ from housekeeping.gate import require_passed_gate
 from housekeeping.manifest import parse_position
 from housekeeping.plan import read_table
 from housekeeping.snapshot import read_run_info
-from housekeeping.store import Store, write_transaction
+from housekeeping.store import Store, read_transaction, write_transaction
 
 
 def _wall_ms() -> int:
@@ -303,7 +303,7 @@ class PurgeResult:
 
 def purge(store: Store, *, as_of_ms: int, run_id: str) -> PurgeResult:
     result = PurgeResult()
-    with write_transaction(store.engine) as conn:
+    with read_transaction(store.engine) as conn:
         rows = list(
             conn.execute(
                 select(t.pending_deletions)

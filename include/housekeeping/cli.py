@@ -133,15 +133,16 @@ def _plan(
     max_deleted_share: float | None,
 ):
     from housekeeping.plan import check_mechanism
-    from housekeeping.runner import plan_and_gate_in_process, snapshot_step
+    from housekeeping.runner import plan_and_gate_in_process
     from housekeeping.settings import Settings
+    from housekeeping.snapshot import take_snapshot
     from housekeeping.timeutil import parse_as_of
 
     check_mechanism(mechanism)
     settings = Settings.from_env()
     as_of_ms = parse_as_of(as_of)
     share = settings.max_deleted_share if max_deleted_share is None else max_deleted_share
-    snapshot_step(
+    take_snapshot(
         opened,
         mechanism=mechanism,
         run_id=run_id,

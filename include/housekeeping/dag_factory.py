@@ -107,11 +107,6 @@ def spark_submit(task_id: str, app: str, args: list[str], mechanism: str, **oper
         application_args=args,
         conn_id=os.environ.get("HOUSEKEEPING_SPARK_CONN_ID", "spark_default"),
         name=f"housekeeping-{mechanism}-{task_id}",
-        conf={
-            "spark.sql.session.timeZone": "UTC",
-            "spark.ui.showConsoleProgress": "false",
-            "spark.sql.shuffle.partitions": "8",
-        },
         env_vars=env_vars,
         verbose=False,
         **operator_kwargs,
@@ -153,15 +148,14 @@ def build_housekeeping_dag(config: MechanismDagConfig):
 
         @task(task_id="take_snapshot", retries=config.retries)
         def take_snapshot() -> dict[str, Any]:
-            from housekeeping.runner import snapshot_step
             from housekeeping.settings import Settings
-            from housekeeping.store import Store
+            from housekeeping.snapshot import take_snapshot
             from housekeeping.timeutil import format_ms
 
             context = get_current_context()
             params = context["params"]
             settings = Settings.from_env()
-            store = Store.open(settings.require_store_root(), settings.metadata_url)
+            store = settings.open_store()
             as_of_ms = resolve_as_of_ms(params, context)
             share = (
                 settings.max_deleted_share
@@ -169,7 +163,7 @@ def build_housekeeping_dag(config: MechanismDagConfig):
                 else float(params["max_deleted_share"])
             )
             run_id = f"{config.dag_id}__{context['run_id']}"
-            info = snapshot_step(
+            info = take_snapshot(
                 store,
                 mechanism=config.mechanism,
                 run_id=run_id,
@@ -203,12 +197,11 @@ def build_housekeeping_dag(config: MechanismDagConfig):
 
             from housekeeping.runner import apply_step
             from housekeeping.settings import Settings
-            from housekeeping.store import Store
 
             if snapshot_info["dry_run"]:
                 raise AirflowSkipException("dry run: the checked plan is reported, not applied")
             settings = Settings.from_env()
-            store = Store.open(settings.require_store_root(), settings.metadata_url)
+            store = settings.open_store()
             return apply_step(
                 store, Path(snapshot_info["run_dir"]), purge_grace_seconds=settings.purge_grace_seconds
             )
@@ -219,12 +212,11 @@ def build_housekeeping_dag(config: MechanismDagConfig):
 
             from housekeeping.runner import purge_step
             from housekeeping.settings import Settings
-            from housekeeping.store import Store
 
             if snapshot_info["dry_run"]:
                 raise AirflowSkipException("dry run: nothing is purged")
             settings = Settings.from_env()
-            store = Store.open(settings.require_store_root(), settings.metadata_url)
+            store = settings.open_store()
             return purge_step(store, Path(snapshot_info["run_dir"]))
 
         @task(task_id=config.report_task_id, trigger_rule=TriggerRule.NONE_FAILED)

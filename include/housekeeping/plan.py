@@ -20,6 +20,7 @@ from pathlib import Path
 from typing import Any
 
 from housekeeping.errors import InputError
+from housekeeping.snapshot import read_jsonl
 from housekeeping.timeutil import format_ms
 
 MECHANISMS = ("trim", "expiry", "backlog", "gc", "compaction")
@@ -65,11 +66,7 @@ def read_table(run_dir: Path, name: str) -> list[dict[str, Any]]:
     table_dir = Path(run_dir) / "plan" / name
     if not table_dir.is_dir():
         raise InputError(f"run directory {run_dir} has no plan table {name!r}")
-    rows: list[dict[str, Any]] = []
-    for part in sorted(table_dir.glob("part-*")):
-        with part.open(encoding="utf-8") as handle:
-            rows.extend(json.loads(line) for line in handle if line.strip())
-    return rows
+    return [row for part in sorted(table_dir.glob("part-*")) for row in read_jsonl(part)]
 
 
 def read_summary(run_dir: Path) -> dict[str, Any]:

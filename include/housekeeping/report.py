@@ -13,7 +13,7 @@ from pathlib import Path
 from typing import Any
 
 from housekeeping.plan import read_summary, read_table
-from housekeeping.snapshot import read_run_info
+from housekeeping.snapshot import read_jsonl, read_run_info
 from housekeeping.timeutil import format_ms
 
 MAX_TOPICS_IN_MARKDOWN = 200
@@ -47,16 +47,10 @@ def build_report(run_dir: Path, *, dry_run: bool) -> dict[str, Any]:
     }
     apply_result = _read_json(run_dir / "apply" / "result.json")
     purge_result = _read_json(run_dir / "apply" / "purge.json")
-    topics_meta = {}
-    with (run_dir / "snapshot" / "topics.jsonl").open(encoding="utf-8") as handle:
-        for line in handle:
-            row = json.loads(line)
-            topics_meta[row["topic"]] = row
-    stored = {}
-    with (run_dir / "snapshot" / "namespaces.jsonl").open(encoding="utf-8") as handle:
-        for line in handle:
-            row = json.loads(line)
-            stored[row["namespace"]] = row["storedBytes"]
+    topics_meta = {row["topic"]: row for row in read_jsonl(run_dir / "snapshot" / "topics.jsonl")}
+    stored = {
+        row["namespace"]: row["storedBytes"] for row in read_jsonl(run_dir / "snapshot" / "namespaces.jsonl")
+    }
 
     reclaimed = (
         (apply_result or {}).get("perNamespace") if not dry_run and apply_result else summary["perNamespace"]

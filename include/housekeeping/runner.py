@@ -9,29 +9,8 @@ from typing import Any
 
 from housekeeping.apply import apply_plan, purge
 from housekeeping.report import write_report
-from housekeeping.snapshot import SnapshotInfo, read_run_info, take_snapshot
+from housekeeping.snapshot import read_run_info
 from housekeeping.store import Store
-
-
-def snapshot_step(
-    store: Store,
-    *,
-    mechanism: str,
-    run_id: str,
-    as_of_ms: int,
-    scope: Any,
-    max_deleted_share: float,
-    run_dir: Path | None = None,
-) -> SnapshotInfo:
-    return take_snapshot(
-        store,
-        mechanism=mechanism,
-        run_id=run_id,
-        as_of_ms=as_of_ms,
-        scope=scope,
-        max_deleted_share=max_deleted_share,
-        run_dir=run_dir,
-    )
 
 
 def apply_step(store: Store, run_dir: Path, *, purge_grace_seconds: int) -> dict[str, Any]:
@@ -57,19 +36,9 @@ def report_step(run_dir: Path, *, dry_run: bool) -> Path:
 
 def local_spark(master: str):
     """The CLI's in-process Spark: the same apps' ``run`` functions the DAG's spark-submit calls."""
-    from pyspark.sql import SparkSession
+    from spark_apps.common import get_spark
 
-    spark = (
-        SparkSession.builder.master(master)
-        .appName("housekeeping-cli")
-        .config("spark.sql.session.timeZone", "UTC")
-        .config("spark.sql.shuffle.partitions", "8")
-        .config("spark.ui.enabled", "false")
-        .config("spark.ui.showConsoleProgress", "false")
-        .getOrCreate()
-    )
-    spark.sparkContext.setLogLevel("ERROR")
-    return spark
+    return get_spark("housekeeping-cli", master)
 
 
 def plan_and_gate_in_process(run_dir: Path, mechanism: str, master: str) -> dict[str, Any]:

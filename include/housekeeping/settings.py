@@ -61,7 +61,10 @@ class Settings:
             raise InputError("HOUSEKEEPING_MAX_DELETED_SHARE must be between 0 and 1")
         return settings
 
-    def require_store_root(self) -> str:
+    def open_store(self):
+        """The store the DAGs housekeep (HOUSEKEEPING_STORE_ROOT, HOUSEKEEPING_METADATA_URL)."""
+        from housekeeping.store import Store
+
         if not self.store_root:
             raise InputError("HOUSEKEEPING_STORE_ROOT is not set: point it at the store the DAGs housekeep")
-        return self.store_root
+        return Store.open(self.store_root, self.metadata_url)

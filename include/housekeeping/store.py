@@ -17,7 +17,7 @@ import os
 import shutil
 from collections.abc import Iterator
 from contextlib import contextmanager
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -115,7 +115,7 @@ class Store:
         return store
 
     # --- database -------------------------------------------------------------------------------
-    _engine: Engine | None = None
+    _engine: Engine | None = field(default=None, init=False, repr=False)
 
     @property
     def engine(self) -> Engine:

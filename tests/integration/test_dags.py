@@ -11,7 +11,8 @@ import pytest
 
 from housekeeping.generate import GenerateOptions, generate_store
 from housekeeping.manifest import export_manifest
-from housekeeping.runner import apply_step, plan_and_gate_in_process, purge_step, snapshot_step
+from housekeeping.runner import apply_step, plan_and_gate_in_process, purge_step
+from housekeeping.snapshot import take_snapshot
 from housekeeping.store import Store
 from housekeeping.timeutil import format_ms
 
@@ -119,7 +120,7 @@ def test_backfill_over_three_dates_equals_the_decisions_made_one_by_one_and_reru
     manual = generate_store(tmp_path / "manual-store", options)
     for i, date in enumerate(DATES):
         as_of_ms = int(date.timestamp() * 1000)
-        info = snapshot_step(
+        info = take_snapshot(
             manual,
             mechanism="trim",
             run_id=f"manual-{i}",

@@ -11,7 +11,7 @@ import pytest
 from housekeeping.apply import apply_plan, purge
 from housekeeping.errors import PlanNotValidated
 from housekeeping.manifest import export_manifest, load_manifest
-from housekeeping.runner import snapshot_step
+from housekeeping.snapshot import take_snapshot
 from housekeeping.store import Store
 from spark_apps import plan_trim, validate_plan
 from tests.conftest import topic_body, write_manifest
@@ -52,7 +52,7 @@ DOC = {
 @pytest.fixture
 def planned(tmp_path, spark):
     store = load_manifest(tmp_path / "store", write_manifest(tmp_path, DOC))
-    info = snapshot_step(
+    info = take_snapshot(
         store, mechanism="trim", run_id="t", as_of_ms=10_000, scope=None, max_deleted_share=0.9
     )
     plan_trim.run(spark, info.run_dir)
@@ -162,7 +162,7 @@ def test_corrupted_plan_is_blocked_and_nothing_changes(planned, spark, name):
 
 def test_blast_radius_limit_blocks(tmp_path, spark):
     store = load_manifest(tmp_path / "store", write_manifest(tmp_path, DOC))
-    info = snapshot_step(
+    info = take_snapshot(
         store, mechanism="trim", run_id="t", as_of_ms=10_000, scope=None, max_deleted_share=0.05
     )
     plan_trim.run(spark, info.run_dir)
