@@ -5,9 +5,11 @@ Only I/O lives here; decision logic is in each app's pure transforms.
 
 from __future__ import annotations
 
+from dataclasses import dataclass, field
 from pathlib import Path
 
 from pyspark.sql import DataFrame, SparkSession
+from pyspark.sql import functions as F
 from pyspark.sql import types as T
 
 TOPICS_SCHEMA = T.StructType(
@@ -24,6 +26,12 @@ TOPICS_SCHEMA = T.StructType(
         T.StructField("retentionSizeBytes", T.LongType(), False),
         T.StructField("retentionSource", T.StringType(), False),
         T.StructField("retentionDescription", T.StringType(), False),
+        T.StructField("messageTtlSeconds", T.LongType(), False),
+        T.StructField("messageTtlSource", T.StringType(), False),
+        T.StructField("sizeQuotaLimitBytes", T.LongType(), False),
+        T.StructField("sizeQuotaPolicy", T.StringType(), False),
+        T.StructField("timeQuotaLimitSeconds", T.LongType(), False),
+        T.StructField("timeQuotaPolicy", T.StringType(), False),
         T.StructField("policies", T.StringType(), False),
     ]
 )
@@ -49,6 +57,7 @@ CURSORS_SCHEMA = T.StructType(
         T.StructField("markDeleteLedger", T.LongType(), False),
         T.StructField("markDeleteEntry", T.LongType(), False),
         T.StructField("lastActiveMs", T.LongType(), True),
+        T.StructField("consumers", T.LongType(), False),
     ]
 )
 
@@ -60,11 +69,25 @@ NAMESPACES_SCHEMA = T.StructType(
     ]
 )
 
+QUOTA_STATES_SCHEMA = T.StructType(
+    [
+        T.StructField("topic", T.StringType(), False),
+        T.StructField("quotaType", T.StringType(), False),
+        T.StructField("policy", T.StringType(), False),
+        T.StructField("exceeded", T.BooleanType(), False),
+        T.StructField("limitValue", T.LongType(), False),
+        T.StructField("measuredValue", T.LongType(), True),
+        T.StructField("exceededSinceMs", T.LongType(), True),
+        T.StructField("asOfMs", T.LongType(), False),
+    ]
+)
+
 SNAPSHOT_SCHEMAS = {
     "topics": TOPICS_SCHEMA,
     "ledgers": LEDGERS_SCHEMA,
     "cursors": CURSORS_SCHEMA,
     "namespaces": NAMESPACES_SCHEMA,
+    "quota_states": QUOTA_STATES_SCHEMA,
 }
 
 
@@ -90,6 +113,59 @@ def read_snapshot(spark: SparkSession, run_dir: str | Path) -> dict[str, DataFra
         name: spark.read.schema(schema).json(str(base / f"{name}.jsonl"))
         for name, schema in SNAPSHOT_SCHEMAS.items()
     }
+
+
+ENTRY_READ_SCHEMA = T.StructType(
+    [
+        T.StructField("topic", T.StringType(), False),
+        T.StructField("ledgerId", T.LongType(), False),
+        T.StructField("entryId", T.LongType(), False),
+        T.StructField("publishTime", T.LongType(), False),
+        T.StructField("brokerTimestamp", T.LongType(), True),
+        T.StructField("size", T.IntegerType(), False),
+    ]
+)
+
+
+@dataclass
+class EntryReads:
+    """What a run read from the entry store (the cost the cursor mechanisms report)."""
+
+    ledgers: int = 0
+    file_bytes: int = 0
+    entry_bytes: int = 0  # the ledgers' payload bytes per the metadata
+    keys: list[tuple[str, int]] = field(default_factory=list)
+
+
+def read_entries(
+    spark: SparkSession, store_root: str | Path, keys: list[tuple[str, int, int]], reads: EntryReads
+) -> DataFrame:
+    """Entries of the given ledgers only: (topic, ledgerId, payload bytes) -> topic, ledgerId, entryId,
+    publishTime, entryTs (broker timestamp when stored, else publish time), size.
+
+    A ledger the metadata says is stored but whose directory is missing is bad input: the error names it."""
+    from housekeeping.errors import InputError
+    from housekeeping.store import ledger_rel_path
+
+    root = Path(store_root)
+    paths = []
+    for topic, ledger_id, payload_bytes in sorted(set(keys)):
+        ledger_dir = root / ledger_rel_path(topic, ledger_id)
+        files = sorted(ledger_dir.glob("*.parquet")) if ledger_dir.is_dir() else []
+        if not files:
+            raise InputError(
+                f"topic {topic} ledger {ledger_id}: entries are recorded as stored but {ledger_dir} "
+                "has no Parquet file"
+            )
+        paths.append(str(ledger_dir))
+        reads.ledgers += 1
+        reads.file_bytes += sum(f.stat().st_size for f in files)
+        reads.entry_bytes += int(payload_bytes)
+        reads.keys.append((topic, ledger_id))
+    if not paths:
+        return spark.createDataFrame([], ENTRY_READ_SCHEMA).withColumn("entryTs", F.col("publishTime"))
+    frame = spark.read.schema(ENTRY_READ_SCHEMA).parquet(*paths)
+    return frame.withColumn("entryTs", F.coalesce(F.col("brokerTimestamp"), F.col("publishTime")))
 
 
 def write_table(frame: DataFrame, path: str | Path, order_by: list[str]) -> None:

@@ -31,14 +31,15 @@ from spark_apps.common import get_spark, read_snapshot  # noqa: E402
 
 ACTIONS_SCHEMA = (
     "topic string, action string, ledgerId long, subscription string, `from` string, `to` string, "
-    "bytes long, reason string"
+    "bytes long, reason string, quotaType string, policy string, exceeded boolean, limitValue long, "
+    "measuredValue long, exceededSinceMs long"
 )
 
 
 def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     parser = argparse.ArgumentParser(description="Validate a run's plan against its snapshot (quality gate).")
     parser.add_argument("--run-dir", required=True)
-    parser.add_argument("--mechanism", required=True, choices=["trim"])
+    parser.add_argument("--mechanism", required=True, choices=sorted(CHECK_BUILDERS))
     return parser.parse_args(argv)
 
 
@@ -290,7 +291,133 @@ def trim_checks(spark, run_dir: str | Path):
     ]
 
 
-CHECK_BUILDERS = {"trim": trim_checks}
+def _summary_checks(spark, moves: DataFrame, summary: dict) -> DataFrame:
+    planned = int(summary.get("cursorsToMove", 0))
+    counted = moves.count()
+    return spark.createDataFrame(
+        [(planned, counted, planned == counted)], "planned long, counted long, summary_reconciles boolean"
+    )
+
+
+def expiry_checks(spark, run_dir: str | Path):
+    import great_expectations.expectations as gxe
+
+    from housekeeping.gate import CheckFrame, must_be_true
+    from housekeeping.plan import read_summary
+    from spark_apps.common import EntryReads
+    from spark_apps.validate_cursor_moves import expiry_move_checks
+
+    info = read_run_info(run_dir)
+    snapshot = read_snapshot(spark, run_dir)
+    actions = read_actions(spark, run_dir).cache()
+    moves = expiry_move_checks(spark, info, actions, snapshot, EntryReads())
+    return [
+        CheckFrame(
+            "actions",
+            actions.select("action"),
+            [gxe.ExpectColumnValuesToBeInSet(column="action", value_set=["move_cursor"])],
+        ),
+        CheckFrame(
+            "cursor_moves",
+            moves,
+            [
+                gxe.ExpectCompoundColumnsToBeUnique(column_list=["topic", "name"]),
+                *must_be_true(
+                    *MOVE_COMMON_CHECKS,
+                    "ttl_enabled",
+                    "acknowledged_entries_expired",
+                    "consumer_guard_allows",
+                ),
+            ],
+        ),
+        CheckFrame(
+            "summary",
+            _summary_checks(spark, moves, read_summary(Path(run_dir))),
+            must_be_true("summary_reconciles"),
+        ),
+    ]
+
+
+def backlog_checks(spark, run_dir: str | Path):
+    import great_expectations.expectations as gxe
+
+    from housekeeping.gate import CheckFrame, must_be_true
+    from housekeeping.plan import read_summary
+    from spark_apps.common import EntryReads
+    from spark_apps.validate_cursor_moves import backlog_move_checks, quota_flag_checks, read_steps
+
+    info = read_run_info(run_dir)
+    snapshot = read_snapshot(spark, run_dir)
+    actions = read_actions(spark, run_dir).cache()
+    steps = read_steps(spark, run_dir).cache()
+    moves, step_checks, quota = backlog_move_checks(spark, info, actions, steps, snapshot, EntryReads())
+    flags = quota_flag_checks(actions, quota)
+    return [
+        CheckFrame(
+            "actions",
+            actions.select("action"),
+            [
+                gxe.ExpectColumnValuesToBeInSet(
+                    column="action", value_set=["move_cursor", "flag_backlog_quota"]
+                )
+            ],
+        ),
+        CheckFrame(
+            "cursor_moves",
+            moves,
+            [
+                gxe.ExpectCompoundColumnsToBeUnique(column_list=["topic", "name"]),
+                *must_be_true(
+                    *MOVE_COMMON_CHECKS, "quota_exceeded_with_eviction_policy", "move_is_justified"
+                ),
+            ],
+        ),
+        CheckFrame(
+            "eviction_steps",
+            step_checks,
+            [
+                gxe.ExpectCompoundColumnsToBeUnique(column_list=["topic", "step"]),
+                *must_be_true(
+                    "not_compaction_subscription",
+                    "step_starts_where_cursor_is",
+                    "size_step_moves_the_slowest_cursor",
+                    "not_same_cursor_twice_in_a_row",
+                    "step_follows_the_quota_rule",
+                ),
+            ],
+        ),
+        CheckFrame(
+            "quota_flags",
+            flags,
+            [
+                gxe.ExpectCompoundColumnsToBeUnique(column_list=["topic", "quotaType"]),
+                *must_be_true(
+                    "topic_in_snapshot",
+                    "exceeded_flag_only_for_producer_policies",
+                    "flag_matches_rederived_quota_state",
+                ),
+            ],
+        ),
+        CheckFrame(
+            "summary",
+            _summary_checks(spark, moves, read_summary(Path(run_dir))),
+            must_be_true("summary_reconciles"),
+        ),
+    ]
+
+
+MOVE_COMMON_CHECKS = (
+    "cursor_in_snapshot",
+    "cursor_is_durable",
+    "not_compaction_subscription",
+    "not_system_topic",
+    "from_is_current_mark_delete",
+    "moves_forward",
+    "to_is_an_entry_of_a_listed_ledger",
+    "not_past_last_entry",
+)
+
+CHECK_BUILDERS = {"trim": trim_checks, "expiry": expiry_checks, "backlog": backlog_checks}
 
 
 def run(spark, run_dir: str | Path, mechanism: str) -> dict:

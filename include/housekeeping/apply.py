@@ -30,7 +30,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from sqlalchemy import and_, insert, select, update
+from sqlalchemy import and_, insert, not_, or_, select, update
 
 from housekeeping import metadata_schema as t
 from housekeeping.errors import InputError
@@ -39,6 +39,8 @@ from housekeeping.manifest import parse_position
 from housekeeping.plan import read_table
 from housekeeping.snapshot import read_run_info
 from housekeeping.store import Store, read_transaction, write_transaction
+
+LEDGER_ACTIONS = ("delete_ledger", "delete_topic", "rewrite_compacted")
 
 
 def _wall_ms() -> int:
@@ -79,6 +81,11 @@ class ApplyResult:
     ledgers_deleted: int = 0
     bytes_deleted: int = 0
     cursors_moved: int = 0
+    # A consumer acknowledged at or past the planned target since the snapshot: its newer ack is kept.
+    cursors_already_further: int = 0
+    # The cursor is now *behind* the planned start (reset by an operator since the snapshot): not moved.
+    cursors_skipped: dict[str, str] = field(default_factory=dict)
+    quota_states_recorded: int = 0
     per_namespace: dict[str, dict[str, int]] = field(default_factory=dict)
 
     def to_json(self) -> dict[str, Any]:
@@ -90,6 +97,9 @@ class ApplyResult:
             "ledgersDeleted": self.ledgers_deleted,
             "bytesDeleted": self.bytes_deleted,
             "cursorsMoved": self.cursors_moved,
+            "cursorsAlreadyFurther": self.cursors_already_further,
+            "cursorsSkipped": self.cursors_skipped,
+            "quotaStatesRecorded": self.quota_states_recorded,
             "perNamespace": self.per_namespace,
         }
 
@@ -146,6 +156,9 @@ def apply_plan(store: Store, run_dir: Path, *, purge_grace_seconds: int) -> Appl
             result.ledgers_deleted += outcome["ledgers"]
             result.bytes_deleted += outcome["bytes"]
             result.cursors_moved += outcome["cursors"]
+            result.cursors_already_further += outcome["further"]
+            result.cursors_skipped.update(outcome["skippedCursors"])
+            result.quota_states_recorded += outcome["quotaStates"]
             per_ns = result.per_namespace.setdefault(outcome["namespace"], {"ledgers": 0, "bytes": 0})
             per_ns["ledgers"] += outcome["ledgers"]
             per_ns["bytes"] += outcome["bytes"]
@@ -176,13 +189,19 @@ def _apply_topic(
     actions: list[dict[str, Any]],
     purge_grace_seconds: int,
 ) -> dict[str, Any]:
+    changes_ledgers = any(a["action"] in LEDGER_ACTIONS for a in actions)
     with write_transaction(store.engine) as conn:
-        bumped = conn.execute(
-            update(t.topics)
-            .where(and_(t.topics.c.name == topic, t.topics.c.version == expected_version))
-            .values(version=t.topics.c.version + 1)
-        )
-        if bumped.rowcount != 1:
+        if changes_ledgers:
+            bumped = conn.execute(
+                update(t.topics)
+                .where(and_(t.topics.c.name == topic, t.topics.c.version == expected_version))
+                .values(version=t.topics.c.version + 1)
+            ).rowcount
+        else:
+            # Cursor moves and quota flags do not change the ledger list: each cursor is compare-and-set on
+            # its own position below, so a concurrent ack or ledger roll does not void the topic's plan.
+            bumped = len(conn.execute(select(t.topics.c.name).where(t.topics.c.name == topic)).all())
+        if bumped != 1:
             row = conn.execute(select(t.topics.c.version).where(t.topics.c.name == topic)).first()
             why = (
                 f"topic changed since the snapshot (version {expected_version} -> {row.version})"
@@ -201,7 +220,8 @@ def _apply_topic(
             )
             return {"status": "skipped", "why": why}
         namespace = conn.execute(select(t.topics.c.namespace).where(t.topics.c.name == topic)).scalar_one()
-        ledgers_deleted = bytes_deleted = cursors_moved = 0
+        ledgers_deleted = bytes_deleted = cursors_moved = further = quota_states = 0
+        skipped_cursors: dict[str, str] = {}
         deleted_ids: list[int] = []
         for action in actions:
             if action["action"] == "delete_ledger":
@@ -244,19 +264,15 @@ def _apply_topic(
                     raise InputError(
                         f"topic {topic} cursor {action['subscription']}: refusing to move backward"
                     )
-                moved = conn.execute(
-                    update(t.cursors)
-                    .where(
-                        and_(
-                            t.cursors.c.topic == topic,
-                            t.cursors.c.name == action["subscription"],
-                            t.cursors.c.mark_delete_ledger == from_l,
-                            t.cursors.c.mark_delete_entry == from_e,
-                        )
-                    )
-                    .values(mark_delete_ledger=to_l, mark_delete_entry=to_e)
-                )
-                cursors_moved += moved.rowcount
+                outcome = _move_cursor(conn, topic, action["subscription"], (from_l, from_e), (to_l, to_e))
+                if outcome == "moved":
+                    cursors_moved += 1
+                elif outcome == "further":
+                    further += 1
+                else:
+                    skipped_cursors[f"{topic} {action['subscription']}"] = outcome
+            elif action["action"] == "flag_backlog_quota":
+                quota_states += _record_quota_state(conn, topic, action, as_of_ms, run_id)
             else:
                 raise InputError(f"topic {topic}: action {action['action']!r} is not applied by {mechanism}")
         journal(
@@ -270,6 +286,9 @@ def _apply_topic(
                 "ledgers": deleted_ids,
                 "bytes": bytes_deleted,
                 "cursorsMoved": cursors_moved,
+                "cursorsAlreadyFurther": further,
+                "cursorsSkipped": skipped_cursors,
+                "quotaStates": quota_states,
                 "fromVersion": expected_version,
             },
             as_of_ms=as_of_ms,
@@ -280,7 +299,75 @@ def _apply_topic(
         "ledgers": ledgers_deleted,
         "bytes": bytes_deleted,
         "cursors": cursors_moved,
+        "further": further,
+        "skippedCursors": skipped_cursors,
+        "quotaStates": quota_states,
     }
+
+
+def _position_before(ledger_col: Any, entry_col: Any, position: tuple[int, int]) -> Any:
+    """SQL: (ledger_col, entry_col) < position, portable (no row-value comparison)."""
+    return or_(ledger_col < position[0], and_(ledger_col == position[0], entry_col < position[1]))
+
+
+def _move_cursor(conn: Any, topic: str, name: str, start: tuple[int, int], target: tuple[int, int]) -> str:
+    """Move a mark-delete forward to ``target`` when it is at or after ``start`` and before ``target``.
+
+    A consumer that acknowledged to or past ``target`` since the snapshot keeps its newer position
+    ("further"); a cursor now before ``start`` was reset since the snapshot and is left alone."""
+    c = t.cursors.c
+    moved = conn.execute(
+        update(t.cursors)
+        .where(
+            and_(
+                c.topic == topic,
+                c.name == name,
+                not_(_position_before(c.mark_delete_ledger, c.mark_delete_entry, start)),
+                _position_before(c.mark_delete_ledger, c.mark_delete_entry, target),
+            )
+        )
+        .values(mark_delete_ledger=target[0], mark_delete_entry=target[1])
+    ).rowcount
+    if moved == 1:
+        return "moved"
+    row = conn.execute(
+        select(c.mark_delete_ledger, c.mark_delete_entry).where(and_(c.topic == topic, c.name == name))
+    ).first()
+    if row is None:
+        return "cursor no longer exists"
+    if (row.mark_delete_ledger, row.mark_delete_entry) >= target:
+        return "further"
+    return (
+        f"cursor is at {row.mark_delete_ledger}:{row.mark_delete_entry}, before the planned start "
+        f"{start[0]}:{start[1]} (reset since the snapshot)"
+    )
+
+
+def _record_quota_state(conn: Any, topic: str, action: dict[str, Any], as_of_ms: int, run_id: str) -> int:
+    """Upsert the topic's backlog-quota state, never over a state measured at a later logical time (a
+    backfill of an older date must not undo a newer measurement)."""
+    q = t.backlog_quota_states.c
+    key = and_(q.topic == topic, q.quota_type == action["quotaType"])
+    exceeded = bool(action["exceeded"])
+    values = {
+        "policy": action["policy"],
+        "exceeded": exceeded,
+        "limit_value": int(action["limitValue"]),
+        "measured_value": action.get("measuredValue"),
+        "exceeded_since_ms": action.get("exceededSinceMs") if exceeded else None,
+        "cleared_at_ms": None if exceeded else as_of_ms,
+        "as_of_ms": as_of_ms,
+        "run_id": run_id,
+    }
+    current = conn.execute(select(q.as_of_ms).where(key)).first()
+    if current is None:
+        conn.execute(
+            insert(t.backlog_quota_states).values(topic=topic, quota_type=action["quotaType"], **values)
+        )
+        return 1
+    if current.as_of_ms > as_of_ms:
+        return 0
+    return conn.execute(update(t.backlog_quota_states).where(key).values(**values)).rowcount
 
 
 @dataclass

@@ -40,6 +40,8 @@ class MechanismDagConfig:
     retries: int = 2
     retry_delay: timedelta = timedelta(minutes=2)
     extra_params: dict[str, Any] = field(default_factory=dict)
+    # Notifiers/callables run after the report task succeeds (alerts that must not fail the run).
+    report_callbacks: tuple[Any, ...] = ()
 
     def __post_init__(self) -> None:
         from housekeeping.plan import MECHANISMS
@@ -219,7 +221,11 @@ def build_housekeeping_dag(config: MechanismDagConfig):
             store = settings.open_store()
             return purge_step(store, Path(snapshot_info["run_dir"]))
 
-        @task(task_id=config.report_task_id, trigger_rule=TriggerRule.NONE_FAILED)
+        @task(
+            task_id=config.report_task_id,
+            trigger_rule=TriggerRule.NONE_FAILED,
+            on_success_callback=list(config.report_callbacks) or None,
+        )
         def write_report(snapshot_info: dict[str, Any]) -> str:
             from housekeeping.runner import report_step
 

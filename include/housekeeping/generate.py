@@ -40,7 +40,13 @@ MINUTE = 60_000
 
 NAMESPACE_POLICIES: dict[str, dict] = {
     "public/default": {},
-    "public/retained": {"retention_policies": {"retentionTimeInMinutes": 180, "retentionSizeInMB": 1}},
+    "public/retained": {
+        "retention_policies": {"retentionTimeInMinutes": 180, "retentionSizeInMB": 1},
+        "backlog_quota_map": {
+            "destination_storage": {"limitSize": 16384, "limitTime": -1, "policy": "producer_request_hold"},
+            "message_age": {"limitSize": -1, "limitTime": 3600, "policy": "producer_exception"},
+        },
+    },
     "acme/orders": {
         "retention_policies": {"retentionTimeInMinutes": 1440, "retentionSizeInMB": -1},
         "message_ttl_in_seconds": 86400,
@@ -51,10 +57,11 @@ NAMESPACE_POLICIES: dict[str, dict] = {
         "message_ttl_in_seconds": 3600,
         "backlog_quota_map": {
             "destination_storage": {
-                "limitSize": 1048576,
+                "limitSize": 65536,
                 "limitTime": -1,
                 "policy": "consumer_backlog_eviction",
-            }
+            },
+            "message_age": {"limitSize": -1, "limitTime": 1800, "policy": "consumer_backlog_eviction"},
         },
     },
     "globex/events": {
@@ -219,7 +226,11 @@ def _cursors(
     cursors.append(CursorSpec("sub-main", True, position, reference_ms - int(rng.integers(1, 30)) * MINUTE))
     if rng.random() < 0.3:
         cursors.append(CursorSpec("reader-dash", False, (ids[0], -1), reference_ms - 2 * MINUTE))
-    return cursors, int(rng.integers(0, 3)), int(rng.integers(1, 4)), reference_ms - MINUTE
+    producers, consumers = int(rng.integers(0, 3)), int(rng.integers(1, 4))
+    for cursor in cursors:
+        if cursor.name == "sub-main":
+            cursor.consumers = consumers  # the live subscription's consumers are the topic's consumers
+    return cursors, producers, consumers, reference_ms - MINUTE
 
 
 def generate_store(store_root: Path, opts: GenerateOptions, metadata_url: str | None = None) -> Store:

@@ -45,6 +45,7 @@ class CursorSpec:
     durable: bool
     mark_delete: tuple[int, int]
     last_active_ms: int | None = None
+    consumers: int = 0  # consumers connected to this subscription
 
 
 @dataclass
@@ -232,6 +233,7 @@ def content_from_manifest(document: Mapping[str, Any], source: str) -> tuple[Sto
                     cursor["markDeletePosition"], f"topic {name} cursor {cursor_name!r}"
                 ),
                 last_active_ms=cursor.get("lastActive"),
+                consumers=cursor.get("consumers", 0),
             )
             for cursor_name, cursor in body.get("cursors", {}).items()
         ]
@@ -371,6 +373,7 @@ def write_store(
 def _replace_metadata(store: Store, content: StoreContent) -> None:
     with write_transaction(store.engine) as conn:
         for table in (
+            t.backlog_quota_states,
             t.pending_deletions,
             t.journal,
             t.cursors,
@@ -435,6 +438,7 @@ def _replace_metadata(store: Store, content: StoreContent) -> None:
                 "mark_delete_ledger": cursor.mark_delete[0],
                 "mark_delete_entry": cursor.mark_delete[1],
                 "last_active_ms": cursor.last_active_ms,
+                "consumers": cursor.consumers,
             }
             for topic in content.topics
             for cursor in topic.cursors
@@ -463,6 +467,24 @@ def export_manifest(store: Store, *, with_messages: bool = False) -> dict[str, A
         cursors: dict[str, list] = {}
         for r in conn.execute(select(t.cursors).order_by(t.cursors.c.topic, t.cursors.c.name)):
             cursors.setdefault(r.topic, []).append(r)
+        quota_states = [
+            {
+                "topic": r.topic,
+                "quotaType": r.quota_type,
+                "policy": r.policy,
+                "exceeded": bool(r.exceeded),
+                "limit": r.limit_value,
+                "measured": r.measured_value,
+                "exceededSinceMs": r.exceeded_since_ms,
+                "clearedAtMs": r.cleared_at_ms,
+                "asOfMs": r.as_of_ms,
+            }
+            for r in conn.execute(
+                select(t.backlog_quota_states).order_by(
+                    t.backlog_quota_states.c.topic, t.backlog_quota_states.c.quota_type
+                )
+            )
+        ]
     out_topics: dict[str, Any] = {}
     versions: dict[str, int] = {}
     for topic in topics:
@@ -484,6 +506,7 @@ def export_manifest(store: Store, *, with_messages: bool = False) -> dict[str, A
                 "markDeletePosition": f"{r.mark_delete_ledger}:{r.mark_delete_entry}",
                 "durable": bool(r.durable),
                 **({"lastActive": r.last_active_ms} if r.last_active_ms is not None else {}),
+                **({"consumers": r.consumers} if r.consumers else {}),
             }
             for r in cursors.get(topic.name, [])
         }
@@ -500,7 +523,12 @@ def export_manifest(store: Store, *, with_messages: bool = False) -> dict[str, A
         "namespaces": namespaces,
         "topics": out_topics,
         # Facts of this store, not part of a cluster's description; `load` ignores them.
-        "store": {"root": str(store.root), "metadata": store.safe_url, "topicVersions": versions},
+        "store": {
+            "root": str(store.root),
+            "metadata": store.safe_url,
+            "topicVersions": versions,
+            "backlogQuotaStates": quota_states,
+        },
     }
 
 

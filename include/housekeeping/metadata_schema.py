@@ -73,6 +73,8 @@ cursors = Table(
     Column("mark_delete_ledger", BigInteger, nullable=False),
     Column("mark_delete_entry", BigInteger, nullable=False),
     Column("last_active_ms", BigInteger, nullable=True),
+    # Consumers connected to the subscription (Pulsar's message-expiry guard looks at it).
+    Column("consumers", Integer, nullable=False, server_default="0"),
 )
 
 journal = Table(
@@ -104,4 +106,23 @@ pending_deletions = Table(
     Column("purge_after_ms", BigInteger, nullable=False),
     Column("status", String(20), nullable=False),  # pending | purged | restored
     Column("finished_as_of_ms", BigInteger, nullable=True),
+)
+
+
+# Backlog quota per topic and quota type, as last measured in logical time. For producer_request_hold and
+# producer_exception the write path refuses new producers while ``exceeded`` (Pulsar disconnects them and
+# answers ProducerBlockedQuotaExceededError / ...Exception); cleared when the backlog is back under the limit.
+backlog_quota_states = Table(
+    "backlog_quota_states",
+    metadata,
+    Column("topic", String(NAME), ForeignKey("topics.name"), primary_key=True),
+    Column("quota_type", String(40), primary_key=True),  # destination_storage | message_age
+    Column("policy", String(40), nullable=False),
+    Column("exceeded", Boolean, nullable=False),
+    Column("limit_value", BigInteger, nullable=False),  # bytes or seconds
+    Column("measured_value", BigInteger, nullable=True),  # estimated backlog bytes or age in seconds
+    Column("exceeded_since_ms", BigInteger, nullable=True),  # logical time the current exceedance began
+    Column("cleared_at_ms", BigInteger, nullable=True),
+    Column("as_of_ms", BigInteger, nullable=False),  # logical time of the measurement (monotone)
+    Column("run_id", String(250), nullable=False),
 )

@@ -24,8 +24,24 @@ from housekeeping.snapshot import read_jsonl
 from housekeeping.timeutil import format_ms
 
 MECHANISMS = ("trim", "expiry", "backlog", "gc", "compaction")
-IMPLEMENTED_MECHANISMS = ("trim",)
-ACTION_KEYS = ("topic", "action", "ledgerId", "subscription", "from", "to", "bytes", "reason")
+IMPLEMENTED_MECHANISMS = ("trim", "expiry", "backlog")
+ACTION_KEYS = (
+    "topic",
+    "action",
+    "ledgerId",
+    "subscription",
+    "from",
+    "to",
+    "bytes",
+    "reason",
+    # flag_backlog_quota (extension): which quota, its policy, the new state and the measurement
+    "quotaType",
+    "policy",
+    "exceeded",
+    "limitValue",
+    "measuredValue",
+    "exceededSinceMs",
+)
 
 
 def check_mechanism(mechanism: str) -> str:

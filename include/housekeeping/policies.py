@@ -49,6 +49,11 @@ BROKER_DEFAULTS: dict[str, Any] = {
     "managedLedgerMinLedgerRolloverTimeMinutes": 10,
     "managedLedgerMaxLedgerRolloverTimeMinutes": 240,
     "managedLedgerMaxSizePerLedgerMbytes": 2048,
+    # Not broker.conf settings: Pulsar hard-codes these constants of the message-expiry guard
+    # (PersistentSubscription.MINIMUM_BACKLOG_FOR_EXPIRY_CHECK, PersistentTopic.MESSAGE_EXPIRY_THRESHOLD).
+    # This project makes them configurable under these names, with Pulsar's values as defaults.
+    "housekeepingExpiryGuardMinimumBacklog": 1000,
+    "housekeepingExpiryGuardAgeFactor": 1.5,
 }
 
 
@@ -104,6 +109,10 @@ class BrokerConfig:
         )
         if self["ttlDurationDefaultInSeconds"] < 0:
             raise InputError(f"{where}: ttlDurationDefaultInSeconds must be >= 0")
+        if self["housekeepingExpiryGuardMinimumBacklog"] < 0 or self["housekeepingExpiryGuardAgeFactor"] < 0:
+            raise InputError(
+                f"{where}: housekeepingExpiryGuardMinimumBacklog and housekeepingExpiryGuardAgeFactor must be >= 0"
+            )
         if self["backlogQuotaDefaultRetentionPolicy"] not in BACKLOG_QUOTA_POLICIES:
             raise InputError(
                 f"{where}: backlogQuotaDefaultRetentionPolicy={self['backlogQuotaDefaultRetentionPolicy']!r} "

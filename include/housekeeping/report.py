@@ -34,9 +34,101 @@ def _read_json(path: Path) -> dict[str, Any] | None:
     return json.loads(path.read_text(encoding="utf-8")) if path.is_file() else None
 
 
+def _common(run_dir: Path, info: dict[str, Any], dry_run: bool) -> dict[str, Any]:
+    gate = _read_json(run_dir / "gate" / "result.json") or {
+        "success": False,
+        "expectations": [],
+        "failed": [],
+    }
+    purge_result = _read_json(run_dir / "apply" / "purge.json")
+    return {
+        "mechanism": info["mechanism"],
+        "runId": info["runId"],
+        "asOf": info["asOf"],
+        "asOfMs": info["asOfMs"],
+        "dryRun": dry_run,
+        "scope": info["scope"],
+        "store": info["store"],
+        "topicsExamined": len(read_jsonl(run_dir / "snapshot" / "topics.jsonl")),
+        "gate": {
+            "success": bool(gate.get("success")),
+            "expectations": len(gate.get("expectations", [])),
+            "failed": gate.get("failed", []),
+        },
+        "apply": _read_json(run_dir / "apply" / "result.json"),
+        "purge": (
+            dict(purge_result, nextPurgeAfter=format_ms(purge_result.get("nextPurgeAfterMs")))
+            if purge_result and purge_result.get("nextPurgeAfterMs")
+            else purge_result
+        ),
+    }
+
+
+def build_cursor_report(run_dir: Path, *, dry_run: bool) -> dict[str, Any]:
+    """Message expiry and backlog quota: per subscription what was acknowledged, and the quota states."""
+    info = read_run_info(run_dir)
+    summary = read_summary(run_dir)
+    as_of = int(info["asOfMs"])
+    subscriptions = []
+    for row in read_table(run_dir, "subscriptions"):
+        oldest = row.get("oldestRemainingTsMs")
+        subscriptions.append(
+            dict(
+                {"to": None, "backlogBytesAfter": None},
+                **row,
+                entries=row.get("entriesExpired", row.get("entriesEvicted", 0)),
+                bytes=row.get("bytesExpired", row.get("bytesEvicted", 0)),
+                oldestRemaining=format_ms(oldest) if oldest is not None else None,
+                oldestRemainingAgeSeconds=(as_of - oldest) // 1000 if oldest is not None else None,
+            )
+        )
+    subscriptions.sort(key=lambda r: (r["decision"] != "move", r["topic"], r["subscription"]))
+    # Spark's JSON writer leaves null fields out; the templates expect every field present.
+    quota_keys = ("oldestBacklogTsMs", "oldestBacklogAgeSeconds", "handled", "note", "backlogBytes")
+    quotas = [
+        {**dict.fromkeys(quota_keys), **q}
+        for q in (read_table(run_dir, "quotas") if (run_dir / "plan" / "quotas").is_dir() else [])
+    ]
+    flag_keys = ("measuredValue", "exceededSinceMs", "exceeded", "policy", "limitValue")
+    flags = [
+        {**dict.fromkeys(flag_keys), **a}
+        for a in read_table(run_dir, "actions")
+        if a["action"] == "flag_backlog_quota"
+    ]
+    report = _common(run_dir, info, dry_run)
+    report.update(
+        plan=summary,
+        namespaces=[{"namespace": ns, **v} for ns, v in sorted(summary["perNamespace"].items())],
+        totals={
+            "cursors": summary["cursorsToMove"],
+            "entries": summary["entriesToAcknowledge"],
+            "bytes": summary["bytesToAcknowledge"],
+        },
+        subscriptions=subscriptions,
+        movedSubscriptions=[r for r in subscriptions if r["decision"] == "move"],
+        keptWithBacklog=[r for r in subscriptions if r["decision"] == "keep" and r["backlogEntries"] > 0],
+        quotas=[
+            dict(
+                q,
+                oldestBacklog=format_ms(q["oldestBacklogTsMs"])
+                if q.get("oldestBacklogTsMs") is not None
+                else None,
+            )
+            for q in quotas
+            if q.get("sizeQuotaLimitBytes", -1) >= 0 or q.get("timeQuotaLimitSeconds", -1) > 0
+        ],
+        quotaFlags=flags,
+        exceededQuotas=[f for f in flags if f.get("exceeded")],
+        reads=summary.get("reads", {}),
+    )
+    return report
+
+
 def build_report(run_dir: Path, *, dry_run: bool) -> dict[str, Any]:
     run_dir = Path(run_dir)
     info = read_run_info(run_dir)
+    if info["mechanism"] in ("expiry", "backlog"):
+        return build_cursor_report(run_dir, dry_run=dry_run)
     summary = read_summary(run_dir)
     decisions = read_table(run_dir, "decisions")
     blockers = read_table(run_dir, "blockers")
@@ -143,6 +235,9 @@ def render_markdown(report: dict[str, Any]) -> str:
         autoescape=False,
     )
     env.filters["human"] = human_bytes
+    env.filters["ms"] = format_ms
+    if "topics" not in report:  # cursor mechanisms
+        return env.get_template(f"{report['mechanism']}_report.md.j2").render(r=report)
     shown = dict(report, topics=report["topics"][:MAX_TOPICS_IN_MARKDOWN])
     text = env.get_template(f"{report['mechanism']}_report.md.j2").render(r=shown)
     if len(report["topics"]) > MAX_TOPICS_IN_MARKDOWN:

@@ -6,6 +6,7 @@ Files under ``<run_dir>/snapshot/``:
 - ``topics.jsonl``   one row per in-scope topic with its *effective* policies (resolved here once)
 - ``ledgers.jsonl``  the in-scope topics' ledgers
 - ``cursors.jsonl``  the in-scope topics' cursors
+- ``quota_states.jsonl`` the in-scope topics' recorded backlog-quota states
 - ``namespaces.jsonl`` stored bytes and topic count of every namespace touched by the scope
 
 The planner and the gate both read these files, never the live database, so the plan and its check see
@@ -98,6 +99,13 @@ def take_snapshot(
         topic_rows = list(conn.execute(select(t.topics).order_by(t.topics.c.name)))
         ledger_rows = list(conn.execute(select(t.ledgers).order_by(t.ledgers.c.topic, t.ledgers.c.ledger_id)))
         cursor_rows = list(conn.execute(select(t.cursors).order_by(t.cursors.c.topic, t.cursors.c.name)))
+        quota_rows = list(
+            conn.execute(
+                select(t.backlog_quota_states).order_by(
+                    t.backlog_quota_states.c.topic, t.backlog_quota_states.c.quota_type
+                )
+            )
+        )
 
     if not topic_rows:
         raise InputError(f"store {store.root} has no topics")
@@ -134,6 +142,13 @@ def take_snapshot(
                 "retentionSizeBytes": effective.retention.size_bytes,
                 "retentionSource": effective.retention_source,
                 "retentionDescription": effective.retention.describe(),
+                "messageTtlSeconds": effective.message_ttl_seconds,
+                "messageTtlSource": effective.message_ttl_source,
+                # Pulsar reads limitSize for destination_storage and limitTime for message_age.
+                "sizeQuotaLimitBytes": effective.backlog_quotas["destination_storage"].limit_size,
+                "sizeQuotaPolicy": effective.backlog_quotas["destination_storage"].policy,
+                "timeQuotaLimitSeconds": effective.backlog_quotas["message_age"].limit_time,
+                "timeQuotaPolicy": effective.backlog_quotas["message_age"].policy,
                 "policies": json.dumps(effective.to_json(), sort_keys=True),
             }
         )
@@ -180,8 +195,26 @@ def take_snapshot(
                 "markDeleteLedger": r.mark_delete_ledger,
                 "markDeleteEntry": r.mark_delete_entry,
                 "lastActiveMs": r.last_active_ms,
+                "consumers": r.consumers,
             }
             for r in cursor_rows
+            if r.topic in selected
+        ],
+    )
+    _write_jsonl(
+        snapshot_dir / "quota_states.jsonl",
+        [
+            {
+                "topic": r.topic,
+                "quotaType": r.quota_type,
+                "policy": r.policy,
+                "exceeded": bool(r.exceeded),
+                "limitValue": r.limit_value,
+                "measuredValue": r.measured_value,
+                "exceededSinceMs": r.exceeded_since_ms,
+                "asOfMs": r.as_of_ms,
+            }
+            for r in quota_rows
             if r.topic in selected
         ],
     )
@@ -202,6 +235,8 @@ def take_snapshot(
         "store": str(store.root),
         "metadata": store.safe_url,
         "topicVersions": versions,
+        # The broker settings the cursor mechanisms read (all of them, so a plan can be re-derived).
+        "broker": dict(broker.settings),
         "takenAtWallClockMs": int(time.time() * 1000),  # audit only; no rule reads it
     }
     (snapshot_dir / "run.json").write_text(json.dumps(info, indent=2, sort_keys=True), encoding="utf-8")

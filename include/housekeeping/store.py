@@ -96,6 +96,12 @@ def migrate(engine: Engine) -> None:
         command.upgrade(config, "head")
 
 
+def ledger_rel_path(topic: str, ledger_id: int) -> str:
+    """Where a ledger's entries live, relative to the store root (one directory per ledger)."""
+    tenant, namespace, local = topic_dir_parts(TopicName.parse(topic))
+    return f"{LEDGERS_DIR}/persistent/{tenant}/{namespace}/{local}/{int(ledger_id)}"
+
+
 @dataclass
 class Store:
     root: Path
@@ -162,8 +168,7 @@ class Store:
         return self.root / LEDGERS_DIR
 
     def ledger_rel_path(self, topic: str, ledger_id: int) -> str:
-        tenant, namespace, local = topic_dir_parts(TopicName.parse(topic))
-        return f"{LEDGERS_DIR}/persistent/{tenant}/{namespace}/{local}/{int(ledger_id)}"
+        return ledger_rel_path(topic, ledger_id)
 
     def ledger_dir(self, topic: str, ledger_id: int) -> Path:
         return self.root / self.ledger_rel_path(topic, ledger_id)

@@ -1,0 +1,447 @@
+"""Spark app: plan backlog-quota enforcement (Pulsar ``BacklogQuotaManager``), one application for all topics.
+
+Writes:
+
+- ``plan/quotas``         one row per topic: limits and policies, measured backlog bytes and oldest age,
+                          exceeded flags, which quota was acted on and why the eviction stopped
+- ``plan/eviction_steps`` every cursor move of the eviction loops in order (the gate replays them)
+- ``plan/subscriptions``  one row per durable subscription: evicted or kept, entries and bytes evicted
+- ``plan/actions``        ``move_cursor`` (consumer_backlog_eviction) and ``flag_backlog_quota`` (quota state
+                          for producer_request_hold / producer_exception: set, kept or cleared)
+- ``plan/blockers``, ``plan/summary.json``
+
+The per-topic rules are pure Python in ``backlog_rules`` (run here as a grouped map); the precise time
+eviction reuses the TTL search of ``cursor_rules`` with ttl = (int)(0.9 x limit).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from pathlib import Path
+
+import pandas as pd
+from pyspark.sql import DataFrame
+from pyspark.sql import functions as F
+from pyspark.sql import types as T
+
+if __package__ in (None, ""):  # run by spark-submit as a script
+    sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+
+from housekeeping.snapshot import read_run_info  # noqa: E402
+from spark_apps.common import EntryReads, get_spark, read_entries, read_snapshot, write_table  # noqa: E402
+from spark_apps.cursor_rules import (  # noqa: E402
+    COMPACTION_SUBSCRIPTION,
+    entry_at_ordinal,
+    ledger_layout,
+    position_facts,
+    position_text,
+)
+from spark_apps.plan_expiry import (  # noqa: E402
+    cursor_blockers,
+    cursor_summary,
+    durable_subscriptions,
+    entry_read_requests,
+    expire,
+    expiry_moves,
+    read_cost,
+)
+
+TOPIC_RESULT_SCHEMA = "topic string, result string"
+
+STEP_SCHEMA = T.ArrayType(
+    T.StructType(
+        [
+            T.StructField("quotaType", T.StringType()),
+            T.StructField("cursor", T.StringType()),
+            T.StructField("fromLedger", T.LongType()),
+            T.StructField("fromEntry", T.LongType()),
+            T.StructField("toLedger", T.LongType()),
+            T.StructField("toEntry", T.LongType()),
+            T.StructField("backlogBytesBefore", T.LongType()),
+            T.StructField("entriesSkipped", T.LongType()),
+            T.StructField("why", T.StringType()),
+        ]
+    )
+)
+STATE_SCHEMA = T.ArrayType(
+    T.StructType(
+        [
+            T.StructField("quotaType", T.StringType()),
+            T.StructField("policy", T.StringType()),
+            T.StructField("exceeded", T.BooleanType()),
+            T.StructField("limitValue", T.LongType()),
+            T.StructField("measuredValue", T.LongType()),
+            T.StructField("exceededSinceMs", T.LongType()),
+            T.StructField("wasExceeded", T.BooleanType()),
+            T.StructField("why", T.StringType()),
+        ]
+    )
+)
+RESULT_SCHEMA = T.StructType(
+    [
+        T.StructField("steps", STEP_SCHEMA),
+        T.StructField("states", STATE_SCHEMA),
+        T.StructField("preciseCutoffMs", T.LongType()),
+        T.StructField("handled", T.StringType()),
+        T.StructField("note", T.StringType()),
+        T.StructField("backlogBytes", T.LongType()),
+        T.StructField("sizeExceeded", T.BooleanType()),
+        T.StructField("oldestBacklogTsMs", T.LongType()),
+        T.StructField("oldestBacklogAgeSeconds", T.LongType()),
+        T.StructField("timeExceeded", T.BooleanType()),
+    ]
+)
+
+
+def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
+    parser = argparse.ArgumentParser(description="Plan backlog-quota enforcement for one run's snapshot.")
+    parser.add_argument(
+        "--run-dir", required=True, help="run directory holding snapshot/; plan/ is written there"
+    )
+    return parser.parse_args(argv)
+
+
+def _plan_group(frame: pd.DataFrame) -> pd.DataFrame:
+    """Grouped map: one topic's rows (its facts, ledgers, durable cursors) -> its backlog decisions (JSON)."""
+    from spark_apps.backlog_rules import Ledger, plan_topic
+
+    facts = frame[frame["rowType"] == "topic"].iloc[0]
+    ledgers = [
+        Ledger(
+            int(r.ledgerId), int(r.entries), int(r.size), None if pd.isna(r.closedAtMs) else int(r.closedAtMs)
+        )
+        for r in frame[frame["rowType"] == "ledger"].itertuples()
+    ]
+    cursors = {
+        str(r.name): (int(r.posLedger), int(r.posEntry))
+        for r in frame[frame["rowType"] == "cursor"].itertuples()
+    }
+    topic = json.loads(facts["facts"])
+    result = plan_topic(topic, ledgers, cursors)
+    return pd.DataFrame({"topic": [facts["topic"]], "result": [json.dumps(result)]})
+
+
+def grouped_input(
+    topics: DataFrame,
+    ledgers: DataFrame,
+    cursors: DataFrame,
+    quota_states: DataFrame,
+    info: dict,
+    slowest_ts: DataFrame,
+) -> DataFrame:
+    broker = info["broker"]
+    stored = quota_states.groupBy("topic").agg(
+        F.map_from_entries(
+            F.collect_list(
+                F.struct(
+                    "quotaType",
+                    F.struct("policy", "exceeded", "limitValue", "measuredValue", "exceededSinceMs"),
+                )
+            )
+        ).alias("stored")
+    )
+    facts = (
+        topics.join(stored, "topic", "left")
+        .join(slowest_ts, "topic", "left")
+        .select(
+            "topic",
+            F.to_json(
+                F.struct(
+                    "topic",
+                    "isSystemTopic",
+                    "sizeQuotaLimitBytes",
+                    "sizeQuotaPolicy",
+                    "timeQuotaLimitSeconds",
+                    "timeQuotaPolicy",
+                    F.lit(int(info["asOfMs"])).alias("asOfMs"),
+                    F.lit(bool(broker["preciseTimeBasedBacklogQuotaCheck"])).alias("precise"),
+                    F.lit(bool(broker["backlogQuotaCheckEnabled"])).alias("checkEnabled"),
+                    "slowestFirstUnackedTsMs",
+                    "stored",
+                )
+            ).alias("facts"),
+        )
+    )
+    empty = {
+        "facts": F.lit(None).cast("string"),
+        "ledgerId": F.lit(None).cast("long"),
+        "entries": F.lit(None).cast("long"),
+        "size": F.lit(None).cast("long"),
+        "closedAtMs": F.lit(None).cast("long"),
+        "name": F.lit(None).cast("string"),
+        "posLedger": F.lit(None).cast("long"),
+        "posEntry": F.lit(None).cast("long"),
+    }
+    order = ["topic", "rowType", *empty]
+
+    def shaped(frame: DataFrame, row_type: str, present: list[str]) -> DataFrame:
+        return frame.select(
+            "topic",
+            F.lit(row_type).alias("rowType"),
+            *[F.col(c) if c in present else empty[c].alias(c) for c in empty],
+        ).select(*order)
+
+    return (
+        shaped(facts, "topic", ["facts"])
+        .unionByName(shaped(ledgers, "ledger", ["ledgerId", "entries", "size", "closedAtMs"]))
+        .unionByName(
+            shaped(
+                cursors.where(F.col("durable")).select(
+                    "topic",
+                    "name",
+                    F.col("markDeleteLedger").alias("posLedger"),
+                    F.col("markDeleteEntry").alias("posEntry"),
+                ),
+                "cursor",
+                ["name", "posLedger", "posEntry"],
+            )
+        )
+    )
+
+
+def slowest_first_unacked_ts(
+    spark, info: dict, subs: DataFrame, layout: DataFrame, reads: EntryReads
+) -> DataFrame:
+    """Precise mode: timestamp of the slowest durable cursor's first unacknowledged entry, per topic with a
+    message_age quota (``preciseTimeBasedBacklogQuotaCheck`` reads that entry)."""
+    schema = "topic string, slowestFirstUnackedTsMs long"
+    if not info["broker"]["preciseTimeBasedBacklogQuotaCheck"]:
+        return spark.createDataFrame([], schema)
+    slowest = (
+        subs.where((F.col("timeQuotaLimitSeconds") > 0) & (F.col("backlogEntries") > 0))
+        .groupBy("topic")
+        .agg(F.min(F.struct("posLedger", "posEntry", "name", "acked")).alias("s"))
+        .select("topic", F.col("s.acked").alias("acked"))
+    )
+    at = entry_at_ordinal(slowest, layout, ["topic"], "acked").cache()
+    keys = entry_read_requests(
+        at.where(F.col("atStored")).select(
+            "topic", F.col("atLedger").alias("ledgerId"), F.col("atSize").alias("size")
+        )
+    )
+    entries = read_entries(spark, info["store"], keys, reads)
+    return at.join(
+        entries.select(
+            "topic", F.col("ledgerId").alias("atLedger"), F.col("entryId").alias("atEntry"), "entryTs"
+        ),
+        ["topic", "atLedger", "atEntry"],
+    ).select("topic", F.col("entryTs").alias("slowestFirstUnackedTsMs"))
+
+
+def plan_backlog(
+    spark, snapshot: dict[str, DataFrame], info: dict, reads: EntryReads
+) -> dict[str, DataFrame]:
+    as_of_ms = int(info["asOfMs"])
+    layout = ledger_layout(snapshot["ledgers"]).cache()
+    subs = durable_subscriptions(snapshot["topics"], snapshot["cursors"], layout).cache()
+    slowest_ts = slowest_first_unacked_ts(spark, info, subs, layout, reads)
+    results = (
+        grouped_input(
+            snapshot["topics"],
+            snapshot["ledgers"],
+            snapshot["cursors"],
+            snapshot["quota_states"],
+            info,
+            slowest_ts,
+        )
+        .groupBy("topic")
+        .applyInPandas(_plan_group, TOPIC_RESULT_SCHEMA)
+        .select("topic", F.from_json("result", RESULT_SCHEMA).alias("r"))
+        .cache()
+    )
+    steps = results.select("topic", F.posexplode("r.steps").alias("step", "s")).select("topic", "step", "s.*")
+    steps = steps.withColumn("step", F.col("step") + 1).cache()
+    states = results.select("topic", F.explode("r.states").alias("s")).select("topic", "s.*")
+
+    # Precise time eviction: the TTL search on every durable subscription but the compaction cursor.
+    precise = results.where(F.col("r.preciseCutoffMs").isNotNull()).select(
+        "topic", F.col("r.preciseCutoffMs").alias("cutoffMs")
+    )
+    precise_subs = subs.join(precise, "topic").where(
+        (F.col("name") != COMPACTION_SUBSCRIPTION) & (F.col("backlogEntries") > 0)
+    )
+    targets, _ = expire(spark, info["store"], precise_subs, layout, reads, [])
+    precise_moves = expiry_moves(targets, layout).select(
+        "topic",
+        "name",
+        "toLedger",
+        "toEntry",
+        F.lit("message_age").alias("quotaType"),
+        F.concat(
+            F.lit("precise message_age eviction (TTL search with ttl = 0.9 x limit): "), F.col("stopDetail")
+        ).alias("why"),
+    )
+    loop_moves = (
+        steps.groupBy("topic", F.col("cursor").alias("name"))
+        .agg(
+            F.max(F.struct("step", "toLedger", "toEntry", "quotaType")).alias("last"), F.count("*").alias("n")
+        )
+        .select(
+            "topic",
+            "name",
+            F.col("last.toLedger").alias("toLedger"),
+            F.col("last.toEntry").alias("toEntry"),
+            F.col("last.quotaType").alias("quotaType"),
+            F.format_string(
+                "%s eviction: %d loop step(s), see plan/eviction_steps", F.col("last.quotaType"), F.col("n")
+            ).alias("why"),
+        )
+    )
+    moves = loop_moves.unionByName(precise_moves)
+    after = position_facts(
+        moves.select(
+            "topic", "name", F.col("toLedger").alias("posLedger"), F.col("toEntry").alias("posEntry")
+        ),
+        layout,
+        ["topic", "name"],
+    ).select(
+        "topic",
+        "name",
+        F.col("acked").alias("ackedAfter"),
+        F.col("estimatedBacklogBytes").alias("bytesAfter"),
+    )
+    decided = subs.join(moves, ["topic", "name"], "left").join(after, ["topic", "name"], "left")
+    moved = F.col("toLedger").isNotNull()
+    subscriptions = decided.select(
+        "topic",
+        "namespace",
+        F.col("name").alias("subscription"),
+        "consumers",
+        F.col("markDelete").alias("from"),
+        F.when(moved, position_text(F.col("toLedger"), F.col("toEntry"))).alias("to"),
+        F.when(moved, F.lit("move")).otherwise(F.lit("keep")).alias("decision"),
+        F.when(moved, F.concat(F.lit("evicted_"), F.col("quotaType")))
+        .when(F.col("name") == COMPACTION_SUBSCRIPTION, F.lit("compaction_subscription"))
+        .when(F.col("backlogEntries") <= 0, F.lit("no_backlog"))
+        .otherwise(F.lit("not_evicted"))
+        .alias("kind"),
+        F.when(moved, F.col("why"))
+        .when(F.col("name") == COMPACTION_SUBSCRIPTION, F.lit("the compaction cursor is never evicted"))
+        .otherwise(F.lit("no eviction applies to this subscription"))
+        .alias("reason"),
+        "backlogEntries",
+        F.col("estimatedBacklogBytes").alias("backlogBytes"),
+        F.when(moved, F.col("ackedAfter") - F.col("acked"))
+        .otherwise(F.lit(0))
+        .cast("long")
+        .alias("entriesEvicted"),
+        F.when(moved, F.col("estimatedBacklogBytes") - F.col("bytesAfter"))
+        .otherwise(F.lit(0))
+        .cast("long")
+        .alias("bytesEvicted"),
+        F.when(moved, F.col("bytesAfter"))
+        .otherwise(F.col("estimatedBacklogBytes"))
+        .alias("backlogBytesAfter"),
+    )
+    quotas = results.join(snapshot["topics"], "topic").select(
+        "topic",
+        "namespace",
+        "isSystemTopic",
+        "sizeQuotaLimitBytes",
+        "sizeQuotaPolicy",
+        "timeQuotaLimitSeconds",
+        "timeQuotaPolicy",
+        F.col("r.backlogBytes").alias("backlogBytes"),
+        F.col("r.sizeExceeded").alias("sizeExceeded"),
+        F.col("r.oldestBacklogTsMs").alias("oldestBacklogTsMs"),
+        F.col("r.oldestBacklogAgeSeconds").alias("oldestBacklogAgeSeconds"),
+        F.col("r.timeExceeded").alias("timeExceeded"),
+        F.col("r.handled").alias("handled"),
+        F.col("r.note").alias("note"),
+        F.lit(as_of_ms).alias("asOfMs"),
+    )
+    return {"subscriptions": subscriptions, "steps": steps, "states": states, "quotas": quotas}
+
+
+def quota_actions(states: DataFrame) -> DataFrame:
+    return states.select(
+        "topic",
+        F.lit("flag_backlog_quota").alias("action"),
+        F.lit(None).cast("long").alias("ledgerId"),
+        F.lit(None).cast("string").alias("subscription"),
+        F.when(F.col("wasExceeded"), F.lit("exceeded")).otherwise(F.lit("clear")).alias("from"),
+        F.when(F.col("exceeded"), F.lit("exceeded")).otherwise(F.lit("clear")).alias("to"),
+        F.lit(None).cast("long").alias("bytes"),
+        F.when(
+            F.col("exceeded"),
+            F.format_string(
+                "%s quota exceeded: measured %d >= limit %d (%s); producers are refused while exceeded",
+                F.col("quotaType"),
+                F.col("measuredValue"),
+                F.col("limitValue"),
+                F.col("policy"),
+            ),
+        )
+        .otherwise(F.format_string("%s quota state cleared: %s", F.col("quotaType"), F.col("why")))
+        .alias("reason"),
+        "quotaType",
+        "policy",
+        "exceeded",
+        "limitValue",
+        "measuredValue",
+        "exceededSinceMs",
+    )
+
+
+def move_actions(subscriptions: DataFrame) -> DataFrame:
+    return subscriptions.where(F.col("decision") == "move").select(
+        "topic",
+        F.lit("move_cursor").alias("action"),
+        F.lit(None).cast("long").alias("ledgerId"),
+        "subscription",
+        "from",
+        "to",
+        F.col("bytesEvicted").alias("bytes"),
+        "reason",
+        F.regexp_replace("kind", "^evicted_", "").alias("quotaType"),
+        F.lit("consumer_backlog_eviction").alias("policy"),
+        F.lit(None).cast("boolean").alias("exceeded"),
+        F.lit(None).cast("long").alias("limitValue"),
+        F.lit(None).cast("long").alias("measuredValue"),
+        F.lit(None).cast("long").alias("exceededSinceMs"),
+    )
+
+
+def run(spark, run_dir: str | Path) -> dict:
+    info = read_run_info(Path(run_dir))
+    snapshot = read_snapshot(spark, run_dir)
+    reads = EntryReads()
+    planned = plan_backlog(spark, snapshot, info, reads)
+    subscriptions = planned["subscriptions"].cache()
+    plan_dir = Path(run_dir) / "plan"
+    write_table(planned["quotas"], plan_dir / "quotas", ["topic"])
+    write_table(planned["steps"], plan_dir / "eviction_steps", ["topic", "step"])
+    write_table(subscriptions, plan_dir / "subscriptions", ["topic", "subscription"])
+    actions = move_actions(subscriptions).unionByName(quota_actions(planned["states"]))
+    write_table(actions, plan_dir / "actions", ["topic", "action", "subscription", "quotaType"])
+    write_table(cursor_blockers(subscriptions), plan_dir / "blockers", ["topic", "subscription"])
+    states = planned["states"].collect()
+    summary = {
+        "mechanism": "backlog",
+        "runId": info["runId"],
+        "asOfMs": info["asOfMs"],
+        **cursor_summary(subscriptions, "entriesEvicted", "bytesEvicted"),
+        "quotaStates": {
+            "exceeded": sorted(f"{r['topic']} {r['quotaType']}" for r in states if r["exceeded"]),
+            "newlyExceeded": sorted(
+                f"{r['topic']} {r['quotaType']}" for r in states if r["exceeded"] and not r["wasExceeded"]
+            ),
+            "cleared": sorted(f"{r['topic']} {r['quotaType']}" for r in states if not r["exceeded"]),
+        },
+        "reads": read_cost(reads, snapshot["ledgers"]),
+    }
+    (plan_dir / "summary.json").write_text(json.dumps(summary, indent=2, sort_keys=True), encoding="utf-8")
+    return summary
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = parse_args(argv)
+    spark = get_spark("housekeeping-plan-backlog")
+    print(json.dumps(run(spark, args.run_dir), sort_keys=True))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,234 @@
+"""Message-expiry rule edges (PULSAR_SEMANTICS.md section 2) through snapshot -> Spark plan -> GX gate -> apply,
+on stores loaded from manifests with real entries."""
+
+from __future__ import annotations
+
+import json
+import shutil
+from pathlib import Path
+
+import pytest
+
+from housekeeping.apply import apply_plan
+from housekeeping.errors import PlanNotValidated
+from housekeeping.manifest import export_manifest, load_manifest
+from housekeeping.plan import read_table
+from housekeeping.runner import plan_and_gate_in_process
+from housekeeping.snapshot import take_snapshot
+from tests.conftest import write_manifest
+
+pytestmark = pytest.mark.spark
+
+AS_OF = 10_000_000_000
+TTL = 3600
+CUTOFF = AS_OF - TTL * 1000
+NS = "t/n"
+
+
+def ledger_topic(
+    ledgers: list[tuple[int, list[int], int | None]], cursors: dict, policies: dict | None = None
+) -> dict:
+    """ledgers: (ledgerId, entry publish times, close time or None for the current ledger)."""
+    body = {"ledgers": [], "cursors": cursors, "messages": []}
+    for ledger_id, stamps, closed in ledgers:
+        body["ledgers"].append(
+            {
+                "ledgerId": ledger_id,
+                "entries": len(stamps),
+                "size": 10 * len(stamps),
+                **({"timestamp": closed} if closed else {}),
+            }
+        )
+        body["messages"] += [
+            {"ledgerId": ledger_id, "entryId": i, "publishTime": ts, "value": "v" * 10}
+            for i, ts in enumerate(stamps)
+        ]
+    if policies:
+        body["policies"] = policies
+    return body
+
+
+def build(tmp_path: Path, topics: dict, broker: dict | None = None):
+    document = {
+        "broker": broker or {},
+        "namespaces": {NS: {"message_ttl_in_seconds": TTL}},
+        "topics": {f"persistent://{NS}/{name}": body for name, body in topics.items()},
+    }
+    return load_manifest(tmp_path / "store", write_manifest(tmp_path, document))
+
+
+def plan(store, tmp_path: Path, name: str = "run"):
+    run_dir = tmp_path / name
+    shutil.rmtree(run_dir, ignore_errors=True)
+    take_snapshot(store, mechanism="expiry", run_id=name, as_of_ms=AS_OF, run_dir=run_dir)
+    gate = plan_and_gate_in_process(run_dir, "expiry", "local[2]")
+    subs = {
+        (r["topic"].rsplit("/", 1)[1], r["subscription"]): r for r in read_table(run_dir, "subscriptions")
+    }
+    summary = json.loads((run_dir / "plan" / "summary.json").read_text())
+    return run_dir, gate, subs, summary
+
+
+def test_rule_edges(spark, tmp_path):
+    open_ts = AS_OF - 60_000
+    store = build(
+        tmp_path,
+        {
+            # strictness: CUTOFF - 1 is expired, CUTOFF is not (MessageImpl#isEntryExpired: now > ts + ttl)
+            "boundary": ledger_topic(
+                [(1, [CUTOFF - 2, CUTOFF - 1, CUTOFF, CUTOFF - 5], None)],
+                {"s": {"markDeletePosition": "1:-1"}},
+            ),
+            # ledger-closure shortcut: closed before the cutoff, so expired although publish times look young
+            "shortcut": ledger_topic(
+                [(1, [AS_OF] * 3, CUTOFF - 1), (2, [open_ts] * 2, None)],
+                {"s": {"markDeletePosition": "1:-1"}},
+            ),
+            # out of order: a young entry between old ones stops the cursor right before it
+            "disorder": ledger_topic(
+                [(1, [CUTOFF - 900, CUTOFF - 800, open_ts, CUTOFF - 700, CUTOFF - 600], None)],
+                {"s": {"markDeletePosition": "1:-1"}},
+            ),
+            "special": ledger_topic(
+                [(1, [CUTOFF - 10] * 3, None)],
+                {
+                    "__compaction": {"markDeletePosition": "1:-1"},
+                    "reader": {"markDeletePosition": "1:-1", "durable": False},
+                    "caught-up": {"markDeletePosition": "1:2"},
+                },
+            ),
+            "guarded": ledger_topic(
+                [(1, [AS_OF - int(1.5 * TTL * 1000), CUTOFF - 5, open_ts], None)],
+                {
+                    "busy": {"markDeletePosition": "1:-1", "consumers": 2},
+                    "idle": {"markDeletePosition": "1:-1"},
+                },
+            ),
+        },
+    )
+    run_dir, gate, subs, summary = plan(store, tmp_path)
+    assert gate["success"], gate["failed"]
+    assert subs[("boundary", "s")]["to"] == "1:1"
+    assert subs[("shortcut", "s")]["to"] == "1:2"
+    assert subs[("disorder", "s")]["to"] == "1:1", "never past the unexpired entry 1:2 (Pulsar may ack it)"
+    assert subs[("special", "__compaction")]["kind"] == "compaction_subscription"
+    assert subs[("special", "caught-up")]["kind"] == "no_backlog"
+    assert ("special", "reader") not in subs, "readers are not subscriptions TTL acknowledges"
+    # Pulsar's guard: connected consumers, backlog < 1000 and the oldest entry exactly 1.5 x TTL old (not older)
+    assert subs[("guarded", "busy")]["kind"] == "guard_consumers_connected"
+    assert subs[("guarded", "idle")]["to"] == "1:1"
+    assert summary["cursorsToMove"] == 4
+
+
+def test_reads_only_the_straddling_ledgers(spark, tmp_path):
+    old = [CUTOFF - 10_000 - i for i in range(5)]
+    ledgers = [
+        (k, old, None) for k in range(1, 9)
+    ]  # stats say 1..8 are wholly expired (no close time needed)
+    ledgers = [(k, stamps, CUTOFF + 1) for k, stamps, _ in ledgers]  # closed after the cutoff: no shortcut
+    ledgers += [(9, [CUTOFF - 1, CUTOFF + 5, CUTOFF - 2], CUTOFF + 10), (10, [AS_OF - 1], None)]
+    store = build(tmp_path, {"long": ledger_topic(ledgers, {"s": {"markDeletePosition": "1:-1"}})})
+    _, gate, subs, summary = plan(store, tmp_path)
+    assert gate["success"]
+    assert subs[("long", "s")]["to"] == "9:0"
+    assert summary["reads"]["ledgersRead"] == 1 and summary["reads"]["ledgersStored"] == 10
+
+
+def test_apply_keeps_a_newer_ack_and_a_tampered_plan_is_refused(spark, tmp_path):
+    stamps = [CUTOFF - 100 + i for i in range(10)]
+    store = build(
+        tmp_path,
+        {
+            "acked": ledger_topic(
+                [(1, stamps, CUTOFF - 1), (2, [AS_OF - 5] * 3, None)], {"s": {"markDeletePosition": "1:-1"}}
+            ),
+            "lagging": ledger_topic(
+                [(1, stamps, CUTOFF - 1), (2, [AS_OF - 5] * 3, None)], {"s": {"markDeletePosition": "1:-1"}}
+            ),
+        },
+    )
+    run_dir, gate, subs, _ = plan(store, tmp_path)
+    assert gate["success"] and subs[("acked", "s")]["to"] == "1:9"
+    from sqlalchemy import update
+
+    from housekeeping import metadata_schema as t
+
+    # a consumer acknowledges past the planned target between plan and apply
+    with store.engine.begin() as conn:
+        conn.execute(
+            update(t.cursors)
+            .where(t.cursors.c.topic == f"persistent://{NS}/acked")
+            .values(mark_delete_ledger=2, mark_delete_entry=1)
+        )
+    result = apply_plan(store, run_dir, purge_grace_seconds=0)
+    assert result.cursors_moved == 1 and result.cursors_already_further == 1
+    cursors = {
+        name: body["cursors"]["s"]["markDeletePosition"]
+        for name, body in export_manifest(store)["topics"].items()
+    }
+    assert cursors[f"persistent://{NS}/acked"] == "2:1", "the newer ack is never overwritten"
+    assert cursors[f"persistent://{NS}/lagging"] == "1:9"
+
+    # a plan edited after the gate signed it is refused, nothing changes
+    run_dir, gate, _, _ = plan(store, tmp_path, "second")
+    actions = next((run_dir / "plan" / "actions").glob("part-*"))
+    actions.write_text(
+        actions.read_text()
+        + json.dumps(
+            {
+                "topic": f"persistent://{NS}/acked",
+                "action": "move_cursor",
+                "subscription": "s",
+                "from": "2:1",
+                "to": "2:2",
+                "reason": "x",
+            }
+        )
+        + "\n"
+    )
+    before = export_manifest(store)["topics"]
+    with pytest.raises(PlanNotValidated):
+        apply_plan(store, run_dir, purge_grace_seconds=0)
+    assert export_manifest(store)["topics"] == before
+
+
+def test_gate_rejects_moves_past_an_unexpired_entry_or_on_protected_cursors(spark, tmp_path):
+    from spark_apps import validate_plan
+
+    store = build(
+        tmp_path,
+        {
+            "x": ledger_topic(
+                [(1, [CUTOFF - 9, CUTOFF - 8, AS_OF - 5, CUTOFF - 7], None)],
+                {"s": {"markDeletePosition": "1:-1"}, "__compaction": {"markDeletePosition": "1:-1"}},
+            )
+        },
+    )
+    run_dir, gate, subs, _ = plan(store, tmp_path)
+    assert gate["success"] and subs[("x", "s")]["to"] == "1:1"
+    actions = next((run_dir / "plan" / "actions").glob("part-*"))
+    original = actions.read_text()
+    topic = f"persistent://{NS}/x"
+    mutants = {
+        "past the young entry": original.replace('"to":"1:1"', '"to":"1:3"'),
+        "compaction cursor": original
+        + json.dumps(
+            {
+                "topic": topic,
+                "action": "move_cursor",
+                "subscription": "__compaction",
+                "from": "1:-1",
+                "to": "1:0",
+                "reason": "x",
+            }
+        )
+        + "\n",
+        "backward": original.replace('"from":"1:-1","to":"1:1"', '"from":"1:-1","to":"0:5"'),
+        "past the end": original.replace('"to":"1:1"', '"to":"1:7"'),
+    }
+    for label, text in mutants.items():
+        assert text != original, label
+        actions.write_text(text)
+        assert not validate_plan.run(spark, run_dir, "expiry")["success"], label
+    actions.write_text(original)
+    assert validate_plan.run(spark, run_dir, "expiry")["success"]
