@@ -2,11 +2,13 @@
 
 apply
     Runs only a plan the gate passed unchanged (digest check). Per topic, in ONE metadata transaction:
-    compare-and-set the topic version recorded in the snapshot (a topic changed since is skipped and
-    reported, never overwritten), remove the planned ledgers from the ledger list, record each in the
-    pending-deletion log with its purge time, move the planned cursors (only forward, only from the
-    planned position), and journal the topic as applied. No file is touched. Rerunning the same run is
-    a no-op: topics the journal shows applied for this run count as already done.
+    when the plan changes the topic's ledger list, compare-and-set the topic version recorded in the
+    snapshot (a topic changed since is skipped and reported, never overwritten); remove the planned
+    ledgers from the ledger list, record each in the pending-deletion log with its purge time; move the
+    planned cursors, each compare-and-set on its own position (only forward, only while it is still
+    between the planned start and target: a consumer's newer ack is kept); record backlog-quota states
+    (never over a later measurement); journal the topic as applied. No file is touched. Rerunning the
+    same run is a no-op: topics the journal shows applied for this run count as already done.
 
     Pulsar updates the ledger list and then deletes BookKeeper ledgers asynchronously; a crash between
     leaves orphans (PIP-186). Here the ledger-list change and the pending-deletion record commit together,

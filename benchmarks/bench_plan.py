@@ -1,6 +1,10 @@
-"""Benchmark: generate a store, then time the trim pipeline's steps (snapshot, Spark plan, Spark gate).
+"""Benchmark: generate a store, then time a mechanism's steps (snapshot, Spark plan, Spark gate).
 
-    python benchmarks/bench_trim.py --topics 300 --entries-per-ledger 5000 [--store DIR] [--json OUT]
+    python benchmarks/bench_plan.py [--mechanism trim|expiry|backlog] --topics 300 --entries-per-ledger 5000
+        [--store DIR [--reuse]] [--json OUT]
+
+For expiry and backlog it also prints what the plan read from the entry store (ledgers and entry bytes,
+and their share of the stored entry bytes).
 
 Prints entries generated, generator wall time and peak RSS (a child process, so it is the generator's own),
 and the wall time of each step on local[2]. Targets (checked here, never in timed tests):
@@ -30,12 +34,16 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--store", type=Path)
     parser.add_argument("--as-of", default="2026-11-01T00:00:00Z")
     parser.add_argument("--json", type=Path)
+    parser.add_argument("--mechanism", choices=["trim", "expiry", "backlog"], default="trim")
+    parser.add_argument("--reuse", action="store_true", help="time an existing --store, do not generate")
     args = parser.parse_args(argv)
     store_root = args.store or Path(tempfile.mkdtemp(prefix="bench-store-"))
 
     started = time.perf_counter()
     subprocess.run(
-        [
+        ["true"]
+        if args.reuse
+        else [
             sys.executable,
             "-m",
             "housekeeping.cli",
@@ -59,7 +67,9 @@ def main(argv: list[str] | None = None) -> int:
     from housekeeping.snapshot import take_snapshot
     from housekeeping.store import Store
     from housekeeping.timeutil import parse_as_of
-    from spark_apps import plan_trim, validate_plan
+    from spark_apps import plan_backlog, plan_expiry, plan_trim, validate_plan
+
+    planners = {"trim": plan_trim.run, "expiry": plan_expiry.run, "backlog": plan_backlog.run}
 
     store = Store.open(store_root)
     with store.engine.connect() as conn:
@@ -69,7 +79,7 @@ def main(argv: list[str] | None = None) -> int:
     clock = time.perf_counter()
     info = take_snapshot(
         store,
-        mechanism="trim",
+        mechanism=args.mechanism,
         run_id="bench",
         as_of_ms=parse_as_of(args.as_of),
         scope=None,
@@ -78,20 +88,25 @@ def main(argv: list[str] | None = None) -> int:
     )
     timings["snapshot_s"] = time.perf_counter() - clock
     clock = time.perf_counter()
-    summary = plan_trim.run(spark, info.run_dir)
+    summary = planners[args.mechanism](spark, info.run_dir)
     timings["plan_s"] = time.perf_counter() - clock
     clock = time.perf_counter()
-    gate = validate_plan.run(spark, info.run_dir, "trim")
+    gate = validate_plan.run(spark, info.run_dir, args.mechanism)
     timings["gate_s"] = time.perf_counter() - clock
     result = {
         "topics": args.topics + 1,
         "ledgers": ledgers,
         "entries": int(entries),
         "storeBytesOnDisk": sum(p.stat().st_size for p in store.ledgers_root.rglob("*.parquet")),
-        "generate_s": round(generate_s, 2),
+        "generate_s": None if args.reuse else round(generate_s, 2),
         "generatorPeakRssMiB": round(generator_rss_mib, 1),
         **{k: round(v, 2) for k, v in timings.items()},
-        "ledgersToDelete": summary["ledgersToDelete"],
+        "mechanism": args.mechanism,
+        **{
+            k: summary[k]
+            for k in ("ledgersToDelete", "cursorsToMove", "entriesToAcknowledge", "reads")
+            if k in summary
+        },
         "gatePassed": gate["success"],
     }
     print(json.dumps(result, indent=2))
