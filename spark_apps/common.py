@@ -5,6 +5,9 @@ Only I/O lives here; decision logic is in each app's pure transforms.
 
 from __future__ import annotations
 
+import json
+from collections.abc import Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -99,10 +102,22 @@ def get_spark(app_name: str, master: str | None = None) -> SparkSession:
         .config("spark.sql.session.timeZone", "UTC")
         .config("spark.sql.shuffle.partitions", "8")
         .config("spark.ui.showConsoleProgress", "false")
+        # The status store keeps every job's and SQL execution's plan even without a UI; the cursor planners
+        # run many small jobs with large plans, so keep only recent ones (a long-lived session otherwise
+        # fills the driver heap).
+        .config("spark.sql.ui.retainedExecutions", "50")
+        .config("spark.ui.retainedJobs", "200")
+        .config("spark.ui.retainedStages", "200")
     )
     if master is None:
         return builder.getOrCreate()
-    spark = builder.master(master).config("spark.ui.enabled", "false").getOrCreate()
+    spark = (
+        builder.master(master)
+        .config("spark.ui.enabled", "false")
+        # In-process callers share one JVM for every run (tests run the whole suite in it).
+        .config("spark.driver.memory", "2g")
+        .getOrCreate()
+    )
     spark.sparkContext.setLogLevel("ERROR")
     return spark
 
@@ -171,3 +186,21 @@ def read_entries(
 def write_table(frame: DataFrame, path: str | Path, order_by: list[str]) -> None:
     """One JSON-lines part file, rows in a stable order, so plans are diffable and digestible."""
     frame.repartition(1).sortWithinPartitions(*order_by).write.mode("overwrite").json(str(path))
+
+
+def write_summary(plan_dir: Path, summary: dict) -> None:
+    """``plan/summary.json`` (read back by ``housekeeping.plan.read_summary``)."""
+    (Path(plan_dir) / "summary.json").write_text(
+        json.dumps(summary, indent=2, sort_keys=True), encoding="utf-8"
+    )
+
+
+@contextmanager
+def run_scoped_cache(spark: SparkSession) -> Iterator[None]:
+    """Frames an app caches live for one run. Under spark-submit the application ends anyway; in-process
+    callers (CLI, tests, benchmarks) reuse one session, which would otherwise keep every run's cached frames
+    until the driver heap fills and the JVM spends its time in full GCs."""
+    try:
+        yield
+    finally:
+        spark.catalog.clearCache()

@@ -20,8 +20,6 @@ from __future__ import annotations
 from pyspark.sql import Column, DataFrame, Window
 from pyspark.sql import functions as F
 
-COMPACTION_SUBSCRIPTION = "__compaction"
-
 WHOLLY_EXPIRED = ("closed_before_cutoff", "all_entries_before_cutoff")
 
 

@@ -30,9 +30,17 @@ if __package__ in (None, ""):  # run by spark-submit as a script
     sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from housekeeping.snapshot import read_run_info  # noqa: E402
-from spark_apps.common import EntryReads, get_spark, read_entries, read_snapshot, write_table  # noqa: E402
+from spark_apps.backlog_rules import COMPACTION_SUBSCRIPTION  # noqa: E402
+from spark_apps.common import (  # noqa: E402
+    EntryReads,
+    get_spark,
+    read_entries,
+    read_snapshot,
+    run_scoped_cache,
+    write_summary,
+    write_table,
+)
 from spark_apps.cursor_rules import (  # noqa: E402
-    COMPACTION_SUBSCRIPTION,
     entry_at_ordinal,
     ledger_layout,
     position_facts,
@@ -405,35 +413,36 @@ def move_actions(subscriptions: DataFrame) -> DataFrame:
 
 
 def run(spark, run_dir: str | Path) -> dict:
-    info = read_run_info(Path(run_dir))
-    snapshot = read_snapshot(spark, run_dir)
-    reads = EntryReads()
-    planned = plan_backlog(spark, snapshot, info, reads)
-    subscriptions = planned["subscriptions"].cache()
-    plan_dir = Path(run_dir) / "plan"
-    write_table(planned["quotas"], plan_dir / "quotas", ["topic"])
-    write_table(planned["steps"], plan_dir / "eviction_steps", ["topic", "step"])
-    write_table(subscriptions, plan_dir / "subscriptions", ["topic", "subscription"])
-    actions = move_actions(subscriptions).unionByName(quota_actions(planned["states"]))
-    write_table(actions, plan_dir / "actions", ["topic", "action", "subscription", "quotaType"])
-    write_table(cursor_blockers(subscriptions), plan_dir / "blockers", ["topic", "subscription"])
-    states = planned["states"].collect()
-    summary = {
-        "mechanism": "backlog",
-        "runId": info["runId"],
-        "asOfMs": info["asOfMs"],
-        **cursor_summary(subscriptions, "entriesEvicted", "bytesEvicted"),
-        "quotaStates": {
-            "exceeded": sorted(f"{r['topic']} {r['quotaType']}" for r in states if r["exceeded"]),
-            "newlyExceeded": sorted(
-                f"{r['topic']} {r['quotaType']}" for r in states if r["exceeded"] and not r["wasExceeded"]
-            ),
-            "cleared": sorted(f"{r['topic']} {r['quotaType']}" for r in states if not r["exceeded"]),
-        },
-        "reads": read_cost(reads, snapshot["ledgers"]),
-    }
-    (plan_dir / "summary.json").write_text(json.dumps(summary, indent=2, sort_keys=True), encoding="utf-8")
-    return summary
+    with run_scoped_cache(spark):
+        info = read_run_info(Path(run_dir))
+        snapshot = read_snapshot(spark, run_dir)
+        reads = EntryReads()
+        planned = plan_backlog(spark, snapshot, info, reads)
+        subscriptions = planned["subscriptions"].cache()
+        plan_dir = Path(run_dir) / "plan"
+        write_table(planned["quotas"], plan_dir / "quotas", ["topic"])
+        write_table(planned["steps"], plan_dir / "eviction_steps", ["topic", "step"])
+        write_table(subscriptions, plan_dir / "subscriptions", ["topic", "subscription"])
+        actions = move_actions(subscriptions).unionByName(quota_actions(planned["states"]))
+        write_table(actions, plan_dir / "actions", ["topic", "action", "subscription", "quotaType"])
+        write_table(cursor_blockers(subscriptions), plan_dir / "blockers", ["topic", "subscription"])
+        states = planned["states"].collect()
+        summary = {
+            "mechanism": "backlog",
+            "runId": info["runId"],
+            "asOfMs": info["asOfMs"],
+            **cursor_summary(subscriptions, "entriesEvicted", "bytesEvicted"),
+            "quotaStates": {
+                "exceeded": sorted(f"{r['topic']} {r['quotaType']}" for r in states if r["exceeded"]),
+                "newlyExceeded": sorted(
+                    f"{r['topic']} {r['quotaType']}" for r in states if r["exceeded"] and not r["wasExceeded"]
+                ),
+                "cleared": sorted(f"{r['topic']} {r['quotaType']}" for r in states if not r["exceeded"]),
+            },
+            "reads": read_cost(reads, snapshot["ledgers"]),
+        }
+        write_summary(plan_dir, summary)
+        return summary
 
 
 def main(argv: list[str] | None = None) -> int:

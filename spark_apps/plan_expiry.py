@@ -34,9 +34,17 @@ if __package__ in (None, ""):  # run by spark-submit as a script
     sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from housekeeping.snapshot import read_run_info  # noqa: E402
-from spark_apps.common import EntryReads, get_spark, read_entries, read_snapshot, write_table  # noqa: E402
+from spark_apps.backlog_rules import COMPACTION_SUBSCRIPTION  # noqa: E402
+from spark_apps.common import (  # noqa: E402
+    EntryReads,
+    get_spark,
+    read_entries,
+    read_snapshot,
+    run_scoped_cache,
+    write_summary,
+    write_table,
+)
 from spark_apps.cursor_rules import (  # noqa: E402
-    COMPACTION_SUBSCRIPTION,
     entry_at_ordinal,
     expiry_read_keys,
     expiry_scan,
@@ -149,7 +157,8 @@ def expiry_moves(targets: DataFrame, layout: DataFrame) -> DataFrame:
     return moving.join(positions, ["topic", "name"]).join(after, ["topic", "name"])
 
 
-def plan_expiry(spark, snapshot: dict[str, DataFrame], info: dict, reads: EntryReads) -> dict[str, DataFrame]:
+def plan_expiry(spark, snapshot: dict[str, DataFrame], info: dict, reads: EntryReads) -> DataFrame:
+    """One row per durable subscription (see ``subscription_rows``)."""
     as_of_ms = int(info["asOfMs"])
     broker = info["broker"]
     layout = ledger_layout(snapshot["ledgers"]).cache()
@@ -203,7 +212,7 @@ def plan_expiry(spark, snapshot: dict[str, DataFrame], info: dict, reads: EntryR
     ).join(
         moves.select("topic", "name", "toLedger", "toEntry", "backlogBytesAfter"), ["topic", "name"], "left"
     )
-    return {"layout": layout, "subscriptions": subscription_rows(decided, as_of_ms, min_backlog, age_factor)}
+    return subscription_rows(decided, as_of_ms, min_backlog, age_factor)
 
 
 def subscription_rows(decided: DataFrame, as_of_ms: int, min_backlog: int, age_factor: float) -> DataFrame:
@@ -212,7 +221,7 @@ def subscription_rows(decided: DataFrame, as_of_ms: int, min_backlog: int, age_f
     cutoff_text = F.date_format(F.timestamp_millis("cutoffMs"), "yyyy-MM-dd'T'HH:mm:ss.SSS'Z'")
     kind = (
         F.when(F.col("isSystemTopic"), F.lit("system_topic"))
-        .when(F.col("name") == "__compaction", F.lit("compaction_subscription"))
+        .when(F.col("name") == COMPACTION_SUBSCRIPTION, F.lit("compaction_subscription"))
         .when(F.col("messageTtlSeconds") <= 0, F.lit("ttl_disabled"))
         .when(F.col("backlogEntries") <= 0, F.lit("no_backlog"))
         .when(F.col("guardBlocks"), F.lit("guard_consumers_connected"))
@@ -350,24 +359,25 @@ def read_cost(reads: EntryReads, ledgers: DataFrame) -> dict:
 
 
 def run(spark, run_dir: str | Path) -> dict:
-    info = read_run_info(Path(run_dir))
-    snapshot = read_snapshot(spark, run_dir)
-    reads = EntryReads()
-    planned = plan_expiry(spark, snapshot, info, reads)
-    subscriptions = planned["subscriptions"].cache()
-    plan_dir = Path(run_dir) / "plan"
-    write_table(subscriptions, plan_dir / "subscriptions", ["topic", "subscription"])
-    write_table(cursor_actions(subscriptions), plan_dir / "actions", ["topic", "action", "subscription"])
-    write_table(cursor_blockers(subscriptions), plan_dir / "blockers", ["topic", "subscription"])
-    summary = {
-        "mechanism": "expiry",
-        "runId": info["runId"],
-        "asOfMs": info["asOfMs"],
-        **cursor_summary(subscriptions, "entriesExpired", "bytesExpired"),
-        "reads": read_cost(reads, snapshot["ledgers"]),
-    }
-    (plan_dir / "summary.json").write_text(json.dumps(summary, indent=2, sort_keys=True), encoding="utf-8")
-    return summary
+    with run_scoped_cache(spark):
+        info = read_run_info(Path(run_dir))
+        snapshot = read_snapshot(spark, run_dir)
+        reads = EntryReads()
+        planned = plan_expiry(spark, snapshot, info, reads)
+        subscriptions = planned.cache()
+        plan_dir = Path(run_dir) / "plan"
+        write_table(subscriptions, plan_dir / "subscriptions", ["topic", "subscription"])
+        write_table(cursor_actions(subscriptions), plan_dir / "actions", ["topic", "action", "subscription"])
+        write_table(cursor_blockers(subscriptions), plan_dir / "blockers", ["topic", "subscription"])
+        summary = {
+            "mechanism": "expiry",
+            "runId": info["runId"],
+            "asOfMs": info["asOfMs"],
+            **cursor_summary(subscriptions, "entriesExpired", "bytesExpired"),
+            "reads": read_cost(reads, snapshot["ledgers"]),
+        }
+        write_summary(plan_dir, summary)
+        return summary
 
 
 def main(argv: list[str] | None = None) -> int:

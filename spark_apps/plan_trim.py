@@ -32,7 +32,7 @@ if __package__ in (None, ""):  # run by spark-submit as a script
     sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from housekeeping.snapshot import read_run_info  # noqa: E402
-from spark_apps.common import get_spark, read_snapshot, write_table  # noqa: E402
+from spark_apps.common import get_spark, read_snapshot, run_scoped_cache, write_summary, write_table  # noqa: E402
 
 
 def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
@@ -365,25 +365,27 @@ def plan_summary(decisions: DataFrame) -> dict:
 
 
 def run(spark, run_dir: str | Path) -> dict:
-    info = read_run_info(run_dir)
-    snapshot = read_snapshot(spark, run_dir)
-    decisions = plan_ledger_decisions(
-        snapshot["topics"], snapshot["ledgers"], snapshot["cursors"], int(info["asOfMs"])
-    ).cache()
-    plan_dir = Path(run_dir) / "plan"
-    write_table(decisions, plan_dir / "decisions", ["topic", "ledgerId"])
-    actions = ledger_deletions(decisions).unionByName(cursor_fast_forwards(decisions, snapshot["cursors"]))
-    write_table(actions, plan_dir / "actions", ["topic", "action", "ledgerId", "subscription"])
-    write_table(trim_blockers(decisions), plan_dir / "blockers", ["topic", "kind"])
-    summary = {
-        "mechanism": "trim",
-        "runId": info["runId"],
-        "asOfMs": info["asOfMs"],
-        **plan_summary(decisions),
-    }
-    (plan_dir / "summary.json").write_text(json.dumps(summary, indent=2, sort_keys=True), encoding="utf-8")
-    decisions.unpersist()
-    return summary
+    with run_scoped_cache(spark):
+        info = read_run_info(run_dir)
+        snapshot = read_snapshot(spark, run_dir)
+        decisions = plan_ledger_decisions(
+            snapshot["topics"], snapshot["ledgers"], snapshot["cursors"], int(info["asOfMs"])
+        ).cache()
+        plan_dir = Path(run_dir) / "plan"
+        write_table(decisions, plan_dir / "decisions", ["topic", "ledgerId"])
+        actions = ledger_deletions(decisions).unionByName(
+            cursor_fast_forwards(decisions, snapshot["cursors"])
+        )
+        write_table(actions, plan_dir / "actions", ["topic", "action", "ledgerId", "subscription"])
+        write_table(trim_blockers(decisions), plan_dir / "blockers", ["topic", "kind"])
+        summary = {
+            "mechanism": "trim",
+            "runId": info["runId"],
+            "asOfMs": info["asOfMs"],
+            **plan_summary(decisions),
+        }
+        write_summary(plan_dir, summary)
+        return summary
 
 
 def main(argv: list[str] | None = None) -> int:

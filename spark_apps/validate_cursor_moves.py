@@ -27,17 +27,57 @@ from pathlib import Path
 from pyspark.sql import Column, DataFrame, Window
 from pyspark.sql import functions as F
 
+from spark_apps.backlog_rules import COMPACTION_SUBSCRIPTION as COMPACTION
 from spark_apps.common import EntryReads, read_entries
 
-COMPACTION = "__compaction"
 
-
-def _split(col: str, index: int) -> Column:
+def position_part(col: str, index: int) -> Column:
+    """Ledger (0) or entry (1) id of an ``L:E`` position column."""
     return F.split(F.col(col), ":").getItem(index).cast("long")
 
 
-def _key(ledger: Column, entry: Column) -> Column:
+def position_key(ledger: Column, entry: Column) -> Column:
+    """A comparable position: structs compare field by field."""
     return F.struct(ledger.alias("l"), entry.alias("e"))
+
+
+def entry_holding(ledgers: DataFrame, frame: DataFrame, keys: list[str], ordinal_col: str) -> DataFrame:
+    """The ledger holding the entry at 0-based ``ordinal_col`` and that entry's id (``entryId``), with the
+    ledger's close time, payload size and stored flag."""
+    start = ledgers.withColumn(
+        "startOrd",
+        F.coalesce(
+            F.sum("entries").over(
+                Window.partitionBy("topic").orderBy("ledgerId").rowsBetween(Window.unboundedPreceding, -1)
+            ),
+            F.lit(0),
+        ),
+    )
+    return (
+        frame.select(*keys, ordinal_col)
+        .join(start, "topic")
+        .where(
+            (F.col("startOrd") <= F.col(ordinal_col))
+            & (F.col(ordinal_col) < F.col("startOrd") + F.col("entries"))
+        )
+        .select(
+            *keys,
+            "ledgerId",
+            "closedAtMs",
+            "size",
+            "entriesStored",
+            (F.col(ordinal_col) - F.col("startOrd")).alias("entryId"),
+        )
+    )
+
+
+def stored_read_keys(frame: DataFrame) -> list[tuple[str, int, int]]:
+    return sorted(
+        {
+            (r["topic"], int(r["ledgerId"]), int(r["size"]))
+            for r in frame.where(F.col("entriesStored")).collect()
+        }
+    )
 
 
 def ordinal(
@@ -100,10 +140,10 @@ def move_frame(actions: DataFrame, topics: DataFrame, ledgers: DataFrame, cursor
         "from",
         "to",
         "quotaType",
-        _split("from", 0).alias("fromL"),
-        _split("from", 1).alias("fromE"),
-        _split("to", 0).alias("toL"),
-        _split("to", 1).alias("toE"),
+        position_part("from", 0).alias("fromL"),
+        position_part("from", 1).alias("fromE"),
+        position_part("to", 0).alias("toL"),
+        position_part("to", 1).alias("toE"),
     )
     last = (
         ledgers.where(F.col("entries") > 0)
@@ -128,7 +168,7 @@ def move_frame(actions: DataFrame, topics: DataFrame, ledgers: DataFrame, cursor
 
 def common_move_checks(frame: DataFrame, allow_ledger_start: bool) -> list[Column]:
     """``allow_ledger_start``: a ``(L, -1)`` target is legal (the time eviction's mark-delete)."""
-    to_key, from_key = _key(F.col("toL"), F.col("toE")), _key(F.col("fromL"), F.col("fromE"))
+    to_key, from_key = position_key(F.col("toL"), F.col("toE")), position_key(F.col("fromL"), F.col("fromE"))
     valid_entry = (F.col("toE") >= 0) & (F.col("toE") < F.col("toLedgerEntries"))
     if allow_ledger_start:
         valid_entry = valid_entry | ((F.col("toE") == -1) & F.col("toLedgerEntries").isNotNull())
@@ -143,7 +183,9 @@ def common_move_checks(frame: DataFrame, allow_ledger_start: bool) -> list[Colum
         ).alias("from_is_current_mark_delete"),
         F.coalesce(to_key > from_key, F.lit(False)).alias("moves_forward"),
         F.coalesce(valid_entry, F.lit(False)).alias("to_is_an_entry_of_a_listed_ledger"),
-        F.coalesce(to_key <= _key(F.col("lastL"), F.col("lastE")), F.lit(False)).alias("not_past_last_entry"),
+        F.coalesce(to_key <= position_key(F.col("lastL"), F.col("lastE")), F.lit(False)).alias(
+            "not_past_last_entry"
+        ),
     ]
 
 
@@ -173,13 +215,7 @@ def acknowledged_entries_expired(
         .cache()
     )
     to_read = span.where(~F.col("wholeLedgerExpired"))
-    readable = to_read.where(F.col("entriesStored"))
-    keys = sorted(
-        {
-            (r["topic"], int(r["ledgerId"]), int(r["size"]))
-            for r in readable.select("topic", "ledgerId", "size").collect()
-        }
-    )
+    keys = stored_read_keys(to_read.select("topic", "ledgerId", "size", "entriesStored"))
     entries = read_entries(spark, store_root, keys, reads).select(
         F.col("topic").alias("eTopic"), F.col("ledgerId").alias("eLedger"), "entryId", "entryTs"
     )
@@ -239,42 +275,8 @@ def expiry_move_checks(spark, info: dict, actions: DataFrame, snapshot: dict, re
         )
         .cache()
     )
-    first = (
-        guarded.select("topic", "name", "ackedBefore")
-        .join(
-            ledgers.withColumn(
-                "startOrd",
-                F.coalesce(
-                    F.sum("entries").over(
-                        Window.partitionBy("topic")
-                        .orderBy("ledgerId")
-                        .rowsBetween(Window.unboundedPreceding, -1)
-                    ),
-                    F.lit(0),
-                ),
-            ),
-            "topic",
-        )
-        .where(
-            (F.col("startOrd") <= F.col("ackedBefore"))
-            & (F.col("ackedBefore") < F.col("startOrd") + F.col("entries"))
-        )
-        .select(
-            "topic",
-            "name",
-            "ledgerId",
-            "size",
-            "entriesStored",
-            (F.col("ackedBefore") - F.col("startOrd")).alias("entryId"),
-        )
-        .cache()
-    )
-    keys = sorted(
-        {
-            (r["topic"], int(r["ledgerId"]), int(r["size"]))
-            for r in first.where(F.col("entriesStored")).collect()
-        }
-    )
+    first = entry_holding(ledgers, guarded, ["topic", "name"], "ackedBefore").cache()
+    keys = stored_read_keys(first)
     oldest = read_entries(spark, info["store"], keys, reads).select(
         "topic", "ledgerId", "entryId", "publishTime"
     )
@@ -328,37 +330,9 @@ def rederived_quota_state(spark, info: dict, snapshot: dict, reads: EntryReads) 
     slow = slowest_positions(ledgers, snapshot["cursors"])
     est = estimated_backlog(ledgers, slow, ["topic"], "sL", "sE", "backlogBytes")
     acked = ordinal(ledgers, slow, ["topic"], "sL", "sE", "acked")
-    start = ledgers.withColumn(
-        "startOrd",
-        F.coalesce(
-            F.sum("entries").over(
-                Window.partitionBy("topic").orderBy("ledgerId").rowsBetween(Window.unboundedPreceding, -1)
-            ),
-            F.lit(0),
-        ),
-    )
-    holding = (
-        acked.join(start, "topic")
-        .where(
-            (F.col("startOrd") <= F.col("acked")) & (F.col("acked") < F.col("startOrd") + F.col("entries"))
-        )
-        .select(
-            "topic",
-            "ledgerId",
-            "closedAtMs",
-            "size",
-            "entriesStored",
-            (F.col("acked") - F.col("startOrd")).alias("entryId"),
-        )
-        .cache()
-    )
+    holding = entry_holding(ledgers, acked, ["topic"], "acked").cache()
     if info["broker"]["preciseTimeBasedBacklogQuotaCheck"]:
-        keys = sorted(
-            {
-                (r["topic"], int(r["ledgerId"]), int(r["size"]))
-                for r in holding.where(F.col("entriesStored")).collect()
-            }
-        )
+        keys = stored_read_keys(holding)
         ts = holding.join(
             read_entries(spark, info["store"], keys, reads).select("topic", "ledgerId", "entryId", "entryTs"),
             ["topic", "ledgerId", "entryId"],
@@ -575,7 +549,8 @@ def eviction_step_checks(
         F.coalesce(
             F.when(
                 is_size,
-                _key(F.col("fromLedger"), F.col("fromEntry")) <= _key(F.col("minP.pL"), F.col("minP.pE")),
+                position_key(F.col("fromLedger"), F.col("fromEntry"))
+                <= position_key(F.col("minP.pL"), F.col("minP.pE")),
             ).otherwise(True),
             F.lit(False),
         ).alias("size_step_moves_the_slowest_cursor"),

@@ -27,7 +27,8 @@ if __package__ in (None, ""):
     sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from housekeeping.snapshot import read_run_info  # noqa: E402
-from spark_apps.common import get_spark, read_snapshot  # noqa: E402
+from spark_apps.common import get_spark, read_snapshot, run_scoped_cache  # noqa: E402
+from spark_apps.validate_cursor_moves import position_key, position_part  # noqa: E402
 
 ACTIONS_SCHEMA = (
     "topic string, action string, ledgerId long, subscription string, `from` string, `to` string, "
@@ -45,10 +46,6 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
 
 def read_actions(spark, run_dir: str | Path) -> DataFrame:
     return spark.read.schema(ACTIONS_SCHEMA).json(str(Path(run_dir) / "plan" / "actions"))
-
-
-def _pos_key(ledger, entry):
-    return F.struct(ledger.alias("l"), entry.alias("e"))
 
 
 def trim_deletion_checks(
@@ -120,16 +117,15 @@ def trim_cursor_checks(actions: DataFrame, ledgers: DataFrame, cursors: DataFram
     moves = actions.where(F.col("action") == "move_cursor").select(
         "topic", F.col("subscription").alias("name"), "from", "to"
     )
-    split = lambda c, i: F.split(F.col(c), ":").getItem(i).cast("long")  # noqa: E731
     moves = moves.select(
         "topic",
         "name",
         "from",
         "to",
-        split("from", 0).alias("fromL"),
-        split("from", 1).alias("fromE"),
-        split("to", 0).alias("toL"),
-        split("to", 1).alias("toE"),
+        position_part("from", 0).alias("fromL"),
+        position_part("from", 1).alias("fromE"),
+        position_part("to", 0).alias("toL"),
+        position_part("to", 1).alias("toE"),
     )
     deleted = (
         actions.where(F.col("action") == "delete_ledger")
@@ -155,7 +151,7 @@ def trim_cursor_checks(actions: DataFrame, ledgers: DataFrame, cursors: DataFram
         .join(last_deleted_entry, ["topic", "lastDeleted"], "left")
         .join(topic_end, "topic", "left")
     )
-    to_key, from_key = _pos_key(F.col("toL"), F.col("toE")), _pos_key(F.col("fromL"), F.col("fromE"))
+    to_key, from_key = position_key(F.col("toL"), F.col("toE")), position_key(F.col("fromL"), F.col("fromE"))
     return frame.select(
         "topic",
         "name",
@@ -171,7 +167,7 @@ def trim_cursor_checks(actions: DataFrame, ledgers: DataFrame, cursors: DataFram
         F.coalesce(
             (F.col("toL") == F.col("lastDeleted")) & (F.col("toE") == F.col("endE")), F.lit(False)
         ).alias("to_is_end_of_deleted_range"),
-        F.coalesce(to_key <= _pos_key(F.col("lastL"), F.col("lastE")), F.lit(False)).alias(
+        F.coalesce(to_key <= position_key(F.col("lastL"), F.col("lastE")), F.lit(False)).alias(
             "not_past_last_entry"
         ),
     )
@@ -423,7 +419,8 @@ CHECK_BUILDERS = {"trim": trim_checks, "expiry": expiry_checks, "backlog": backl
 def run(spark, run_dir: str | Path, mechanism: str) -> dict:
     from housekeeping.gate import run_gate
 
-    return run_gate(Path(run_dir), mechanism, CHECK_BUILDERS[mechanism](spark, run_dir))
+    with run_scoped_cache(spark):
+        return run_gate(Path(run_dir), mechanism, CHECK_BUILDERS[mechanism](spark, run_dir))
 
 
 def main(argv: list[str] | None = None) -> int:

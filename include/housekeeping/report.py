@@ -35,6 +35,7 @@ def _read_json(path: Path) -> dict[str, Any] | None:
 
 
 def _common(run_dir: Path, info: dict[str, Any], dry_run: bool) -> dict[str, Any]:
+    """What every mechanism's report starts with: the run, the gate's verdict, apply and purge results."""
     gate = _read_json(run_dir / "gate" / "result.json") or {
         "success": False,
         "expectations": [],
@@ -132,13 +133,8 @@ def build_report(run_dir: Path, *, dry_run: bool) -> dict[str, Any]:
     summary = read_summary(run_dir)
     decisions = read_table(run_dir, "decisions")
     blockers = read_table(run_dir, "blockers")
-    gate = _read_json(run_dir / "gate" / "result.json") or {
-        "success": False,
-        "expectations": [],
-        "failed": [],
-    }
-    apply_result = _read_json(run_dir / "apply" / "result.json")
-    purge_result = _read_json(run_dir / "apply" / "purge.json")
+    report = _common(run_dir, info, dry_run)
+    apply_result = report["apply"]
     topics_meta = {row["topic"]: row for row in read_jsonl(run_dir / "snapshot" / "topics.jsonl")}
     stored = {
         row["namespace"]: row["storedBytes"] for row in read_jsonl(run_dir / "snapshot" / "namespaces.jsonl")
@@ -193,26 +189,8 @@ def build_report(run_dir: Path, *, dry_run: bool) -> dict[str, Any]:
         (b for b in blockers if b["bytes"] > 0), key=lambda b: (-b["bytes"], b["topic"], b["kind"])
     )[:25]
     return {
-        "mechanism": info["mechanism"],
-        "runId": info["runId"],
-        "asOf": info["asOf"],
-        "asOfMs": info["asOfMs"],
-        "dryRun": dry_run,
-        "scope": info["scope"],
-        "store": info["store"],
-        "topicsExamined": len(topics_meta),
-        "gate": {
-            "success": bool(gate.get("success")),
-            "expectations": len(gate.get("expectations", [])),
-            "failed": gate.get("failed", []),
-        },
+        **report,
         "plan": summary,
-        "apply": apply_result,
-        "purge": (
-            dict(purge_result, nextPurgeAfter=format_ms(purge_result.get("nextPurgeAfterMs")))
-            if purge_result and purge_result.get("nextPurgeAfterMs")
-            else purge_result
-        ),
         "namespaces": namespaces,
         "totals": {
             "ledgers": sum(n["ledgers"] for n in namespaces),

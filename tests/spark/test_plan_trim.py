@@ -18,14 +18,17 @@ AS_OF = 10_000_000
 def frames(spark, ledgers, cursors=(), retention=(0, 0)):
     """ledgers: (id, entries, size, closedAtMs|None); cursors: (name, durable, L, E); retention: (ms, bytes)."""
     topics = spark.createDataFrame(
-        [(T, "t/ns", "t", False, 1, 0, 0, None, retention[0], retention[1], "test", "test", "{}")],
+        [
+            (T, "t/ns", "t", False, 1, 0, 0, None, retention[0], retention[1], "test", "test")
+            + (0, "broker", -1, "producer_request_hold", -1, "producer_request_hold", "{}")
+        ],
         TOPICS_SCHEMA,
     )
     ledger_df = spark.createDataFrame(
         [(T, lid, entries, size, closed, None, None, False) for lid, entries, size, closed in ledgers],
         LEDGERS_SCHEMA,
     )
-    cursor_df = spark.createDataFrame([(T, n, d, lg, e, None) for n, d, lg, e in cursors], CURSORS_SCHEMA)
+    cursor_df = spark.createDataFrame([(T, n, d, lg, e, None, 0) for n, d, lg, e in cursors], CURSORS_SCHEMA)
     return topics, ledger_df, cursor_df
 
 
@@ -171,7 +174,7 @@ def test_retention_window_and_prefix_blocked_reasons(spark):
 
 def test_the_pinning_subscription_reason_says_how_long_it_has_been_idle(spark):
     topics, ledger_df, _ = frames(spark, CLOSED)
-    cursor_df = spark.createDataFrame([(T, "stale", True, 1, 4, AS_OF - 50 * 3_600_000)], CURSORS_SCHEMA)
+    cursor_df = spark.createDataFrame([(T, "stale", True, 1, 4, AS_OF - 50 * 3_600_000, 0)], CURSORS_SCHEMA)
     reasons = {
         r.ledgerId: r.reason for r in plan_ledger_decisions(topics, ledger_df, cursor_df, AS_OF).collect()
     }
