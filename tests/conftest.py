@@ -76,3 +76,47 @@ def topic_body(ledgers: list[tuple], cursors: dict | None = None, **extra) -> di
     }
     body.update(extra)
     return body
+
+
+def ledger_topic(
+    ledgers: list[tuple[int, list[int], int | None]],
+    cursors: dict,
+    policies: dict | None = None,
+    entry_size: int = 10,
+    **extra,
+) -> dict:
+    """A manifest topic with real entries. ledgers: (ledgerId, entry publish times, close time or None for the
+    current ledger); every entry holds `entry_size` bytes."""
+    body: dict = {"ledgers": [], "cursors": cursors, "messages": [], **extra}
+    for ledger_id, stamps, closed in ledgers:
+        body["ledgers"].append(
+            {
+                "ledgerId": ledger_id,
+                "entries": len(stamps),
+                "size": entry_size * len(stamps),
+                **({"timestamp": closed} if closed else {}),
+            }
+        )
+        body["messages"] += [
+            {"ledgerId": ledger_id, "entryId": i, "publishTime": ts, "value": "v" * entry_size}
+            for i, ts in enumerate(stamps)
+        ]
+    if policies:
+        body["policies"] = policies
+    return body
+
+
+def run_cli(capsys, *argv: str) -> tuple[int, str, str]:
+    """`housekeeping ARGV` in process: (exit code, stdout, stderr)."""
+    from housekeeping.cli import main
+
+    capsys.readouterr()
+    code = main(list(argv))
+    out, err = capsys.readouterr()
+    return code, out, err
+
+
+def iso(ms: int) -> str:
+    from housekeeping.timeutil import format_ms
+
+    return format_ms(ms)

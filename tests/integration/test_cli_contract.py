@@ -7,27 +7,13 @@ import json
 
 import pytest
 
-from housekeeping.cli import main
-from tests.conftest import topic_body, write_manifest
+from tests.conftest import iso, run_cli, topic_body, write_manifest
 
 pytestmark = pytest.mark.spark
 
 MIB = 1024 * 1024
 MINUTE = 60_000
 T0 = 1_767_225_600_000  # 2026-01-01T00:00:00Z
-
-
-def iso(ms: int) -> str:
-    from housekeeping.timeutil import format_ms
-
-    return format_ms(ms)
-
-
-def run_cli(capsys, *argv: str) -> tuple[int, str, str]:
-    capsys.readouterr()
-    code = main(list(argv))
-    out, err = capsys.readouterr()
-    return code, out, err
 
 
 def load(capsys, tmp_path, document) -> str:

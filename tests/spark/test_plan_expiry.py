@@ -15,7 +15,7 @@ from housekeeping.manifest import export_manifest, load_manifest
 from housekeeping.plan import read_table
 from housekeeping.runner import plan_and_gate_in_process
 from housekeeping.snapshot import take_snapshot
-from tests.conftest import write_manifest
+from tests.conftest import ledger_topic, write_manifest
 
 pytestmark = pytest.mark.spark
 
@@ -25,29 +25,6 @@ CUTOFF = AS_OF - TTL * 1000
 NS = "t/n"
 
 
-def ledger_topic(
-    ledgers: list[tuple[int, list[int], int | None]], cursors: dict, policies: dict | None = None
-) -> dict:
-    """ledgers: (ledgerId, entry publish times, close time or None for the current ledger)."""
-    body = {"ledgers": [], "cursors": cursors, "messages": []}
-    for ledger_id, stamps, closed in ledgers:
-        body["ledgers"].append(
-            {
-                "ledgerId": ledger_id,
-                "entries": len(stamps),
-                "size": 10 * len(stamps),
-                **({"timestamp": closed} if closed else {}),
-            }
-        )
-        body["messages"] += [
-            {"ledgerId": ledger_id, "entryId": i, "publishTime": ts, "value": "v" * 10}
-            for i, ts in enumerate(stamps)
-        ]
-    if policies:
-        body["policies"] = policies
-    return body
-
-
 def build(tmp_path: Path, topics: dict, broker: dict | None = None):
     document = {
         "broker": broker or {},
@@ -55,6 +32,12 @@ def build(tmp_path: Path, topics: dict, broker: dict | None = None):
         "topics": {f"persistent://{NS}/{name}": body for name, body in topics.items()},
     }
     return load_manifest(tmp_path / "store", write_manifest(tmp_path, document))
+
+
+def rewrite(part: Path, text: str) -> None:
+    """Replace a plan part file as an editing tool would: Hadoop's checksum sidecar goes with the old bytes."""
+    part.with_name(f".{part.name}.crc").unlink(missing_ok=True)
+    part.write_text(text)
 
 
 def plan(store, tmp_path: Path, name: str = "run"):
@@ -228,7 +211,7 @@ def test_gate_rejects_moves_past_an_unexpired_entry_or_on_protected_cursors(spar
     }
     for label, text in mutants.items():
         assert text != original, label
-        actions.write_text(text)
+        rewrite(actions, text)
         assert not validate_plan.run(spark, run_dir, "expiry")["success"], label
-    actions.write_text(original)
+    rewrite(actions, original)
     assert validate_plan.run(spark, run_dir, "expiry")["success"]
