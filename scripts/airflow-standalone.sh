@@ -5,11 +5,17 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 source scripts/env.sh
 export AIRFLOW__CORE__SIMPLE_AUTH_MANAGER_USERS="${AIRFLOW__CORE__SIMPLE_AUTH_MANAGER_USERS:-admin:admin}"
+# AIRFLOW_PORT moves the UI/API (default 8080). The task workers reach the execution API on the same server, so
+# its URL must follow the port (otherwise every task dies with "connection refused" before it logs anything).
+# Not 8793: that is the task-log server's port.
+AIRFLOW_PORT="${AIRFLOW_PORT:-8080}"
+export AIRFLOW__API__PORT="$AIRFLOW_PORT"
+export AIRFLOW__CORE__EXECUTION_API_SERVER_URL="http://localhost:$AIRFLOW_PORT/execution/"
 mkdir -p "$AIRFLOW_HOME"
 if [ ! -d "$HOUSEKEEPING_STORE_ROOT" ]; then
   housekeeping generate --store "$HOUSEKEEPING_STORE_ROOT" --topics 40 --seed 7
 fi
 airflow db migrate >"$AIRFLOW_HOME/db-migrate.log" 2>&1
-echo "Airflow UI: http://localhost:8080  user: admin  password: see $AIRFLOW_HOME/simple_auth_manager_passwords.json.generated"
+echo "Airflow UI: http://localhost:$AIRFLOW_PORT  user: admin  password: see $AIRFLOW_HOME/simple_auth_manager_passwords.json.generated"
 echo "Store: $HOUSEKEEPING_STORE_ROOT   (DAGs start paused: unpause consumed_ledger_trim or trigger it with a dry run)"
 exec airflow standalone

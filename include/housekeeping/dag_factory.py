@@ -65,9 +65,10 @@ def housekeeping_params(extra: dict[str, Any]) -> dict[str, Any]:
         "dry_run": Param(
             False, type="boolean", title="Dry run", description="Plan, gate and report only; change nothing."
         ),
+        # Nullable: the UI trigger form treats a plain "string" param as required and refuses an empty one.
         "scope": Param(
-            "",
-            type="string",
+            None,
+            type=["null", "string"],
             title="Scope",
             description="Comma-separated globs: a tenant (acme), a namespace (acme/orders) or topics "
             "(persistent://acme/orders/*). Empty = all topics.",
