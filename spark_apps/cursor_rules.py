@@ -65,13 +65,20 @@ def position_facts(positions: DataFrame, layout: DataFrame, keys: list[str]) -> 
     """For rows with ``posLedger``/``posEntry`` (unique by ``keys``): ``acked`` (entries at or before the
     position), ``backlogEntries`` and ``estimatedBacklogBytes`` (Pulsar ``getEstimatedBacklogSize`` from
     that mark-delete: total size, minus ledgers below it, minus the consumed part of its ledger by average
-    entry size)."""
+    entry size), and ``oldestBacklogLedgerTsMs``: the oldest entry timestamp of the ledgers still holding
+    unacknowledged entries (per-ledger minimum from the snapshot, no entry read), so the oldest remaining entry
+    is at most that old."""
     joined = positions.select(*keys, "posLedger", "posEntry").join(
-        layout.select("topic", "ledgerId", "entries", "size", "topicEntries", "topicSize"), "topic"
+        layout.select("topic", "ledgerId", "entries", "size", "minEntryTsMs", "topicEntries", "topicSize"),
+        "topic",
     )
     below = F.col("ledgerId") < F.col("posLedger")
     same = F.col("ledgerId") == F.col("posLedger")
+    holds_backlog = (F.col("ledgerId") > F.col("posLedger")) | (
+        same & (F.col("posEntry") + 1 < F.col("entries"))
+    )
     facts = joined.groupBy(*keys, "posLedger", "posEntry").agg(
+        F.min(F.when(holds_backlog, F.col("minEntryTsMs"))).alias("oldestBacklogLedgerTsMs"),
         F.sum(F.when(below, F.col("entries")).otherwise(0)).cast("long").alias("entriesBelow"),
         F.sum(F.when(below, F.col("size")).otherwise(0)).cast("long").alias("sizeBelow"),
         F.max(F.when(same, F.struct("entries", "size"))).alias("own"),
@@ -93,6 +100,7 @@ def position_facts(positions: DataFrame, layout: DataFrame, keys: list[str]) -> 
         (F.col("entriesBelow") + own_acked).cast("long").alias("acked"),
         (F.col("topicEntries") - F.col("entriesBelow") - own_acked).cast("long").alias("backlogEntries"),
         (F.col("topicSize") - F.col("sizeBelow") - consumed_own).cast("long").alias("estimatedBacklogBytes"),
+        "oldestBacklogLedgerTsMs",
         "topicEntries",
         "topicSize",
     )

@@ -53,6 +53,7 @@ from spark_apps.plan_expiry import (  # noqa: E402
     entry_read_requests,
     expire,
     expiry_moves,
+    oldest_remaining_ledger_ts,
     read_cost,
 )
 
@@ -309,6 +310,7 @@ def plan_backlog(
         "name",
         F.col("acked").alias("ackedAfter"),
         F.col("estimatedBacklogBytes").alias("bytesAfter"),
+        F.col("oldestBacklogLedgerTsMs").alias("oldestLedgerTsAfter"),
     )
     decided = subs.join(moves, ["topic", "name"], "left").join(after, ["topic", "name"], "left")
     moved = F.col("toLedger").isNotNull()
@@ -342,6 +344,7 @@ def plan_backlog(
         F.when(moved, F.col("bytesAfter"))
         .otherwise(F.col("estimatedBacklogBytes"))
         .alias("backlogBytesAfter"),
+        oldest_remaining_ledger_ts(moved, "oldestLedgerTsAfter"),
     )
     quotas = results.join(snapshot["topics"], "topic").select(
         "topic",

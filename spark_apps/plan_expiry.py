@@ -27,7 +27,7 @@ import json
 import sys
 from pathlib import Path
 
-from pyspark.sql import DataFrame
+from pyspark.sql import Column, DataFrame
 from pyspark.sql import functions as F
 
 if __package__ in (None, ""):  # run by spark-submit as a script
@@ -153,7 +153,12 @@ def expiry_moves(targets: DataFrame, layout: DataFrame) -> DataFrame:
         ),
         layout,
         ["topic", "name"],
-    ).select("topic", "name", F.col("estimatedBacklogBytes").alias("backlogBytesAfter"))
+    ).select(
+        "topic",
+        "name",
+        F.col("estimatedBacklogBytes").alias("backlogBytesAfter"),
+        F.col("oldestBacklogLedgerTsMs").alias("oldestLedgerTsAfter"),
+    )
     return moving.join(positions, ["topic", "name"]).join(after, ["topic", "name"])
 
 
@@ -210,7 +215,9 @@ def plan_expiry(spark, snapshot: dict[str, DataFrame], info: dict, reads: EntryR
         ["topic", "name"],
         "left",
     ).join(
-        moves.select("topic", "name", "toLedger", "toEntry", "backlogBytesAfter"), ["topic", "name"], "left"
+        moves.select("topic", "name", "toLedger", "toEntry", "backlogBytesAfter", "oldestLedgerTsAfter"),
+        ["topic", "name"],
+        "left",
     )
     return subscription_rows(decided, as_of_ms, min_backlog, age_factor)
 
@@ -292,7 +299,18 @@ def subscription_rows(decided: DataFrame, as_of_ms: int, min_backlog: int, age_f
         F.when(F.col("backlogEntries") > 0, F.coalesce("oldestRemainingTsMs", F.lit(None))).alias(
             "oldestRemainingTsMs"
         ),
+        oldest_remaining_ledger_ts(moved, "oldestLedgerTsAfter"),
         F.lit(as_of_ms).alias("asOfMs"),
+    )
+
+
+def oldest_remaining_ledger_ts(moved: Column, after_col: str) -> Column:
+    """For every subscription, read or not: the oldest entry timestamp of the ledgers still holding its backlog
+    after the decision (per-ledger minimum, an "at most this old" bound for the oldest remaining entry)."""
+    return (
+        F.when(moved, F.col(after_col))
+        .otherwise(F.col("oldestBacklogLedgerTsMs"))
+        .alias("oldestRemainingLedgerTsMs")
     )
 
 

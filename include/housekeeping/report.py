@@ -72,7 +72,11 @@ def build_cursor_report(run_dir: Path, *, dry_run: bool) -> dict[str, Any]:
     as_of = int(info["asOfMs"])
     subscriptions = []
     for row in read_table(run_dir, "subscriptions"):
+        # Exact when the planner read the entry; otherwise the ledgers' oldest timestamp, an upper bound on age.
         oldest = row.get("oldestRemainingTsMs")
+        exact = oldest is not None
+        if not exact:
+            oldest = row.get("oldestRemainingLedgerTsMs")
         subscriptions.append(
             dict(
                 {"to": None, "backlogBytesAfter": None},
@@ -81,6 +85,7 @@ def build_cursor_report(run_dir: Path, *, dry_run: bool) -> dict[str, Any]:
                 bytes=row.get("bytesExpired", row.get("bytesEvicted", 0)),
                 oldestRemaining=format_ms(oldest) if oldest is not None else None,
                 oldestRemainingAgeSeconds=(as_of - oldest) // 1000 if oldest is not None else None,
+                oldestRemainingExact=exact,
             )
         )
     subscriptions.sort(key=lambda r: (r["decision"] != "move", r["topic"], r["subscription"]))

@@ -47,7 +47,9 @@ def test_dagbag_has_no_import_errors_and_every_dag_is_well_formed(dagbag):
             param = dag.params.get_param(name)
             # The UI trigger form marks a param whose type excludes null as required and refuses it empty.
             if param.value in (None, ""):
-                assert "null" in param.schema["type"], f"{dag_id} param {name} cannot be left empty in the form"
+                assert "null" in param.schema["type"], (
+                    f"{dag_id} param {name} cannot be left empty in the form"
+                )
         for task in dag.tasks:
             assert task.owner == "storage-platform"
         assert dag.get_task("take_snapshot").retries >= 1

@@ -13,6 +13,7 @@ from housekeeping.apply import apply_plan
 from housekeeping.errors import PlanNotValidated
 from housekeeping.manifest import export_manifest, load_manifest
 from housekeeping.plan import read_table
+from housekeeping.report import build_cursor_report
 from housekeeping.runner import plan_and_gate_in_process
 from housekeeping.snapshot import take_snapshot
 from tests.conftest import ledger_topic, write_manifest
@@ -101,6 +102,15 @@ def test_rule_edges(spark, tmp_path):
     assert subs[("guarded", "busy")]["kind"] == "guard_consumers_connected"
     assert subs[("guarded", "idle")]["to"] == "1:1"
     assert summary["cursorsToMove"] == 4
+    # oldest remaining backlog for every subscription, read or not: the ledgers' minimum timestamp after the move
+    assert subs[("special", "__compaction")]["oldestRemainingLedgerTsMs"] == CUTOFF - 10
+    assert subs[("boundary", "s")]["oldestRemainingLedgerTsMs"] == CUTOFF - 5
+    assert subs[("shortcut", "s")]["oldestRemainingLedgerTsMs"] == open_ts, "ledger 1 is wholly acknowledged"
+    assert "oldestRemainingLedgerTsMs" not in subs[("special", "caught-up")], "no backlog, no age"
+    report = build_cursor_report(run_dir, dry_run=True)
+    kept = {(s["topic"].rsplit("/", 1)[1], s["subscription"]): s for s in report["keptWithBacklog"]}
+    compaction = kept[("special", "__compaction")]
+    assert not compaction["oldestRemainingExact"] and compaction["oldestRemainingAgeSeconds"] == TTL
 
 
 def test_reads_only_the_straddling_ledgers(spark, tmp_path):
