@@ -108,6 +108,8 @@ def get_spark(app_name: str, master: str | None = None) -> SparkSession:
         .config("spark.sql.ui.retainedExecutions", "50")
         .config("spark.ui.retainedJobs", "200")
         .config("spark.ui.retainedStages", "200")
+        # Plan strings are built for every SQL execution (UI/status store); bound them.
+        .config("spark.sql.maxPlanStringLength", "200000")
     )
     if master is None:
         return builder.getOrCreate()
@@ -195,12 +197,23 @@ def write_summary(plan_dir: Path, summary: dict) -> None:
     )
 
 
+def materialize(frame: DataFrame) -> DataFrame:
+    """Compute an intermediate result once and cut its lineage (an eager local checkpoint). Reused results are
+    materialized this way rather than cached: a cached frame keeps its whole plan, so every later query nests
+    the plans of all the caches it reads, and planning, plan strings and the status store grow with each
+    step (a precise backlog run ran the driver out of heap printing one such plan). The blocks live on the
+    executors: losing one fails the task (no recomputation) and Airflow's retry reruns the application."""
+    return frame.localCheckpoint(eager=True)
+
+
 @contextmanager
 def run_scoped_cache(spark: SparkSession) -> Iterator[None]:
-    """Frames an app caches live for one run. Under spark-submit the application ends anyway; in-process
-    callers (CLI, tests, benchmarks) reuse one session, which would otherwise keep every run's cached frames
-    until the driver heap fills and the JVM spends its time in full GCs."""
+    """Frames an app caches or materializes live for one run. Under spark-submit the application ends anyway;
+    in-process callers (CLI, tests, benchmarks) reuse one session, which would otherwise keep every run's
+    blocks until the driver heap fills and the JVM spends its time in full GCs."""
     try:
         yield
     finally:
         spark.catalog.clearCache()
+        for rdd in spark.sparkContext._jsc.getPersistentRDDs().values():
+            rdd.unpersist(False)

@@ -34,6 +34,7 @@ from spark_apps.backlog_rules import COMPACTION_SUBSCRIPTION  # noqa: E402
 from spark_apps.common import (  # noqa: E402
     EntryReads,
     get_spark,
+    materialize,
     read_entries,
     read_snapshot,
     run_scoped_cache,
@@ -224,7 +225,7 @@ def slowest_first_unacked_ts(
         .agg(F.min(F.struct("posLedger", "posEntry", "name", "acked")).alias("s"))
         .select("topic", F.col("s.acked").alias("acked"))
     )
-    at = entry_at_ordinal(slowest, layout, ["topic"], "acked").cache()
+    at = materialize(entry_at_ordinal(slowest, layout, ["topic"], "acked"))
     keys = entry_read_requests(
         at.where(F.col("atStored")).select(
             "topic", F.col("atLedger").alias("ledgerId"), F.col("atSize").alias("size")
@@ -243,8 +244,8 @@ def plan_backlog(
     spark, snapshot: dict[str, DataFrame], info: dict, reads: EntryReads
 ) -> dict[str, DataFrame]:
     as_of_ms = int(info["asOfMs"])
-    layout = ledger_layout(snapshot["ledgers"]).cache()
-    subs = durable_subscriptions(snapshot["topics"], snapshot["cursors"], layout).cache()
+    layout = materialize(ledger_layout(snapshot["ledgers"]))
+    subs = materialize(durable_subscriptions(snapshot["topics"], snapshot["cursors"], layout))
     slowest_ts = slowest_first_unacked_ts(spark, info, subs, layout, reads)
     results = (
         grouped_input(
@@ -258,10 +259,10 @@ def plan_backlog(
         .groupBy("topic")
         .applyInPandas(_plan_group, TOPIC_RESULT_SCHEMA)
         .select("topic", F.from_json("result", RESULT_SCHEMA).alias("r"))
-        .cache()
     )
+    results = materialize(results)
     steps = results.select("topic", F.posexplode("r.steps").alias("step", "s")).select("topic", "step", "s.*")
-    steps = steps.withColumn("step", F.col("step") + 1).cache()
+    steps = materialize(steps.withColumn("step", F.col("step") + 1))
     states = results.select("topic", F.explode("r.states").alias("s")).select("topic", "s.*")
 
     # Precise time eviction: the TTL search on every durable subscription but the compaction cursor.
@@ -421,7 +422,7 @@ def run(spark, run_dir: str | Path) -> dict:
         snapshot = read_snapshot(spark, run_dir)
         reads = EntryReads()
         planned = plan_backlog(spark, snapshot, info, reads)
-        subscriptions = planned["subscriptions"].cache()
+        subscriptions = materialize(planned["subscriptions"])
         plan_dir = Path(run_dir) / "plan"
         write_table(planned["quotas"], plan_dir / "quotas", ["topic"])
         write_table(planned["steps"], plan_dir / "eviction_steps", ["topic", "step"])

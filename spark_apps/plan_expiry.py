@@ -38,6 +38,7 @@ from spark_apps.backlog_rules import COMPACTION_SUBSCRIPTION  # noqa: E402
 from spark_apps.common import (  # noqa: E402
     EntryReads,
     get_spark,
+    materialize,
     read_entries,
     read_snapshot,
     run_scoped_cache,
@@ -136,9 +137,9 @@ def expire(
     """The TTL search for subscriptions with a ``cutoffMs``; returns (targets, entries read). Reads only the
     stop ledgers (and ``extra_keys``) in one pass."""
     scan = expiry_scan(subs, layout)
-    stops = expiry_stops(scan).cache()
+    stops = materialize(expiry_stops(scan))
     keys = entry_read_requests(expiry_read_keys(subs, stops)) + list(extra_keys)
-    entries = read_entries(spark, store_root, keys, reads).cache()
+    entries = materialize(read_entries(spark, store_root, keys, reads))
     return expiry_targets(subs, stops, entries), entries
 
 
@@ -166,19 +167,16 @@ def plan_expiry(spark, snapshot: dict[str, DataFrame], info: dict, reads: EntryR
     """One row per durable subscription (see ``subscription_rows``)."""
     as_of_ms = int(info["asOfMs"])
     broker = info["broker"]
-    layout = ledger_layout(snapshot["ledgers"]).cache()
+    layout = materialize(ledger_layout(snapshot["ledgers"]))
     subs = durable_subscriptions(snapshot["topics"], snapshot["cursors"], layout)
-    subs = (
-        subs.withColumn("cutoffMs", F.lit(as_of_ms) - F.col("messageTtlSeconds") * 1000)
-        .withColumn(
-            "eligible",
-            (F.col("messageTtlSeconds") > 0)
-            & ~F.col("isSystemTopic")
-            & (F.col("name") != COMPACTION_SUBSCRIPTION)
-            & (F.col("backlogEntries") > 0),
-        )
-        .cache()
+    subs = subs.withColumn("cutoffMs", F.lit(as_of_ms) - F.col("messageTtlSeconds") * 1000).withColumn(
+        "eligible",
+        (F.col("messageTtlSeconds") > 0)
+        & ~F.col("isSystemTopic")
+        & (F.col("name") != COMPACTION_SUBSCRIPTION)
+        & (F.col("backlogEntries") > 0),
     )
+    subs = materialize(subs)
     min_backlog = int(broker["housekeepingExpiryGuardMinimumBacklog"])
     age_factor = float(broker["housekeepingExpiryGuardAgeFactor"])
     guarded_at = entry_at_ordinal(
@@ -200,7 +198,7 @@ def plan_expiry(spark, snapshot: dict[str, DataFrame], info: dict, reads: EntryR
     targets = targets.withColumn(
         "targetAcked", F.when(F.col("guardBlocks"), F.col("acked")).otherwise(F.col("targetAcked"))
     )
-    moves = expiry_moves(targets, layout).cache()
+    moves = materialize(expiry_moves(targets, layout))
     decided = subs.join(
         targets.select(
             "topic",
@@ -382,7 +380,7 @@ def run(spark, run_dir: str | Path) -> dict:
         snapshot = read_snapshot(spark, run_dir)
         reads = EntryReads()
         planned = plan_expiry(spark, snapshot, info, reads)
-        subscriptions = planned.cache()
+        subscriptions = materialize(planned)
         plan_dir = Path(run_dir) / "plan"
         write_table(subscriptions, plan_dir / "subscriptions", ["topic", "subscription"])
         write_table(cursor_actions(subscriptions), plan_dir / "actions", ["topic", "action", "subscription"])

@@ -32,7 +32,14 @@ if __package__ in (None, ""):  # run by spark-submit as a script
     sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from housekeeping.snapshot import read_run_info  # noqa: E402
-from spark_apps.common import get_spark, read_snapshot, run_scoped_cache, write_summary, write_table  # noqa: E402
+from spark_apps.common import (  # noqa: E402
+    get_spark,
+    materialize,
+    read_snapshot,
+    run_scoped_cache,
+    write_summary,
+    write_table,
+)
 
 
 def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
@@ -370,7 +377,7 @@ def run(spark, run_dir: str | Path) -> dict:
         snapshot = read_snapshot(spark, run_dir)
         decisions = plan_ledger_decisions(
             snapshot["topics"], snapshot["ledgers"], snapshot["cursors"], int(info["asOfMs"])
-        ).cache()
+        ).transform(materialize)
         plan_dir = Path(run_dir) / "plan"
         write_table(decisions, plan_dir / "decisions", ["topic", "ledgerId"])
         actions = ledger_deletions(decisions).unionByName(

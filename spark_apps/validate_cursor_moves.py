@@ -28,7 +28,7 @@ from pyspark.sql import Column, DataFrame, Window
 from pyspark.sql import functions as F
 
 from spark_apps.backlog_rules import COMPACTION_SUBSCRIPTION as COMPACTION
-from spark_apps.common import EntryReads, read_entries
+from spark_apps.common import EntryReads, materialize, read_entries
 
 
 def position_part(col: str, index: int) -> Column:
@@ -212,7 +212,7 @@ def acknowledged_entries_expired(
             (F.col("closedAtMs").isNotNull() & (F.col("closedAtMs") < F.col("cutoffMs")))
             | (F.col("maxEntryTsMs").isNotNull() & (F.col("maxEntryTsMs") < F.col("cutoffMs"))),
         )
-        .cache()
+        .transform(materialize)
     )
     to_read = span.where(~F.col("wholeLedgerExpired"))
     keys = stored_read_keys(to_read.select("topic", "ledgerId", "size", "entriesStored"))
@@ -258,7 +258,7 @@ def expiry_move_checks(spark, info: dict, actions: DataFrame, snapshot: dict, re
         ledgers,
         snapshot["cursors"],
     ).withColumn("cutoffMs", F.lit(as_of) - F.col("messageTtlSeconds") * 1000)
-    frame = frame.cache()
+    frame = materialize(frame)
     expired = acknowledged_entries_expired(spark, info["store"], frame, ledgers, reads)
     # Guard: re-read the oldest unacknowledged entry of guarded subscriptions.
     backlog = ordinal(ledgers, frame, ["topic", "name"], "fromL", "fromE", "ackedBefore").join(
@@ -273,9 +273,9 @@ def expiry_move_checks(spark, info: dict, actions: DataFrame, snapshot: dict, re
                 < F.lit(int(broker["housekeepingExpiryGuardMinimumBacklog"]))
             )
         )
-        .cache()
+        .transform(materialize)
     )
-    first = entry_holding(ledgers, guarded, ["topic", "name"], "ackedBefore").cache()
+    first = materialize(entry_holding(ledgers, guarded, ["topic", "name"], "ackedBefore"))
     keys = stored_read_keys(first)
     oldest = read_entries(spark, info["store"], keys, reads).select(
         "topic", "ledgerId", "entryId", "publishTime"
@@ -330,7 +330,7 @@ def rederived_quota_state(spark, info: dict, snapshot: dict, reads: EntryReads) 
     slow = slowest_positions(ledgers, snapshot["cursors"])
     est = estimated_backlog(ledgers, slow, ["topic"], "sL", "sE", "backlogBytes")
     acked = ordinal(ledgers, slow, ["topic"], "sL", "sE", "acked")
-    holding = entry_holding(ledgers, acked, ["topic"], "acked").cache()
+    holding = materialize(entry_holding(ledgers, acked, ["topic"], "acked"))
     if info["broker"]["preciseTimeBasedBacklogQuotaCheck"]:
         keys = stored_read_keys(holding)
         ts = holding.join(
@@ -379,7 +379,7 @@ def backlog_move_checks(
     as_of = int(info["asOfMs"])
     precise = bool(info["broker"]["preciseTimeBasedBacklogQuotaCheck"])
     ledgers, cursors = snapshot["ledgers"], snapshot["cursors"]
-    quota = rederived_quota_state(spark, info, snapshot, reads).cache()
+    quota = materialize(rederived_quota_state(spark, info, snapshot, reads))
     frame = move_frame(
         actions,
         quota.select(
@@ -394,7 +394,7 @@ def backlog_move_checks(
         ),
         ledgers,
         cursors,
-    ).cache()
+    ).transform(materialize)
     acted_on = (
         F.when(
             F.col("quotaType") == "destination_storage",

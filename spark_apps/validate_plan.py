@@ -27,7 +27,7 @@ if __package__ in (None, ""):
     sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from housekeeping.snapshot import read_run_info  # noqa: E402
-from spark_apps.common import get_spark, read_snapshot, run_scoped_cache  # noqa: E402
+from spark_apps.common import get_spark, materialize, read_snapshot, run_scoped_cache  # noqa: E402
 from spark_apps.validate_cursor_moves import position_key, position_part  # noqa: E402
 
 ACTIONS_SCHEMA = (
@@ -215,7 +215,7 @@ def trim_checks(spark, run_dir: str | Path):
 
     info = read_run_info(run_dir)
     snapshot = read_snapshot(spark, run_dir)
-    actions = read_actions(spark, run_dir).cache()
+    actions = materialize(read_actions(spark, run_dir))
     summary = read_summary(Path(run_dir))
     deletions = trim_deletion_checks(
         actions, snapshot["topics"], snapshot["ledgers"], snapshot["cursors"], int(info["asOfMs"])
@@ -305,7 +305,7 @@ def expiry_checks(spark, run_dir: str | Path):
 
     info = read_run_info(run_dir)
     snapshot = read_snapshot(spark, run_dir)
-    actions = read_actions(spark, run_dir).cache()
+    actions = materialize(read_actions(spark, run_dir))
     moves = expiry_move_checks(spark, info, actions, snapshot, EntryReads())
     return [
         CheckFrame(
@@ -344,8 +344,8 @@ def backlog_checks(spark, run_dir: str | Path):
 
     info = read_run_info(run_dir)
     snapshot = read_snapshot(spark, run_dir)
-    actions = read_actions(spark, run_dir).cache()
-    steps = read_steps(spark, run_dir).cache()
+    actions = materialize(read_actions(spark, run_dir))
+    steps = materialize(read_steps(spark, run_dir))
     moves, step_checks, quota = backlog_move_checks(spark, info, actions, steps, snapshot, EntryReads())
     flags = quota_flag_checks(actions, quota)
     return [
