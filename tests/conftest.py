@@ -120,3 +120,10 @@ def iso(ms: int) -> str:
     from housekeeping.timeutil import format_ms
 
     return format_ms(ms)
+
+
+def rewrite_part(part: Path, text: str) -> None:
+    """Replace a Spark-written part file as an editing tool would: Hadoop's checksum sidecar goes with the old
+    bytes (left in place, Spark's reader refuses the file with a ChecksumException before any check runs)."""
+    part.with_name(f".{part.name}.crc").unlink(missing_ok=True)
+    part.write_text(text)

@@ -14,7 +14,7 @@ from housekeeping.manifest import export_manifest, load_manifest
 from housekeeping.snapshot import take_snapshot
 from housekeeping.store import Store
 from spark_apps import plan_trim, validate_plan
-from tests.conftest import topic_body, write_manifest
+from tests.conftest import rewrite_part, topic_body, write_manifest
 
 pytestmark = pytest.mark.spark
 
@@ -67,7 +67,7 @@ def rewrite_actions(run_dir: Path, edit) -> None:
     path = actions_file(run_dir)
     rows = [json.loads(line) for line in path.read_text().splitlines()]
     rows = edit(rows)
-    path.write_text("".join(json.dumps(r) + "\n" for r in rows))
+    rewrite_part(path, "".join(json.dumps(r) + "\n" for r in rows))
 
 
 def state(store: Store) -> tuple:

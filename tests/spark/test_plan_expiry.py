@@ -16,7 +16,7 @@ from housekeeping.plan import read_table
 from housekeeping.report import build_cursor_report
 from housekeeping.runner import plan_and_gate_in_process
 from housekeeping.snapshot import take_snapshot
-from tests.conftest import ledger_topic, write_manifest
+from tests.conftest import ledger_topic, rewrite_part, write_manifest
 
 pytestmark = pytest.mark.spark
 
@@ -33,12 +33,6 @@ def build(tmp_path: Path, topics: dict, broker: dict | None = None):
         "topics": {f"persistent://{NS}/{name}": body for name, body in topics.items()},
     }
     return load_manifest(tmp_path / "store", write_manifest(tmp_path, document))
-
-
-def rewrite(part: Path, text: str) -> None:
-    """Replace a plan part file as an editing tool would: Hadoop's checksum sidecar goes with the old bytes."""
-    part.with_name(f".{part.name}.crc").unlink(missing_ok=True)
-    part.write_text(text)
 
 
 def plan(store, tmp_path: Path, name: str = "run"):
@@ -221,7 +215,7 @@ def test_gate_rejects_moves_past_an_unexpired_entry_or_on_protected_cursors(spar
     }
     for label, text in mutants.items():
         assert text != original, label
-        rewrite(actions, text)
+        rewrite_part(actions, text)
         assert not validate_plan.run(spark, run_dir, "expiry")["success"], label
-    rewrite(actions, original)
+    rewrite_part(actions, original)
     assert validate_plan.run(spark, run_dir, "expiry")["success"]
