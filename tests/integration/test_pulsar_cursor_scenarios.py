@@ -175,36 +175,35 @@ ACK_TIME_QUOTA = producer_timeline(14, AS_OF - 9 - 2 * LIMIT_SECONDS * 1000 - 1)
 TWENTY = producer_timeline(20, AS_OF - 60_000, eager_rollover=True)
 
 
-def backlog_topics() -> dict:
-    return {
-        "persistent://prop/time-quota/topic3": ledger_topic(
-            TIME_QUOTA, cursors(c1="1:-1", c2="1:-1"), entry_size=KIB
-        ),
-        "persistent://prop/time-quota/young": ledger_topic(
-            TIME_QUOTA_YOUNG, cursors(c1="1:-1", c2="1:-1"), entry_size=KIB
-        ),
-        "persistent://prop/ack-time-quota/topic12": ledger_topic(
-            ACK_TIME_QUOTA, cursors(c11="3:3", c21="1:-1"), entry_size=KIB
-        ),
-        "persistent://prop/size-quota/topic2": ledger_topic(
-            TWENTY, cursors(c1="1:-1", c2="1:-1"), entry_size=KIB
-        ),
-        "persistent://prop/size-quota/topic11": ledger_topic(
-            TWENTY, cursors(c11="4:4", c21="1:-1"), entry_size=KIB
-        ),
-        "persistent://prop/reader/topic1": ledger_topic(
-            TWENTY,
-            {"reader-1": {"markDeletePosition": "1:-1", "durable": False}},
-            entry_size=KIB,
-            producers=1,
-        ),
-        "persistent://prop/hold/quota": ledger_topic(TWENTY, cursors(c1="1:-1"), entry_size=KIB, producers=1),
-    }
+BACKLOG_TOPICS = {
+    "persistent://prop/time-quota/topic3": ledger_topic(
+        TIME_QUOTA, cursors(c1="1:-1", c2="1:-1"), entry_size=KIB
+    ),
+    "persistent://prop/time-quota/young": ledger_topic(
+        TIME_QUOTA_YOUNG, cursors(c1="1:-1", c2="1:-1"), entry_size=KIB
+    ),
+    "persistent://prop/ack-time-quota/topic12": ledger_topic(
+        ACK_TIME_QUOTA, cursors(c11="3:3", c21="1:-1"), entry_size=KIB
+    ),
+    "persistent://prop/size-quota/topic2": ledger_topic(
+        TWENTY, cursors(c1="1:-1", c2="1:-1"), entry_size=KIB
+    ),
+    "persistent://prop/size-quota/topic11": ledger_topic(
+        TWENTY, cursors(c11="4:4", c21="1:-1"), entry_size=KIB
+    ),
+    "persistent://prop/reader/topic1": ledger_topic(
+        TWENTY,
+        {"reader-1": {"markDeletePosition": "1:-1", "durable": False}},
+        entry_size=KIB,
+        producers=1,
+    ),
+    "persistent://prop/hold/quota": ledger_topic(TWENTY, cursors(c1="1:-1"), entry_size=KIB, producers=1),
+}
 
 
 def test_backlog_quota_scenarios(capsys, tmp_path):
     """BacklogQuotaManagerTest through `plan backlog` / `apply backlog`, all topics in one run."""
-    store = load(capsys, tmp_path, BACKLOG_NAMESPACES, backlog_topics())
+    store = load(capsys, tmp_path, BACKLOG_NAMESPACES, BACKLOG_TOPICS)
     planned = plan(capsys, "backlog", store, AS_OF)
 
     # time quota: both backlogs 14 -> 4, the open ledger is never evicted by the ledger-granular rule
@@ -221,13 +220,11 @@ def test_backlog_quota_scenarios(capsys, tmp_path):
     assert list(ack_moves) == ["c21"] and backlog_after(sizes(ACK_TIME_QUOTA), ack_moves["c21"]) == 4
     # size quota: every durable backlog ends below 10 KiB; a subscription with no backlog is not touched
     for topic, untouched in (("topic2", None), ("topic11", "c11")):
-        start = {
-            name: body["markDeletePosition"]
-            for name, body in backlog_topics()[f"persistent://prop/size-quota/{topic}"]["cursors"].items()
-        }
-        final = {**start, **moves(planned, f"persistent://prop/size-quota/{topic}")}
+        name = f"persistent://prop/size-quota/{topic}"
+        start = {sub: body["markDeletePosition"] for sub, body in BACKLOG_TOPICS[name]["cursors"].items()}
+        final = {**start, **moves(planned, name)}
         assert all(backlog_after(sizes(TWENTY), to) * KIB < 10 * KIB for to in final.values()), (topic, final)
-        assert untouched is None or untouched not in moves(planned, f"persistent://prop/size-quota/{topic}")
+        assert untouched is None or untouched not in moves(planned, name)
     # reader: no durable subscription, so backlog 0: nothing exceeded, nothing moved
     assert not [a for a in planned["actions"] if "/reader/" in a["topic"]]
     assert not [q for q in planned["summary"]["quotaStates"]["exceeded"] if "/reader/" in q]
