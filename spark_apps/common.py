@@ -36,6 +36,11 @@ TOPICS_SCHEMA = T.StructType(
         T.StructField("timeQuotaLimitSeconds", T.LongType(), False),
         T.StructField("timeQuotaPolicy", T.StringType(), False),
         T.StructField("policies", T.StringType(), False),
+        T.StructField("inactiveDeleteMode", T.StringType(), True),
+        T.StructField("maxInactiveSeconds", T.LongType(), True),
+        T.StructField("deleteWhileInactive", T.BooleanType(), True),
+        T.StructField("inactivePolicySource", T.StringType(), True),
+        T.StructField("partitionedTopic", T.StringType(), True),
     ]
 )
 
@@ -85,12 +90,22 @@ QUOTA_STATES_SCHEMA = T.StructType(
     ]
 )
 
+PARTITIONED_TOPICS_SCHEMA = T.StructType(
+    [
+        T.StructField("partitionedTopic", T.StringType(), False),
+        T.StructField("namespace", T.StringType(), False),
+        T.StructField("partitions", T.LongType(), False),
+        T.StructField("existingPartitions", T.LongType(), False),
+    ]
+)
+
 SNAPSHOT_SCHEMAS = {
     "topics": TOPICS_SCHEMA,
     "ledgers": LEDGERS_SCHEMA,
     "cursors": CURSORS_SCHEMA,
     "namespaces": NAMESPACES_SCHEMA,
     "quota_states": QUOTA_STATES_SCHEMA,
+    "partitioned_topics": PARTITIONED_TOPICS_SCHEMA,
 }
 
 

@@ -12,6 +12,8 @@ Trim invariants (each a boolean column of a check frame, each expected to be all
   ``from`` (never backward), is the last entry of the topic's deleted range and not past the topic's end.
 - namespaces: bytes deleted reconcile with the planner's summary; the deleted share of the namespace's
   stored bytes is within the blast-radius limit.
+
+Expiry and backlog checks: ``validate_cursor_moves``; inactive-topic GC checks: ``validate_gc``.
 """
 
 from __future__ import annotations
@@ -33,7 +35,7 @@ from spark_apps.validate_cursor_moves import position_key, position_part  # noqa
 ACTIONS_SCHEMA = (
     "topic string, action string, ledgerId long, subscription string, `from` string, `to` string, "
     "bytes long, reason string, quotaType string, policy string, exceeded boolean, limitValue long, "
-    "measuredValue long, exceededSinceMs long"
+    "measuredValue long, exceededSinceMs long, lastActiveMs long"
 )
 
 
@@ -413,7 +415,14 @@ MOVE_COMMON_CHECKS = (
     "not_past_last_entry",
 )
 
-CHECK_BUILDERS = {"trim": trim_checks, "expiry": expiry_checks, "backlog": backlog_checks}
+
+def gc_checks(spark, run_dir: str | Path):
+    from spark_apps.validate_gc import gc_checks as build
+
+    return build(spark, run_dir)
+
+
+CHECK_BUILDERS = {"trim": trim_checks, "expiry": expiry_checks, "backlog": backlog_checks, "gc": gc_checks}
 
 
 def run(spark, run_dir: str | Path, mechanism: str) -> dict:

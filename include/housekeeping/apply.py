@@ -19,8 +19,19 @@ purge
     time) has passed, through ``Store.remove_ledger_dir``; file first, then the record is marked purged,
     so a crash in between is completed by the next purge (deleting a missing directory is a no-op).
 
+    A topic deleted by inactive-topic GC is re-checked against the *current* metadata first, as Pulsar's
+    ``delete(failIfHasSubscriptions, failIfHasBacklogs, closeIfClientsConnected=false)`` does: a producer or
+    consumer connected, a subscription (no-subscriptions mode) or a backlog (caught-up mode) that appeared,
+    a lastActive that moved, changed policies or a ledger roll since the snapshot -> skipped and reported.
+    Otherwise, in the same transaction: its cursors, quota states, ledgers (into the pending-deletion log)
+    and the topic row with its policies go, and a ``deleted_topics`` record keeps every row for restore.
+
+purge
+    ... also marks a deleted topic purged once its ledgers' files are gone; empty topic directories go too.
+
 restore
-    Puts pending-deleted ledgers back into a topic's ledger list while their files still exist.
+    Puts pending-deleted ledgers back into a topic's ledger list while their files still exist, or a whole
+    deleted topic (rows, cursors, ledgers; its partitioned metadata if that went with it) before its purge.
 """
 
 from __future__ import annotations
@@ -35,14 +46,20 @@ from typing import Any
 from sqlalchemy import and_, insert, not_, or_, select, update
 
 from housekeeping import metadata_schema as t
+from housekeeping.clients import stamp_last_active
 from housekeeping.errors import InputError
 from housekeeping.gate import require_passed_gate
 from housekeeping.manifest import parse_position
+from housekeeping.names import TopicName
 from housekeeping.plan import read_table
-from housekeeping.snapshot import read_run_info
+from housekeeping.policies import resolve_policies
+from housekeeping.snapshot import read_jsonl, read_run_info
 from housekeeping.store import Store, read_transaction, write_transaction
+from housekeeping.timeutil import format_ms
 
 LEDGER_ACTIONS = ("delete_ledger", "delete_topic", "rewrite_compacted")
+# Applied after every topic of the plan (a partitioned topic's metadata goes after its partitions).
+METADATA_ACTIONS = ("delete_partitioned_metadata",)
 
 
 def _wall_ms() -> int:
@@ -88,6 +105,9 @@ class ApplyResult:
     # The cursor is now *behind* the planned start (reset by an operator since the snapshot): not moved.
     cursors_skipped: dict[str, str] = field(default_factory=dict)
     quota_states_recorded: int = 0
+    topics_deleted: list[str] = field(default_factory=list)
+    last_active_refreshed: int = 0
+    partitioned_metadata_deleted: list[str] = field(default_factory=list)
     per_namespace: dict[str, dict[str, int]] = field(default_factory=dict)
 
     def to_json(self) -> dict[str, Any]:
@@ -102,6 +122,9 @@ class ApplyResult:
             "cursorsAlreadyFurther": self.cursors_already_further,
             "cursorsSkipped": self.cursors_skipped,
             "quotaStatesRecorded": self.quota_states_recorded,
+            "topicsDeleted": self.topics_deleted,
+            "lastActiveRefreshed": self.last_active_refreshed,
+            "partitionedMetadataDeleted": self.partitioned_metadata_deleted,
             "perNamespace": self.per_namespace,
         }
 
@@ -117,8 +140,13 @@ def apply_plan(store: Store, run_dir: Path, *, purge_grace_seconds: int) -> Appl
     run_id = f"{info['runId']}@{gate['planDigest'][:16]}"
     versions: dict[str, int] = info["topicVersions"]
     by_topic: dict[str, list[dict[str, Any]]] = defaultdict(list)
+    metadata_actions: list[dict[str, Any]] = []
     for action in read_table(run_dir, "actions"):
-        by_topic[action["topic"]].append(action)
+        if action["action"] in METADATA_ACTIONS:
+            metadata_actions.append(action)
+        else:
+            by_topic[action["topic"]].append(action)
+    context = _ApplyContext(store, run_dir, run_id, mechanism, as_of_ms, purge_grace_seconds)
 
     result = ApplyResult(run_id)
     with write_transaction(store.engine) as conn:
@@ -140,7 +168,10 @@ def apply_plan(store: Store, run_dir: Path, *, purge_grace_seconds: int) -> Appl
                 topic=None,
                 action="apply",
                 status="started",
-                detail={"topics": len(by_topic), "actions": sum(map(len, by_topic.values()))},
+                detail={
+                    "topics": len(by_topic),
+                    "actions": sum(map(len, by_topic.values())) + len(metadata_actions),
+                },
                 as_of_ms=as_of_ms,
             )
 
@@ -150,9 +181,7 @@ def apply_plan(store: Store, run_dir: Path, *, purge_grace_seconds: int) -> Appl
             continue
         if topic not in versions:
             raise InputError(f"plan in {run_dir} names topic {topic}, which is not in its snapshot")
-        outcome = _apply_topic(
-            store, run_id, mechanism, as_of_ms, topic, versions[topic], by_topic[topic], purge_grace_seconds
-        )
+        outcome = _apply_topic(context, topic, versions[topic], by_topic[topic])
         if outcome["status"] == "applied":
             result.applied_topics.append(topic)
             result.ledgers_deleted += outcome["ledgers"]
@@ -161,11 +190,28 @@ def apply_plan(store: Store, run_dir: Path, *, purge_grace_seconds: int) -> Appl
             result.cursors_already_further += outcome["further"]
             result.cursors_skipped.update(outcome["skippedCursors"])
             result.quota_states_recorded += outcome["quotaStates"]
-            per_ns = result.per_namespace.setdefault(outcome["namespace"], {"ledgers": 0, "bytes": 0})
+            result.last_active_refreshed += outcome["lastActiveRefreshed"]
+            if outcome["topicDeleted"]:
+                result.topics_deleted.append(topic)
+            per_ns = result.per_namespace.setdefault(
+                outcome["namespace"], {"ledgers": 0, "bytes": 0, "topics": 0}
+            )
             per_ns["ledgers"] += outcome["ledgers"]
             per_ns["bytes"] += outcome["bytes"]
+            per_ns["topics"] += int(outcome["topicDeleted"])
         else:
             result.skipped_topics[topic] = outcome["why"]
+
+    for action in metadata_actions:
+        name = action["topic"]
+        if name in done:
+            result.already_applied_topics.append(name)
+            continue
+        why = _delete_partitioned_metadata(context, name)
+        if why is None:
+            result.partitioned_metadata_deleted.append(name)
+        else:
+            result.skipped_topics[name] = why
 
     with write_transaction(store.engine) as conn:
         journal(
@@ -181,18 +227,48 @@ def apply_plan(store: Store, run_dir: Path, *, purge_grace_seconds: int) -> Appl
     return result
 
 
+@dataclass(frozen=True)
+class _ApplyContext:
+    store: Store
+    run_dir: Path
+    run_id: str
+    mechanism: str
+    as_of_ms: int
+    purge_grace_seconds: int
+
+    @property
+    def purge_after_ms(self) -> int:
+        return self.as_of_ms + self.purge_grace_seconds * 1000
+
+    def snapshot_topic(self, topic: str) -> dict[str, Any]:
+        if not hasattr(self, "_topics"):
+            rows = read_jsonl(Path(self.run_dir) / "snapshot" / "topics.jsonl")
+            object.__setattr__(self, "_topics", {row["topic"]: row for row in rows})
+        return self._topics[topic]  # type: ignore[attr-defined]
+
+
 def _apply_topic(
-    store: Store,
-    run_id: str,
-    mechanism: str,
-    as_of_ms: int,
-    topic: str,
-    expected_version: int,
-    actions: list[dict[str, Any]],
-    purge_grace_seconds: int,
+    context: _ApplyContext, topic: str, expected_version: int, actions: list[dict[str, Any]]
 ) -> dict[str, Any]:
+    store, run_id, mechanism, as_of_ms = context.store, context.run_id, context.mechanism, context.as_of_ms
+    purge_grace_seconds = context.purge_grace_seconds
     changes_ledgers = any(a["action"] in LEDGER_ACTIONS for a in actions)
+    delete_action = next((a for a in actions if a["action"] == "delete_topic"), None)
     with write_transaction(store.engine) as conn:
+        busy = _topic_busy(conn, context, topic, delete_action) if delete_action else None
+        if busy is not None:
+            # Pulsar's TopicBusyException: the topic became active since the snapshot; leave it, report it.
+            journal(
+                conn,
+                run_id=run_id,
+                mechanism=mechanism,
+                topic=topic,
+                action="delete_topic",
+                status="skipped_conflict",
+                detail={"why": busy},
+                as_of_ms=as_of_ms,
+            )
+            return {"status": "skipped", "why": busy}
         if changes_ledgers:
             bumped = conn.execute(
                 update(t.topics)
@@ -222,9 +298,10 @@ def _apply_topic(
             )
             return {"status": "skipped", "why": why}
         namespace = conn.execute(select(t.topics.c.namespace).where(t.topics.c.name == topic)).scalar_one()
-        ledgers_deleted = bytes_deleted = cursors_moved = further = quota_states = 0
+        ledgers_deleted = bytes_deleted = cursors_moved = further = quota_states = refreshed = 0
         skipped_cursors: dict[str, str] = {}
         deleted_ids: list[int] = []
+        topic_deleted = False
         for action in actions:
             if action["action"] == "delete_ledger":
                 ledger_id = int(action["ledgerId"])
@@ -269,12 +346,20 @@ def _apply_topic(
                 outcome = _move_cursor(conn, topic, action["subscription"], (from_l, from_e), (to_l, to_e))
                 if outcome == "moved":
                     cursors_moved += 1
+                    # The topic had a backlog until this move, so it was active (a GC run would have
+                    # stamped it); record that, so inactivity is measured from here.
+                    stamp_last_active(conn, topic, as_of_ms)
                 elif outcome == "further":
                     further += 1
                 else:
                     skipped_cursors[f"{topic} {action['subscription']}"] = outcome
             elif action["action"] == "flag_backlog_quota":
                 quota_states += _record_quota_state(conn, topic, action, as_of_ms, run_id)
+            elif action["action"] == "refresh_last_active":
+                refreshed += stamp_last_active(conn, topic, int(action["lastActiveMs"]))
+            elif action["action"] == "delete_topic":
+                deleted_ids, bytes_deleted = _delete_topic_rows(conn, context, topic)
+                ledgers_deleted, topic_deleted = len(deleted_ids), True
             else:
                 raise InputError(f"topic {topic}: action {action['action']!r} is not applied by {mechanism}")
         journal(
@@ -291,7 +376,10 @@ def _apply_topic(
                 "cursorsAlreadyFurther": further,
                 "cursorsSkipped": skipped_cursors,
                 "quotaStates": quota_states,
+                "lastActiveRefreshed": refreshed,
+                "topicDeleted": topic_deleted,
                 "fromVersion": expected_version,
+                **({"reason": delete_action["reason"]} if delete_action else {}),
             },
             as_of_ms=as_of_ms,
         )
@@ -304,7 +392,166 @@ def _apply_topic(
         "further": further,
         "skippedCursors": skipped_cursors,
         "quotaStates": quota_states,
+        "lastActiveRefreshed": refreshed,
+        "topicDeleted": topic_deleted,
     }
+
+
+def _topic_busy(conn: Any, context: _ApplyContext, topic: str, action: dict[str, Any]) -> str | None:
+    """Why the topic may not be deleted now (None: it may). Reads the current metadata, not the snapshot."""
+    row = conn.execute(select(t.topics).where(t.topics.c.name == topic)).first()
+    if row is None:
+        return None  # reported as "topic no longer exists" by the version check
+    if row.producers or row.consumers:
+        return f"topic became active: {row.producers} producer(s), {row.consumers} consumer(s) connected"
+    if row.last_active_ms != action.get("lastActiveMs"):
+        return (
+            f"topic became active: lastActive moved from {action.get('lastActiveMs')} to {row.last_active_ms}"
+        )
+    namespace_policies = conn.execute(
+        select(t.namespaces.c.policies).where(t.namespaces.c.name == row.namespace)
+    ).scalar_one()
+    broker = context.store.broker_config()
+    if not broker["brokerDeleteInactiveTopicsEnabled"]:
+        return "brokerDeleteInactiveTopicsEnabled is now false"
+    effective = resolve_policies(
+        topic,
+        TopicName.parse(topic).is_system_topic,
+        json.loads(row.policies),
+        row.namespace,
+        json.loads(namespace_policies),
+        broker,
+    )
+    if json.dumps(effective.to_json(), sort_keys=True) != context.snapshot_topic(topic)["policies"]:
+        return "the topic's effective policies changed since the snapshot"
+    mode = effective.inactive_topic_policies.delete_mode
+    cursors = list(
+        conn.execute(
+            select(t.cursors.c.name, t.cursors.c.mark_delete_ledger, t.cursors.c.mark_delete_entry).where(
+                t.cursors.c.topic == topic
+            )
+        )
+    )
+    if mode == "delete_when_no_subscriptions" and cursors:
+        return f"topic became active: subscription(s) {sorted(c.name for c in cursors)[:5]} exist"
+    if mode == "delete_when_subscriptions_caught_up":
+        last = _last_entry(conn, topic)
+        behind = [
+            c.name for c in cursors if last is not None and (c.mark_delete_ledger, c.mark_delete_entry) < last
+        ]
+        if behind:
+            return f"topic became active: subscription(s) {sorted(behind)[:5]} have a backlog"
+    return None
+
+
+def _last_entry(conn: Any, topic: str) -> tuple[int, int] | None:
+    row = conn.execute(
+        select(t.ledgers.c.ledger_id, t.ledgers.c.entries)
+        .where(and_(t.ledgers.c.topic == topic, t.ledgers.c.entries > 0))
+        .order_by(t.ledgers.c.ledger_id.desc())
+        .limit(1)
+    ).first()
+    return None if row is None else (row.ledger_id, row.entries - 1)
+
+
+def _rows(conn: Any, table: Any, topic_column: Any, topic: str) -> list[dict[str, Any]]:
+    return [dict(r._mapping) for r in conn.execute(select(table).where(topic_column == topic))]
+
+
+def _delete_topic_rows(conn: Any, context: _ApplyContext, topic: str) -> tuple[list[int], int]:
+    """Remove the topic's metadata in the caller's transaction; every ledger goes to the pending-deletion log
+    and every row is saved in ``deleted_topics`` for restore. No file is touched (purge does that)."""
+    store = context.store
+    topic_row = dict(conn.execute(select(t.topics).where(t.topics.c.name == topic)).one()._mapping)
+    cursor_rows = _rows(conn, t.cursors, t.cursors.c.topic, topic)
+    quota_rows = _rows(conn, t.backlog_quota_states, t.backlog_quota_states.c.topic, topic)
+    ledger_rows = sorted(_rows(conn, t.ledgers, t.ledgers.c.topic, topic), key=lambda r: r["ledger_id"])
+    for row in ledger_rows:
+        conn.execute(
+            insert(t.pending_deletions).values(
+                topic=topic,
+                ledger_id=row["ledger_id"],
+                path=store.ledger_rel_path(topic, row["ledger_id"]),
+                ledger_row=json.dumps(row, sort_keys=True),
+                size_bytes=row["size_bytes"],
+                run_id=context.run_id,
+                deleted_as_of_ms=context.as_of_ms,
+                purge_after_ms=context.purge_after_ms,
+                status="pending",
+            )
+        )
+    # Children first (foreign keys). A compacted ledger, once topics have one, goes the same way.
+    conn.execute(t.backlog_quota_states.delete().where(t.backlog_quota_states.c.topic == topic))
+    conn.execute(t.cursors.delete().where(t.cursors.c.topic == topic))
+    conn.execute(t.ledgers.delete().where(t.ledgers.c.topic == topic))
+    conn.execute(t.topics.delete().where(t.topics.c.name == topic))
+    conn.execute(
+        insert(t.deleted_topics).values(
+            topic=topic,
+            kind="topic",
+            saved_rows=json.dumps(
+                {
+                    "topic": topic_row,
+                    "cursors": cursor_rows,
+                    "quotaStates": quota_rows,
+                    "ledgerIds": [r["ledger_id"] for r in ledger_rows],
+                },
+                sort_keys=True,
+            ),
+            run_id=context.run_id,
+            deleted_as_of_ms=context.as_of_ms,
+            purge_after_ms=context.purge_after_ms,
+            status="pending",
+        )
+    )
+    return [r["ledger_id"] for r in ledger_rows], sum(r["size_bytes"] for r in ledger_rows)
+
+
+def _partitions_left(conn: Any, name: str) -> list[str]:
+    namespace = str(TopicName.parse(name).namespace_name)
+    return [
+        r.name
+        for r in conn.execute(select(t.topics.c.name).where(t.topics.c.namespace == namespace))
+        if TopicName.parse(r.name).partitioned_parent == name
+    ]
+
+
+def _delete_partitioned_metadata(context: _ApplyContext, name: str) -> str | None:
+    """Delete a partitioned topic's metadata when no partition is left now (else why not)."""
+    with write_transaction(context.store.engine) as conn:
+        row = conn.execute(select(t.partitioned_topics).where(t.partitioned_topics.c.name == name)).first()
+        left = _partitions_left(conn, name)
+        why = None
+        if row is None:
+            why = "partitioned topic metadata no longer exists"
+        elif left:
+            why = f"partition(s) {left[:5]} still exist"
+        elif not context.store.broker_config()["brokerDeleteInactivePartitionedTopicMetadataEnabled"]:
+            why = "brokerDeleteInactivePartitionedTopicMetadataEnabled is now false"
+        if why is None:
+            conn.execute(t.partitioned_topics.delete().where(t.partitioned_topics.c.name == name))
+            conn.execute(
+                insert(t.deleted_topics).values(
+                    topic=name,
+                    kind="partitioned_metadata",
+                    saved_rows=json.dumps({"partitionedTopic": dict(row._mapping)}, sort_keys=True),
+                    run_id=context.run_id,
+                    deleted_as_of_ms=context.as_of_ms,
+                    purge_after_ms=context.purge_after_ms,
+                    status="pending",
+                )
+            )
+        journal(
+            conn,
+            run_id=context.run_id,
+            mechanism=context.mechanism,
+            topic=name,
+            action="delete_partitioned_metadata",
+            status="applied" if why is None else "skipped_conflict",
+            detail={"why": why} if why else {"partitions": row.partitions},
+            as_of_ms=context.as_of_ms,
+        )
+    return why
 
 
 def _position_before(ledger_col: Any, entry_col: Any, position: tuple[int, int]) -> Any:
@@ -379,10 +626,12 @@ class PurgeResult:
     waiting: int = 0
     next_purge_after_ms: int | None = None
     refused: list[str] = field(default_factory=list)
+    topics_purged: list[str] = field(default_factory=list)
 
     def to_json(self) -> dict[str, Any]:
         return {
             "purged": [f"{t}:{ledger}" for t, ledger in self.purged],
+            "topicsPurged": self.topics_purged,
             "bytesPurged": self.bytes_purged,
             "waiting": self.waiting,
             "nextPurgeAfterMs": self.next_purge_after_ms,
@@ -417,6 +666,7 @@ def purge(store: Store, *, as_of_ms: int, run_id: str) -> PurgeResult:
                 result.refused.append(f"{row.topic}:{row.ledger_id}")
                 continue
         store.remove_ledger_dir(row.path)
+        store.prune_empty_parents(row.path)
         with write_transaction(store.engine) as conn:
             conn.execute(
                 update(t.pending_deletions)
@@ -425,7 +675,8 @@ def purge(store: Store, *, as_of_ms: int, run_id: str) -> PurgeResult:
             )
         result.purged.append((row.topic, row.ledger_id))
         result.bytes_purged += row.size_bytes
-    if result.purged or result.refused:
+    result.topics_purged = _finish_deleted_topics(store, as_of_ms)
+    if result.purged or result.refused or result.topics_purged:
         with write_transaction(store.engine) as conn:
             journal(
                 conn,
@@ -440,15 +691,58 @@ def purge(store: Store, *, as_of_ms: int, run_id: str) -> PurgeResult:
     return result
 
 
+def _finish_deleted_topics(store: Store, as_of_ms: int) -> list[str]:
+    """Deleted topics past their grace period whose ledgers are all purged become ``purged`` (no restore)."""
+    finished: list[str] = []
+    with write_transaction(store.engine) as conn:
+        due = conn.execute(
+            select(t.deleted_topics).where(
+                and_(t.deleted_topics.c.status == "pending", t.deleted_topics.c.purge_after_ms <= as_of_ms)
+            )
+        ).all()
+        for row in due:
+            waiting = conn.execute(
+                select(t.pending_deletions.c.id).where(
+                    and_(
+                        t.pending_deletions.c.topic == row.topic,
+                        t.pending_deletions.c.run_id == row.run_id,
+                        t.pending_deletions.c.status == "pending",
+                    )
+                )
+            ).first()
+            if waiting is not None:
+                continue
+            conn.execute(
+                update(t.deleted_topics)
+                .where(t.deleted_topics.c.id == row.id)
+                .values(status="purged", finished_as_of_ms=as_of_ms)
+            )
+            finished.append(row.topic)
+    return finished
+
+
 def restore(
     store: Store, topic: str, *, ledger_id: int | None = None, as_of_ms: int, run_id: str
 ) -> list[int]:
-    """Put a topic's pending-deleted ledgers (or one of them) back. Cursors fast-forwarded past them stay."""
+    """Put a topic's pending-deleted ledgers (or one of them) back. Cursors fast-forwarded past them stay.
+    A topic deleted as a whole (inactive-topic GC) comes back whole: see :func:`restore_topic`."""
+    with write_transaction(store.engine) as conn:
+        exists = conn.execute(select(t.topics.c.name).where(t.topics.c.name == topic)).first() is not None
+    if not exists:
+        if ledger_id is not None:
+            raise InputError(f"topic {topic} does not exist in store {store.root}; restore it whole first")
+        return restore_topic(store, topic, as_of_ms=as_of_ms, run_id=run_id)
     with write_transaction(store.engine) as conn:
         if conn.execute(select(t.topics.c.name).where(t.topics.c.name == topic)).first() is None:
             raise InputError(f"topic {topic} does not exist in store {store.root}")
+        # Ledgers of an earlier topic of the same name that GC deleted belong to that topic, not this one.
+        predecessor_runs = select(t.deleted_topics.c.run_id).where(t.deleted_topics.c.topic == topic)
         query = select(t.pending_deletions).where(
-            and_(t.pending_deletions.c.topic == topic, t.pending_deletions.c.status == "pending")
+            and_(
+                t.pending_deletions.c.topic == topic,
+                t.pending_deletions.c.status == "pending",
+                t.pending_deletions.c.run_id.not_in(predecessor_runs),
+            )
         )
         if ledger_id is not None:
             query = query.where(t.pending_deletions.c.ledger_id == ledger_id)
@@ -484,3 +778,113 @@ def restore(
             as_of_ms=as_of_ms,
         )
     return restored
+
+
+def restore_topic(store: Store, name: str, *, as_of_ms: int, run_id: str) -> list[int]:
+    """Bring back a topic (or partitioned-topic metadata) deleted by GC, while it is within its grace period:
+    the topic row with its policies, its cursors and quota states, its ledgers (files must still exist), and
+    its partitioned metadata if that was deleted with it. Returns the restored ledger ids."""
+    with write_transaction(store.engine) as conn:
+        record = conn.execute(
+            select(t.deleted_topics)
+            .where(t.deleted_topics.c.topic == name)
+            .order_by(t.deleted_topics.c.id.desc())
+            .limit(1)
+        ).first()
+        if record is None:
+            raise InputError(f"topic {name} does not exist in store {store.root} and was never deleted by GC")
+        if record.status != "pending":
+            raise InputError(
+                f"topic {name} was deleted by run {record.run_id} and is {record.status} "
+                f"(as of {format_ms(record.finished_as_of_ms)}); it cannot be restored"
+            )
+        saved = json.loads(record.saved_rows)
+        restored: list[int] = []
+        if record.kind == "partitioned_metadata":
+            _restore_partitioned_metadata(conn, record, saved, as_of_ms)
+        else:
+            topic_row = dict(saved["topic"])
+            namespace = topic_row["namespace"]
+            if (
+                conn.execute(select(t.namespaces.c.name).where(t.namespaces.c.name == namespace)).first()
+                is None
+            ):
+                raise InputError(f"topic {name}: namespace {namespace} no longer exists; cannot restore")
+            pending = list(
+                conn.execute(
+                    select(t.pending_deletions).where(
+                        and_(
+                            t.pending_deletions.c.topic == name,
+                            t.pending_deletions.c.run_id == record.run_id,
+                            t.pending_deletions.c.status == "pending",
+                        )
+                    )
+                )
+            )
+            if len(pending) != len(saved["ledgerIds"]):
+                raise InputError(
+                    f"topic {name}: {len(saved['ledgerIds']) - len(pending)} of its ledgers were purged already; "
+                    "cannot restore"
+                )
+            for row in pending:
+                if json.loads(row.ledger_row).get("entries_stored") and not (store.root / row.path).is_dir():
+                    raise InputError(
+                        f"topic {name} ledger {row.ledger_id}: files at {row.path} are gone; cannot restore"
+                    )
+            parent = TopicName.parse(name).partitioned_parent
+            if parent is not None:
+                metadata = conn.execute(
+                    select(t.deleted_topics).where(
+                        and_(
+                            t.deleted_topics.c.topic == parent,
+                            t.deleted_topics.c.run_id == record.run_id,
+                            t.deleted_topics.c.status == "pending",
+                        )
+                    )
+                ).first()
+                if metadata is not None:
+                    _restore_partitioned_metadata(conn, metadata, json.loads(metadata.saved_rows), as_of_ms)
+            topic_row["version"] = int(topic_row["version"]) + 1  # versions only move forward
+            conn.execute(insert(t.topics).values(**topic_row))
+            for row in pending:
+                conn.execute(insert(t.ledgers).values(**json.loads(row.ledger_row)))
+                conn.execute(
+                    update(t.pending_deletions)
+                    .where(t.pending_deletions.c.id == row.id)
+                    .values(status="restored", finished_as_of_ms=as_of_ms)
+                )
+                restored.append(row.ledger_id)
+            if saved["cursors"]:
+                conn.execute(insert(t.cursors), saved["cursors"])
+            if saved["quotaStates"]:
+                conn.execute(insert(t.backlog_quota_states), saved["quotaStates"])
+        conn.execute(
+            update(t.deleted_topics)
+            .where(t.deleted_topics.c.id == record.id)
+            .values(status="restored", finished_as_of_ms=as_of_ms)
+        )
+        journal(
+            conn,
+            run_id=run_id,
+            mechanism="restore",
+            topic=name,
+            action=f"restore_{record.kind}",
+            status="restored",
+            detail={"deletedBy": record.run_id, "ledgers": sorted(restored)},
+            as_of_ms=as_of_ms,
+        )
+    return sorted(restored)
+
+
+def _restore_partitioned_metadata(conn: Any, record: Any, saved: dict[str, Any], as_of_ms: int) -> None:
+    row = saved["partitionedTopic"]
+    if conn.execute(
+        select(t.partitioned_topics.c.name).where(t.partitioned_topics.c.name == row["name"])
+    ).first():
+        raise InputError(f"partitioned topic {row['name']} exists again; cannot restore the deleted metadata")
+    conn.execute(insert(t.partitioned_topics).values(**row))
+    conn.execute(
+        update(t.deleted_topics)
+        .where(t.deleted_topics.c.id == record.id)
+        .values(status="restored", finished_as_of_ms=as_of_ms)
+    )

@@ -15,7 +15,7 @@ from typing import Annotated
 
 import typer
 
-from housekeeping.errors import HousekeepingError
+from housekeeping.errors import HousekeepingError, InputError
 
 app = typer.Typer(
     add_completion=False,
@@ -105,7 +105,11 @@ def generate(
         topics, seed, entries_per_ledger, max_ledgers_per_topic, payload_bytes, reference, progress
     )
     result = generate_store(store, opts, metadata_url)
-    typer.echo(f"generated {topics} topics (+1 system topic) into store {result.root}", err=True)
+    typer.echo(
+        f"generated {topics} topics (+1 system topic, +3 partitions of a partitioned topic) into store "
+        f"{result.root}",
+        err=True,
+    )
 
 
 @app.command()
@@ -131,6 +135,7 @@ def _plan(
     run_dir: Path,
     run_id: str,
     max_deleted_share: float | None,
+    max_deleted_topic_share: float | None = None,
 ):
     from housekeeping.plan import check_mechanism
     from housekeeping.runner import plan_and_gate_in_process
@@ -142,6 +147,11 @@ def _plan(
     settings = Settings.from_env()
     as_of_ms = parse_as_of(as_of)
     share = settings.max_deleted_share if max_deleted_share is None else max_deleted_share
+    topic_share = (
+        settings.max_deleted_topic_share if max_deleted_topic_share is None else max_deleted_topic_share
+    )
+    if not 0.0 <= topic_share <= 1.0 or not 0.0 <= share <= 1.0:
+        raise InputError("--max-deleted-share and --max-deleted-topic-share must be between 0 and 1")
     take_snapshot(
         opened,
         mechanism=mechanism,
@@ -149,6 +159,7 @@ def _plan(
         as_of_ms=as_of_ms,
         scope=scope,
         max_deleted_share=share,
+        max_deleted_topic_share=topic_share,
         run_dir=run_dir,
     )
     gate = plan_and_gate_in_process(run_dir, mechanism, settings.spark_master)
@@ -188,6 +199,12 @@ def apply(
     max_deleted_share: Annotated[
         float | None, typer.Option("--max-deleted-share", help="blast-radius override (0..1)")
     ] = None,
+    max_deleted_topic_share: Annotated[
+        float | None,
+        typer.Option(
+            "--max-deleted-topic-share", help="gc blast-radius override: share of a namespace's topics"
+        ),
+    ] = None,
     fmt: FormatOpt = "json",
 ) -> None:
     """Plan -> gate -> apply -> report. Files are only removed later by `purge`, after the grace period."""
@@ -199,7 +216,9 @@ def apply(
     run_id = f"cli-{mechanism}-{uuid.uuid4().hex[:8]}"
     opened = _open(store, metadata_url)
     run_dir = opened.run_dir(mechanism, run_id)
-    settings, _, gate = _plan(mechanism, opened, as_of, scope, run_dir, run_id, max_deleted_share)
+    settings, _, gate = _plan(
+        mechanism, opened, as_of, scope, run_dir, run_id, max_deleted_share, max_deleted_topic_share
+    )
     if not gate["success"]:
         report_step(run_dir, dry_run=True)
     raise_if_rejected(gate, run_dir)

@@ -165,6 +165,11 @@ def build_housekeeping_dag(config: MechanismDagConfig):
                 if params.get("max_deleted_share") is None
                 else float(params["max_deleted_share"])
             )
+            topic_share = (
+                settings.max_deleted_topic_share
+                if params.get("max_deleted_topic_share") is None
+                else float(params["max_deleted_topic_share"])
+            )
             run_id = f"{config.dag_id}__{context['run_id']}"
             info = take_snapshot(
                 store,
@@ -173,6 +178,7 @@ def build_housekeeping_dag(config: MechanismDagConfig):
                 as_of_ms=as_of_ms,
                 scope=params.get("scope") or None,
                 max_deleted_share=share,
+                max_deleted_topic_share=topic_share,
             )
             return {
                 "run_dir": str(info.run_dir),

@@ -51,7 +51,8 @@ def write_ledger(ledger_dir: Path, table: pa.Table) -> None:
     table = table.cast(ENTRY_SCHEMA)
     ledger_dir.parent.mkdir(parents=True, exist_ok=True)
     staging = ledger_dir.parent / f".tmp-{ledger_dir.name}-{uuid.uuid4().hex}"
-    staging.mkdir()
+    # parents=True again: purge removes emptied topic directories, possibly between the two calls.
+    staging.mkdir(parents=True)
     try:
         pq.write_table(table, staging / PART_FILE, compression="zstd")
         if ledger_dir.exists():

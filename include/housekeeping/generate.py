@@ -11,6 +11,7 @@ What a generated store holds:
 - a durable subscription on most topics, ~15% of them stale (far behind, idle for days), ~10% topics with
   no durable subscription, readers (non-durable cursors) on ~30%;
 - inactive topics (no clients, no subscriptions, idle for days) and system topics (``__change_events``);
+- a partitioned topic (``public/default/sensor-feed``, 3 partitions: one idle, two in use);
 - keyed topics with a small key space and ~5% tombstones; ~2% out-of-order publish times; broker
   timestamps in the ``acme`` tenant (as with AppendBrokerTimestampMetadataInterceptor).
 """
@@ -36,6 +37,7 @@ from housekeeping.store import Store
 from housekeeping.timeutil import parse_as_of
 
 DEFAULT_REFERENCE = "2026-11-01T00:00:00Z"
+PARTITIONED_TOPIC = "persistent://public/default/sensor-feed"
 MINUTE = 60_000
 
 NAMESPACE_POLICIES: dict[str, dict] = {
@@ -252,6 +254,23 @@ def generate_store(store_root: Path, opts: GenerateOptions, metadata_url: str | 
         ]
         specs.append(TopicSpec(plan["name"], {}, ledgers, cursors, producers, consumers, last_active))
 
+    # A partitioned topic whose partitions live differently: one idle for days with no subscription (GC
+    # deletes it; the metadata stays, brokerDeleteInactivePartitionedTopicMetadataEnabled being off), two in
+    # use. Drawn from its own generator so the topics above stay what they were before it was added.
+    partition_rng = np.random.default_rng(opts.seed + 2)
+    for index, role in enumerate((0.05, 0.5, 0.5)):
+        plan = _topic_plan(opts.topics + 1 + index, partition_rng, opts, reference_ms)
+        plan.update(
+            name=f"{PARTITIONED_TOPIC}-partition-{index}", namespace="public/default", keyed=False, role=role
+        )
+        plans.append(plan)
+        cursors, producers, consumers, last_active = _cursors(plan, partition_rng, reference_ms)
+        ledgers = [
+            LedgerSpec(lid, plan["entries"][k], 0, plan["close_times"][k], entries_stored=True)
+            for k, lid in enumerate(plan["ledger_ids"])
+        ]
+        specs.append(TopicSpec(plan["name"], {}, ledgers, cursors, producers, consumers, last_active))
+
     def write_entries(staging: Store) -> None:
         from housekeeping.entries import write_ledger
 
@@ -275,6 +294,7 @@ def generate_store(store_root: Path, opts: GenerateOptions, metadata_url: str | 
         broker={"brokerDeleteInactiveTopicsEnabled": True},
         namespaces={name: policies for name, policies in NAMESPACE_POLICIES.items()},
         topics=specs,
+        partitioned_topics={PARTITIONED_TOPIC: 3},
     )
     validate_content(content)
     return write_store(store_root, content, write_entries, metadata_url)

@@ -68,6 +68,8 @@ class StoreContent:
     broker: dict[str, Any]
     namespaces: dict[str, dict[str, Any]]
     topics: list[TopicSpec]
+    # partitioned topic name -> number of partitions (Pulsar's partitioned-topic metadata)
+    partitioned_topics: dict[str, int] = field(default_factory=dict)
 
 
 def parse_position(text: str, where: str) -> tuple[int, int]:
@@ -144,7 +146,37 @@ def validate_content(content: StoreContent) -> BrokerConfig:
         for label, value in (("producers", topic.producers), ("consumers", topic.consumers)):
             if value < 0:
                 raise InputError(f"topic {topic.name}: {label}={value} must be >= 0")
+    _validate_partitioned(content, seen)
     return broker
+
+
+def _validate_partitioned(content: StoreContent, topic_names: set[str]) -> None:
+    """Pulsar's naming rules for partitioned topics: the metadata's name is not itself a partition, no plain
+    topic shares it, and a partition listed under ``topics`` has an index below the partition count."""
+    for name, partitions in content.partitioned_topics.items():
+        parsed = TopicName.parse(name)
+        namespace = str(parsed.namespace_name)
+        if namespace not in content.namespaces:
+            raise InputError(
+                f"partitioned topic {name}: namespace {namespace} is not declared under 'namespaces'"
+            )
+        if parsed.partitioned_parent is not None:
+            raise InputError(f"partitioned topic {name}: a partition name cannot be a partitioned topic")
+        if name in topic_names:
+            raise InputError(f"partitioned topic {name}: a non-partitioned topic has the same name")
+        if partitions < 1:
+            raise InputError(f"partitioned topic {name}: partitions={partitions} must be >= 1")
+    for topic in topic_names:
+        parsed = TopicName.parse(topic)
+        parent = parsed.partitioned_parent
+        if parent is None or parent not in content.partitioned_topics:
+            continue  # a partition whose metadata is absent is decided on its own, as Pulsar does
+        index = parsed.partition_index
+        if index is not None and index >= content.partitioned_topics[parent]:
+            raise InputError(
+                f"topic {topic}: partition index {index} is not below the {content.partitioned_topics[parent]} "
+                f"partitions of partitioned topic {parent}"
+            )
 
 
 def _validate_ledgers(topic: TopicSpec) -> None:
@@ -256,6 +288,9 @@ def content_from_manifest(document: Mapping[str, Any], source: str) -> tuple[Sto
         broker=dict(document.get("broker", {})),
         namespaces={name: dict(p) for name, p in document.get("namespaces", {}).items()},
         topics=topics,
+        partitioned_topics={
+            name: int(body["partitions"]) for name, body in document.get("partitionedTopics", {}).items()
+        },
     )
     return content, messages
 
@@ -373,6 +408,8 @@ def write_store(
 def _replace_metadata(store: Store, content: StoreContent) -> None:
     with write_transaction(store.engine) as conn:
         for table in (
+            t.deleted_topics,
+            t.partitioned_topics,
             t.backlog_quota_states,
             t.pending_deletions,
             t.journal,
@@ -412,6 +449,18 @@ def _replace_metadata(store: Store, content: StoreContent) -> None:
                         "last_active_ms": topic.last_active_ms,
                     }
                     for topic in content.topics
+                ],
+            )
+        if content.partitioned_topics:
+            conn.execute(
+                insert(t.partitioned_topics),
+                [
+                    {
+                        "name": name,
+                        "namespace": str(TopicName.parse(name).namespace_name),
+                        "partitions": partitions,
+                    }
+                    for name, partitions in sorted(content.partitioned_topics.items())
                 ],
             )
         ledger_rows = [
@@ -461,6 +510,10 @@ def export_manifest(store: Store, *, with_messages: bool = False) -> dict[str, A
             for r in conn.execute(select(t.namespaces).order_by(t.namespaces.c.name))
         }
         topics = list(conn.execute(select(t.topics).order_by(t.topics.c.name)))
+        partitioned = {
+            r.name: {"partitions": r.partitions}
+            for r in conn.execute(select(t.partitioned_topics).order_by(t.partitioned_topics.c.name))
+        }
         ledgers: dict[str, list] = {}
         for r in conn.execute(select(t.ledgers).order_by(t.ledgers.c.topic, t.ledgers.c.ledger_id)):
             ledgers.setdefault(r.topic, []).append(r)
@@ -522,6 +575,7 @@ def export_manifest(store: Store, *, with_messages: bool = False) -> dict[str, A
         "broker": json.loads(broker_row[0]) if broker_row else {},
         "namespaces": namespaces,
         "topics": out_topics,
+        **({"partitionedTopics": partitioned} if partitioned else {}),
         # Facts of this store, not part of a cluster's description; `load` ignores them.
         "store": {
             "root": str(store.root),

@@ -11,6 +11,7 @@ from sqlalchemy import (
     Boolean,
     Column,
     ForeignKey,
+    Index,
     Integer,
     MetaData,
     String,
@@ -90,6 +91,7 @@ journal = Table(
     Column("detail", Text, nullable=False),  # JSON
     Column("as_of_ms", BigInteger, nullable=False),
     Column("recorded_at_ms", BigInteger, nullable=False),  # wall clock, audit only
+    Index("ix_journal_run", "run_id", "topic"),
 )
 
 pending_deletions = Table(
@@ -106,6 +108,8 @@ pending_deletions = Table(
     Column("purge_after_ms", BigInteger, nullable=False),
     Column("status", String(20), nullable=False),  # pending | purged | restored
     Column("finished_as_of_ms", BigInteger, nullable=True),
+    Index("ix_pending_status", "status", "purge_after_ms"),
+    Index("ix_pending_deletions_topic", "topic", "status"),
 )
 
 
@@ -125,4 +129,32 @@ backlog_quota_states = Table(
     Column("cleared_at_ms", BigInteger, nullable=True),
     Column("as_of_ms", BigInteger, nullable=False),  # logical time of the measurement (monotone)
     Column("run_id", String(250), nullable=False),
+)
+
+
+# Pulsar's partitioned-topic metadata (``topics create-partitioned-topic``): partitions are the topics
+# ``<name>-partition-<i>``, i < partitions; a partition may be missing (never created or deleted).
+partitioned_topics = Table(
+    "partitioned_topics",
+    metadata,
+    Column("name", String(NAME), primary_key=True),
+    Column("namespace", String(NAME), ForeignKey("namespaces.name"), nullable=False),
+    Column("partitions", Integer, nullable=False),
+)
+
+# A topic (or partitioned-topic metadata) deleted by inactive-topic GC, with every metadata row it had, so
+# ``housekeeping restore`` can bring it back until the purge (same grace period as its ledgers' files).
+deleted_topics = Table(
+    "deleted_topics",
+    metadata,
+    Column("id", Integer, primary_key=True, autoincrement=True),
+    Column("topic", String(NAME), nullable=False),
+    Column("kind", String(20), nullable=False),  # topic | partitioned_metadata
+    Column("saved_rows", Text, nullable=False),  # JSON: the topic, cursor, quota-state rows and ledger ids
+    Column("run_id", String(250), nullable=False),
+    Column("deleted_as_of_ms", BigInteger, nullable=False),
+    Column("purge_after_ms", BigInteger, nullable=False),
+    Column("status", String(20), nullable=False),  # pending | purged | restored
+    Column("finished_as_of_ms", BigInteger, nullable=True),
+    Index("ix_deleted_topics_topic", "topic", "status"),
 )

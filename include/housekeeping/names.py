@@ -88,6 +88,12 @@ class TopicName:
             return None
         return f"persistent://{self.tenant}/{self.namespace}/{match.group('base')}"
 
+    @property
+    def partition_index(self) -> int | None:
+        """3 for ``...-partition-3``, else None."""
+        match = _PARTITION_SUFFIX.match(self.local_name)
+        return None if match is None else int(match.group("index"))
+
     def __str__(self) -> str:
         return f"persistent://{self.tenant}/{self.namespace}/{self.local_name}"
 

@@ -7,7 +7,8 @@ The plan JSON contract (``housekeeping plan MECHANISM --format json``)::
      "blockers": [{"topic", "kind", "detail", "bytes", "ledgers"}],
      "summary": {"ledgersToDelete", "bytesToDelete", "perNamespace": {ns: {"ledgers", "bytes"}}}}
 
-``action`` is one of delete_ledger, move_cursor, delete_topic, rewrite_compacted, flag_backlog_quota.
+``action`` is one of delete_ledger, move_cursor, delete_topic, rewrite_compacted, flag_backlog_quota,
+refresh_last_active and delete_partitioned_metadata (the last two added with inactive-topic GC).
 Keys added since the first version (``runId``, ``bytes``, ``ledgers``, ``summary``) are extensions; none
 of the original keys changes meaning.
 """
@@ -24,7 +25,7 @@ from housekeeping.snapshot import read_jsonl
 from housekeeping.timeutil import format_ms
 
 MECHANISMS = ("trim", "expiry", "backlog", "gc", "compaction")
-IMPLEMENTED_MECHANISMS = ("trim", "expiry", "backlog")
+IMPLEMENTED_MECHANISMS = ("trim", "expiry", "backlog", "gc")
 ACTION_KEYS = (
     "topic",
     "action",
@@ -41,6 +42,8 @@ ACTION_KEYS = (
     "limitValue",
     "measuredValue",
     "exceededSinceMs",
+    # delete_topic: the lastActive the decision was made on; refresh_last_active: the new value (extension)
+    "lastActiveMs",
 )
 
 

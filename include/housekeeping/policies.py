@@ -277,6 +277,7 @@ class EffectivePolicies:
     message_ttl_source: str
     backlog_quotas: dict[str, BacklogQuota]
     inactive_topic_policies: InactiveTopicPolicies
+    inactive_topic_policies_source: str
     compacted_retention: RetentionPolicy | None
     compaction_threshold_bytes: int
 
@@ -343,18 +344,27 @@ def resolve_policies(
                 chosen.get("policy", "producer_request_hold"),
             )
 
-    inactive_value, _ = pick("inactive_topic_policies")
+    inactive_value, inactive_source = pick("inactive_topic_policies")
     max_inactive_default = broker["brokerDeleteInactiveTopicsMaxInactiveDurationSeconds"]
     if max_inactive_default is None:
         max_inactive_default = broker["brokerDeleteInactiveTopicsFrequencySeconds"]
-    inactive = InactiveTopicPolicies(
-        delete_mode=(inactive_value or {}).get("inactiveTopicDeleteMode")
-        or broker["brokerDeleteInactiveTopicsMode"],
-        max_inactive_seconds=int(
-            (inactive_value or {}).get("maxInactiveDurationSeconds", max_inactive_default)
-        ),
-        delete_while_inactive=bool((inactive_value or {}).get("deleteWhileInactive", True)),
-    )
+    if inactive_value is None:
+        # Pulsar's broker-level policy: (brokerDeleteInactiveTopicsMode, ...MaxInactiveDurationSeconds,
+        # brokerDeleteInactiveTopicsEnabled).
+        inactive = InactiveTopicPolicies(
+            broker["brokerDeleteInactiveTopicsMode"],
+            int(max_inactive_default),
+            bool(broker["brokerDeleteInactiveTopicsEnabled"]),
+        )
+    else:
+        # A policy object replaces the lower levels whole (Pulsar has no per-field merge). A field left out
+        # takes the broker's mode and duration; deleteWhileInactive left out is false, as in Pulsar's
+        # InactiveTopicPolicies (and the safe reading: no deletion that was not asked for).
+        inactive = InactiveTopicPolicies(
+            inactive_value.get("inactiveTopicDeleteMode") or broker["brokerDeleteInactiveTopicsMode"],
+            int(inactive_value.get("maxInactiveDurationSeconds", max_inactive_default)),
+            bool(inactive_value.get("deleteWhileInactive", False)),
+        )
 
     compacted_value, _ = pick("compacted_retention")
     threshold_value, _ = pick("compaction_threshold")
@@ -365,6 +375,7 @@ def resolve_policies(
         message_ttl_source=ttl_source,
         backlog_quotas=quotas,
         inactive_topic_policies=inactive,
+        inactive_topic_policies_source=inactive_source,
         compacted_retention=_retention_of(compacted_value) if compacted_value is not None else None,
         compaction_threshold_bytes=int(
             threshold_value

@@ -42,9 +42,14 @@ def local_spark(master: str):
 
 
 def plan_and_gate_in_process(run_dir: Path, mechanism: str, master: str) -> dict[str, Any]:
-    from spark_apps import plan_backlog, plan_expiry, plan_trim, validate_plan
+    from spark_apps import plan_backlog, plan_expiry, plan_gc, plan_trim, validate_plan
 
     spark = local_spark(master)
-    planners = {"trim": plan_trim.run, "expiry": plan_expiry.run, "backlog": plan_backlog.run}
+    planners = {
+        "trim": plan_trim.run,
+        "expiry": plan_expiry.run,
+        "backlog": plan_backlog.run,
+        "gc": plan_gc.run,
+    }
     planners[mechanism](spark, run_dir)
     return validate_plan.run(spark, run_dir, mechanism)

@@ -8,6 +8,8 @@
 | HOUSEKEEPING_PURGE_GRACE_SECONDS  | 86400                            | pending deletions wait this long (logical)  |
 | HOUSEKEEPING_MAX_DELETED_SHARE    | 0.9                              | blast radius: max share of a namespace's    |
 |                                   |                                  | stored bytes one run may delete             |
+| HOUSEKEEPING_MAX_DELETED_TOPIC_SHARE | 0.5                         | GC blast radius: max share of a namespace's |
+|                                   |                                  | topics one run may delete                   |
 | HOUSEKEEPING_SPARK_CONN_ID        | spark_default                    | Airflow Spark connection for spark-submit   |
 | HOUSEKEEPING_SPARK_MASTER         | local[2]                         | master for the CLI's in-process Spark       |
 """
@@ -42,6 +44,7 @@ class Settings:
     metadata_url: str | None
     purge_grace_seconds: int
     max_deleted_share: float
+    max_deleted_topic_share: float
     spark_conn_id: str
     spark_master: str
 
@@ -52,6 +55,7 @@ class Settings:
             metadata_url=os.environ.get("HOUSEKEEPING_METADATA_URL") or None,
             purge_grace_seconds=_int("HOUSEKEEPING_PURGE_GRACE_SECONDS", 86400),
             max_deleted_share=_float("HOUSEKEEPING_MAX_DELETED_SHARE", 0.9),
+            max_deleted_topic_share=_float("HOUSEKEEPING_MAX_DELETED_TOPIC_SHARE", 0.5),
             spark_conn_id=os.environ.get("HOUSEKEEPING_SPARK_CONN_ID", "spark_default"),
             spark_master=os.environ.get("HOUSEKEEPING_SPARK_MASTER", "local[2]"),
         )
@@ -59,6 +63,8 @@ class Settings:
             raise InputError("HOUSEKEEPING_PURGE_GRACE_SECONDS must be >= 0")
         if not 0.0 <= settings.max_deleted_share <= 1.0:
             raise InputError("HOUSEKEEPING_MAX_DELETED_SHARE must be between 0 and 1")
+        if not 0.0 <= settings.max_deleted_topic_share <= 1.0:
+            raise InputError("HOUSEKEEPING_MAX_DELETED_TOPIC_SHARE must be between 0 and 1")
         return settings
 
     def open_store(self):

@@ -2,12 +2,14 @@
 
 Files under ``<run_dir>/snapshot/``:
 
-- ``run.json``       run facts: runId, mechanism, asOfMs, scope, blast-radius limit, topic versions
+- ``run.json``       run facts: runId, mechanism, asOfMs, scope, blast-radius limits (share of a namespace's
+                     bytes; for GC, share of its topics), topic versions, broker settings
 - ``topics.jsonl``   one row per in-scope topic with its *effective* policies (resolved here once)
 - ``ledgers.jsonl``  the in-scope topics' ledgers
 - ``cursors.jsonl``  the in-scope topics' cursors
 - ``quota_states.jsonl`` the in-scope topics' recorded backlog-quota states
 - ``namespaces.jsonl`` stored bytes and topic count of every namespace touched by the scope
+- ``partitioned_topics.jsonl`` partitioned-topic metadata of those namespaces, with how many partitions exist
 
 The planner and the gate both read these files, never the live database, so the plan and its check see
 the same state; apply then compare-and-sets on the topic versions recorded here.
@@ -90,6 +92,7 @@ def take_snapshot(
     as_of_ms: int,
     scope: str | Sequence[str] | None = None,
     max_deleted_share: float = 0.9,
+    max_deleted_topic_share: float = 0.5,
     run_dir: Path | None = None,
 ) -> SnapshotInfo:
     patterns = parse_scope(scope)
@@ -99,6 +102,9 @@ def take_snapshot(
         topic_rows = list(conn.execute(select(t.topics).order_by(t.topics.c.name)))
         ledger_rows = list(conn.execute(select(t.ledgers).order_by(t.ledgers.c.topic, t.ledgers.c.ledger_id)))
         cursor_rows = list(conn.execute(select(t.cursors).order_by(t.cursors.c.topic, t.cursors.c.name)))
+        partitioned_rows = list(
+            conn.execute(select(t.partitioned_topics).order_by(t.partitioned_topics.c.name))
+        )
         quota_rows = list(
             conn.execute(
                 select(t.backlog_quota_states).order_by(
@@ -149,6 +155,12 @@ def take_snapshot(
                 "sizeQuotaPolicy": effective.backlog_quotas["destination_storage"].policy,
                 "timeQuotaLimitSeconds": effective.backlog_quotas["message_age"].limit_time,
                 "timeQuotaPolicy": effective.backlog_quotas["message_age"].policy,
+                # Inactive-topic GC (PersistentTopic#checkGC) and the partitioned topic a partition belongs to.
+                "inactiveDeleteMode": effective.inactive_topic_policies.delete_mode,
+                "maxInactiveSeconds": effective.inactive_topic_policies.max_inactive_seconds,
+                "deleteWhileInactive": effective.inactive_topic_policies.delete_while_inactive,
+                "inactivePolicySource": effective.inactive_topic_policies_source,
+                "partitionedTopic": parsed.partitioned_parent,
                 "policies": json.dumps(effective.to_json(), sort_keys=True),
             }
         )
@@ -218,6 +230,26 @@ def take_snapshot(
             if r.topic in selected
         ],
     )
+    # Partitioned-topic metadata of the namespaces in scope, with how many of its partitions exist as topics
+    # (in the whole store, not only in scope: the metadata may only go when no partition is left).
+    existing_partitions: dict[str, int] = {}
+    for row in topic_rows:
+        parent = TopicName.parse(row.name).partitioned_parent
+        if parent is not None:
+            existing_partitions[parent] = existing_partitions.get(parent, 0) + 1
+    _write_jsonl(
+        snapshot_dir / "partitioned_topics.jsonl",
+        [
+            {
+                "partitionedTopic": r.name,
+                "namespace": r.namespace,
+                "partitions": r.partitions,
+                "existingPartitions": existing_partitions.get(r.name, 0),
+            }
+            for r in partitioned_rows
+            if r.namespace in touched_namespaces
+        ],
+    )
     _write_jsonl(
         snapshot_dir / "namespaces.jsonl",
         [
@@ -232,6 +264,7 @@ def take_snapshot(
         "asOf": format_ms(as_of_ms),
         "scope": patterns,
         "maxDeletedShare": max_deleted_share,
+        "maxDeletedTopicShare": max_deleted_topic_share,
         "store": str(store.root),
         "metadata": store.safe_url,
         "topicVersions": versions,

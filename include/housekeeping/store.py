@@ -200,3 +200,15 @@ class Store:
             )
         shutil.rmtree(target)
         return True
+
+    def prune_empty_parents(self, rel_path: str) -> None:
+        """Remove the now-empty topic/namespace/tenant directories above a removed ledger directory, up to
+        ``ledgers/``. ``rmdir`` only removes empty directories, so no file can go this way."""
+        base = self.ledgers_root.resolve()
+        parent = self.contained(Path(rel_path)).parent
+        while parent != base and base in parent.parents:
+            try:
+                parent.rmdir()
+            except OSError:  # not empty (or already gone and its parent not empty): stop
+                return
+            parent = parent.parent

@@ -1,0 +1,415 @@
+"""Spark app: plan inactive-topic GC (Pulsar ``PersistentTopic#checkGC``, PULSAR_SEMANTICS.md section 4).
+
+Reads a run's snapshot, decides every in-scope topic in one application, and writes:
+
+- ``plan/decisions``  one row per topic: delete or keep, a typed ``kind``, a human ``reason`` and the facts
+- ``plan/actions``    ``delete_topic`` rows; ``refresh_last_active`` rows (checkGC stamps ``lastActive = now``
+                      on every topic it finds active); ``delete_partitioned_metadata`` rows
+- ``plan/blockers``   per kept topic: why, with its bytes
+- ``plan/summary.json`` totals per namespace that the gate reconciles independently
+
+The rule, per topic, in Pulsar's order:
+
+0. the monitor runs only when the broker's ``brokerDeleteInactiveTopicsEnabled`` is true;
+   system topics (``__``-prefixed, and the heartbeat namespace's health-check topics) are never collected;
+1. the resolved ``inactive_topic_policies`` (topic > namespace > broker) must have ``deleteWhileInactive``;
+2. active (-> lastActive = as-of, keep): ``delete_when_no_subscriptions``: any subscription (durable or
+   a reader's) exists; ``delete_when_subscriptions_caught_up``: any subscription has a backlog; both modes:
+   any producer or consumer connected;
+3. inactive: delete only when as-of - lastActive >= maxInactiveDurationSeconds and retention time does not
+   keep it (time < 0 keeps it forever, else kept while as-of - lastActive < retention time; size never counts).
+   A topic whose lastActive is unknown is stamped as loaded now (Pulsar sets lastActive at topic load).
+
+Partitioned topics: each partition is a topic decided on its own. The partitioned metadata goes only when
+``brokerDeleteInactivePartitionedTopicMetadataEnabled`` is true and this run deletes every partition that
+still exists (Pulsar's ``tryToDeletePartitionedMetadata`` runs after a partition's deletion).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from pathlib import Path
+
+from pyspark.sql import Column, DataFrame
+from pyspark.sql import functions as F
+
+if __package__ in (None, ""):  # run by spark-submit as a script
+    sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+
+from housekeeping.snapshot import read_run_info  # noqa: E402
+from spark_apps.common import (  # noqa: E402
+    get_spark,
+    materialize,
+    read_snapshot,
+    run_scoped_cache,
+    write_summary,
+    write_table,
+)
+
+NO_SUBSCRIPTIONS = "delete_when_no_subscriptions"
+CAUGHT_UP = "delete_when_subscriptions_caught_up"
+# Pulsar's heartbeat namespace (v2): pulsar/<broker host>:<port>; its health-check topics are internal.
+HEARTBEAT_NAMESPACE = r"^pulsar/[^/]+:[0-9]+$"
+
+
+def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
+    parser = argparse.ArgumentParser(description="Plan inactive-topic GC for one run's snapshot.")
+    parser.add_argument(
+        "--run-dir", required=True, help="run directory holding snapshot/; plan/ is written there"
+    )
+    return parser.parse_args(argv)
+
+
+def _iso(ms: Column) -> Column:
+    return F.date_format(F.timestamp_millis(ms), "yyyy-MM-dd'T'HH:mm:ss'Z'")
+
+
+def topic_activity(topics: DataFrame, ledgers: DataFrame, cursors: DataFrame) -> DataFrame:
+    """Per topic: bytes, ledgers, subscriptions, subscriptions with a backlog, connected clients."""
+    storage = ledgers.groupBy("topic").agg(
+        F.sum("size").alias("bytes"),
+        F.count("*").alias("ledgers"),
+        # The last entry: the newest ledger that has entries, at its last entry (none when nothing was written).
+        F.max(
+            F.when(F.col("entries") > 0, F.struct("ledgerId", (F.col("entries") - 1).alias("entryId")))
+        ).alias("lastEntry"),
+    )
+    # A subscription has a backlog when an entry exists after its mark-delete (Pulsar's non-precise
+    # getNumberOfEntriesInBacklog(false) > 0).
+    subscriptions = (
+        cursors.join(storage.select("topic", "lastEntry"), "topic", "left")
+        .withColumn(
+            "hasBacklog",
+            F.coalesce(
+                F.struct(
+                    F.col("markDeleteLedger").alias("ledgerId"), F.col("markDeleteEntry").alias("entryId")
+                )
+                < F.col("lastEntry"),
+                F.lit(False),
+            ),
+        )
+        .groupBy("topic")
+        .agg(
+            F.count("*").alias("subscriptions"),
+            F.sum(F.col("hasBacklog").cast("long")).alias("backlogSubscriptions"),
+            F.sort_array(F.collect_list("name")).alias("subscriptionNames"),
+        )
+    )
+    return (
+        topics.join(storage, "topic", "left")
+        .join(subscriptions, "topic", "left")
+        .select(
+            topics["*"],
+            F.coalesce("bytes", F.lit(0)).alias("bytes"),
+            F.coalesce("ledgers", F.lit(0)).alias("ledgers"),
+            F.coalesce("subscriptions", F.lit(0)).alias("subscriptions"),
+            F.coalesce("backlogSubscriptions", F.lit(0)).alias("backlogSubscriptions"),
+            F.coalesce("subscriptionNames", F.array().cast("array<string>")).alias("subscriptionNames"),
+            (F.col("producers") + F.col("consumers")).alias("clients"),
+        )
+    )
+
+
+def plan_topic_decisions(
+    topics: DataFrame, ledgers: DataFrame, cursors: DataFrame, as_of_ms: int, gc_enabled: bool
+) -> DataFrame:
+    """One row per topic: ``decision`` delete|keep, ``kind``, ``reason``, ``refreshLastActive``. Pure."""
+    as_of = F.lit(as_of_ms)
+    frame = topic_activity(topics, ledgers, cursors)
+    system = F.col("isSystemTopic") | F.col("namespace").rlike(HEARTBEAT_NAMESPACE)
+    by_mode = F.when(F.col("inactiveDeleteMode") == NO_SUBSCRIPTIONS, F.col("subscriptions") > 0).otherwise(
+        F.col("backlogSubscriptions") > 0
+    )
+    inactive_for = as_of - F.col("lastActiveMs")
+    frame = frame.withColumn("inactiveForMs", inactive_for)
+    within_limit = F.col("inactiveForMs") < F.col("maxInactiveSeconds") * 1000
+    retained = (F.col("retentionTimeMs") < 0) | (F.col("inactiveForMs") < F.col("retentionTimeMs"))
+    kind = (
+        F.when(F.lit(not gc_enabled), F.lit("gc_disabled"))
+        .when(system, F.lit("system_topic"))
+        .when(~F.col("deleteWhileInactive"), F.lit("delete_while_inactive_off"))
+        .when(by_mode & (F.col("inactiveDeleteMode") == NO_SUBSCRIPTIONS), F.lit("subscriptions"))
+        .when(by_mode, F.lit("backlog"))
+        .when(F.col("clients") > 0, F.lit("connected_clients"))
+        .when(F.col("lastActiveMs").isNull(), F.lit("last_active_unknown"))
+        .when(within_limit, F.lit("inactive_less_than_limit"))
+        .when(F.col("retentionTimeMs") < 0, F.lit("retention_time_infinite"))
+        .when(retained, F.lit("retention_time"))
+        .otherwise(F.lit("inactive"))
+    )
+    frame = frame.withColumn("kind", kind)
+    clients = F.format_string(
+        "%d producer(s), %d consumer(s) connected", F.col("producers"), F.col("consumers")
+    )
+    idle = F.format_string(
+        "inactive %d s since lastActive %s",
+        (F.col("inactiveForMs") / 1000).cast("long"),
+        _iso(F.col("lastActiveMs")),
+    )
+    policy = F.format_string(
+        "%s, maxInactiveDurationSeconds %d (%s)",
+        F.col("inactiveDeleteMode"),
+        F.col("maxInactiveSeconds"),
+        F.col("inactivePolicySource"),
+    )
+    reason = (
+        F.when(
+            F.col("kind") == "gc_disabled",
+            F.lit("brokerDeleteInactiveTopicsEnabled is false: the monitor does not run"),
+        )
+        .when(
+            F.col("kind") == "system_topic",
+            F.lit("system topic: Pulsar's internal topics are never deleted for inactivity"),
+        )
+        .when(
+            F.col("kind") == "delete_while_inactive_off",
+            F.format_string("deleteWhileInactive is false (%s)", F.col("inactivePolicySource")),
+        )
+        .when(
+            F.col("kind") == "subscriptions",
+            F.format_string(
+                "active: %d subscription(s) %s exist (%s)",
+                F.col("subscriptions"),
+                F.array_join(F.slice("subscriptionNames", 1, 5), ", "),
+                policy,
+            ),
+        )
+        .when(
+            F.col("kind") == "backlog",
+            F.format_string(
+                "active: %d subscription(s) have a backlog (%s)", F.col("backlogSubscriptions"), policy
+            ),
+        )
+        .when(F.col("kind") == "connected_clients", F.concat(F.lit("active: "), clients))
+        .when(
+            F.col("kind") == "last_active_unknown",
+            F.lit("lastActive unknown: stamped with this run's time, as Pulsar stamps a topic when it loads"),
+        )
+        .when(
+            F.col("kind") == "inactive_less_than_limit",
+            F.concat_ws(
+                "; ",
+                idle,
+                F.format_string(
+                    "< maxInactiveDurationSeconds %d (%s)",
+                    F.col("maxInactiveSeconds"),
+                    F.col("inactivePolicySource"),
+                ),
+            ),
+        )
+        .when(
+            F.col("kind") == "retention_time_infinite",
+            F.concat_ws(
+                "; ", idle, F.format_string("retention time is infinite (%s)", F.col("retentionSource"))
+            ),
+        )
+        .when(
+            F.col("kind") == "retention_time",
+            F.concat_ws(
+                "; ",
+                idle,
+                F.format_string(
+                    "within retention time %d s (%s)",
+                    (F.col("retentionTimeMs") / 1000).cast("long"),
+                    F.col("retentionSource"),
+                ),
+            ),
+        )
+        .otherwise(
+            F.concat_ws(
+                "; ",
+                idle,
+                F.format_string(">= maxInactiveDurationSeconds %d", F.col("maxInactiveSeconds")),
+                F.format_string("no subscription blocks it (%s)", F.col("inactiveDeleteMode")),
+                F.lit("no client connected"),
+                F.format_string(
+                    "retention time %d s does not keep it (%s)",
+                    (F.col("retentionTimeMs") / 1000).cast("long"),
+                    F.col("retentionSource"),
+                ),
+            )
+        )
+    )
+    # checkGC stamps lastActive on a topic it finds active (and here, on one it sees for the first time);
+    # never backward, so a backfill of an older date leaves a newer stamp alone.
+    refresh = F.col("kind").isin("subscriptions", "backlog", "connected_clients", "last_active_unknown") & (
+        F.col("lastActiveMs").isNull() | (F.col("lastActiveMs") < as_of)
+    )
+    return frame.select(
+        "topic",
+        "namespace",
+        "partitionedTopic",
+        F.when(F.col("kind") == "inactive", F.lit("delete")).otherwise(F.lit("keep")).alias("decision"),
+        "kind",
+        reason.alias("reason"),
+        refresh.alias("refreshLastActive"),
+        "bytes",
+        "ledgers",
+        "subscriptions",
+        "backlogSubscriptions",
+        "producers",
+        "consumers",
+        "lastActiveMs",
+        "inactiveForMs",
+        "inactiveDeleteMode",
+        "maxInactiveSeconds",
+        "deleteWhileInactive",
+        "retentionTimeMs",
+        system.alias("isSystemTopic"),
+    )
+
+
+def partitioned_metadata_deletions(
+    decisions: DataFrame, partitioned: DataFrame, metadata_deletion_enabled: bool
+) -> DataFrame:
+    """Partitioned topics whose every existing partition this plan deletes (only when the broker allows)."""
+    deleted = (
+        decisions.where((F.col("decision") == "delete") & F.col("partitionedTopic").isNotNull())
+        .groupBy("partitionedTopic")
+        .agg(F.count("*").alias("deletedPartitions"))
+    )
+    return (
+        partitioned.join(deleted, "partitionedTopic")
+        .where(F.lit(metadata_deletion_enabled) & (F.col("deletedPartitions") == F.col("existingPartitions")))
+        .select("partitionedTopic", "namespace", "partitions", "deletedPartitions")
+    )
+
+
+ACTION_COLUMNS = (
+    "topic",
+    "action",
+    "ledgerId",
+    "subscription",
+    "from",
+    "to",
+    "bytes",
+    "reason",
+    "lastActiveMs",
+)
+
+
+def gc_actions(decisions: DataFrame, metadata: DataFrame, as_of_ms: int) -> DataFrame:
+    """The contract's actions. ``lastActiveMs``: for delete_topic the value the decision was made on (apply
+    skips the topic when it changed since), for refresh_last_active the new value."""
+    nothing = F.lit(None)
+    deletes = decisions.where(F.col("decision") == "delete").select(
+        "topic",
+        F.lit("delete_topic").alias("action"),
+        nothing.cast("long").alias("ledgerId"),
+        nothing.cast("string").alias("subscription"),
+        nothing.cast("string").alias("from"),
+        nothing.cast("string").alias("to"),
+        F.col("bytes"),
+        "reason",
+        "lastActiveMs",
+    )
+    refreshes = decisions.where(F.col("refreshLastActive")).select(
+        "topic",
+        F.lit("refresh_last_active").alias("action"),
+        nothing.cast("long").alias("ledgerId"),
+        nothing.cast("string").alias("subscription"),
+        nothing.cast("string").alias("from"),
+        nothing.cast("string").alias("to"),
+        nothing.cast("long").alias("bytes"),
+        F.concat(F.lit("lastActive := as-of ("), F.col("reason"), F.lit(")")).alias("reason"),
+        F.lit(as_of_ms).cast("long").alias("lastActiveMs"),
+    )
+    metadata_rows = metadata.select(
+        F.col("partitionedTopic").alias("topic"),
+        F.lit("delete_partitioned_metadata").alias("action"),
+        nothing.cast("long").alias("ledgerId"),
+        nothing.cast("string").alias("subscription"),
+        nothing.cast("string").alias("from"),
+        nothing.cast("string").alias("to"),
+        nothing.cast("long").alias("bytes"),
+        F.format_string(
+            "every existing partition (%d of %d) is deleted by this run and "
+            "brokerDeleteInactivePartitionedTopicMetadataEnabled is true",
+            F.col("deletedPartitions"),
+            F.col("partitions"),
+        ).alias("reason"),
+        nothing.cast("long").alias("lastActiveMs"),
+    )
+    return deletes.unionByName(refreshes).unionByName(metadata_rows)
+
+
+def gc_blockers(decisions: DataFrame) -> DataFrame:
+    return decisions.where(F.col("decision") == "keep").select(
+        "topic", "kind", F.col("reason").alias("detail"), "bytes", "ledgers"
+    )
+
+
+def plan_summary(decisions: DataFrame, metadata: DataFrame, namespaces: DataFrame) -> dict:
+    rows = (
+        decisions.where(F.col("decision") == "delete")
+        .groupBy("namespace")
+        .agg(F.count("*").alias("topics"), F.sum("bytes").alias("bytes"), F.sum("ledgers").alias("ledgers"))
+        .join(namespaces.select("namespace", "topicCount"), "namespace", "left")
+        .collect()
+    )
+    per_namespace = {
+        r["namespace"]: {
+            "topics": int(r["topics"]),
+            "bytes": int(r["bytes"]),
+            "ledgers": int(r["ledgers"]),
+            "namespaceTopics": int(r["topicCount"] or 0),
+        }
+        for r in rows
+    }
+    kinds = {r["kind"]: int(r["count"]) for r in decisions.groupBy("kind").count().collect()}
+    return {
+        "topicsToDelete": sum(v["topics"] for v in per_namespace.values()),
+        "bytesToDelete": sum(v["bytes"] for v in per_namespace.values()),
+        "ledgersToDelete": sum(v["ledgers"] for v in per_namespace.values()),
+        "lastActiveRefreshes": decisions.where(F.col("refreshLastActive")).count(),
+        "partitionedMetadataToDelete": sorted(r["partitionedTopic"] for r in metadata.collect()),
+        "topicsByKind": kinds,
+        "perNamespace": per_namespace,
+    }
+
+
+def broker_flag(info: dict, key: str, default: bool) -> bool:
+    value = info.get("broker", {}).get(key, default)
+    return value if isinstance(value, bool) else str(value).strip().lower() == "true"
+
+
+def run(spark, run_dir: str | Path) -> dict:
+    with run_scoped_cache(spark):
+        info = read_run_info(run_dir)
+        as_of_ms = int(info["asOfMs"])
+        gc_enabled = broker_flag(info, "brokerDeleteInactiveTopicsEnabled", True)
+        metadata_enabled = broker_flag(info, "brokerDeleteInactivePartitionedTopicMetadataEnabled", False)
+        snapshot = read_snapshot(spark, run_dir)
+        decisions = plan_topic_decisions(
+            snapshot["topics"], snapshot["ledgers"], snapshot["cursors"], as_of_ms, gc_enabled
+        ).transform(materialize)
+        metadata = partitioned_metadata_deletions(decisions, snapshot["partitioned_topics"], metadata_enabled)
+        metadata = materialize(metadata)
+        plan_dir = Path(run_dir) / "plan"
+        write_table(decisions, plan_dir / "decisions", ["topic"])
+        write_table(gc_actions(decisions, metadata, as_of_ms), plan_dir / "actions", ["topic", "action"])
+        write_table(gc_blockers(decisions), plan_dir / "blockers", ["topic", "kind"])
+        summary = {
+            "mechanism": "gc",
+            "runId": info["runId"],
+            "asOfMs": as_of_ms,
+            "gcEnabled": gc_enabled,
+            "partitionedMetadataDeletionEnabled": metadata_enabled,
+            **plan_summary(decisions, metadata, snapshot["namespaces"]),
+        }
+        write_summary(plan_dir, summary)
+        return summary
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = parse_args(argv)
+    spark = get_spark("housekeeping-plan-gc")
+    summary = run(spark, args.run_dir)
+    print(json.dumps(summary, sort_keys=True))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,286 @@
+"""Quality-gate checks for inactive-topic GC, re-derived from the snapshot apart from the planner.
+
+Every planned ``delete_topic``: the topic is in the snapshot with the planned bytes and lastActive; the broker
+runs the monitor; it is not a system topic (checked on the name itself: a ``__`` local name, or the
+heartbeat namespace); ``deleteWhileInactive`` is on; no producer or consumer is connected; in
+``delete_when_no_subscriptions`` mode it has no cursor at all, in ``delete_when_subscriptions_caught_up``
+mode no cursor is behind the topic's last entry (checked cursor by cursor); as-of - lastActive >=
+maxInactiveDurationSeconds; retention time neither infinite nor still running; one row per topic.
+
+Every ``refresh_last_active``: the topic is in the snapshot, GC applies to it, it is active (or its lastActive
+is unknown), the new value is the run's as-of and later than the current one, and the topic is not also
+deleted.
+
+Every ``delete_partitioned_metadata``: the broker allows it, the metadata is in the snapshot, and the plan
+deletes as many of its partitions as exist in the store.
+
+Per namespace: the share of its topics deleted is within the run's limit (the blast radius), and topics and
+bytes reconcile with the planner's summary.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from pyspark.sql import DataFrame
+from pyspark.sql import functions as F
+
+from spark_apps.validate_cursor_moves import position_key
+
+GC_ACTIONS = ["delete_topic", "refresh_last_active", "delete_partitioned_metadata"]
+
+
+def _flag(info: dict, key: str, default: bool) -> bool:
+    value = info.get("broker", {}).get(key, default)
+    return value if isinstance(value, bool) else str(value).strip().lower() == "true"
+
+
+def _is_system(topic: str = "topic") -> F.Column:
+    local = F.element_at(F.split(F.col(topic), "/"), -1)
+    namespace = F.regexp_extract(F.col(topic), r"^persistent://([^/]+/[^/]+)/", 1)
+    return local.startswith("__") | namespace.rlike(r"^pulsar/[^/]+:[0-9]+$")
+
+
+def _known_true(check: F.Column) -> F.Column:
+    """A check on a fact the snapshot does not have (null) fails."""
+    return F.coalesce(check, F.lit(False))
+
+
+def cursors_behind_last_entry(ledgers: DataFrame, cursors: DataFrame) -> DataFrame:
+    """Per topic: cursors that have at least one entry after their mark-delete, counted one by one."""
+    entries = ledgers.where(F.col("entries") > 0).select(
+        "topic", "ledgerId", (F.col("entries") - 1).alias("lastE")
+    )
+    return (
+        cursors.join(entries, "topic")
+        .where(
+            position_key(F.col("markDeleteLedger"), F.col("markDeleteEntry"))
+            < position_key(F.col("ledgerId"), F.col("lastE"))
+        )
+        .select("topic", "name")
+        .distinct()
+        .groupBy("topic")
+        .agg(F.count("*").alias("cursorsBehind"))
+    )
+
+
+def deletion_checks(info: dict, actions: DataFrame, snapshot: dict) -> DataFrame:
+    as_of = F.lit(int(info["asOfMs"]))
+    topics, ledgers, cursors = snapshot["topics"], snapshot["ledgers"], snapshot["cursors"]
+    planned = actions.where(F.col("action") == "delete_topic").select(
+        "topic", F.col("bytes").alias("plannedBytes"), F.col("lastActiveMs").alias("plannedLastActiveMs")
+    )
+    stored = ledgers.groupBy("topic").agg(F.sum("size").alias("storedBytes"))
+    cursor_count = cursors.groupBy("topic").agg(F.count("*").alias("cursorCount"))
+    frame = (
+        planned.join(topics.withColumn("known", F.lit(True)), "topic", "left")
+        .join(stored, "topic", "left")
+        .join(cursor_count, "topic", "left")
+        .join(cursors_behind_last_entry(ledgers, cursors), "topic", "left")
+    )
+    idle_ms = as_of - F.col("lastActiveMs")
+    mode_allows = F.when(
+        F.col("inactiveDeleteMode") == "delete_when_no_subscriptions",
+        F.coalesce(F.col("cursorCount"), F.lit(0)) == 0,
+    ).when(
+        F.col("inactiveDeleteMode") == "delete_when_subscriptions_caught_up",
+        F.coalesce(F.col("cursorsBehind"), F.lit(0)) == 0,
+    )
+    return frame.select(
+        "topic",
+        F.coalesce(F.col("known"), F.lit(False)).alias("topic_in_snapshot"),
+        F.lit(_flag(info, "brokerDeleteInactiveTopicsEnabled", True)).alias("gc_enabled_on_broker"),
+        (~_is_system()).alias("not_system_topic"),
+        _known_true(F.col("deleteWhileInactive")).alias("delete_while_inactive"),
+        _known_true((F.col("producers") == 0) & (F.col("consumers") == 0)).alias("no_connected_clients"),
+        _known_true(mode_allows).alias("no_subscription_keeps_it_active"),
+        _known_true(idle_ms >= F.col("maxInactiveSeconds") * 1000).alias("inactive_for_at_least_the_limit"),
+        _known_true((F.col("retentionTimeMs") >= 0) & (idle_ms >= F.col("retentionTimeMs"))).alias(
+            "retention_time_does_not_keep_it"
+        ),
+        _known_true(F.coalesce(F.col("storedBytes"), F.lit(0)) == F.col("plannedBytes")).alias(
+            "bytes_match_snapshot"
+        ),
+        _known_true(F.col("plannedLastActiveMs") == F.col("lastActiveMs")).alias(
+            "last_active_matches_snapshot"
+        ),
+    )
+
+
+def refresh_checks(info: dict, actions: DataFrame, snapshot: dict) -> DataFrame:
+    as_of_ms = int(info["asOfMs"])
+    topics, ledgers, cursors = snapshot["topics"], snapshot["ledgers"], snapshot["cursors"]
+    refreshes = actions.where(F.col("action") == "refresh_last_active").select(
+        "topic", F.col("lastActiveMs").alias("newLastActiveMs")
+    )
+    deleted = actions.where(F.col("action") == "delete_topic").select(
+        "topic", F.lit(True).alias("alsoDeleted")
+    )
+    cursor_count = cursors.groupBy("topic").agg(F.count("*").alias("cursorCount"))
+    frame = (
+        refreshes.join(topics.withColumn("known", F.lit(True)), "topic", "left")
+        .join(cursor_count, "topic", "left")
+        .join(cursors_behind_last_entry(ledgers, cursors), "topic", "left")
+        .join(deleted, "topic", "left")
+    )
+    active = (
+        (F.col("producers") + F.col("consumers") > 0)
+        | (
+            (F.col("inactiveDeleteMode") == "delete_when_no_subscriptions")
+            & (F.coalesce(F.col("cursorCount"), F.lit(0)) > 0)
+        )
+        | (
+            (F.col("inactiveDeleteMode") == "delete_when_subscriptions_caught_up")
+            & (F.coalesce(F.col("cursorsBehind"), F.lit(0)) > 0)
+        )
+        | F.col("lastActiveMs").isNull()
+    )
+    gc_applies = (
+        F.lit(_flag(info, "brokerDeleteInactiveTopicsEnabled", True))
+        & F.col("deleteWhileInactive")
+        & ~_is_system()
+    )
+    return frame.select(
+        "topic",
+        F.coalesce(F.col("known"), F.lit(False)).alias("topic_in_snapshot"),
+        F.coalesce(gc_applies, F.lit(False)).alias("gc_applies_to_topic"),
+        F.coalesce(active, F.lit(False)).alias("topic_is_active_or_unknown"),
+        F.coalesce(F.col("newLastActiveMs") == F.lit(as_of_ms), F.lit(False)).alias("new_value_is_as_of"),
+        F.coalesce(
+            F.col("lastActiveMs").isNull() | (F.col("lastActiveMs") < F.lit(as_of_ms)), F.lit(False)
+        ).alias("moves_last_active_forward"),
+        F.col("alsoDeleted").isNull().alias("not_also_deleted"),
+    )
+
+
+def partitioned_metadata_checks(info: dict, actions: DataFrame, snapshot: dict) -> DataFrame:
+    partitioned = snapshot["partitioned_topics"]
+    planned = actions.where(F.col("action") == "delete_partitioned_metadata").select(
+        F.col("topic").alias("partitionedTopic")
+    )
+    # Partition names are parsed here from the deleted topics' names, not taken from the planner's columns.
+    partition_of = F.regexp_extract(F.col("topic"), r"^(.+)-partition-[0-9]+$", 1)
+    deleted_partitions = (
+        actions.where(F.col("action") == "delete_topic")
+        .select(partition_of.alias("partitionedTopic"))
+        .where(F.col("partitionedTopic") != "")
+        .groupBy("partitionedTopic")
+        .agg(F.count("*").alias("deletedPartitions"))
+    )
+    frame = planned.join(partitioned.withColumn("known", F.lit(True)), "partitionedTopic", "left").join(
+        deleted_partitions, "partitionedTopic", "left"
+    )
+    return frame.select(
+        "partitionedTopic",
+        F.lit(_flag(info, "brokerDeleteInactivePartitionedTopicMetadataEnabled", False)).alias(
+            "metadata_deletion_enabled"
+        ),
+        F.coalesce(F.col("known"), F.lit(False)).alias("metadata_in_snapshot"),
+        F.coalesce(
+            (F.col("deletedPartitions") >= 1) & (F.col("deletedPartitions") == F.col("existingPartitions")),
+            F.lit(False),
+        ).alias("no_partition_left"),
+    )
+
+
+def namespace_checks(spark, info: dict, actions: DataFrame, snapshot: dict, summary: dict) -> DataFrame:
+    topics, ledgers, namespaces = snapshot["topics"], snapshot["ledgers"], snapshot["namespaces"]
+    stored = ledgers.groupBy("topic").agg(F.sum("size").alias("size"))
+    deleted = (
+        actions.where(F.col("action") == "delete_topic")
+        .select("topic")
+        .join(topics.select("topic", "namespace"), "topic", "left")
+        .join(stored, "topic", "left")
+        .groupBy("namespace")
+        .agg(F.count("*").alias("deletedTopics"), F.sum(F.coalesce("size", F.lit(0))).alias("deletedBytes"))
+    )
+    per_ns = summary.get("perNamespace", {})
+    planned = spark.createDataFrame(
+        [(ns, int(v["topics"]), int(v["bytes"])) for ns, v in per_ns.items()] or [("", 0, 0)],
+        "namespace string, summaryTopics long, summaryBytes long",
+    ).where(F.col("namespace") != "")
+    frame = namespaces.join(deleted, "namespace", "full").join(planned, "namespace", "full")
+    share = F.coalesce(F.col("deletedTopics"), F.lit(0)) / F.greatest(F.col("topicCount"), F.lit(1))
+    zero = F.lit(0)
+    return frame.select(
+        "namespace",
+        F.col("topicCount").isNotNull().alias("namespace_in_snapshot"),
+        (
+            F.coalesce(F.col("deletedTopics"), zero).eqNullSafe(F.coalesce(F.col("summaryTopics"), zero))
+            & F.coalesce(F.col("deletedBytes"), zero).eqNullSafe(F.coalesce(F.col("summaryBytes"), zero))
+        ).alias("summary_reconciles"),
+        F.coalesce(F.col("deletedTopics"), zero).alias("deleted_topics"),
+        share.alias("deleted_topic_share"),
+    )
+
+
+def gc_checks(spark, run_dir: str | Path):
+    import great_expectations.expectations as gxe
+
+    from housekeeping.gate import CheckFrame, must_be_true
+    from housekeeping.plan import read_summary
+    from housekeeping.snapshot import read_run_info
+    from spark_apps.common import materialize, read_snapshot
+    from spark_apps.validate_plan import read_actions
+
+    info = read_run_info(run_dir)
+    snapshot = read_snapshot(spark, run_dir)
+    actions = materialize(read_actions(spark, run_dir))
+    summary = read_summary(Path(run_dir))
+    max_share = float(info.get("maxDeletedTopicShare", 0.5))
+    return [
+        CheckFrame(
+            "actions",
+            actions.select("topic", "action"),
+            [
+                gxe.ExpectColumnValuesToBeInSet(column="action", value_set=GC_ACTIONS),
+                gxe.ExpectCompoundColumnsToBeUnique(column_list=["topic", "action"]),
+            ],
+        ),
+        CheckFrame(
+            "topic_deletions",
+            deletion_checks(info, actions, snapshot),
+            [
+                gxe.ExpectColumnValuesToBeUnique(column="topic"),
+                *must_be_true(
+                    "topic_in_snapshot",
+                    "gc_enabled_on_broker",
+                    "not_system_topic",
+                    "delete_while_inactive",
+                    "no_connected_clients",
+                    "no_subscription_keeps_it_active",
+                    "inactive_for_at_least_the_limit",
+                    "retention_time_does_not_keep_it",
+                    "bytes_match_snapshot",
+                    "last_active_matches_snapshot",
+                ),
+            ],
+        ),
+        CheckFrame(
+            "last_active_refreshes",
+            refresh_checks(info, actions, snapshot),
+            must_be_true(
+                "topic_in_snapshot",
+                "gc_applies_to_topic",
+                "topic_is_active_or_unknown",
+                "new_value_is_as_of",
+                "moves_last_active_forward",
+                "not_also_deleted",
+            ),
+        ),
+        CheckFrame(
+            "partitioned_metadata",
+            partitioned_metadata_checks(info, actions, snapshot),
+            must_be_true("metadata_deletion_enabled", "metadata_in_snapshot", "no_partition_left"),
+        ),
+        CheckFrame(
+            "namespaces",
+            namespace_checks(spark, info, actions, snapshot, summary),
+            [
+                *must_be_true("namespace_in_snapshot", "summary_reconciles"),
+                gxe.ExpectColumnValuesToBeBetween(
+                    column="deleted_topic_share", min_value=0.0, max_value=max_share
+                ),
+            ],
+        ),
+    ]
