@@ -110,7 +110,7 @@ def create_topic(store: Store, topic: str, *, now_ms: int, policies: Mapping[str
                 entries=0,
                 size_bytes=0,
                 closed_at_ms=None,
-                entries_stored=True,
+                entries_stored=False,  # an empty ledger has no file; the first publish writes one
             )
         )
 
@@ -215,7 +215,12 @@ def roll_ledger(store: Store, topic: str, *, now_ms: int) -> int:
         new_id = _next_ledger_id(conn, topic)
         conn.execute(
             insert(t.ledgers).values(
-                topic=topic, ledger_id=new_id, entries=0, size_bytes=0, closed_at_ms=None, entries_stored=True
+                topic=topic,
+                ledger_id=new_id,
+                entries=0,
+                size_bytes=0,
+                closed_at_ms=None,
+                entries_stored=False,
             )
         )
         conn.execute(update(t.topics).where(t.topics.c.name == topic).values(version=t.topics.c.version + 1))
@@ -338,3 +343,28 @@ def acknowledge(store: Store, topic: str, subscription: str, position: str, *, n
             current = target
         _touch(conn, topic, now_ms)
     return format_position(current)
+
+
+def create_partitioned_topic(store: Store, name: str, partitions: int, *, now_ms: int) -> list[str]:
+    """Partitioned-topic metadata plus its partitions ``<name>-partition-<i>`` (as the admin API does)."""
+    parsed = TopicName.parse(name)
+    if parsed.partitioned_parent is not None:
+        raise InputError(f"partitioned topic {name}: a partition name cannot be a partitioned topic")
+    if partitions < 1:
+        raise InputError(f"partitioned topic {name}: partitions={partitions} must be >= 1")
+    with write_transaction(store.engine) as conn:
+        if conn.execute(
+            select(t.partitioned_topics.c.name).where(t.partitioned_topics.c.name == name)
+        ).first():
+            raise InputError(f"partitioned topic {name} already exists")
+        if conn.execute(select(t.topics.c.name).where(t.topics.c.name == name)).first():
+            raise InputError(f"partitioned topic {name}: a non-partitioned topic has this name")
+        conn.execute(
+            insert(t.partitioned_topics).values(
+                name=name, namespace=str(parsed.namespace_name), partitions=partitions
+            )
+        )
+    names = [f"{name}-partition-{i}" for i in range(partitions)]
+    for partition in names:
+        create_topic(store, partition, now_ms=now_ms)
+    return names

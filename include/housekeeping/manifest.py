@@ -591,7 +591,7 @@ def _read_messages(store: Store, topic: str, ledger_rows: list) -> list[dict[str
 
     out: list[dict[str, Any]] = []
     for row in ledger_rows:
-        if not row.entries_stored:
+        if not row.entries_stored or row.entries == 0:
             continue
         ledger_dir = store.ledger_dir(topic, row.ledger_id)
         if not ledger_dir.is_dir():

@@ -1,0 +1,82 @@
+"""inactive_topic_gc under Airflow: a real dag.test() (SparkSubmitOperator -> spark-submit local[2], Great
+Expectations gate) over a generated store, then a restore of what it deleted."""
+
+from __future__ import annotations
+
+import json
+from datetime import UTC, datetime
+from pathlib import Path
+
+import pytest
+
+from housekeeping.generate import PARTITIONED_TOPIC, GenerateOptions, generate_store
+from housekeeping.manifest import export_manifest
+from housekeeping.plan import read_table
+from tests.conftest import run_cli
+
+pytestmark = pytest.mark.airflow
+
+REPO = Path(__file__).resolve().parents[2]
+AS_OF = datetime(2026, 11, 1, tzinfo=UTC)
+
+
+@pytest.fixture(scope="module")
+def dagbag(airflow_db):
+    from airflow.dag_processing.dagbag import DagBag
+
+    return DagBag(dag_folder=str(REPO / "dags"))
+
+
+def test_gc_dag_is_wired_like_the_others(dagbag):
+    from airflow.providers.apache.spark.operators.spark_submit import SparkSubmitOperator
+
+    dag = dagbag.get_dag("inactive_topic_gc")
+    assert set(dag.params) >= {"dry_run", "scope", "as_of", "max_deleted_topic_share"}
+    for upstream, downstream in (
+        ("take_snapshot", "plan_inactive_topic_gc"),
+        ("plan_inactive_topic_gc", "validate_gc_plan"),
+        ("validate_gc_plan", "apply_inactive_topic_gc"),
+        ("apply_inactive_topic_gc", "purge_pending_deletions"),
+        ("purge_pending_deletions", "write_gc_report"),
+    ):
+        assert downstream in dag.get_task(upstream).downstream_task_ids
+    assert isinstance(dag.get_task("plan_inactive_topic_gc"), SparkSubmitOperator)
+    assert dag.get_task("validate_gc_plan").retries == 0
+
+
+def test_gc_dag_deletes_exactly_the_planned_topics_and_they_can_be_restored(
+    dagbag, tmp_path, monkeypatch, capsys
+):
+    store = generate_store(tmp_path / "store", GenerateOptions(topics=12, seed=7, entries_per_ledger=40))
+    monkeypatch.setenv("HOUSEKEEPING_STORE_ROOT", str(store.root))
+    before = export_manifest(store, with_messages=True)
+
+    dry = dagbag.get_dag("inactive_topic_gc").test(logical_date=AS_OF, run_conf={"dry_run": True})
+    assert dry.state == "success" and export_manifest(store, with_messages=True) == before
+
+    # explicit: dag.test() leaves the previous run's conf in the DAG object's params
+    run = dagbag.get_dag("inactive_topic_gc").test(logical_date=AS_OF, run_conf={"dry_run": False})
+    assert run.state == "success"
+    run_dir = max((store.root / "runs" / "gc").iterdir(), key=lambda p: p.stat().st_mtime)
+    assert json.loads((run_dir / "gate" / "result.json").read_text())["success"]
+    planned = {a["topic"] for a in read_table(run_dir, "actions") if a["action"] == "delete_topic"}
+    assert f"{PARTITIONED_TOPIC}-partition-0" in planned, (
+        "the generated idle partition must go for this to be a test"
+    )
+    after = export_manifest(store)
+    assert set(after["topics"]) == set(before["topics"]) - planned
+    assert after["partitionedTopics"] == {PARTITIONED_TOPIC: {"partitions": 3}}, (
+        "metadata deletion is off by default"
+    )
+    assert "persistent://public/default/__change_events" in after["topics"]
+    stamped = {a["topic"] for a in read_table(run_dir, "actions") if a["action"] == "refresh_last_active"}
+    assert stamped and all(after["topics"][t]["lastActive"] == int(AS_OF.timestamp() * 1000) for t in stamped)
+    report = (run_dir / "report" / "report.md").read_text()
+    assert "Inactive-topic GC report" in report and "Kept topics and why" in report
+
+    for topic in sorted(planned):
+        code, _, err = run_cli(capsys, "restore", topic, "--store", str(store.root))
+        assert code == 0, err
+    restored = export_manifest(store, with_messages=True)
+    for topic in planned:
+        assert restored["topics"][topic]["messages"] == before["topics"][topic]["messages"]
