@@ -18,7 +18,8 @@ reported; otherwise cursors, policies and ledgers go through the pending-deletio
 -> `write_gc_report`. `housekeeping restore TOPIC --store DIR` brings a topic back until its purge.
 
 **Params:** `dry_run`, `scope`, `as_of`, `max_deleted_topic_share` (blast radius: share of a namespace's topics
-one run may delete; empty = `HOUSEKEEPING_MAX_DELETED_TOPIC_SHARE`, default 0.5).
+one run may delete; empty = `HOUSEKEEPING_MAX_DELETED_TOPIC_SHARE`, default 0.5); `max_deleted_share` (bytes)
+is not used by GC.
 """
 
 from __future__ import annotations

@@ -70,6 +70,11 @@ def test_message_expiry_dag_moves_exactly_the_planned_cursors(dagbag, tmp_path, 
         expected = moves[key]["to"] if key in moves else before[key]
         assert position == expected, key
     assert "Message expiry (TTL) report" in (run_dir / "report" / "report.md").read_text()
+    as_of_ms = int(AS_OF.timestamp() * 1000)
+    topics_after = export_manifest(store)["topics"]
+    assert all(topics_after[topic]["lastActive"] == as_of_ms for topic, _ in moves), (
+        "a topic whose backlog was acknowledged was active until the run: lastActive is stamped"
+    )
 
     rerun = dagbag.get_dag("message_expiry").test(
         logical_date=AS_OF, run_conf={"as_of": "2026-11-01T00:00:00Z"}
