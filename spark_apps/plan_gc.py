@@ -277,60 +277,54 @@ def partitioned_metadata_deletions(
     )
 
 
-ACTION_COLUMNS = (
-    "topic",
-    "action",
-    "ledgerId",
-    "subscription",
-    "from",
-    "to",
-    "bytes",
-    "reason",
-    "lastActiveMs",
-)
+def _actions(frame: DataFrame, topic: Column, action: str, size: Column, reason: Column, last_active: Column):
+    """Rows in the contract's action columns (the keys a GC action does not use are null)."""
+    nothing = F.lit(None)
+    return frame.select(
+        topic.alias("topic"),
+        F.lit(action).alias("action"),
+        nothing.cast("long").alias("ledgerId"),
+        nothing.cast("string").alias("subscription"),
+        nothing.cast("string").alias("from"),
+        nothing.cast("string").alias("to"),
+        size.cast("long").alias("bytes"),
+        reason.alias("reason"),
+        last_active.cast("long").alias("lastActiveMs"),
+    )
 
 
 def gc_actions(decisions: DataFrame, metadata: DataFrame, as_of_ms: int) -> DataFrame:
     """The contract's actions. ``lastActiveMs``: for delete_topic the value the decision was made on (apply
     skips the topic when it changed since), for refresh_last_active the new value."""
     nothing = F.lit(None)
-    deletes = decisions.where(F.col("decision") == "delete").select(
-        "topic",
-        F.lit("delete_topic").alias("action"),
-        nothing.cast("long").alias("ledgerId"),
-        nothing.cast("string").alias("subscription"),
-        nothing.cast("string").alias("from"),
-        nothing.cast("string").alias("to"),
+    deletes = _actions(
+        decisions.where(F.col("decision") == "delete"),
+        F.col("topic"),
+        "delete_topic",
         F.col("bytes"),
-        "reason",
-        "lastActiveMs",
+        F.col("reason"),
+        F.col("lastActiveMs"),
     )
-    refreshes = decisions.where(F.col("refreshLastActive")).select(
-        "topic",
-        F.lit("refresh_last_active").alias("action"),
-        nothing.cast("long").alias("ledgerId"),
-        nothing.cast("string").alias("subscription"),
-        nothing.cast("string").alias("from"),
-        nothing.cast("string").alias("to"),
-        nothing.cast("long").alias("bytes"),
-        F.concat(F.lit("lastActive := as-of ("), F.col("reason"), F.lit(")")).alias("reason"),
-        F.lit(as_of_ms).cast("long").alias("lastActiveMs"),
+    refreshes = _actions(
+        decisions.where(F.col("refreshLastActive")),
+        F.col("topic"),
+        "refresh_last_active",
+        nothing,
+        F.concat(F.lit("lastActive := as-of ("), F.col("reason"), F.lit(")")),
+        F.lit(as_of_ms),
     )
-    metadata_rows = metadata.select(
-        F.col("partitionedTopic").alias("topic"),
-        F.lit("delete_partitioned_metadata").alias("action"),
-        nothing.cast("long").alias("ledgerId"),
-        nothing.cast("string").alias("subscription"),
-        nothing.cast("string").alias("from"),
-        nothing.cast("string").alias("to"),
-        nothing.cast("long").alias("bytes"),
+    metadata_rows = _actions(
+        metadata,
+        F.col("partitionedTopic"),
+        "delete_partitioned_metadata",
+        nothing,
         F.format_string(
             "every existing partition (%d of %d) is deleted by this run and "
             "brokerDeleteInactivePartitionedTopicMetadataEnabled is true",
             F.col("deletedPartitions"),
             F.col("partitions"),
-        ).alias("reason"),
-        nothing.cast("long").alias("lastActiveMs"),
+        ),
+        nothing,
     )
     return deletes.unionByName(refreshes).unionByName(metadata_rows)
 
@@ -370,17 +364,12 @@ def plan_summary(decisions: DataFrame, metadata: DataFrame, namespaces: DataFram
     }
 
 
-def broker_flag(info: dict, key: str, default: bool) -> bool:
-    value = info.get("broker", {}).get(key, default)
-    return value if isinstance(value, bool) else str(value).strip().lower() == "true"
-
-
 def run(spark, run_dir: str | Path) -> dict:
     with run_scoped_cache(spark):
         info = read_run_info(run_dir)
         as_of_ms = int(info["asOfMs"])
-        gc_enabled = broker_flag(info, "brokerDeleteInactiveTopicsEnabled", True)
-        metadata_enabled = broker_flag(info, "brokerDeleteInactivePartitionedTopicMetadataEnabled", False)
+        gc_enabled = bool(info["broker"]["brokerDeleteInactiveTopicsEnabled"])
+        metadata_enabled = bool(info["broker"]["brokerDeleteInactivePartitionedTopicMetadataEnabled"])
         snapshot = read_snapshot(spark, run_dir)
         decisions = plan_topic_decisions(
             snapshot["topics"], snapshot["ledgers"], snapshot["cursors"], as_of_ms, gc_enabled

@@ -30,11 +30,6 @@ from spark_apps.validate_cursor_moves import position_key
 GC_ACTIONS = ["delete_topic", "refresh_last_active", "delete_partitioned_metadata"]
 
 
-def _flag(info: dict, key: str, default: bool) -> bool:
-    value = info.get("broker", {}).get(key, default)
-    return value if isinstance(value, bool) else str(value).strip().lower() == "true"
-
-
 def _is_system(topic: str = "topic") -> F.Column:
     local = F.element_at(F.split(F.col(topic), "/"), -1)
     namespace = F.regexp_extract(F.col(topic), r"^persistent://([^/]+/[^/]+)/", 1)
@@ -64,36 +59,43 @@ def cursors_behind_last_entry(ledgers: DataFrame, cursors: DataFrame) -> DataFra
     )
 
 
-def deletion_checks(info: dict, actions: DataFrame, snapshot: dict) -> DataFrame:
+def topic_facts(snapshot: dict) -> DataFrame:
+    """Snapshot topics with ``known``, their cursor count and how many cursors are behind the last entry."""
+    cursors, ledgers = snapshot["cursors"], snapshot["ledgers"]
+    cursor_count = cursors.groupBy("topic").agg(F.count("*").alias("cursorCount"))
+    return (
+        snapshot["topics"]
+        .withColumn("known", F.lit(True))
+        .join(cursor_count, "topic", "left")
+        .join(cursors_behind_last_entry(ledgers, cursors), "topic", "left")
+        .withColumn("cursorCount", F.coalesce(F.col("cursorCount"), F.lit(0)))
+        .withColumn("cursorsBehind", F.coalesce(F.col("cursorsBehind"), F.lit(0)))
+    )
+
+
+def _subscriptions_keep_it_active() -> F.Column:
+    """The mode's rule: any cursor (no-subscriptions mode), any cursor with a backlog (caught-up mode)."""
+    return F.when(
+        F.col("inactiveDeleteMode") == "delete_when_no_subscriptions", F.col("cursorCount") > 0
+    ).when(F.col("inactiveDeleteMode") == "delete_when_subscriptions_caught_up", F.col("cursorsBehind") > 0)
+
+
+def deletion_checks(info: dict, actions: DataFrame, facts: DataFrame, ledgers: DataFrame) -> DataFrame:
     as_of = F.lit(int(info["asOfMs"]))
-    topics, ledgers, cursors = snapshot["topics"], snapshot["ledgers"], snapshot["cursors"]
     planned = actions.where(F.col("action") == "delete_topic").select(
         "topic", F.col("bytes").alias("plannedBytes"), F.col("lastActiveMs").alias("plannedLastActiveMs")
     )
     stored = ledgers.groupBy("topic").agg(F.sum("size").alias("storedBytes"))
-    cursor_count = cursors.groupBy("topic").agg(F.count("*").alias("cursorCount"))
-    frame = (
-        planned.join(topics.withColumn("known", F.lit(True)), "topic", "left")
-        .join(stored, "topic", "left")
-        .join(cursor_count, "topic", "left")
-        .join(cursors_behind_last_entry(ledgers, cursors), "topic", "left")
-    )
+    frame = planned.join(facts, "topic", "left").join(stored, "topic", "left")
     idle_ms = as_of - F.col("lastActiveMs")
-    mode_allows = F.when(
-        F.col("inactiveDeleteMode") == "delete_when_no_subscriptions",
-        F.coalesce(F.col("cursorCount"), F.lit(0)) == 0,
-    ).when(
-        F.col("inactiveDeleteMode") == "delete_when_subscriptions_caught_up",
-        F.coalesce(F.col("cursorsBehind"), F.lit(0)) == 0,
-    )
     return frame.select(
         "topic",
         F.coalesce(F.col("known"), F.lit(False)).alias("topic_in_snapshot"),
-        F.lit(_flag(info, "brokerDeleteInactiveTopicsEnabled", True)).alias("gc_enabled_on_broker"),
+        F.lit(bool(info["broker"]["brokerDeleteInactiveTopicsEnabled"])).alias("gc_enabled_on_broker"),
         (~_is_system()).alias("not_system_topic"),
         _known_true(F.col("deleteWhileInactive")).alias("delete_while_inactive"),
         _known_true((F.col("producers") == 0) & (F.col("consumers") == 0)).alias("no_connected_clients"),
-        _known_true(mode_allows).alias("no_subscription_keeps_it_active"),
+        _known_true(~_subscriptions_keep_it_active()).alias("no_subscription_keeps_it_active"),
         _known_true(idle_ms >= F.col("maxInactiveSeconds") * 1000).alias("inactive_for_at_least_the_limit"),
         _known_true((F.col("retentionTimeMs") >= 0) & (idle_ms >= F.col("retentionTimeMs"))).alias(
             "retention_time_does_not_keep_it"
@@ -107,36 +109,22 @@ def deletion_checks(info: dict, actions: DataFrame, snapshot: dict) -> DataFrame
     )
 
 
-def refresh_checks(info: dict, actions: DataFrame, snapshot: dict) -> DataFrame:
+def refresh_checks(info: dict, actions: DataFrame, facts: DataFrame) -> DataFrame:
     as_of_ms = int(info["asOfMs"])
-    topics, ledgers, cursors = snapshot["topics"], snapshot["ledgers"], snapshot["cursors"]
     refreshes = actions.where(F.col("action") == "refresh_last_active").select(
         "topic", F.col("lastActiveMs").alias("newLastActiveMs")
     )
     deleted = actions.where(F.col("action") == "delete_topic").select(
         "topic", F.lit(True).alias("alsoDeleted")
     )
-    cursor_count = cursors.groupBy("topic").agg(F.count("*").alias("cursorCount"))
-    frame = (
-        refreshes.join(topics.withColumn("known", F.lit(True)), "topic", "left")
-        .join(cursor_count, "topic", "left")
-        .join(cursors_behind_last_entry(ledgers, cursors), "topic", "left")
-        .join(deleted, "topic", "left")
-    )
+    frame = refreshes.join(facts, "topic", "left").join(deleted, "topic", "left")
     active = (
         (F.col("producers") + F.col("consumers") > 0)
-        | (
-            (F.col("inactiveDeleteMode") == "delete_when_no_subscriptions")
-            & (F.coalesce(F.col("cursorCount"), F.lit(0)) > 0)
-        )
-        | (
-            (F.col("inactiveDeleteMode") == "delete_when_subscriptions_caught_up")
-            & (F.coalesce(F.col("cursorsBehind"), F.lit(0)) > 0)
-        )
+        | _subscriptions_keep_it_active()
         | F.col("lastActiveMs").isNull()
     )
     gc_applies = (
-        F.lit(_flag(info, "brokerDeleteInactiveTopicsEnabled", True))
+        F.lit(bool(info["broker"]["brokerDeleteInactiveTopicsEnabled"]))
         & F.col("deleteWhileInactive")
         & ~_is_system()
     )
@@ -172,7 +160,7 @@ def partitioned_metadata_checks(info: dict, actions: DataFrame, snapshot: dict) 
     )
     return frame.select(
         "partitionedTopic",
-        F.lit(_flag(info, "brokerDeleteInactivePartitionedTopicMetadataEnabled", False)).alias(
+        F.lit(bool(info["broker"]["brokerDeleteInactivePartitionedTopicMetadataEnabled"])).alias(
             "metadata_deletion_enabled"
         ),
         F.coalesce(F.col("known"), F.lit(False)).alias("metadata_in_snapshot"),
@@ -227,6 +215,7 @@ def gc_checks(spark, run_dir: str | Path):
     snapshot = read_snapshot(spark, run_dir)
     actions = materialize(read_actions(spark, run_dir))
     summary = read_summary(Path(run_dir))
+    facts = materialize(topic_facts(snapshot))
     max_share = float(info.get("maxDeletedTopicShare", 0.5))
     return [
         CheckFrame(
@@ -239,7 +228,7 @@ def gc_checks(spark, run_dir: str | Path):
         ),
         CheckFrame(
             "topic_deletions",
-            deletion_checks(info, actions, snapshot),
+            deletion_checks(info, actions, facts, snapshot["ledgers"]),
             [
                 gxe.ExpectColumnValuesToBeUnique(column="topic"),
                 *must_be_true(
@@ -258,7 +247,7 @@ def gc_checks(spark, run_dir: str | Path):
         ),
         CheckFrame(
             "last_active_refreshes",
-            refresh_checks(info, actions, snapshot),
+            refresh_checks(info, actions, facts),
             must_be_true(
                 "topic_in_snapshot",
                 "gc_applies_to_topic",

@@ -40,19 +40,20 @@ import json
 import time
 from collections import defaultdict
 from dataclasses import dataclass, field
+from functools import cached_property
 from pathlib import Path
 from typing import Any
 
 from sqlalchemy import and_, insert, not_, or_, select, update
 
 from housekeeping import metadata_schema as t
-from housekeeping.clients import stamp_last_active
+from housekeeping.clients import last_entry, stamp_last_active
 from housekeeping.errors import InputError
 from housekeeping.gate import require_passed_gate
 from housekeeping.manifest import parse_position
 from housekeeping.names import TopicName
 from housekeeping.plan import read_table
-from housekeeping.policies import resolve_policies
+from housekeeping.policies import BrokerConfig, resolve_policies
 from housekeeping.snapshot import read_jsonl, read_run_info
 from housekeeping.store import Store, read_transaction, write_transaction
 from housekeeping.timeutil import format_ms
@@ -227,7 +228,7 @@ def apply_plan(store: Store, run_dir: Path, *, purge_grace_seconds: int) -> Appl
     return result
 
 
-@dataclass(frozen=True)
+@dataclass
 class _ApplyContext:
     store: Store
     run_dir: Path
@@ -240,11 +241,15 @@ class _ApplyContext:
     def purge_after_ms(self) -> int:
         return self.as_of_ms + self.purge_grace_seconds * 1000
 
-    def snapshot_topic(self, topic: str) -> dict[str, Any]:
-        if not hasattr(self, "_topics"):
-            rows = read_jsonl(Path(self.run_dir) / "snapshot" / "topics.jsonl")
-            object.__setattr__(self, "_topics", {row["topic"]: row for row in rows})
-        return self._topics[topic]  # type: ignore[attr-defined]
+    @cached_property
+    def snapshot_topics(self) -> dict[str, dict[str, Any]]:
+        """The snapshot's topic rows (read once per apply, only when a topic deletion needs its policies)."""
+        return {row["topic"]: row for row in read_jsonl(Path(self.run_dir) / "snapshot" / "topics.jsonl")}
+
+    @cached_property
+    def broker(self) -> BrokerConfig:
+        """The broker settings now (read once per apply; GC re-checks them before deleting)."""
+        return self.store.broker_config()
 
 
 def _apply_topic(
@@ -411,7 +416,7 @@ def _topic_busy(conn: Any, context: _ApplyContext, topic: str, action: dict[str,
     namespace_policies = conn.execute(
         select(t.namespaces.c.policies).where(t.namespaces.c.name == row.namespace)
     ).scalar_one()
-    broker = context.store.broker_config()
+    broker = context.broker
     if not broker["brokerDeleteInactiveTopicsEnabled"]:
         return "brokerDeleteInactiveTopicsEnabled is now false"
     effective = resolve_policies(
@@ -422,7 +427,7 @@ def _topic_busy(conn: Any, context: _ApplyContext, topic: str, action: dict[str,
         json.loads(namespace_policies),
         broker,
     )
-    if json.dumps(effective.to_json(), sort_keys=True) != context.snapshot_topic(topic)["policies"]:
+    if json.dumps(effective.to_json(), sort_keys=True) != context.snapshot_topics[topic]["policies"]:
         return "the topic's effective policies changed since the snapshot"
     mode = effective.inactive_topic_policies.delete_mode
     cursors = list(
@@ -435,23 +440,13 @@ def _topic_busy(conn: Any, context: _ApplyContext, topic: str, action: dict[str,
     if mode == "delete_when_no_subscriptions" and cursors:
         return f"topic became active: subscription(s) {sorted(c.name for c in cursors)[:5]} exist"
     if mode == "delete_when_subscriptions_caught_up":
-        last = _last_entry(conn, topic)
+        last = last_entry(conn, topic)
         behind = [
             c.name for c in cursors if last is not None and (c.mark_delete_ledger, c.mark_delete_entry) < last
         ]
         if behind:
             return f"topic became active: subscription(s) {sorted(behind)[:5]} have a backlog"
     return None
-
-
-def _last_entry(conn: Any, topic: str) -> tuple[int, int] | None:
-    row = conn.execute(
-        select(t.ledgers.c.ledger_id, t.ledgers.c.entries)
-        .where(and_(t.ledgers.c.topic == topic, t.ledgers.c.entries > 0))
-        .order_by(t.ledgers.c.ledger_id.desc())
-        .limit(1)
-    ).first()
-    return None if row is None else (row.ledger_id, row.entries - 1)
 
 
 def _rows(conn: Any, table: Any, topic_column: Any, topic: str) -> list[dict[str, Any]]:
@@ -526,7 +521,7 @@ def _delete_partitioned_metadata(context: _ApplyContext, name: str) -> str | Non
             why = "partitioned topic metadata no longer exists"
         elif left:
             why = f"partition(s) {left[:5]} still exist"
-        elif not context.store.broker_config()["brokerDeleteInactivePartitionedTopicMetadataEnabled"]:
+        elif not context.broker["brokerDeleteInactivePartitionedTopicMetadataEnabled"]:
             why = "brokerDeleteInactivePartitionedTopicMetadataEnabled is now false"
         if why is None:
             conn.execute(t.partitioned_topics.delete().where(t.partitioned_topics.c.name == name))

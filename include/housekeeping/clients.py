@@ -227,16 +227,20 @@ def roll_ledger(store: Store, topic: str, *, now_ms: int) -> int:
     return new_id
 
 
-def _last_position(conn: Any, topic: str) -> tuple[int, int]:
-    rows = conn.execute(
+def last_entry(conn: Any, topic: str) -> tuple[int, int] | None:
+    """The topic's last entry (newest ledger with entries, its last entry id); None when nothing was written."""
+    row = conn.execute(
         select(t.ledgers.c.ledger_id, t.ledgers.c.entries)
-        .where(t.ledgers.c.topic == topic)
+        .where(and_(t.ledgers.c.topic == topic, t.ledgers.c.entries > 0))
         .order_by(t.ledgers.c.ledger_id.desc())
-    ).all()
-    for row in rows:
-        if row.entries > 0:
-            return row.ledger_id, row.entries - 1
-    return rows[0].ledger_id, -1
+        .limit(1)
+    ).first()
+    return None if row is None else (row.ledger_id, row.entries - 1)
+
+
+def _last_position(conn: Any, topic: str) -> tuple[int, int]:
+    """The last entry, or (current ledger, -1) when nothing was ever written."""
+    return last_entry(conn, topic) or (_current_ledger(conn, topic).ledger_id, -1)
 
 
 def subscribe(
