@@ -41,6 +41,11 @@ TOPICS_SCHEMA = T.StructType(
         T.StructField("deleteWhileInactive", T.BooleanType(), True),
         T.StructField("inactivePolicySource", T.StringType(), True),
         T.StructField("partitionedTopic", T.StringType(), True),
+        T.StructField("compactionThresholdBytes", T.LongType(), True),
+        T.StructField("compactedRetentionTimeMs", T.LongType(), True),
+        T.StructField("compactedRetentionSizeBytes", T.LongType(), True),
+        T.StructField("compactedRetentionDescription", T.StringType(), True),
+        T.StructField("tombstoneGraceMs", T.LongType(), True),
     ]
 )
 
@@ -99,6 +104,22 @@ PARTITIONED_TOPICS_SCHEMA = T.StructType(
     ]
 )
 
+COMPACTED_LEDGERS_SCHEMA = T.StructType(
+    [
+        T.StructField("topic", T.StringType(), False),
+        T.StructField("ledgerId", T.LongType(), False),
+        T.StructField("horizonLedger", T.LongType(), False),
+        T.StructField("horizonEntry", T.LongType(), False),
+        T.StructField("entries", T.LongType(), False),
+        T.StructField("size", T.LongType(), False),
+        T.StructField("minEntryTsMs", T.LongType(), True),
+        T.StructField("maxEntryTsMs", T.LongType(), True),
+        T.StructField("tombstones", T.LongType(), False),
+        T.StructField("oldestTombstoneTsMs", T.LongType(), True),
+        T.StructField("compactedAsOfMs", T.LongType(), False),
+    ]
+)
+
 SNAPSHOT_SCHEMAS = {
     "topics": TOPICS_SCHEMA,
     "ledgers": LEDGERS_SCHEMA,
@@ -106,6 +127,7 @@ SNAPSHOT_SCHEMAS = {
     "namespaces": NAMESPACES_SCHEMA,
     "quota_states": QUOTA_STATES_SCHEMA,
     "partitioned_topics": PARTITIONED_TOPICS_SCHEMA,
+    "compacted_ledgers": COMPACTED_LEDGERS_SCHEMA,
 }
 
 

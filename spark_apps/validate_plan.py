@@ -13,7 +13,8 @@ Trim invariants (each a boolean column of a check frame, each expected to be all
 - namespaces: bytes deleted reconcile with the planner's summary; the deleted share of the namespace's
   stored bytes is within the blast-radius limit.
 
-Expiry and backlog checks: ``validate_cursor_moves``; inactive-topic GC checks: ``validate_gc``.
+Expiry and backlog checks: ``validate_cursor_moves``; inactive-topic GC checks: ``validate_gc``; compaction
+checks: ``validate_compaction``.
 """
 
 from __future__ import annotations
@@ -422,7 +423,19 @@ def gc_checks(spark, run_dir: str | Path):
     return build(spark, run_dir)
 
 
-CHECK_BUILDERS = {"trim": trim_checks, "expiry": expiry_checks, "backlog": backlog_checks, "gc": gc_checks}
+def compaction_checks(spark, run_dir: str | Path):
+    from spark_apps.validate_compaction import compaction_checks as build
+
+    return build(spark, run_dir)
+
+
+CHECK_BUILDERS = {
+    "trim": trim_checks,
+    "expiry": expiry_checks,
+    "backlog": backlog_checks,
+    "gc": gc_checks,
+    "compaction": compaction_checks,
+}
 
 
 def run(spark, run_dir: str | Path, mechanism: str) -> dict:

@@ -48,6 +48,7 @@ from sqlalchemy import and_, insert, not_, or_, select, update
 
 from housekeeping import metadata_schema as t
 from housekeeping.clients import last_entry, stamp_last_active
+from housekeeping.compaction import COMPACTED_KIND
 from housekeeping.errors import InputError
 from housekeeping.gate import require_passed_gate
 from housekeeping.manifest import parse_position
@@ -475,7 +476,25 @@ def _delete_topic_rows(conn: Any, context: _ApplyContext, topic: str) -> tuple[l
                 status="pending",
             )
         )
-    # Children first (foreign keys). A compacted ledger, once topics have one, goes the same way.
+    # The topic's compacted ledgers (current, or staged by a compaction that never switched) go the same way.
+    compacted_rows = _rows(conn, t.compacted_ledgers, t.compacted_ledgers.c.topic, topic)
+    for row in compacted_rows:
+        conn.execute(
+            insert(t.pending_deletions).values(
+                topic=topic,
+                ledger_id=row["ledger_id"],
+                path=store.ledger_rel_path(topic, row["ledger_id"]),
+                ledger_row=json.dumps(row, sort_keys=True),
+                size_bytes=row["size_bytes"],
+                run_id=context.run_id,
+                deleted_as_of_ms=context.as_of_ms,
+                purge_after_ms=context.purge_after_ms,
+                status="pending",
+                kind=COMPACTED_KIND,
+            )
+        )
+    # Children first (foreign keys).
+    conn.execute(t.compacted_ledgers.delete().where(t.compacted_ledgers.c.topic == topic))
     conn.execute(t.backlog_quota_states.delete().where(t.backlog_quota_states.c.topic == topic))
     conn.execute(t.cursors.delete().where(t.cursors.c.topic == topic))
     conn.execute(t.ledgers.delete().where(t.ledgers.c.topic == topic))
@@ -490,6 +509,7 @@ def _delete_topic_rows(conn: Any, context: _ApplyContext, topic: str) -> tuple[l
                     "cursors": cursor_rows,
                     "quotaStates": quota_rows,
                     "ledgerIds": [r["ledger_id"] for r in ledger_rows],
+                    "compactedLedgerIds": [r["ledger_id"] for r in compacted_rows],
                 },
                 sort_keys=True,
             ),
@@ -499,7 +519,8 @@ def _delete_topic_rows(conn: Any, context: _ApplyContext, topic: str) -> tuple[l
             status="pending",
         )
     )
-    return [r["ledger_id"] for r in ledger_rows], sum(r["size_bytes"] for r in ledger_rows)
+    deleted = ledger_rows + compacted_rows
+    return [r["ledger_id"] for r in deleted], sum(r["size_bytes"] for r in deleted)
 
 
 def _partitions_left(conn: Any, name: str) -> list[str]:
@@ -651,13 +672,14 @@ def purge(store: Store, *, as_of_ms: int, run_id: str) -> PurgeResult:
                 result.next_purge_after_ms = row.purge_after_ms
             continue
         with write_transaction(store.engine) as conn:
+            # A ledger back in a topic's ledger list (restored), or a compacted ledger in use again: live data.
+            live_table = t.compacted_ledgers if row.kind == COMPACTED_KIND else t.ledgers
             live = conn.execute(
-                select(t.ledgers.c.ledger_id).where(
-                    and_(t.ledgers.c.topic == row.topic, t.ledgers.c.ledger_id == row.ledger_id)
+                select(live_table.c.ledger_id).where(
+                    and_(live_table.c.topic == row.topic, live_table.c.ledger_id == row.ledger_id)
                 )
             ).first()
             if live is not None:
-                # The ledger is in a topic's ledger list again (restored): its files are live data.
                 result.refused.append(f"{row.topic}:{row.ledger_id}")
                 continue
         store.remove_ledger_dir(row.path)
@@ -736,6 +758,7 @@ def restore(
             and_(
                 t.pending_deletions.c.topic == topic,
                 t.pending_deletions.c.status == "pending",
+                t.pending_deletions.c.kind == "ledger",  # a replaced compacted ledger is not put back
                 t.pending_deletions.c.run_id.not_in(predecessor_runs),
             )
         )
@@ -816,10 +839,10 @@ def restore_topic(store: Store, name: str, *, as_of_ms: int, run_id: str) -> lis
                     )
                 )
             )
-            if len(pending) != len(saved["ledgerIds"]):
+            wanted = len(saved["ledgerIds"]) + len(saved.get("compactedLedgerIds", []))
+            if len(pending) != wanted:
                 raise InputError(
-                    f"topic {name}: {len(saved['ledgerIds']) - len(pending)} of its ledgers were purged already; "
-                    "cannot restore"
+                    f"topic {name}: {wanted - len(pending)} of its ledgers were purged already; cannot restore"
                 )
             for row in pending:
                 if json.loads(row.ledger_row).get("entries_stored") and not (store.root / row.path).is_dir():
@@ -842,7 +865,8 @@ def restore_topic(store: Store, name: str, *, as_of_ms: int, run_id: str) -> lis
             topic_row["version"] = int(topic_row["version"]) + 1  # versions only move forward
             conn.execute(insert(t.topics).values(**topic_row))
             for row in pending:
-                conn.execute(insert(t.ledgers).values(**json.loads(row.ledger_row)))
+                table = t.compacted_ledgers if row.kind == COMPACTED_KIND else t.ledgers
+                conn.execute(insert(table).values(**json.loads(row.ledger_row)))
                 conn.execute(
                     update(t.pending_deletions)
                     .where(t.pending_deletions.c.id == row.id)

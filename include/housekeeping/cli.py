@@ -35,6 +35,13 @@ MetadataOpt = Annotated[
     ),
 ]
 FormatOpt = Annotated[str, typer.Option("--format", help="json or text")]
+CompactTopicsOpt = Annotated[
+    list[str] | None,
+    typer.Option(
+        "--compact-topic",
+        help="compaction: also compact this topic whatever its backlog (repeatable; Pulsar's `topics compact`)",
+    ),
+]
 ScopeOpt = Annotated[
     str | None,
     typer.Option("--scope", help="comma-separated globs: tenant, tenant/ns or persistent://... topics"),
@@ -136,6 +143,7 @@ def _plan(
     run_id: str,
     max_deleted_share: float | None,
     max_deleted_topic_share: float | None = None,
+    compact_topics: list[str] | None = None,
 ):
     from housekeeping.plan import check_mechanism
     from housekeeping.runner import plan_and_gate_in_process
@@ -160,6 +168,7 @@ def _plan(
         scope=scope,
         max_deleted_share=share,
         max_deleted_topic_share=topic_share,
+        compact_topics=compact_topics or (),
         run_dir=run_dir,
     )
     gate = plan_and_gate_in_process(run_dir, mechanism, settings.spark_master)
@@ -175,6 +184,7 @@ def plan(
     scope: ScopeOpt = None,
     metadata_url: MetadataOpt = None,
     run_dir: Annotated[Path | None, typer.Option("--run-dir", help="keep the run's artefacts here")] = None,
+    compact_topic: CompactTopicsOpt = None,
 ) -> None:
     """Print the plan the DAG would compute (same Spark code and gate), changing nothing in the store."""
     from housekeeping.plan import plan_document
@@ -183,7 +193,9 @@ def plan(
         target = run_dir or Path(tmp)
         run_id = f"cli-plan-{uuid.uuid4().hex[:8]}"
         opened = _open(store, metadata_url)
-        _, as_of_ms, gate = _plan(mechanism, opened, as_of, scope, target, run_id, None)
+        _, as_of_ms, gate = _plan(
+            mechanism, opened, as_of, scope, target, run_id, None, compact_topics=compact_topic
+        )
         document = plan_document(target, mechanism, as_of_ms, run_id)
         document["gate"] = {"success": gate["success"], "failed": gate["failed"]}
         _emit(document, fmt)
@@ -205,6 +217,7 @@ def apply(
             "--max-deleted-topic-share", help="gc blast-radius override: share of a namespace's topics"
         ),
     ] = None,
+    compact_topic: CompactTopicsOpt = None,
     fmt: FormatOpt = "json",
 ) -> None:
     """Plan -> gate -> apply -> report. Files are only removed later by `purge`, after the grace period."""
@@ -217,7 +230,15 @@ def apply(
     opened = _open(store, metadata_url)
     run_dir = opened.run_dir(mechanism, run_id)
     settings, _, gate = _plan(
-        mechanism, opened, as_of, scope, run_dir, run_id, max_deleted_share, max_deleted_topic_share
+        mechanism,
+        opened,
+        as_of,
+        scope,
+        run_dir,
+        run_id,
+        max_deleted_share,
+        max_deleted_topic_share,
+        compact_topics=compact_topic,
     )
     if not gate["success"]:
         report_step(run_dir, dry_run=True)

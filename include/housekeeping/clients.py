@@ -67,14 +67,12 @@ def stamp_last_active(conn: Any, topic: str, when_ms: int) -> int:
     ).rowcount
 
 
-def _next_ledger_id(conn: Any, topic: str) -> int:
-    """Above every id the topic ever used, pending deletions included: a ledger directory of a deleted
-    (still restorable) ledger must never be reused by a new one."""
+def next_ledger_id(conn: Any, topic: str) -> int:
+    """Above every id the topic ever used, pending deletions and compacted ledgers included: a ledger directory
+    of a deleted (still restorable) or compacted ledger must never be reused by a new one."""
     used = [
-        conn.execute(select(func.max(t.ledgers.c.ledger_id)).where(t.ledgers.c.topic == topic)).scalar(),
-        conn.execute(
-            select(func.max(t.pending_deletions.c.ledger_id)).where(t.pending_deletions.c.topic == topic)
-        ).scalar(),
+        conn.execute(select(func.max(table.c.ledger_id)).where(table.c.topic == topic)).scalar()
+        for table in (t.ledgers, t.pending_deletions, t.compacted_ledgers)
     ]
     return max([u for u in used if u is not None], default=-1) + 1
 
@@ -106,7 +104,7 @@ def create_topic(store: Store, topic: str, *, now_ms: int, policies: Mapping[str
         conn.execute(
             insert(t.ledgers).values(
                 topic=topic,
-                ledger_id=_next_ledger_id(conn, topic),
+                ledger_id=next_ledger_id(conn, topic),
                 entries=0,
                 size_bytes=0,
                 closed_at_ms=None,
@@ -212,7 +210,7 @@ def roll_ledger(store: Store, topic: str, *, now_ms: int) -> int:
             .where(and_(t.ledgers.c.topic == topic, t.ledgers.c.ledger_id == ledger.ledger_id))
             .values(closed_at_ms=now_ms)
         )
-        new_id = _next_ledger_id(conn, topic)
+        new_id = next_ledger_id(conn, topic)
         conn.execute(
             insert(t.ledgers).values(
                 topic=topic,

@@ -108,6 +108,9 @@ pending_deletions = Table(
     Column("purge_after_ms", BigInteger, nullable=False),
     Column("status", String(20), nullable=False),  # pending | purged | restored
     Column("finished_as_of_ms", BigInteger, nullable=True),
+    # ledger: a ledger of the topic's ledger list (restorable into it); compacted_ledger: a superseded or
+    # abandoned compacted ledger (never put back into the ledger list).
+    Column("kind", String(20), nullable=False, server_default="ledger"),
     Index("ix_pending_status", "status", "purge_after_ms"),
     Index("ix_pending_deletions_topic", "topic", "status"),
 )
@@ -157,4 +160,29 @@ deleted_topics = Table(
     Column("status", String(20), nullable=False),  # pending | purged | restored
     Column("finished_as_of_ms", BigInteger, nullable=True),
     Index("ix_deleted_topics_topic", "topic", "status"),
+)
+
+
+# A topic's compacted ledger (topic compaction). ``current``: the one readers of the compacted view use (at most
+# one per topic), holding the latest entry per key up to ``horizon`` with the entries' original positions.
+# ``staged``: written (or being written) by a compaction run that has not switched the topic to it yet; a crash
+# leaves it staged, and the next compaction apply either completes the switch (same run) or abandons it into
+# the pending-deletion log, so no compacted file is ever unknown to the metadata.
+compacted_ledgers = Table(
+    "compacted_ledgers",
+    metadata,
+    Column("topic", String(NAME), ForeignKey("topics.name"), primary_key=True),
+    Column("ledger_id", BigInteger, primary_key=True, autoincrement=False),
+    Column("status", String(20), nullable=False),  # staged | current
+    Column("horizon_ledger", BigInteger, nullable=False),
+    Column("horizon_entry", BigInteger, nullable=False),
+    Column("entries", BigInteger, nullable=False),
+    Column("size_bytes", BigInteger, nullable=False),
+    Column("min_entry_ts_ms", BigInteger, nullable=True),
+    Column("max_entry_ts_ms", BigInteger, nullable=True),
+    Column("tombstones", BigInteger, nullable=False),
+    Column("oldest_tombstone_ts_ms", BigInteger, nullable=True),
+    Column("run_id", String(250), nullable=False),
+    Column("compacted_as_of_ms", BigInteger, nullable=False),  # logical time of the compaction
+    Index("ix_compacted_ledgers_status", "topic", "status"),
 )

@@ -9,6 +9,8 @@ The plan JSON contract (``housekeeping plan MECHANISM --format json``)::
 
 ``action`` is one of delete_ledger, move_cursor, delete_topic, rewrite_compacted, flag_backlog_quota,
 refresh_last_active and delete_partitioned_metadata (the last two added with inactive-topic GC).
+``rewrite_compacted`` (topic compaction) carries ``ledgerId`` = the compacted ledger it replaces, ``subscription``
+= ``__compaction`` moved ``from`` -> ``to`` (the horizon), ``readFrom`` and the entry counts.
 Keys added since the first version (``runId``, ``bytes``, ``ledgers``, ``summary``) are extensions; none
 of the original keys changes meaning.
 """
@@ -25,7 +27,6 @@ from housekeeping.snapshot import read_jsonl
 from housekeeping.timeutil import format_ms
 
 MECHANISMS = ("trim", "expiry", "backlog", "gc", "compaction")
-IMPLEMENTED_MECHANISMS = ("trim", "expiry", "backlog", "gc")
 ACTION_KEYS = (
     "topic",
     "action",
@@ -44,16 +45,22 @@ ACTION_KEYS = (
     "exceededSinceMs",
     # delete_topic: the lastActive the decision was made on; refresh_last_active: the new value (extension)
     "lastActiveMs",
+    # rewrite_compacted (extension): where the raw read started (previous horizon) and the reconciling counts
+    "readFrom",
+    "entriesRead",
+    "entriesKept",
+    "entriesSuperseded",
+    "entriesTombstoned",
+    "entriesExpired",
+    "entriesExpiredTime",
+    "entriesExpiredSize",
+    "entriesKeylessDropped",
 )
 
 
 def check_mechanism(mechanism: str) -> str:
     if mechanism not in MECHANISMS:
         raise InputError(f"unknown mechanism {mechanism!r}: expected one of {', '.join(MECHANISMS)}")
-    if mechanism not in IMPLEMENTED_MECHANISMS:
-        raise InputError(
-            f"mechanism {mechanism!r} is not implemented yet (implemented: {', '.join(IMPLEMENTED_MECHANISMS)})"
-        )
     return mechanism
 
 

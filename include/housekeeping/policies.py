@@ -43,6 +43,9 @@ BROKER_DEFAULTS: dict[str, Any] = {
     "brokerDeleteInactivePartitionedTopicMetadataEnabled": False,
     "brokerServiceCompactionThresholdInBytes": 0,
     "topicCompactionRetainNullKey": False,
+    # Not a Pulsar setting (Pulsar drops tombstones at compaction): how long a tombstone stays in the compacted
+    # ledger so readers can observe the delete, as Kafka's delete.retention.ms. 0 = Pulsar's behaviour.
+    "housekeepingCompactedTombstoneGraceSeconds": 0,
     "retentionCheckIntervalInSeconds": 120,
     "messageExpiryCheckIntervalInMinutes": 5,
     "managedLedgerMaxEntriesPerLedger": 50000,
@@ -113,6 +116,10 @@ class BrokerConfig:
             raise InputError(
                 f"{where}: housekeepingExpiryGuardMinimumBacklog and housekeepingExpiryGuardAgeFactor must be >= 0"
             )
+        if self["housekeepingCompactedTombstoneGraceSeconds"] < 0:
+            raise InputError(f"{where}: housekeepingCompactedTombstoneGraceSeconds must be >= 0")
+        if self["brokerServiceCompactionThresholdInBytes"] < 0:
+            raise InputError(f"{where}: brokerServiceCompactionThresholdInBytes must be >= 0")
         if self["backlogQuotaDefaultRetentionPolicy"] not in BACKLOG_QUOTA_POLICIES:
             raise InputError(
                 f"{where}: backlogQuotaDefaultRetentionPolicy={self['backlogQuotaDefaultRetentionPolicy']!r} "
@@ -201,6 +208,7 @@ POLICY_KEYS = (
     "inactive_topic_policies",
     "compacted_retention",
     "compaction_threshold",
+    "compacted_tombstone_grace_seconds",
 )
 
 
@@ -265,6 +273,9 @@ def validate_policies(where: str, policies: Mapping[str, Any], retention_in_forc
         isinstance(threshold, bool) or not isinstance(threshold, int) or threshold < 0
     ):
         raise InputError(f"{where}: compaction_threshold={threshold!r} must be an integer >= 0")
+    grace = policies.get("compacted_tombstone_grace_seconds")
+    if grace is not None and (isinstance(grace, bool) or not isinstance(grace, int) or grace < 0):
+        raise InputError(f"{where}: compacted_tombstone_grace_seconds={grace!r} must be an integer >= 0")
 
 
 @dataclass(frozen=True)
@@ -280,6 +291,7 @@ class EffectivePolicies:
     inactive_topic_policies_source: str
     compacted_retention: RetentionPolicy | None
     compaction_threshold_bytes: int
+    compacted_tombstone_grace_seconds: int = 0
 
     def to_json(self) -> dict[str, Any]:
         return asdict(self)
@@ -368,6 +380,7 @@ def resolve_policies(
 
     compacted_value, _ = pick("compacted_retention")
     threshold_value, _ = pick("compaction_threshold")
+    grace_value, _ = pick("compacted_tombstone_grace_seconds")
     return EffectivePolicies(
         retention=retention,
         retention_source=retention_source,
@@ -381,5 +394,8 @@ def resolve_policies(
             threshold_value
             if threshold_value is not None
             else broker["brokerServiceCompactionThresholdInBytes"]
+        ),
+        compacted_tombstone_grace_seconds=int(
+            grace_value if grace_value is not None else broker["housekeepingCompactedTombstoneGraceSeconds"]
         ),
     )

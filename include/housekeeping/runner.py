@@ -14,6 +14,13 @@ from housekeeping.store import Store
 
 
 def apply_step(store: Store, run_dir: Path, *, purge_grace_seconds: int) -> dict[str, Any]:
+    if read_run_info(run_dir)["mechanism"] == "compaction":
+        # Compaction writes ledgers with Spark (the DAG submits the same app); the CLI runs it in-process.
+        from housekeeping.settings import Settings
+        from spark_apps import apply_compaction
+
+        spark = local_spark(Settings.from_env().spark_master)
+        return apply_compaction.run(spark, run_dir, store, purge_grace_seconds)
     result = apply_plan(store, run_dir, purge_grace_seconds=purge_grace_seconds).to_json()
     out = Path(run_dir) / "apply"
     out.mkdir(parents=True, exist_ok=True)
@@ -42,7 +49,7 @@ def local_spark(master: str):
 
 
 def plan_and_gate_in_process(run_dir: Path, mechanism: str, master: str) -> dict[str, Any]:
-    from spark_apps import plan_backlog, plan_expiry, plan_gc, plan_trim, validate_plan
+    from spark_apps import plan_backlog, plan_compaction, plan_expiry, plan_gc, plan_trim, validate_plan
 
     spark = local_spark(master)
     planners = {
@@ -50,6 +57,7 @@ def plan_and_gate_in_process(run_dir: Path, mechanism: str, master: str) -> dict
         "expiry": plan_expiry.run,
         "backlog": plan_backlog.run,
         "gc": plan_gc.run,
+        "compaction": plan_compaction.run,
     }
     planners[mechanism](spark, run_dir)
     return validate_plan.run(spark, run_dir, mechanism)

@@ -10,6 +10,7 @@ Files under ``<run_dir>/snapshot/``:
 - ``quota_states.jsonl`` the in-scope topics' recorded backlog-quota states
 - ``namespaces.jsonl`` stored bytes and topic count of every namespace touched by the scope
 - ``partitioned_topics.jsonl`` partitioned-topic metadata of those namespaces, with how many partitions exist
+- ``compacted_ledgers.jsonl`` the in-scope topics' current compacted ledgers (topic compaction)
 
 The planner and the gate both read these files, never the live database, so the plan and its check see
 the same state; apply then compare-and-sets on the topic versions recorded here.
@@ -30,7 +31,7 @@ from sqlalchemy import select
 from housekeeping import metadata_schema as t
 from housekeeping.errors import InputError
 from housekeeping.names import TopicName
-from housekeeping.policies import resolve_policies
+from housekeeping.policies import RetentionPolicy, resolve_policies
 from housekeeping.store import Store, read_transaction
 from housekeeping.timeutil import format_ms
 
@@ -93,9 +94,12 @@ def take_snapshot(
     scope: str | Sequence[str] | None = None,
     max_deleted_share: float = 0.9,
     max_deleted_topic_share: float = 0.5,
+    compact_topics: Sequence[str] = (),
     run_dir: Path | None = None,
 ) -> SnapshotInfo:
     patterns = parse_scope(scope)
+    for name in compact_topics:
+        TopicName.parse(name)
     broker = store.broker_config()
     with read_transaction(store.engine) as conn:
         namespaces = {r.name: json.loads(r.policies) for r in conn.execute(select(t.namespaces))}
@@ -104,6 +108,13 @@ def take_snapshot(
         cursor_rows = list(conn.execute(select(t.cursors).order_by(t.cursors.c.topic, t.cursors.c.name)))
         partitioned_rows = list(
             conn.execute(select(t.partitioned_topics).order_by(t.partitioned_topics.c.name))
+        )
+        compacted_rows = list(
+            conn.execute(
+                select(t.compacted_ledgers)
+                .where(t.compacted_ledgers.c.status == "current")
+                .order_by(t.compacted_ledgers.c.topic)
+            )
         )
         quota_rows = list(
             conn.execute(
@@ -118,6 +129,12 @@ def take_snapshot(
     selected = {row.name for row in topic_rows if in_scope(row.name, patterns)}
     if not selected:
         raise InputError(f"scope {','.join(patterns)!r} matches no topic in store {store.root}")
+    known = {row.name for row in topic_rows}
+    for name in compact_topics:
+        if name not in known:
+            raise InputError(f"topic {name} named for compaction does not exist in store {store.root}")
+        if name not in selected:
+            raise InputError(f"topic {name} named for compaction is outside the run's scope {patterns}")
 
     topics_out: list[dict[str, Any]] = []
     versions: dict[str, int] = {}
@@ -134,6 +151,7 @@ def take_snapshot(
             broker,
         )
         versions[row.name] = row.version
+        compacted = effective.compacted_retention or RetentionPolicy(-1, -1)
         topics_out.append(
             {
                 "topic": row.name,
@@ -161,6 +179,17 @@ def take_snapshot(
                 "deleteWhileInactive": effective.inactive_topic_policies.delete_while_inactive,
                 "inactivePolicySource": effective.inactive_topic_policies_source,
                 "partitionedTopic": parsed.partitioned_parent,
+                # Topic compaction: threshold (0 = off), compacted-ledger retention (-1 = keep, also when
+                # unset as in Pulsar), tombstone grace.
+                "compactionThresholdBytes": effective.compaction_threshold_bytes,
+                "compactedRetentionTimeMs": compacted.time_ms,
+                "compactedRetentionSizeBytes": compacted.size_bytes,
+                "compactedRetentionDescription": (
+                    compacted.describe()
+                    if effective.compacted_retention is not None
+                    else "not set (keep all)"
+                ),
+                "tombstoneGraceMs": effective.compacted_tombstone_grace_seconds * 1000,
                 "policies": json.dumps(effective.to_json(), sort_keys=True),
             }
         )
@@ -251,6 +280,26 @@ def take_snapshot(
         ],
     )
     _write_jsonl(
+        snapshot_dir / "compacted_ledgers.jsonl",
+        [
+            {
+                "topic": r.topic,
+                "ledgerId": r.ledger_id,
+                "horizonLedger": r.horizon_ledger,
+                "horizonEntry": r.horizon_entry,
+                "entries": r.entries,
+                "size": r.size_bytes,
+                "minEntryTsMs": r.min_entry_ts_ms,
+                "maxEntryTsMs": r.max_entry_ts_ms,
+                "tombstones": r.tombstones,
+                "oldestTombstoneTsMs": r.oldest_tombstone_ts_ms,
+                "compactedAsOfMs": r.compacted_as_of_ms,
+            }
+            for r in compacted_rows
+            if r.topic in selected
+        ],
+    )
+    _write_jsonl(
         snapshot_dir / "namespaces.jsonl",
         [
             {"namespace": name, "storedBytes": namespace_bytes[name], "topicCount": namespace_topics[name]}
@@ -265,6 +314,8 @@ def take_snapshot(
         "scope": patterns,
         "maxDeletedShare": max_deleted_share,
         "maxDeletedTopicShare": max_deleted_topic_share,
+        # Topics the run's params name for compaction whatever their backlog (Pulsar's `topics compact`).
+        "compactTopics": sorted(set(compact_topics)),
         "store": str(store.root),
         "metadata": store.safe_url,
         "topicVersions": versions,

@@ -51,7 +51,9 @@ def topic(name: str, **facts) -> dict:
 def decisions_frame(spark, topics, cursors=(), gc_enabled=True, as_of=AS_OF, ledgers=None):
     """cursors: (topic local name, cursor name, durable, L, E); every topic has ledgers 1 (5 entries, closed)
     and 2 (3 entries, current) unless ``ledgers`` says otherwise."""
-    topic_df = spark.createDataFrame([tuple(t[f.name] for f in TOPICS_SCHEMA) for t in topics], TOPICS_SCHEMA)
+    topic_df = spark.createDataFrame(
+        [tuple(t.get(f.name) for f in TOPICS_SCHEMA) for t in topics], TOPICS_SCHEMA
+    )
     rows = ledgers or [(t["topic"], 1, 5, 50, 1000, None, None, False) for t in topics] + [
         (t["topic"], 2, 3, 30, None, None, None, False) for t in topics
     ]

@@ -1,0 +1,439 @@
+"""Spark app: plan topic compaction with retention on the compacted ledger (PULSAR_SEMANTICS.md section 5;
+apache/pulsar #19665 / PIP-252, which Pulsar never built).
+
+Which topics (``compaction_candidates``, metadata only):
+
+- ``requested``: named in the run's ``compact_topics`` param (Pulsar's ``topics compact``);
+- ``threshold_exceeded``: compaction threshold (topic > namespace > broker
+  ``brokerServiceCompactionThresholdInBytes``; 0 = off) > 0 and the ``__compaction`` subscription's estimated
+  backlog bytes ``>`` it (``PersistentTopic#checkCompaction``; without the subscription, the topic's stored bytes);
+- ``compacted_retention_due`` (a gap Pulsar left, #24791): the current compacted ledger holds entries the
+  compacted retention no longer allows, or tombstones past their grace, although nothing new arrived.
+
+What each new compacted ledger holds (``entry_decisions``, pure): the previous compacted ledger plus the raw
+entries after its horizon, up to this run's horizon (the topic's last entry in the snapshot). Per entry:
+
+- ``keyless_dropped``: no key, unless ``topicCompactionRetainNullKey`` (default false since Pulsar 3.2);
+- ``superseded``: a later entry of the same key exists up to the horizon (latest entry per key wins);
+- ``tombstoned``: the latest entry of its key has an empty payload (size 0: null or empty value) and its grace
+  (``compacted_tombstone_grace_seconds``, Kafka's delete.retention.ms, default 0 = Pulsar) is 0 or over;
+- ``expired_time``: older than the compacted retention time (as-of - entry timestamp > limit, strict as
+  Pulsar's retention);
+- ``expired_size``: outside the newest entries whose total size fits the compacted retention size;
+- ``kept``: the rest, in the original publish order, with their original positions (message ids).
+
+Writes ``plan/decisions`` (one row per topic: compact or skip, why, the #11211 warning), ``plan/actions``
+(``rewrite_compacted`` per topic, with the counts that must reconcile), ``plan/blockers``,
+``plan/compaction/kept`` (the new ledgers' entries, without payloads) and ``plan/compaction/dropped_keys``
+(every key that leaves the compacted view, and why), and ``plan/summary.json``. Nothing is collected to the
+driver but per-topic metadata and counts.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from pathlib import Path
+
+from pyspark.sql import Column, DataFrame, Window
+from pyspark.sql import functions as F
+
+if __package__ in (None, ""):  # run by spark-submit as a script
+    sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+
+from housekeeping.snapshot import read_run_info  # noqa: E402
+from spark_apps.common import (  # noqa: E402
+    get_spark,
+    materialize,
+    read_snapshot,
+    run_scoped_cache,
+    write_summary,
+    write_table,
+)
+from spark_apps.compaction_io import (  # noqa: E402
+    COMPACTION_SUBSCRIPTION,
+    read_compaction_input,
+    topic_inputs,
+)
+
+DECISIONS = ("kept", "superseded", "tombstoned", "expired_time", "expired_size", "keyless_dropped")
+
+
+def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
+    parser = argparse.ArgumentParser(description="Plan topic compaction for one run's snapshot.")
+    parser.add_argument(
+        "--run-dir", required=True, help="run directory holding snapshot/; plan/ is written there"
+    )
+    return parser.parse_args(argv)
+
+
+def _position(ledger: str | Column, entry: str | Column) -> Column:
+    """A comparable (ledgerId, entryId) struct."""
+
+    def column(value: str | Column) -> Column:
+        return F.col(value) if isinstance(value, str) else value
+
+    return F.struct(column(ledger).alias("ledgerId"), column(entry).alias("entryId"))
+
+
+def _fmt_position(ledger: Column, entry: Column) -> Column:
+    return F.when(ledger.isNull(), F.lit(None)).otherwise(F.concat_ws(":", ledger, entry))
+
+
+def compaction_candidates(
+    topics: DataFrame,
+    ledgers: DataFrame,
+    cursors: DataFrame,
+    compacted: DataFrame,
+    compact_topics: list[str],
+    as_of_ms: int,
+    schedule_interval_ms: int | None = None,
+) -> DataFrame:
+    """One row per topic: ``decision`` compact|skip, ``kind``, ``reason``, where its input lies, and the
+    apache/pulsar #11211 ``warning`` (raw retention shorter than the time between compactions). Pure."""
+    as_of = F.lit(as_of_ms)
+    cursor = cursors.where(F.col("name") == COMPACTION_SUBSCRIPTION).select(
+        "topic",
+        F.col("markDeleteLedger").alias("cursorLedger"),
+        F.col("markDeleteEntry").alias("cursorEntry"),
+    )
+    previous = compacted.select(
+        "topic",
+        F.col("ledgerId").alias("prevCompactedLedgerId"),
+        F.col("horizonLedger").alias("readFromLedger"),
+        F.col("horizonEntry").alias("readFromEntry"),
+        F.col("size").alias("compactedBytes"),
+        F.col("entries").alias("compactedEntries"),
+        F.col("minEntryTsMs").alias("compactedMinTsMs"),
+        F.col("tombstones").alias("compactedTombstones"),
+        F.col("oldestTombstoneTsMs").alias("compactedOldestTombstoneTsMs"),
+        F.col("compactedAsOfMs").alias("prevCompactedAsOfMs"),
+    )
+    # Pulsar's estimated backlog of the __compaction cursor (ManagedCursorImpl#getEstimatedSizeSinceMarkDelete):
+    # whole ledgers after its mark-delete plus the unread share of the ledger it sits in; no cursor: all bytes.
+    with_cursor = ledgers.join(cursor, "topic", "left")
+    share_unread = F.when(
+        F.col("entries") > 0,
+        F.col("size") * (F.col("entries") - F.col("cursorEntry") - 1) / F.col("entries"),
+    ).otherwise(F.lit(0))
+    backlog_part = (
+        F.when(F.col("cursorLedger").isNull(), F.col("size"))
+        .when(F.col("ledgerId") > F.col("cursorLedger"), F.col("size"))
+        .when(F.col("ledgerId") == F.col("cursorLedger"), F.greatest(share_unread, F.lit(0)))
+        .otherwise(F.lit(0))
+    )
+    storage = with_cursor.groupBy("topic").agg(
+        F.sum("size").alias("storedBytes"),
+        F.count("*").alias("ledgers"),
+        F.sum(backlog_part).cast("long").alias("backlogBytes"),
+        F.max(F.when(F.col("entries") > 0, _position("ledgerId", F.col("entries") - 1))).alias("lastEntry"),
+        F.min(F.when(F.col("entries") > 0, F.col("minEntryTsMs"))).alias("oldestRawTsMs"),
+    )
+    frame = (
+        topics.join(storage, "topic", "left")
+        .join(cursor, "topic", "left")
+        .join(previous, "topic", "left")
+        .withColumn(
+            "requested", F.col("topic").isin(list(compact_topics)) if compact_topics else F.lit(False)
+        )
+        .withColumn("horizonLedger", F.col("lastEntry.ledgerId"))
+        .withColumn("horizonEntry", F.col("lastEntry.entryId"))
+    )
+    read_from = _position("readFromLedger", "readFromEntry")
+    # Raw ledgers that can hold entries in (readFrom, horizon], and whether all of them are stored as files.
+    needed = (
+        ledgers.join(previous.select("topic", "readFromLedger"), "topic", "left")
+        .where(
+            (F.col("entries") > 0)
+            & (F.col("readFromLedger").isNull() | (F.col("ledgerId") >= F.col("readFromLedger")))
+        )
+        .groupBy("topic")
+        .agg(
+            F.sort_array(F.collect_list(F.when(F.col("entriesStored"), F.col("ledgerId")))).alias(
+                "rawLedgerIds"
+            ),
+            F.sum(F.when(~F.col("entriesStored"), 1).otherwise(0)).alias("ledgersNotStored"),
+        )
+    )
+    frame = frame.join(needed, "topic", "left")
+    has_new = F.col("lastEntry").isNotNull() & (
+        F.col("readFromLedger").isNull() | (F.col("lastEntry") > read_from)
+    )
+    retention_due = F.col("prevCompactedLedgerId").isNotNull() & (
+        (
+            (F.col("compactedRetentionTimeMs") >= 0)
+            & (as_of - F.col("compactedMinTsMs") > F.col("compactedRetentionTimeMs"))
+        )
+        | (
+            (F.col("compactedRetentionSizeBytes") >= 0)
+            & (F.col("compactedBytes") > F.col("compactedRetentionSizeBytes"))
+        )
+        | (
+            (F.col("compactedTombstones") > 0)
+            & (as_of - F.col("compactedOldestTombstoneTsMs") > F.col("tombstoneGraceMs"))
+        )
+    )
+    threshold_on = F.col("compactionThresholdBytes") > 0
+    over = threshold_on & has_new & (F.col("backlogBytes") > F.col("compactionThresholdBytes"))
+    something = has_new | F.col("prevCompactedLedgerId").isNotNull()
+    wanted = (F.col("requested") & something) | over | retention_due
+    kind = (
+        F.when(wanted & (F.coalesce(F.col("ledgersNotStored"), F.lit(0)) > 0), F.lit("entries_not_stored"))
+        .when(F.col("requested") & something, F.lit("requested"))
+        .when(over, F.lit("threshold_exceeded"))
+        .when(retention_due, F.lit("compacted_retention_due"))
+        .when(F.col("requested"), F.lit("nothing_to_compact"))
+        .when(~threshold_on, F.lit("threshold_off"))
+        .when(~has_new, F.lit("nothing_new"))
+        .otherwise(F.lit("under_threshold"))
+    )
+    frame = frame.withColumn("kind", kind)
+    threshold = F.format_string(
+        "__compaction backlog %d bytes vs compaction threshold %d bytes",
+        F.coalesce(F.col("backlogBytes"), F.lit(0)),
+        F.col("compactionThresholdBytes"),
+    )
+    reason = (
+        F.when(
+            F.col("kind") == "entries_not_stored",
+            F.format_string(
+                "%d ledger(s) to read are metadata only (no entries stored); cannot compact",
+                F.col("ledgersNotStored"),
+            ),
+        )
+        .when(F.col("kind") == "requested", F.lit("named in the run's compact_topics param"))
+        .when(F.col("kind") == "threshold_exceeded", F.concat(threshold, F.lit(": over the threshold")))
+        .when(
+            F.col("kind") == "compacted_retention_due",
+            F.format_string(
+                "the compacted ledger holds entries or tombstones the compacted retention (%s) no longer allows",
+                F.col("compactedRetentionDescription"),
+            ),
+        )
+        .when(F.col("kind") == "nothing_to_compact", F.lit("named, but the topic has no entries"))
+        .when(F.col("kind") == "threshold_off", F.lit("compaction threshold is 0 (off)"))
+        .when(F.col("kind") == "nothing_new", F.lit("no entry after the compacted horizon"))
+        .otherwise(F.concat(threshold, F.lit(": not over")))
+    )
+    # apache/pulsar#11211: keys published between two compactions are lost if the raw retention trims them
+    # first. The time between compactions: since the previous compaction (else since the oldest raw entry),
+    # and at least the DAG's schedule interval.
+    interval = F.greatest(
+        as_of - F.coalesce(F.col("prevCompactedAsOfMs"), F.col("oldestRawTsMs"), as_of),
+        F.lit(schedule_interval_ms or 0),
+    )
+    enabled = threshold_on | F.col("requested") | F.col("prevCompactedLedgerId").isNotNull()
+    warning = F.when(
+        enabled & (F.col("retentionTimeMs") >= 0) & (F.col("retentionTimeMs") < interval),
+        F.format_string(
+            "raw retention time %d s (%s) is shorter than the time between compactions %d s: entries can be "
+            "trimmed before compaction reads them (apache/pulsar#11211)",
+            (F.col("retentionTimeMs") / 1000).cast("long"),
+            F.col("retentionSource"),
+            (interval / 1000).cast("long"),
+        ),
+    )
+    return frame.select(
+        "topic",
+        "namespace",
+        F.when(F.col("kind").isin("requested", "threshold_exceeded", "compacted_retention_due"), "compact")
+        .otherwise("skip")
+        .alias("decision"),
+        "kind",
+        reason.alias("reason"),
+        warning.alias("warning"),
+        F.coalesce(F.col("storedBytes"), F.lit(0)).alias("bytes"),
+        F.coalesce(F.col("ledgers"), F.lit(0)).alias("ledgers"),
+        F.coalesce(F.col("backlogBytes"), F.lit(0)).alias("backlogBytes"),
+        "compactionThresholdBytes",
+        "prevCompactedLedgerId",
+        "readFromLedger",
+        "readFromEntry",
+        "horizonLedger",
+        "horizonEntry",
+        "cursorLedger",
+        "cursorEntry",
+        F.coalesce(F.col("rawLedgerIds"), F.array().cast("array<long>")).alias("rawLedgerIds"),
+        "compactedRetentionTimeMs",
+        "compactedRetentionSizeBytes",
+        "compactedRetentionDescription",
+        "tombstoneGraceMs",
+        "retentionTimeMs",
+    )
+
+
+def entry_decisions(entries: DataFrame, params: DataFrame, as_of_ms: int, retain_null_key: bool) -> DataFrame:
+    """Every input entry with its ``decision`` (one of DECISIONS). Pure.
+
+    entries: topic, ledgerId, entryId, entryTs, key, size (+ anything else, passed through);
+    params: topic, compactedRetentionTimeMs, compactedRetentionSizeBytes, tombstoneGraceMs."""
+    as_of = F.lit(as_of_ms)
+    newest_first = F.col("ledgerId").desc(), F.col("entryId").desc()
+    by_key = Window.partitionBy("topic", "key").orderBy(*newest_first)
+    frame = entries.join(F.broadcast(params), "topic").withColumn(
+        "latestForKey", F.col("key").isNotNull() & (F.row_number().over(by_key) == 1)
+    )
+    age = as_of - F.col("entryTs")
+    tombstone = F.col("size") == 0
+    first = (
+        F.when(F.col("key").isNull() & F.lit(not retain_null_key), F.lit("keyless_dropped"))
+        .when(F.col("key").isNotNull() & ~F.col("latestForKey"), F.lit("superseded"))
+        .when(
+            F.col("key").isNotNull()
+            & tombstone
+            & ((F.col("tombstoneGraceMs") <= 0) | (age > F.col("tombstoneGraceMs"))),
+            F.lit("tombstoned"),
+        )
+        .when(
+            (F.col("compactedRetentionTimeMs") >= 0) & (age > F.col("compactedRetentionTimeMs")),
+            F.lit("expired_time"),
+        )
+    )
+    frame = frame.withColumn("decision", first)
+    # The size window: survivors so far, newest first, kept while their running total fits the limit.
+    newest = Window.partitionBy("topic").orderBy(*newest_first).rowsBetween(Window.unboundedPreceding, 0)
+    survivors = frame.where(F.col("decision").isNull()).withColumn(
+        "retainedBytes", F.sum(F.col("size").cast("long")).over(newest)
+    )
+    survivors = survivors.withColumn(
+        "decision",
+        F.when(
+            (F.col("compactedRetentionSizeBytes") >= 0)
+            & (F.col("retainedBytes") > F.col("compactedRetentionSizeBytes")),
+            F.lit("expired_size"),
+        ).otherwise(F.lit("kept")),
+    ).drop("retainedBytes")
+    return frame.where(F.col("decision").isNotNull()).unionByName(survivors)
+
+
+def decision_counts(decisions: DataFrame) -> DataFrame:
+    """Per topic: entriesRead and one count per decision (the columns of a rewrite_compacted action)."""
+    counts = decisions.groupBy("topic").agg(
+        F.count("*").alias("entriesRead"),
+        *[F.sum(F.when(F.col("decision") == d, 1).otherwise(0)).alias(_count_name(d)) for d in DECISIONS],
+        F.sum(F.when(F.col("decision") == "kept", F.col("size")).otherwise(0))
+        .cast("long")
+        .alias("keptBytes"),
+    )
+    return counts.withColumn("entriesExpired", F.col("entriesExpiredTime") + F.col("entriesExpiredSize"))
+
+
+def _count_name(decision: str) -> str:
+    return "entries" + "".join(part.capitalize() for part in decision.split("_"))
+
+
+def compaction_actions(candidates: DataFrame, counts: DataFrame) -> DataFrame:
+    """``rewrite_compacted`` per compacted topic: ``ledgerId`` the compacted ledger it replaces (null: none),
+    ``from``/``to`` the __compaction cursor move (``from`` null: the cursor is created at ``to``), ``readFrom``
+    where the raw read started (the previous horizon; null: the first entry), and the reconciling counts."""
+    planned = candidates.where(F.col("decision") == "compact").join(counts, "topic", "left")
+    zero = F.lit(0).cast("long")
+    return planned.select(
+        "topic",
+        F.lit("rewrite_compacted").alias("action"),
+        F.col("prevCompactedLedgerId").alias("ledgerId"),
+        F.lit(COMPACTION_SUBSCRIPTION).alias("subscription"),
+        _fmt_position(F.col("cursorLedger"), F.col("cursorEntry")).alias("from"),
+        _fmt_position(F.col("horizonLedger"), F.col("horizonEntry")).alias("to"),
+        F.coalesce(F.col("keptBytes"), zero).alias("bytes"),
+        F.concat_ws("; ", F.col("reason"), F.col("warning")).alias("reason"),
+        _fmt_position(F.col("readFromLedger"), F.col("readFromEntry")).alias("readFrom"),
+        *[
+            F.coalesce(F.col(name), zero).cast("long").alias(name)
+            for name in ("entriesRead", *map(_count_name, DECISIONS), "entriesExpired")
+        ],
+    )
+
+
+def dropped_keys(decisions: DataFrame) -> DataFrame:
+    """Keys that leave the compacted view this run: their latest entry is not kept, with the reason."""
+    return decisions.where(
+        F.col("latestForKey") & F.col("decision").isin("tombstoned", "expired_time", "expired_size")
+    ).select("topic", "key", "ledgerId", "entryId", "entryTs", "size", F.col("decision").alias("reason"))
+
+
+def compaction_blockers(candidates: DataFrame) -> DataFrame:
+    return candidates.where(F.col("decision") == "skip").select(
+        "topic", "kind", F.col("reason").alias("detail"), "bytes", "ledgers"
+    )
+
+
+def run(spark, run_dir: str | Path) -> dict:
+    with run_scoped_cache(spark):
+        info = read_run_info(run_dir)
+        as_of_ms = int(info["asOfMs"])
+        retain_null_key = bool(info["broker"]["topicCompactionRetainNullKey"])
+        snapshot = read_snapshot(spark, run_dir)
+        candidates = materialize(
+            compaction_candidates(
+                snapshot["topics"],
+                snapshot["ledgers"],
+                snapshot["cursors"],
+                snapshot["compacted_ledgers"],
+                list(info.get("compactTopics", [])),
+                as_of_ms,
+                info.get("scheduleIntervalMs"),
+            )
+        )
+        planned = candidates.where(F.col("decision") == "compact").collect()  # per-topic metadata only
+        params = candidates.where(F.col("decision") == "compact").select(
+            "topic", "compactedRetentionTimeMs", "compactedRetentionSizeBytes", "tombstoneGraceMs"
+        )
+        entries = read_compaction_input(spark, info["store"], topic_inputs(planned))
+        decisions = materialize(entry_decisions(entries, params, as_of_ms, retain_null_key))
+        counts = materialize(decision_counts(decisions))
+        plan_dir = Path(run_dir) / "plan"
+        write_table(candidates, plan_dir / "decisions", ["topic"])
+        write_table(compaction_actions(candidates, counts), plan_dir / "actions", ["topic", "action"])
+        write_table(compaction_blockers(candidates), plan_dir / "blockers", ["topic", "kind"])
+        kept = decisions.where(F.col("decision") == "kept").select(
+            "topic", "ledgerId", "entryId", "key", "entryTs", "size", "source"
+        )
+        # Parquet, partitioned by nothing: the gate and the apply app read it back whole.
+        kept.repartition("topic").sortWithinPartitions("topic", "ledgerId", "entryId").write.mode(
+            "overwrite"
+        ).parquet(str(plan_dir / "compaction" / "kept"))
+        dropped_keys(decisions).repartition("topic").sortWithinPartitions("topic", "key").write.mode(
+            "overwrite"
+        ).parquet(str(plan_dir / "compaction" / "dropped_keys"))
+        totals = counts.agg(*[F.sum(c).alias(c) for c in counts.columns if c != "topic"]).first()
+        per_namespace = {
+            r["namespace"]: {"topics": int(r["topics"]), "keptBytes": int(r["keptBytes"] or 0)}
+            for r in candidates.where(F.col("decision") == "compact")
+            .join(counts, "topic", "left")
+            .groupBy("namespace")
+            .agg(F.count("*").alias("topics"), F.sum("keptBytes").alias("keptBytes"))
+            .collect()
+        }
+        summary = {
+            "mechanism": "compaction",
+            "runId": info["runId"],
+            "asOfMs": as_of_ms,
+            "retainNullKey": retain_null_key,
+            "topicsToCompact": len(planned),
+            "topicsByKind": {
+                r["kind"]: int(r["count"]) for r in candidates.groupBy("kind").count().collect()
+            },
+            "warnings": candidates.where(F.col("warning").isNotNull()).count(),
+            **{
+                name: int((totals[name] if totals is not None else 0) or 0)
+                for name in counts.columns
+                if name != "topic"
+            },
+            "perNamespace": per_namespace,
+        }
+        write_summary(plan_dir, summary)
+        return summary
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = parse_args(argv)
+    spark = get_spark("housekeeping-plan-compaction")
+    summary = run(spark, args.run_dir)
+    print(json.dumps(summary, sort_keys=True))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,469 @@
+"""Quality-gate checks for topic compaction, re-derived from the snapshot and the entry files apart from the
+planner (which ranks entries with a window; the gate aggregates the latest position per key instead).
+
+Every ``rewrite_compacted`` action: the topic is in the snapshot and compaction applies to it (named in the
+run's params, a threshold > 0, or a compacted ledger to keep under retention); it replaces the snapshot's
+current compacted ledger (``ledgerId``), read the raw entries from that ledger's horizon (``readFrom``), moves
+the ``__compaction`` cursor from where the snapshot has it (``from``) to the topic's last entry (``to``, the
+horizon), never backward; one action per topic.
+
+Every entry of the new compacted ledgers (``plan/compaction/kept``): it is an input entry (same position, key,
+size, timestamp); a keyed entry is the latest entry of its key up to the horizon; a keyless one is only there
+when the broker retains null keys; it is within the compacted retention time; a tombstone is within its grace;
+unique per position.
+
+Per topic: the kept entries fit the compacted retention size; nothing is missing (the gate's own count of the
+entries that must survive equals the kept count); every key of the input is either kept or listed in
+``dropped_keys`` with its latest entry and a reason that holds; the counts reconcile: read = kept + superseded
++ tombstoned + expired + keyless dropped, each part matching the gate's own count.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from pyspark.sql import DataFrame, Window
+from pyspark.sql import functions as F
+
+from spark_apps.compaction_io import COMPACTION_SUBSCRIPTION, TopicInput, read_compaction_input
+
+ACTIONS_SCHEMA = (
+    "topic string, action string, ledgerId long, subscription string, `from` string, `to` string, "
+    "bytes long, reason string, readFrom string, entriesRead long, entriesKept long, entriesSuperseded long, "
+    "entriesTombstoned long, entriesExpiredTime long, entriesExpiredSize long, entriesKeylessDropped long, "
+    "entriesExpired long"
+)
+KEPT_SCHEMA = "topic string, ledgerId long, entryId long, key string, entryTs long, size int, source string"
+DROPPED_SCHEMA = (
+    "topic string, key string, ledgerId long, entryId long, entryTs long, size int, reason string"
+)
+
+
+def _pos(ledger: F.Column, entry: F.Column) -> F.Column:
+    return F.when(ledger.isNull(), F.lit(None)).otherwise(F.concat_ws(":", ledger, entry))
+
+
+def snapshot_facts(snapshot: dict[str, DataFrame], compact_topics: list[str]) -> DataFrame:
+    """Per topic, from the snapshot alone: the compacted ledger in force, the __compaction cursor, the last
+    entry (the horizon), the compaction settings."""
+    last = (
+        snapshot["ledgers"]
+        .where(F.col("entries") > 0)
+        .groupBy("topic")
+        .agg(F.max(F.struct("ledgerId", (F.col("entries") - 1).alias("entryId"))).alias("last"))
+    )
+    cursor = snapshot["cursors"].where(F.col("name") == COMPACTION_SUBSCRIPTION)
+    compacted = snapshot["compacted_ledgers"]
+    requested = F.col("topic").isin(list(compact_topics)) if compact_topics else F.lit(False)
+    return (
+        snapshot["topics"]
+        .join(last, "topic", "left")
+        .join(cursor.select("topic", "markDeleteLedger", "markDeleteEntry"), "topic", "left")
+        .join(
+            compacted.select(
+                "topic",
+                F.col("ledgerId").alias("currentCompacted"),
+                F.col("horizonLedger").alias("cHorizonLedger"),
+                F.col("horizonEntry").alias("cHorizonEntry"),
+            ),
+            "topic",
+            "left",
+        )
+        .select(
+            "topic",
+            (
+                requested | (F.col("compactionThresholdBytes") > 0) | F.col("currentCompacted").isNotNull()
+            ).alias("eligible"),
+            "currentCompacted",
+            _pos(F.col("cHorizonLedger"), F.col("cHorizonEntry")).alias("expectedReadFrom"),
+            "cHorizonLedger",
+            "cHorizonEntry",
+            _pos(F.col("markDeleteLedger"), F.col("markDeleteEntry")).alias("expectedFrom"),
+            F.col("last.ledgerId").alias("lastLedger"),
+            F.col("last.entryId").alias("lastEntry"),
+            "compactedRetentionTimeMs",
+            "compactedRetentionSizeBytes",
+            "tombstoneGraceMs",
+        )
+    )
+
+
+def action_checks(actions: DataFrame, facts: DataFrame) -> DataFrame:
+    horizon = _pos(F.col("lastLedger"), F.col("lastEntry"))
+    frame = actions.join(facts, "topic", "left")
+    to_l = F.split(F.col("to"), ":").getItem(0).cast("long")
+    to_e = F.split(F.col("to"), ":").getItem(1).cast("long")
+    from_l = F.split(F.col("from"), ":").getItem(0).cast("long")
+    from_e = F.split(F.col("from"), ":").getItem(1).cast("long")
+    return frame.select(
+        "topic",
+        (F.col("action") == "rewrite_compacted").alias("is_rewrite_compacted"),
+        F.coalesce(F.col("eligible"), F.lit(False)).alias("topic_in_snapshot_and_eligible"),
+        (F.col("subscription") == COMPACTION_SUBSCRIPTION).alias("moves_the_compaction_cursor"),
+        F.col("ledgerId")
+        .eqNullSafe(F.col("currentCompacted"))
+        .alias("replaces_the_current_compacted_ledger"),
+        F.col("readFrom").eqNullSafe(F.col("expectedReadFrom")).alias("reads_from_the_compacted_horizon"),
+        F.col("from").eqNullSafe(F.col("expectedFrom")).alias("cursor_from_is_current"),
+        F.coalesce(F.col("to") == horizon, F.lit(False)).alias("horizon_is_the_last_entry"),
+        F.coalesce(
+            F.col("from").isNull()
+            | (F.struct(to_l.alias("l"), to_e.alias("e")) >= F.struct(from_l.alias("l"), from_e.alias("e"))),
+            F.lit(False),
+        ).alias("cursor_never_moves_backward"),
+    )
+
+
+def gate_inputs(facts: DataFrame, ledgers: DataFrame, topics: list[str]) -> list[TopicInput]:
+    """Where each planned topic's input lies, from the snapshot (the gate's own reading)."""
+    rows = {r["topic"]: r for r in facts.where(F.col("topic").isin(topics)).collect()} if topics else {}
+    stored = {}
+    for r in (
+        ledgers.where(F.col("topic").isin(topics) & (F.col("entries") > 0) & F.col("entriesStored"))
+        .select("topic", "ledgerId")
+        .collect()
+        if topics
+        else []
+    ):
+        stored.setdefault(r["topic"], []).append(int(r["ledgerId"]))
+    inputs = []
+    for topic, row in sorted(rows.items()):
+        if row["lastLedger"] is None and row["currentCompacted"] is None:
+            continue
+        low = (
+            None if row["cHorizonLedger"] is None else (int(row["cHorizonLedger"]), int(row["cHorizonEntry"]))
+        )
+        horizon = (
+            (int(row["lastLedger"]), int(row["lastEntry"]))
+            if row["lastLedger"] is not None
+            else low or (-1, -1)
+        )
+        inputs.append(
+            TopicInput(
+                topic=topic,
+                compacted_ledger_id=row["currentCompacted"],
+                read_from=low,
+                horizon=horizon,
+                raw_ledger_ids=tuple(sorted(i for i in stored.get(topic, []) if low is None or i >= low[0])),
+            )
+        )
+    return inputs
+
+
+def expected_survivors(
+    entries: DataFrame, facts: DataFrame, as_of_ms: int, retain_null_key: bool
+) -> DataFrame:
+    """The input entries that must be in the new compacted ledger, derived with an aggregate of the latest
+    position per key (not the planner's ranking)."""
+    latest = (
+        entries.where(F.col("key").isNotNull())
+        .groupBy("topic", "key")
+        .agg(F.max(F.struct("ledgerId", "entryId")).alias("latest"))
+    )
+    age = F.lit(as_of_ms) - F.col("entryTs")
+    frame = (
+        entries.join(latest, ["topic", "key"], "left")
+        .join(
+            F.broadcast(
+                facts.select(
+                    "topic", "compactedRetentionTimeMs", "compactedRetentionSizeBytes", "tombstoneGraceMs"
+                )
+            ),
+            "topic",
+        )
+        .withColumn(
+            "isLatest",
+            F.col("key").isNotNull() & (F.col("latest") == F.struct(F.col("ledgerId"), F.col("entryId"))),
+        )
+    )
+    candidate = (
+        (F.col("isLatest") | (F.col("key").isNull() & F.lit(retain_null_key)))
+        & ~(
+            F.col("key").isNotNull()
+            & (F.col("size") == 0)
+            & ((F.col("tombstoneGraceMs") <= 0) | (age > F.col("tombstoneGraceMs")))
+        )
+        & ((F.col("compactedRetentionTimeMs") < 0) | (age <= F.col("compactedRetentionTimeMs")))
+    )
+    newest = (
+        Window.partitionBy("topic")
+        .orderBy(F.col("ledgerId").desc(), F.col("entryId").desc())
+        .rowsBetween(Window.unboundedPreceding, 0)
+    )
+    return (
+        frame.where(candidate)
+        .withColumn("newerBytes", F.sum(F.col("size").cast("long")).over(newest))
+        .where(
+            (F.col("compactedRetentionSizeBytes") < 0)
+            | (F.col("newerBytes") <= F.col("compactedRetentionSizeBytes"))
+        )
+        .select("topic", "ledgerId", "entryId")
+    )
+
+
+def kept_checks(
+    kept: DataFrame,
+    entries: DataFrame,
+    facts: DataFrame,
+    horizons: DataFrame,
+    as_of_ms: int,
+    retain_null_key: bool,
+) -> DataFrame:
+    latest = (
+        entries.where(F.col("key").isNotNull())
+        .groupBy("topic", "key")
+        .agg(F.max(F.struct("ledgerId", "entryId")).alias("latest"))
+    )
+    source = entries.select(
+        "topic",
+        "ledgerId",
+        "entryId",
+        F.col("key").alias("inKey"),
+        F.col("size").alias("inSize"),
+        F.col("entryTs").alias("inTs"),
+        F.lit(True).alias("inInput"),
+    )
+    age = F.lit(as_of_ms) - F.col("inTs")
+    frame = (
+        kept.join(source, ["topic", "ledgerId", "entryId"], "left")
+        .join(latest, ["topic", "key"], "left")
+        .join(facts.select("topic", "compactedRetentionTimeMs", "tombstoneGraceMs"), "topic", "left")
+        .join(horizons, "topic", "left")
+    )
+    return frame.select(
+        "topic",
+        "ledgerId",
+        "entryId",
+        F.coalesce(F.col("inInput"), F.lit(False)).alias("entry_is_an_input_entry"),
+        F.coalesce(
+            F.col("key").eqNullSafe(F.col("inKey"))
+            & (F.col("size") == F.col("inSize"))
+            & (F.col("entryTs") == F.col("inTs")),
+            F.lit(False),
+        ).alias("entry_matches_its_input"),
+        F.coalesce(
+            F.col("key").isNull() | (F.col("latest") == F.struct(F.col("ledgerId"), F.col("entryId"))),
+            F.lit(False),
+        ).alias("latest_for_its_key"),
+        (F.col("key").isNotNull() | F.lit(retain_null_key)).alias("keyed_or_null_keys_retained"),
+        F.coalesce(
+            (F.col("compactedRetentionTimeMs") < 0) | (age <= F.col("compactedRetentionTimeMs")), F.lit(False)
+        ).alias("within_compacted_retention_time"),
+        F.coalesce(
+            F.col("key").isNull()
+            | (F.col("size") != 0)
+            | ((F.col("tombstoneGraceMs") > 0) & (age <= F.col("tombstoneGraceMs"))),
+            F.lit(False),
+        ).alias("tombstone_within_grace"),
+        F.coalesce(
+            F.struct(F.col("ledgerId"), F.col("entryId")) <= F.struct(F.col("hLedger"), F.col("hEntry")),
+            F.lit(False),
+        ).alias("at_or_before_horizon"),
+    )
+
+
+def topic_checks(
+    actions: DataFrame,
+    kept: DataFrame,
+    dropped: DataFrame,
+    entries: DataFrame,
+    expected: DataFrame,
+    facts: DataFrame,
+    retain_null_key: bool,
+) -> DataFrame:
+    counted = entries.groupBy("topic").agg(
+        F.count("*").alias("read"),
+        F.sum(F.when(F.col("key").isNull(), 1).otherwise(0)).alias("keyless"),
+    )
+    keys_latest = (
+        entries.where(F.col("key").isNotNull()).groupBy("topic").agg(F.countDistinct("key").alias("keys"))
+    )
+    kept_counts = kept.groupBy("topic").agg(
+        F.count("*").alias("keptRows"),
+        F.sum(F.col("size").cast("long")).alias("keptBytes"),
+        F.sum(F.when(F.col("key").isNotNull(), 1).otherwise(0)).alias("keptKeys"),
+    )
+    expected_counts = expected.groupBy("topic").agg(F.count("*").alias("expectedRows"))
+    # Equal counts and no kept entry outside the expected set: the two sets are equal.
+    extra = (
+        kept.join(expected, ["topic", "ledgerId", "entryId"], "left_anti")
+        .groupBy("topic")
+        .agg(F.count("*").alias("unexpectedRows"))
+    )
+    dropped_counts = dropped.groupBy("topic").agg(F.count("*").alias("droppedKeys"))
+    zero = F.lit(0)
+    frame = (
+        actions.join(counted, "topic", "left")
+        .join(keys_latest, "topic", "left")
+        .join(kept_counts, "topic", "left")
+        .join(expected_counts, "topic", "left")
+        .join(dropped_counts, "topic", "left")
+        .join(extra, "topic", "left")
+        .join(facts.select("topic", "compactedRetentionSizeBytes"), "topic", "left")
+    )
+    read = F.coalesce(F.col("read"), zero)
+    keyed = read - F.coalesce(F.col("keyless"), zero)
+    keys = F.coalesce(F.col("keys"), zero)
+    parts = (
+        F.col("entriesKept")
+        + F.col("entriesSuperseded")
+        + F.col("entriesTombstoned")
+        + F.col("entriesExpiredTime")
+        + F.col("entriesExpiredSize")
+        + F.col("entriesKeylessDropped")
+    )
+    return frame.select(
+        "topic",
+        (F.col("entriesRead") == read).alias("read_count_matches_the_input"),
+        (parts == F.col("entriesRead")).alias("counts_reconcile"),
+        (F.col("entriesExpired") == F.col("entriesExpiredTime") + F.col("entriesExpiredSize")).alias(
+            "expired_is_time_plus_size"
+        ),
+        (F.col("entriesKept") == F.coalesce(F.col("keptRows"), zero)).alias("kept_count_matches_the_ledger"),
+        (
+            (F.coalesce(F.col("keptRows"), zero) == F.coalesce(F.col("expectedRows"), zero))
+            & F.col("unexpectedRows").isNull()
+        ).alias("no_entry_missing_or_extra"),
+        (F.col("entriesSuperseded") == keyed - keys).alias("superseded_count_matches"),
+        (
+            F.col("entriesKeylessDropped")
+            == (zero if retain_null_key else F.coalesce(F.col("keyless"), zero))
+        ).alias("keyless_count_matches"),
+        (keys == F.coalesce(F.col("keptKeys"), zero) + F.coalesce(F.col("droppedKeys"), zero)).alias(
+            "every_key_kept_or_dropped_with_a_reason"
+        ),
+        (
+            (F.col("compactedRetentionSizeBytes") < 0)
+            | (F.coalesce(F.col("keptBytes"), zero) <= F.col("compactedRetentionSizeBytes"))
+        ).alias("within_compacted_retention_size"),
+        (F.col("bytes") == F.coalesce(F.col("keptBytes"), zero)).alias("bytes_match_the_kept_entries"),
+    )
+
+
+def dropped_checks(
+    dropped: DataFrame, entries: DataFrame, kept: DataFrame, facts: DataFrame, as_of_ms: int
+) -> DataFrame:
+    latest = (
+        entries.where(F.col("key").isNotNull())
+        .groupBy("topic", "key")
+        .agg(F.max(F.struct("ledgerId", "entryId")).alias("latest"))
+    )
+    kept_keys = kept.where(F.col("key").isNotNull()).select("topic", "key", F.lit(True).alias("alsoKept"))
+    age = F.lit(as_of_ms) - F.col("entryTs")
+    frame = (
+        dropped.join(latest, ["topic", "key"], "left")
+        .join(kept_keys, ["topic", "key"], "left")
+        .join(facts.select("topic", "compactedRetentionTimeMs", "tombstoneGraceMs"), "topic", "left")
+    )
+    reason_holds = (
+        F.when(
+            F.col("reason") == "tombstoned",
+            (F.col("size") == 0) & ((F.col("tombstoneGraceMs") <= 0) | (age > F.col("tombstoneGraceMs"))),
+        )
+        .when(
+            F.col("reason") == "expired_time",
+            (F.col("compactedRetentionTimeMs") >= 0) & (age > F.col("compactedRetentionTimeMs")),
+        )
+        # Size expiry is checked per topic (the kept entries already fill the limit: no_entry_missing_or_extra).
+        .when(F.col("reason") == "expired_size", F.lit(True))
+        .otherwise(F.lit(False))
+    )
+    return frame.select(
+        "topic",
+        "key",
+        F.coalesce(F.col("latest") == F.struct(F.col("ledgerId"), F.col("entryId")), F.lit(False)).alias(
+            "dropped_entry_is_the_latest_for_its_key"
+        ),
+        F.col("alsoKept").isNull().alias("dropped_key_not_also_kept"),
+        F.coalesce(reason_holds, F.lit(False)).alias("drop_reason_holds"),
+    )
+
+
+def compaction_checks(spark, run_dir: str | Path):
+    import great_expectations.expectations as gxe
+
+    from housekeeping.gate import CheckFrame, must_be_true
+    from housekeeping.snapshot import read_run_info
+    from spark_apps.common import materialize, read_snapshot
+
+    info = read_run_info(run_dir)
+    as_of_ms = int(info["asOfMs"])
+    retain_null_key = bool(info["broker"]["topicCompactionRetainNullKey"])
+    snapshot = read_snapshot(spark, run_dir)
+    plan_dir = Path(run_dir) / "plan"
+    actions = materialize(spark.read.schema(ACTIONS_SCHEMA).json(str(plan_dir / "actions")))
+    kept = materialize(spark.read.schema(KEPT_SCHEMA).parquet(str(plan_dir / "compaction" / "kept")))
+    dropped = materialize(
+        spark.read.schema(DROPPED_SCHEMA).parquet(str(plan_dir / "compaction" / "dropped_keys"))
+    )
+    facts = materialize(snapshot_facts(snapshot, list(info.get("compactTopics", []))))
+    topics = [r["topic"] for r in actions.select("topic").distinct().collect()]
+    inputs = gate_inputs(facts, snapshot["ledgers"], topics)
+    entries = materialize(read_compaction_input(spark, info["store"], inputs))
+    horizons = spark.createDataFrame(
+        [(i.topic, i.horizon[0], i.horizon[1]) for i in inputs], "topic string, hLedger long, hEntry long"
+    )
+    expected = materialize(expected_survivors(entries, facts, as_of_ms, retain_null_key))
+    return [
+        CheckFrame(
+            "actions",
+            action_checks(actions, facts),
+            [
+                gxe.ExpectColumnValuesToBeUnique(column="topic"),
+                *must_be_true(
+                    "is_rewrite_compacted",
+                    "topic_in_snapshot_and_eligible",
+                    "moves_the_compaction_cursor",
+                    "replaces_the_current_compacted_ledger",
+                    "reads_from_the_compacted_horizon",
+                    "cursor_from_is_current",
+                    "horizon_is_the_last_entry",
+                    "cursor_never_moves_backward",
+                ),
+            ],
+        ),
+        CheckFrame(
+            "kept_entries",
+            kept_checks(kept, entries, facts, horizons, as_of_ms, retain_null_key),
+            [
+                gxe.ExpectCompoundColumnsToBeUnique(column_list=["topic", "ledgerId", "entryId"]),
+                *must_be_true(
+                    "entry_is_an_input_entry",
+                    "entry_matches_its_input",
+                    "latest_for_its_key",
+                    "keyed_or_null_keys_retained",
+                    "within_compacted_retention_time",
+                    "tombstone_within_grace",
+                    "at_or_before_horizon",
+                ),
+            ],
+        ),
+        CheckFrame(
+            "topics",
+            topic_checks(actions, kept, dropped, entries, expected, facts, retain_null_key),
+            must_be_true(
+                "read_count_matches_the_input",
+                "counts_reconcile",
+                "expired_is_time_plus_size",
+                "kept_count_matches_the_ledger",
+                "no_entry_missing_or_extra",
+                "superseded_count_matches",
+                "keyless_count_matches",
+                "every_key_kept_or_dropped_with_a_reason",
+                "within_compacted_retention_size",
+                "bytes_match_the_kept_entries",
+            ),
+        ),
+        CheckFrame(
+            "dropped_keys",
+            dropped_checks(dropped, entries, kept, facts, as_of_ms),
+            [
+                gxe.ExpectCompoundColumnsToBeUnique(column_list=["topic", "key"]),
+                *must_be_true(
+                    "dropped_entry_is_the_latest_for_its_key",
+                    "dropped_key_not_also_kept",
+                    "drop_reason_holds",
+                ),
+            ],
+        ),
+    ]
