@@ -125,13 +125,29 @@ def inspect(
     fmt: FormatOpt = "json",
     messages: Annotated[bool, typer.Option("--messages/--no-messages", help="include entries")] = False,
     metadata_url: MetadataOpt = None,
+    compacted: Annotated[
+        bool,
+        typer.Option(
+            "--compacted",
+            help="print the compacted view per key instead (compacted ledger + entries after its horizon)",
+        ),
+    ] = False,
+    topic: Annotated[
+        list[str] | None, typer.Option("--topic", help="with --compacted: only these topics (repeatable)")
+    ] = None,
 ) -> None:
-    """Print the store's current state in the manifest's shape."""
+    """Print the store's current state in the manifest's shape (or, with --compacted, the compacted view)."""
     from housekeeping.manifest import export_manifest
 
-    _emit(
-        export_manifest(_open(store, metadata_url), with_messages=messages), fmt if fmt != "text" else "json"
-    )
+    opened = _open(store, metadata_url)
+    if compacted:
+        from housekeeping.compacted_view import compacted_view
+
+        _emit({"compactedView": compacted_view(opened, topic or None)}, "json")
+        return
+    if topic:
+        raise InputError("--topic is only used with --compacted")
+    _emit(export_manifest(opened, with_messages=messages), fmt if fmt != "text" else "json")
 
 
 def _plan(

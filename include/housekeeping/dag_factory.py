@@ -42,14 +42,17 @@ class MechanismDagConfig:
     extra_params: dict[str, Any] = field(default_factory=dict)
     # Notifiers/callables run after the report task succeeds (alerts that must not fail the run).
     report_callbacks: tuple[Any, ...] = ()
+    # A Spark app that applies the checked plan (compaction writes ledgers with Spark); None: the Python apply.
+    apply_app: str | None = None
 
     def __post_init__(self) -> None:
         from housekeeping.plan import MECHANISMS
 
         if self.mechanism not in MECHANISMS:
             raise ValueError(f"{self.dag_id}: unknown mechanism {self.mechanism!r}")
-        if not (SPARK_APPS_DIR / self.plan_app).is_file():
-            raise ValueError(f"{self.dag_id}: Spark app {self.plan_app} not found in {SPARK_APPS_DIR}")
+        for app in (self.plan_app, self.apply_app):
+            if app is not None and not (SPARK_APPS_DIR / app).is_file():
+                raise ValueError(f"{self.dag_id}: Spark app {app} not found in {SPARK_APPS_DIR}")
         if self.start_date.tzinfo is None:
             raise ValueError(f"{self.dag_id}: start_date must be timezone-aware (UTC)")
         ids = [self.plan_task_id, self.validate_task_id, self.apply_task_id, self.report_task_id]
@@ -171,6 +174,9 @@ def build_housekeeping_dag(config: MechanismDagConfig):
                 else float(params["max_deleted_topic_share"])
             )
             run_id = f"{config.dag_id}__{context['run_id']}"
+            dag_run = context.get("dag_run")
+            start = getattr(dag_run, "data_interval_start", None)
+            end = getattr(dag_run, "data_interval_end", None)
             info = take_snapshot(
                 store,
                 mechanism=config.mechanism,
@@ -179,6 +185,10 @@ def build_housekeeping_dag(config: MechanismDagConfig):
                 scope=params.get("scope") or None,
                 max_deleted_share=share,
                 max_deleted_topic_share=topic_share,
+                compact_topics=list(params.get("compact_topics") or ()),
+                schedule_interval_ms=(
+                    int((end - start).total_seconds() * 1000) if start is not None and end is not None else None
+                ),
             )
             return {
                 "run_dir": str(info.run_dir),
@@ -240,8 +250,20 @@ def build_housekeeping_dag(config: MechanismDagConfig):
             print(f"REPORT: {path}")
             return str(path)
 
-        applied = apply_plan(snapshot)
         purged = purge_pending(snapshot)
         report = write_report(snapshot)
-        snapshot >> plan >> validate >> applied >> purged >> report
+        if config.apply_app is None:
+            applied = apply_plan(snapshot)
+            snapshot >> plan >> validate >> applied >> purged >> report
+        else:
+
+            # Skips only the Spark apply on a dry run; purge then skips too, the report still runs.
+            @task.short_circuit(task_id="skip_apply_on_dry_run", ignore_downstream_trigger_rules=False)
+            def not_dry_run(snapshot_info: dict[str, Any]) -> bool:
+                return not snapshot_info["dry_run"]
+
+            applied = spark_submit(
+                config.apply_task_id, config.apply_app, ["--run-dir", run_dir], config.mechanism
+            )
+            snapshot >> plan >> validate >> not_dry_run(snapshot) >> applied >> purged >> report
     return dag

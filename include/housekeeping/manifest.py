@@ -520,6 +520,20 @@ def export_manifest(store: Store, *, with_messages: bool = False) -> dict[str, A
         cursors: dict[str, list] = {}
         for r in conn.execute(select(t.cursors).order_by(t.cursors.c.topic, t.cursors.c.name)):
             cursors.setdefault(r.topic, []).append(r)
+        compacted = {
+            r.topic: {
+                "ledgerId": r.ledger_id,
+                "horizon": f"{r.horizon_ledger}:{r.horizon_entry}",
+                "entries": r.entries,
+                "size": r.size_bytes,
+                "compactedAsOfMs": r.compacted_as_of_ms,
+            }
+            for r in conn.execute(
+                select(t.compacted_ledgers)
+                .where(t.compacted_ledgers.c.status == "current")
+                .order_by(t.compacted_ledgers.c.topic)
+            )
+        }
         quota_states = [
             {
                 "topic": r.topic,
@@ -582,6 +596,8 @@ def export_manifest(store: Store, *, with_messages: bool = False) -> dict[str, A
             "metadata": store.safe_url,
             "topicVersions": versions,
             "backlogQuotaStates": quota_states,
+            # Compacted ledgers in force (topic compaction); written by compaction, not loadable.
+            **({"compactedLedgers": compacted} if compacted else {}),
         },
     }
 

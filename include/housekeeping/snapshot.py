@@ -95,6 +95,7 @@ def take_snapshot(
     max_deleted_share: float = 0.9,
     max_deleted_topic_share: float = 0.5,
     compact_topics: Sequence[str] = (),
+    schedule_interval_ms: int | None = None,
     run_dir: Path | None = None,
 ) -> SnapshotInfo:
     patterns = parse_scope(scope)
@@ -316,6 +317,8 @@ def take_snapshot(
         "maxDeletedTopicShare": max_deleted_topic_share,
         # Topics the run's params name for compaction whatever their backlog (Pulsar's `topics compact`).
         "compactTopics": sorted(set(compact_topics)),
+        # The DAG's data interval (time between scheduled runs), for compaction's apache/pulsar#11211 warning.
+        "scheduleIntervalMs": schedule_interval_ms,
         "store": str(store.root),
         "metadata": store.safe_url,
         "topicVersions": versions,

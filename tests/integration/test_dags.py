@@ -19,7 +19,13 @@ from housekeeping.timeutil import format_ms
 pytestmark = pytest.mark.airflow
 
 REPO = Path(__file__).resolve().parents[2]
-DAG_IDS = {"consumed_ledger_trim", "message_expiry", "backlog_quota", "inactive_topic_gc"}
+DAG_IDS = {
+    "consumed_ledger_trim",
+    "message_expiry",
+    "backlog_quota",
+    "inactive_topic_gc",
+    "compacted_ledger_retention",
+}
 DATES = [
     datetime(2026, 10, 31, 12, tzinfo=UTC),
     datetime(2026, 11, 1, tzinfo=UTC),

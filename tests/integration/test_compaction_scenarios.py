@@ -1,0 +1,320 @@
+"""Compaction through the CLI and the apply app: Pulsar's CompactionTest scenarios (latest per key, empty payload
+deletes, keyless drop, incremental compaction over the previous compacted ledger), the raw ledgers freed by trim
+once compacted, crashes (SIGKILL) before and after the switch, and the gate catching wrong output."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pyarrow.parquet as pq
+import pytest
+from sqlalchemy import select
+
+from housekeeping import clients
+from housekeeping import metadata_schema as t
+from housekeeping.snapshot import take_snapshot
+from housekeeping.store import Store
+from tests.conftest import REPO, run_cli, write_manifest
+
+pytestmark = pytest.mark.integration
+
+TOPIC = "persistent://acme/tables/prices"
+T0 = 1_780_000_000_000
+AS_OF = "2026-11-01T00:00:00Z"
+AS_OF_MS = 1_793_491_200_000
+
+
+def _message(ledger, entry, key, value, minutes_before=60):
+    return {
+        "ledgerId": ledger,
+        "entryId": entry,
+        "publishTime": AS_OF_MS - minutes_before * 60_000,
+        "key": key,
+        "value": value,
+    }
+
+
+MESSAGES = [
+    _message(10, 0, "a", "a1"),
+    _message(10, 1, "b", "b1"),
+    _message(10, 2, "c", "c1"),
+    _message(10, 3, "a", "a2"),
+    _message(11, 0, "b", None),  # tombstone
+    _message(11, 1, None, "keyless"),
+    _message(11, 2, "d", ""),  # empty payload: a tombstone too
+    _message(12, 0, "a", "a3"),
+    _message(12, 1, "e", "e1"),
+]
+
+
+def _manifest(messages=MESSAGES, namespace_policies=None, broker=None):
+    sizes = {}
+    for m in messages:
+        entries, size = sizes.get(m["ledgerId"], (0, 0))
+        sizes[m["ledgerId"]] = (entries + 1, size + len((m["value"] or "").encode()))
+    ids = sorted(sizes)
+    ledgers = [
+        {
+            "ledgerId": i,
+            "entries": sizes[i][0],
+            "size": sizes[i][1],
+            **({"timestamp": T0} if i != ids[-1] else {}),
+        }
+        for i in ids
+    ]
+    return {
+        "broker": broker or {},
+        "namespaces": {
+            "acme/tables": namespace_policies
+            or {
+                "compaction_threshold": 1,
+                "retention_policies": {"retentionTimeInMinutes": 0, "retentionSizeInMB": 0},
+            }
+        },
+        "topics": {TOPIC: {"ledgers": ledgers, "cursors": {}, "messages": messages, "lastActive": T0}},
+    }
+
+
+def _store(tmp_path, capsys, **kwargs) -> Path:
+    root = tmp_path / "store"
+    code, _, err = run_cli(
+        capsys, "load", "--store", str(root), "--manifest", str(write_manifest(tmp_path, _manifest(**kwargs)))
+    )
+    assert code == 0, err
+    return root
+
+
+def _view(capsys, root) -> dict:
+    code, out, err = run_cli(capsys, "inspect", "--store", str(root), "--compacted", "--topic", TOPIC)
+    assert code == 0, err
+    return json.loads(out)["compactedView"][TOPIC]
+
+
+def _values(view) -> dict:
+    return {k: v.get("value", "<deleted>") for k, v in view["keys"].items()}
+
+
+def _apply(capsys, root, *extra) -> dict:
+    code, out, err = run_cli(capsys, "apply", "compaction", "--store", str(root), "--as-of", AS_OF, *extra)
+    assert code == 0, err
+    return json.loads(out)
+
+
+def test_latest_value_per_key_tombstones_delete_keyless_dropped(tmp_path, capsys):
+    root = _store(tmp_path, capsys)
+    result = _apply(capsys, root)
+    assert result["appliedTopics"] == [TOPIC]
+    view = _view(capsys, root)
+    assert _values(view) == {"a": "a3", "c": "c1", "e": "e1"}
+    assert view["compactedLedger"]["horizon"] == "12:1" and view["entriesAfterHorizon"] == 0
+    ledger = pq.read_table(Store.open(root).ledger_dir(TOPIC, view["compactedLedger"]["ledgerId"]))
+    assert list(
+        zip(ledger.column("ledgerId").to_pylist(), ledger.column("entryId").to_pylist(), strict=True)
+    ) == [
+        (10, 2),
+        (12, 0),
+        (12, 1),
+    ], "original positions, original publish order"
+    code, out, _ = run_cli(capsys, "inspect", "--store", str(root))
+    assert json.loads(out)["topics"][TOPIC]["cursors"]["__compaction"]["markDeletePosition"] == "12:1"
+
+
+def test_keyless_entries_are_kept_when_the_broker_retains_null_keys(tmp_path, capsys):
+    root = _store(tmp_path, capsys, broker={"topicCompactionRetainNullKey": True})
+    _apply(capsys, root)
+    view = _view(capsys, root)
+    assert view["compactedLedger"]["entries"] == 4  # a3, c1, e1 and the keyless entry
+
+
+def test_incremental_compaction_reads_the_compacted_ledger_after_trim_freed_the_raw_ledgers(tmp_path, capsys):
+    root = _store(tmp_path, capsys)
+    first = _apply(capsys, root)
+    first_ledger = first["compactedLedgers"][TOPIC]
+    store = Store.open(root)
+    # the writer goes on: new values for a and c, a delete of e, a new key f, on a new ledger
+    clients.connect_producer(store, TOPIC, now_ms=AS_OF_MS - 30 * 60_000)
+    clients.roll_ledger(store, TOPIC, now_ms=AS_OF_MS - 30 * 60_000)
+    clients.publish(
+        store,
+        TOPIC,
+        [
+            {"key": "a", "value": "a4"},
+            {"key": "e", "value": None},
+            {"key": "f", "value": "f1"},
+            {"key": "c", "value": "c2"},
+        ],
+        now_ms=AS_OF_MS - 20 * 60_000,
+    )
+    # trim may now free the raw ledgers compaction has read (the __compaction cursor is the only durable one)
+    code, out, err = run_cli(
+        capsys, "apply", "trim", "--store", str(root), "--as-of", AS_OF, "--max-deleted-share", "1"
+    )
+    assert code == 0, err
+    assert json.loads(out)["ledgersDeleted"] >= 2
+    view = _view(capsys, root)
+    assert _values(view) == {"a": "a4", "c": "c2", "e": "<deleted>", "f": "f1"}, (
+        "compacted ledger + entries after its horizon"
+    )
+    assert view["entriesAfterHorizon"] == 4
+
+    second = _apply(capsys, root, "--compact-topic", TOPIC)
+    view = _view(capsys, root)
+    assert _values(view) == {"a": "a4", "c": "c2", "f": "f1"} and view["entriesAfterHorizon"] == 0
+    assert second["compactedLedgersReplaced"] == 1 and second["compactedLedgers"][TOPIC] != first_ledger
+    with store.engine.connect() as conn:
+        pending = conn.execute(
+            select(t.pending_deletions).where(t.pending_deletions.c.kind == "compacted_ledger")
+        ).all()
+    assert [(r.ledger_id, r.status) for r in pending] == [(first_ledger, "pending")]
+    code, out, _ = run_cli(capsys, "purge", "--store", str(root), "--as-of", "2026-11-30T00:00:00Z")
+    assert code == 0 and f"{TOPIC}:{first_ledger}" in json.loads(out)["purged"]
+    assert not store.ledger_dir(TOPIC, first_ledger).exists()
+    assert store.ledger_dir(TOPIC, second["compactedLedgers"][TOPIC]).is_dir()
+
+
+def test_compacted_retention_time_size_and_tombstone_grace_through_the_store(tmp_path, capsys):
+    messages = [
+        _message(10, 0, "old", "x" * 10, minutes_before=180),  # older than the 120-min limit
+        _message(10, 1, "gone", None, minutes_before=90),  # tombstone within its 100-min grace
+        _message(10, 2, "k1", "y" * 10, minutes_before=60),
+        _message(11, 0, "k2", "z" * 10, minutes_before=30),
+        _message(11, 1, "k3", "w" * 10, minutes_before=10),
+    ]
+    policies = {
+        "compaction_threshold": 1,
+        "compacted_retention": {"retentionTimeInMinutes": 120, "retentionSizeInMB": -1},
+        "compacted_tombstone_grace_seconds": 6000,
+    }
+    root = _store(tmp_path, capsys, messages=messages, namespace_policies=policies)
+    _apply(capsys, root)
+    assert _values(_view(capsys, root)) == {
+        "gone": "<deleted>",
+        "k1": "y" * 10,
+        "k2": "z" * 10,
+        "k3": "w" * 10,
+    }
+
+
+def _spark_submit_apply(run_dir: Path, root: Path, fault: str | None) -> subprocess.CompletedProcess:
+    env = dict(os.environ, HOUSEKEEPING_STORE_ROOT=str(root), HOUSEKEEPING_PURGE_GRACE_SECONDS="3600")
+    env.pop("HOUSEKEEPING_FAULT_POINT", None)
+    if fault:
+        env["HOUSEKEEPING_FAULT_POINT"] = fault
+    return subprocess.run(
+        [
+            str(Path(sys.executable).parent / "spark-submit"),
+            "--master",
+            "local[1]",
+            str(REPO / "spark_apps" / "apply_compaction.py"),
+            "--run-dir",
+            str(run_dir),
+        ],
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=600,
+    )
+
+
+def _planned_run(root: Path, run_id: str) -> Path:
+    from housekeeping.runner import plan_and_gate_in_process
+
+    store = Store.open(root)
+    info = take_snapshot(store, mechanism="compaction", run_id=run_id, as_of_ms=AS_OF_MS)
+    assert plan_and_gate_in_process(info.run_dir, "compaction", "local[2]")["success"]
+    return info.run_dir
+
+
+def _compacted_rows(root: Path) -> list[tuple]:
+    with Store.open(root).engine.connect() as conn:
+        return sorted((r.ledger_id, r.status) for r in conn.execute(select(t.compacted_ledgers)))
+
+
+def _ledger_dirs(root: Path) -> set[str]:
+    return {p.name for p in (root / "ledgers" / "persistent" / "acme" / "tables" / "prices").iterdir()}
+
+
+def test_sigkill_before_the_switch_leaves_the_old_view_and_a_rerun_completes(tmp_path, capsys):
+    root = _store(tmp_path, capsys)
+    run_dir = _planned_run(root, "crash-before")
+    killed = _spark_submit_apply(run_dir, root, "compaction_apply_before_switch")
+    assert killed.returncode != 0, killed.stdout[-2000:]
+    # the new ledger is written and known to the metadata as staged; readers still see no compacted ledger
+    rows = _compacted_rows(root)
+    assert [status for _, status in rows] == ["staged"]
+    assert _ledger_dirs(root) == {"10", "11", "12", str(rows[0][0])}
+    assert _view(capsys, root)["compactedLedger"] is None
+    done = _spark_submit_apply(run_dir, root, None)
+    assert done.returncode == 0, done.stderr[-3000:]
+    assert _compacted_rows(root) == [(rows[0][0], "current")]
+    assert _values(_view(capsys, root)) == {"a": "a3", "c": "c1", "e": "e1"}
+
+
+def test_sigkill_after_the_switch_keeps_the_new_view_and_a_rerun_changes_nothing(tmp_path, capsys):
+    root = _store(tmp_path, capsys)
+    run_dir = _planned_run(root, "crash-after")
+    killed = _spark_submit_apply(run_dir, root, "compaction_apply_after_switch")
+    assert killed.returncode != 0
+    rows = _compacted_rows(root)
+    assert [status for _, status in rows] == ["current"]
+    assert _values(_view(capsys, root)) == {"a": "a3", "c": "c1", "e": "e1"}
+    again = _spark_submit_apply(run_dir, root, None)
+    assert again.returncode == 0, again.stderr[-3000:]
+    result = json.loads((run_dir / "apply" / "result.json").read_text())
+    assert result["alreadyAppliedTopics"] == [TOPIC] and result["appliedTopics"] == []
+    assert _compacted_rows(root) == rows and _ledger_dirs(root) == {"10", "11", "12", str(rows[0][0])}
+
+
+def test_a_crash_after_staging_is_abandoned_by_the_next_run_into_the_pending_deletion_log(tmp_path, capsys):
+    root = _store(tmp_path, capsys)
+    crashed = _planned_run(root, "crash-stage")
+    assert _spark_submit_apply(crashed, root, "compaction_apply_after_stage").returncode != 0
+    ((staged_id, _),) = _compacted_rows(root)
+    result = _apply(capsys, root)  # a new run, not a retry
+    assert result["appliedTopics"] == [TOPIC]
+    with Store.open(root).engine.connect() as conn:
+        abandoned = conn.execute(select(t.pending_deletions.c.ledger_id, t.pending_deletions.c.kind)).all()
+    assert [(r.ledger_id, r.kind) for r in abandoned] == [(staged_id, "compacted_ledger")]
+
+
+@pytest.mark.parametrize(
+    ("mutation", "failing"),
+    [
+        ("keep_superseded", "latest_for_its_key"),
+        ("drop_a_kept_entry", "no_entry_missing_or_extra"),
+        ("keep_a_tombstone", "tombstone_within_grace"),
+    ],
+)
+def test_the_gate_blocks_a_wrong_compacted_ledger_and_apply_refuses(
+    tmp_path, capsys, spark, mutation, failing
+):
+    import pyarrow as pa
+
+    from housekeeping.errors import PlanNotValidated
+    from housekeeping.gate import require_passed_gate
+    from spark_apps import validate_plan
+
+    root = _store(tmp_path, capsys)
+    run_dir = _planned_run(root, f"mutate-{mutation}")
+    kept_dir = run_dir / "plan" / "compaction" / "kept"
+    (part,) = [p for p in kept_dir.glob("*.parquet") if pq.read_metadata(p).num_rows]
+    table = pq.read_table(part)
+    rows = table.to_pylist()
+    if mutation == "keep_superseded":  # a2 (10:3) instead of a3 (12:0)
+        rows = [dict(r, entryId=3, ledgerId=10) if r["key"] == "a" else r for r in rows]
+    elif mutation == "drop_a_kept_entry":
+        rows = [r for r in rows if r["key"] != "c"]
+    else:  # b's tombstone (11:0) stays although its grace is 0
+        rows.append(dict(rows[0], key="b", ledgerId=11, entryId=0, size=0))
+    part.with_name(f".{part.name}.crc").unlink(missing_ok=True)
+    pq.write_table(pa.Table.from_pylist(rows, schema=table.schema), part)
+    gate = validate_plan.run(spark, run_dir, "compaction")
+    assert not gate["success"]
+    assert failing in {f["kwargs"].get("column") for f in gate["failed"]}
+    with pytest.raises(PlanNotValidated):
+        require_passed_gate(run_dir)
+    assert _compacted_rows(root) == []
