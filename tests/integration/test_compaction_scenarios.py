@@ -20,7 +20,7 @@ from housekeeping.snapshot import take_snapshot
 from housekeeping.store import Store
 from tests.conftest import REPO, run_cli, write_manifest
 
-pytestmark = pytest.mark.integration
+pytestmark = pytest.mark.spark
 
 TOPIC = "persistent://acme/tables/prices"
 T0 = 1_780_000_000_000
