@@ -49,13 +49,17 @@ def compacted_view(store: Store, topics: list[str] | None = None) -> dict[str, A
         horizon = (row.horizon_ledger, row.horizon_entry) if row is not None else None
         sequence: list[tuple[str, dict[str, Any]]] = []
         if row is not None:
-            sequence += [("compacted", r) for r in read_ledger(store.ledger_dir(name, row.ledger_id)).to_pylist()]
+            sequence += [
+                ("compacted", r) for r in read_ledger(store.ledger_dir(name, row.ledger_id)).to_pylist()
+            ]
         tail = 0
         for ledger in raw:
             if horizon is not None and ledger.ledger_id < horizon[0]:
                 continue
             if not ledger.entries_stored:
-                raise InputError(f"topic {name} ledger {ledger.ledger_id}: entries are not stored; no compacted view")
+                raise InputError(
+                    f"topic {name} ledger {ledger.ledger_id}: entries are not stored; no compacted view"
+                )
             for entry in read_ledger(store.ledger_dir(name, ledger.ledger_id)).to_pylist():
                 if horizon is None or (entry["ledgerId"], entry["entryId"]) > horizon:
                     sequence.append(("raw", entry))
@@ -68,11 +72,7 @@ def compacted_view(store: Store, topics: list[str] | None = None) -> dict[str, A
                 "position": format_position((entry["ledgerId"], entry["entryId"])),
                 "source": source,
                 "publishTime": format_ms(entry["publishTime"]),
-                **(
-                    {"deleted": True}
-                    if entry["size"] == 0
-                    else {"value": _value(entry["value"])}
-                ),
+                **({"deleted": True} if entry["size"] == 0 else {"value": _value(entry["value"])}),
             }
         out[name] = {
             "compactedLedger": (

@@ -187,7 +187,9 @@ def build_housekeeping_dag(config: MechanismDagConfig):
                 max_deleted_topic_share=topic_share,
                 compact_topics=list(params.get("compact_topics") or ()),
                 schedule_interval_ms=(
-                    int((end - start).total_seconds() * 1000) if start is not None and end is not None else None
+                    int((end - start).total_seconds() * 1000)
+                    if start is not None and end is not None
+                    else None
                 ),
             )
             return {
@@ -256,7 +258,6 @@ def build_housekeeping_dag(config: MechanismDagConfig):
             applied = apply_plan(snapshot)
             snapshot >> plan >> validate >> applied >> purged >> report
         else:
-
             # Skips only the Spark apply on a dry run; purge then skips too, the report still runs.
             @task.short_circuit(task_id="skip_apply_on_dry_run", ignore_downstream_trigger_rules=False)
             def not_dry_run(snapshot_info: dict[str, Any]) -> bool:
