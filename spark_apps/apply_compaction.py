@@ -40,15 +40,9 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     return parser.parse_args(argv)
 
 
-def _position(text: str | None) -> tuple[int, int] | None:
-    if text is None:
-        return None
-    ledger, entry = text.split(":")
-    return int(ledger), int(entry)
-
-
 def _planned_ledgers(spark, run_dir: Path, actions: list[dict]) -> dict:
     from housekeeping.compaction import PlannedLedger
+    from housekeeping.manifest import parse_position
 
     kept = spark.read.schema(KEPT_SCHEMA).parquet(str(run_dir / "plan" / "compaction" / "kept"))
     tombstone = (F.col("size") == 0) & F.col("key").isNotNull()
@@ -66,11 +60,12 @@ def _planned_ledgers(spark, run_dir: Path, actions: list[dict]) -> dict:
     planned = {}
     for action in actions:
         row = stats.get(action["topic"])
+        where = f"topic {action['topic']} rewrite_compacted"
         planned[action["topic"]] = PlannedLedger(
             topic=action["topic"],
             replaces=action.get("ledgerId"),
-            cursor_from=_position(action.get("from")),
-            horizon=_position(action["to"]),
+            cursor_from=parse_position(action["from"], where) if action.get("from") else None,
+            horizon=parse_position(action["to"], where),
             entries=int(action["entriesKept"]),
             size_bytes=int(action["bytes"]),
             min_entry_ts_ms=row["minTs"] if row else None,
@@ -217,7 +212,6 @@ def run(spark, run_dir: str | Path, store=None, purge_grace_seconds: int | None 
             with write_transaction(store.engine) as conn:
                 ledger_id = compaction.stage(
                     conn,
-                    store,
                     planned[topic],
                     run_id=run_id,
                     as_of_ms=as_of_ms,
@@ -247,7 +241,6 @@ def run(spark, run_dir: str | Path, store=None, purge_grace_seconds: int | None 
             with write_transaction(store.engine) as conn:
                 why = compaction.switch(
                     conn,
-                    store,
                     planned[topic],
                     staged[topic],
                     run_id=run_id,

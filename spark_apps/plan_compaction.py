@@ -53,6 +53,7 @@ from spark_apps.common import (  # noqa: E402
 )
 from spark_apps.compaction_io import (  # noqa: E402
     COMPACTION_SUBSCRIPTION,
+    position_text,
     read_compaction_input,
     topic_inputs,
 )
@@ -75,10 +76,6 @@ def _position(ledger: str | Column, entry: str | Column) -> Column:
         return F.col(value) if isinstance(value, str) else value
 
     return F.struct(column(ledger).alias("ledgerId"), column(entry).alias("entryId"))
-
-
-def _fmt_position(ledger: Column, entry: Column) -> Column:
-    return F.when(ledger.isNull(), F.lit(None)).otherwise(F.concat_ws(":", ledger, entry))
 
 
 def compaction_candidates(
@@ -334,11 +331,11 @@ def compaction_actions(candidates: DataFrame, counts: DataFrame) -> DataFrame:
         F.lit("rewrite_compacted").alias("action"),
         F.col("prevCompactedLedgerId").alias("ledgerId"),
         F.lit(COMPACTION_SUBSCRIPTION).alias("subscription"),
-        _fmt_position(F.col("cursorLedger"), F.col("cursorEntry")).alias("from"),
-        _fmt_position(F.col("horizonLedger"), F.col("horizonEntry")).alias("to"),
+        position_text(F.col("cursorLedger"), F.col("cursorEntry")).alias("from"),
+        position_text(F.col("horizonLedger"), F.col("horizonEntry")).alias("to"),
         F.coalesce(F.col("keptBytes"), zero).alias("bytes"),
         F.concat_ws("; ", F.col("reason"), F.col("warning")).alias("reason"),
-        _fmt_position(F.col("readFromLedger"), F.col("readFromEntry")).alias("readFrom"),
+        position_text(F.col("readFromLedger"), F.col("readFromEntry")).alias("readFrom"),
         *[
             F.coalesce(F.col(name), zero).cast("long").alias(name)
             for name in ("entriesRead", *map(_count_name, DECISIONS), "entriesExpired")

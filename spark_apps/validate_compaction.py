@@ -25,7 +25,12 @@ from pathlib import Path
 from pyspark.sql import DataFrame, Window
 from pyspark.sql import functions as F
 
-from spark_apps.compaction_io import COMPACTION_SUBSCRIPTION, TopicInput, read_compaction_input
+from spark_apps.compaction_io import (
+    COMPACTION_SUBSCRIPTION,
+    TopicInput,
+    position_text,
+    read_compaction_input,
+)
 
 ACTIONS_SCHEMA = (
     "topic string, action string, ledgerId long, subscription string, `from` string, `to` string, "
@@ -37,10 +42,6 @@ KEPT_SCHEMA = "topic string, ledgerId long, entryId long, key string, entryTs lo
 DROPPED_SCHEMA = (
     "topic string, key string, ledgerId long, entryId long, entryTs long, size int, reason string"
 )
-
-
-def _pos(ledger: F.Column, entry: F.Column) -> F.Column:
-    return F.when(ledger.isNull(), F.lit(None)).otherwise(F.concat_ws(":", ledger, entry))
 
 
 def snapshot_facts(snapshot: dict[str, DataFrame], compact_topics: list[str]) -> DataFrame:
@@ -75,10 +76,10 @@ def snapshot_facts(snapshot: dict[str, DataFrame], compact_topics: list[str]) ->
                 requested | (F.col("compactionThresholdBytes") > 0) | F.col("currentCompacted").isNotNull()
             ).alias("eligible"),
             "currentCompacted",
-            _pos(F.col("cHorizonLedger"), F.col("cHorizonEntry")).alias("expectedReadFrom"),
+            position_text(F.col("cHorizonLedger"), F.col("cHorizonEntry")).alias("expectedReadFrom"),
             "cHorizonLedger",
             "cHorizonEntry",
-            _pos(F.col("markDeleteLedger"), F.col("markDeleteEntry")).alias("expectedFrom"),
+            position_text(F.col("markDeleteLedger"), F.col("markDeleteEntry")).alias("expectedFrom"),
             F.col("last.ledgerId").alias("lastLedger"),
             F.col("last.entryId").alias("lastEntry"),
             "compactedRetentionTimeMs",
@@ -89,7 +90,7 @@ def snapshot_facts(snapshot: dict[str, DataFrame], compact_topics: list[str]) ->
 
 
 def action_checks(actions: DataFrame, facts: DataFrame) -> DataFrame:
-    horizon = _pos(F.col("lastLedger"), F.col("lastEntry"))
+    horizon = position_text(F.col("lastLedger"), F.col("lastEntry"))
     frame = actions.join(facts, "topic", "left")
     to_l = F.split(F.col("to"), ":").getItem(0).cast("long")
     to_e = F.split(F.col("to"), ":").getItem(1).cast("long")
@@ -150,16 +151,20 @@ def gate_inputs(facts: DataFrame, ledgers: DataFrame, topics: list[str]) -> list
     return inputs
 
 
-def expected_survivors(
-    entries: DataFrame, facts: DataFrame, as_of_ms: int, retain_null_key: bool
-) -> DataFrame:
-    """The input entries that must be in the new compacted ledger, derived with an aggregate of the latest
-    position per key (not the planner's ranking)."""
-    latest = (
+def latest_per_key(entries: DataFrame) -> DataFrame:
+    """topic, key, latest: the newest position of each key in the input (an aggregate, not a ranking)."""
+    return (
         entries.where(F.col("key").isNotNull())
         .groupBy("topic", "key")
         .agg(F.max(F.struct("ledgerId", "entryId")).alias("latest"))
     )
+
+
+def expected_survivors(
+    entries: DataFrame, latest: DataFrame, facts: DataFrame, as_of_ms: int, retain_null_key: bool
+) -> DataFrame:
+    """The input entries that must be in the new compacted ledger, derived with an aggregate of the latest
+    position per key (not the planner's ranking)."""
     age = F.lit(as_of_ms) - F.col("entryTs")
     frame = (
         entries.join(latest, ["topic", "key"], "left")
@@ -204,16 +209,12 @@ def expected_survivors(
 def kept_checks(
     kept: DataFrame,
     entries: DataFrame,
+    latest: DataFrame,
     facts: DataFrame,
     horizons: DataFrame,
     as_of_ms: int,
     retain_null_key: bool,
 ) -> DataFrame:
-    latest = (
-        entries.where(F.col("key").isNotNull())
-        .groupBy("topic", "key")
-        .agg(F.max(F.struct("ledgerId", "entryId")).alias("latest"))
-    )
     source = entries.select(
         "topic",
         "ledgerId",
@@ -267,6 +268,7 @@ def topic_checks(
     kept: DataFrame,
     dropped: DataFrame,
     entries: DataFrame,
+    latest: DataFrame,
     expected: DataFrame,
     facts: DataFrame,
     retain_null_key: bool,
@@ -275,9 +277,7 @@ def topic_checks(
         F.count("*").alias("read"),
         F.sum(F.when(F.col("key").isNull(), 1).otherwise(0)).alias("keyless"),
     )
-    keys_latest = (
-        entries.where(F.col("key").isNotNull()).groupBy("topic").agg(F.countDistinct("key").alias("keys"))
-    )
+    keys_latest = latest.groupBy("topic").agg(F.count("*").alias("keys"))
     kept_counts = kept.groupBy("topic").agg(
         F.count("*").alias("keptRows"),
         F.sum(F.col("size").cast("long")).alias("keptBytes"),
@@ -341,13 +341,8 @@ def topic_checks(
 
 
 def dropped_checks(
-    dropped: DataFrame, entries: DataFrame, kept: DataFrame, facts: DataFrame, as_of_ms: int
+    dropped: DataFrame, latest: DataFrame, kept: DataFrame, facts: DataFrame, as_of_ms: int
 ) -> DataFrame:
-    latest = (
-        entries.where(F.col("key").isNotNull())
-        .groupBy("topic", "key")
-        .agg(F.max(F.struct("ledgerId", "entryId")).alias("latest"))
-    )
     kept_keys = kept.where(F.col("key").isNotNull()).select("topic", "key", F.lit(True).alias("alsoKept"))
     age = F.lit(as_of_ms) - F.col("entryTs")
     frame = (
@@ -403,7 +398,8 @@ def compaction_checks(spark, run_dir: str | Path):
     horizons = spark.createDataFrame(
         [(i.topic, i.horizon[0], i.horizon[1]) for i in inputs], "topic string, hLedger long, hEntry long"
     )
-    expected = materialize(expected_survivors(entries, facts, as_of_ms, retain_null_key))
+    latest = materialize(latest_per_key(entries))
+    expected = materialize(expected_survivors(entries, latest, facts, as_of_ms, retain_null_key))
     return [
         CheckFrame(
             "actions",
@@ -424,7 +420,7 @@ def compaction_checks(spark, run_dir: str | Path):
         ),
         CheckFrame(
             "kept_entries",
-            kept_checks(kept, entries, facts, horizons, as_of_ms, retain_null_key),
+            kept_checks(kept, entries, latest, facts, horizons, as_of_ms, retain_null_key),
             [
                 gxe.ExpectCompoundColumnsToBeUnique(column_list=["topic", "ledgerId", "entryId"]),
                 *must_be_true(
@@ -440,7 +436,7 @@ def compaction_checks(spark, run_dir: str | Path):
         ),
         CheckFrame(
             "topics",
-            topic_checks(actions, kept, dropped, entries, expected, facts, retain_null_key),
+            topic_checks(actions, kept, dropped, entries, latest, expected, facts, retain_null_key),
             must_be_true(
                 "read_count_matches_the_input",
                 "counts_reconcile",
@@ -456,7 +452,7 @@ def compaction_checks(spark, run_dir: str | Path):
         ),
         CheckFrame(
             "dropped_keys",
-            dropped_checks(dropped, entries, kept, facts, as_of_ms),
+            dropped_checks(dropped, latest, kept, facts, as_of_ms),
             [
                 gxe.ExpectCompoundColumnsToBeUnique(column_list=["topic", "key"]),
                 *must_be_true(

@@ -56,7 +56,7 @@ from housekeeping.names import TopicName
 from housekeeping.plan import read_table
 from housekeeping.policies import BrokerConfig, resolve_policies
 from housekeeping.snapshot import read_jsonl, read_run_info
-from housekeeping.store import Store, read_transaction, write_transaction
+from housekeeping.store import Store, read_transaction, record_pending_deletion, write_transaction
 from housekeeping.timeutil import format_ms
 
 LEDGER_ACTIONS = ("delete_ledger", "delete_topic", "rewrite_compacted")
@@ -257,7 +257,6 @@ def _apply_topic(
     context: _ApplyContext, topic: str, expected_version: int, actions: list[dict[str, Any]]
 ) -> dict[str, Any]:
     store, run_id, mechanism, as_of_ms = context.store, context.run_id, context.mechanism, context.as_of_ms
-    purge_grace_seconds = context.purge_grace_seconds
     changes_ledgers = any(a["action"] in LEDGER_ACTIONS for a in actions)
     delete_action = next((a for a in actions if a["action"] == "delete_topic"), None)
     with write_transaction(store.engine) as conn:
@@ -324,18 +323,12 @@ def _apply_topic(
                         and_(t.ledgers.c.topic == topic, t.ledgers.c.ledger_id == ledger_id)
                     )
                 )
-                conn.execute(
-                    insert(t.pending_deletions).values(
-                        topic=topic,
-                        ledger_id=ledger_id,
-                        path=store.ledger_rel_path(topic, ledger_id),
-                        ledger_row=json.dumps(dict(row._mapping), sort_keys=True),
-                        size_bytes=row.size_bytes,
-                        run_id=run_id,
-                        deleted_as_of_ms=as_of_ms,
-                        purge_after_ms=as_of_ms + purge_grace_seconds * 1000,
-                        status="pending",
-                    )
+                record_pending_deletion(
+                    conn,
+                    dict(row._mapping),
+                    run_id=run_id,
+                    as_of_ms=as_of_ms,
+                    purge_after_ms=context.purge_after_ms,
                 )
                 ledgers_deleted += 1
                 bytes_deleted += row.size_bytes
@@ -457,42 +450,22 @@ def _rows(conn: Any, table: Any, topic_column: Any, topic: str) -> list[dict[str
 def _delete_topic_rows(conn: Any, context: _ApplyContext, topic: str) -> tuple[list[int], int]:
     """Remove the topic's metadata in the caller's transaction; every ledger goes to the pending-deletion log
     and every row is saved in ``deleted_topics`` for restore. No file is touched (purge does that)."""
-    store = context.store
     topic_row = dict(conn.execute(select(t.topics).where(t.topics.c.name == topic)).one()._mapping)
     cursor_rows = _rows(conn, t.cursors, t.cursors.c.topic, topic)
     quota_rows = _rows(conn, t.backlog_quota_states, t.backlog_quota_states.c.topic, topic)
     ledger_rows = sorted(_rows(conn, t.ledgers, t.ledgers.c.topic, topic), key=lambda r: r["ledger_id"])
-    for row in ledger_rows:
-        conn.execute(
-            insert(t.pending_deletions).values(
-                topic=topic,
-                ledger_id=row["ledger_id"],
-                path=store.ledger_rel_path(topic, row["ledger_id"]),
-                ledger_row=json.dumps(row, sort_keys=True),
-                size_bytes=row["size_bytes"],
-                run_id=context.run_id,
-                deleted_as_of_ms=context.as_of_ms,
-                purge_after_ms=context.purge_after_ms,
-                status="pending",
-            )
-        )
     # The topic's compacted ledgers (current, or staged by a compaction that never switched) go the same way.
     compacted_rows = _rows(conn, t.compacted_ledgers, t.compacted_ledgers.c.topic, topic)
-    for row in compacted_rows:
-        conn.execute(
-            insert(t.pending_deletions).values(
-                topic=topic,
-                ledger_id=row["ledger_id"],
-                path=store.ledger_rel_path(topic, row["ledger_id"]),
-                ledger_row=json.dumps(row, sort_keys=True),
-                size_bytes=row["size_bytes"],
+    for rows, kind in ((ledger_rows, "ledger"), (compacted_rows, COMPACTED_KIND)):
+        for row in rows:
+            record_pending_deletion(
+                conn,
+                row,
                 run_id=context.run_id,
-                deleted_as_of_ms=context.as_of_ms,
+                as_of_ms=context.as_of_ms,
                 purge_after_ms=context.purge_after_ms,
-                status="pending",
-                kind=COMPACTED_KIND,
+                kind=kind,
             )
-        )
     # Children first (foreign keys).
     conn.execute(t.compacted_ledgers.delete().where(t.compacted_ledgers.c.topic == topic))
     conn.execute(t.backlog_quota_states.delete().where(t.backlog_quota_states.c.topic == topic))

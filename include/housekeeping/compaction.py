@@ -18,7 +18,6 @@ point: a staged row (steps 1-3), a current row, or a pending deletion.
 
 from __future__ import annotations
 
-import json
 from dataclasses import dataclass
 from typing import Any
 
@@ -27,6 +26,7 @@ from sqlalchemy import and_, insert, select, update
 from housekeeping import metadata_schema as t
 from housekeeping.clients import next_ledger_id, stamp_last_active
 from housekeeping.manifest import format_position
+from housekeeping.store import record_pending_deletion
 
 COMPACTION_SUBSCRIPTION = "__compaction"
 COMPACTED_KIND = "compacted_ledger"
@@ -48,20 +48,14 @@ class PlannedLedger:
     oldest_tombstone_ts_ms: int | None
 
 
-def _to_pending(conn: Any, row: Any, *, path: str, run_id: str, as_of_ms: int, purge_after_ms: int) -> None:
-    conn.execute(
-        insert(t.pending_deletions).values(
-            topic=row.topic,
-            ledger_id=row.ledger_id,
-            path=path,
-            ledger_row=json.dumps(dict(row._mapping), sort_keys=True),
-            size_bytes=row.size_bytes,
-            run_id=run_id,
-            deleted_as_of_ms=as_of_ms,
-            purge_after_ms=purge_after_ms,
-            status="pending",
-            kind=COMPACTED_KIND,
-        )
+def _to_pending(conn: Any, row: Any, *, run_id: str, as_of_ms: int, purge_after_ms: int) -> None:
+    record_pending_deletion(
+        conn,
+        dict(row._mapping),
+        run_id=run_id,
+        as_of_ms=as_of_ms,
+        purge_after_ms=purge_after_ms,
+        kind=COMPACTED_KIND,
     )
     conn.execute(
         t.compacted_ledgers.delete().where(
@@ -71,7 +65,7 @@ def _to_pending(conn: Any, row: Any, *, path: str, run_id: str, as_of_ms: int, p
 
 
 def stage(
-    conn: Any, store: Any, planned: PlannedLedger, *, run_id: str, as_of_ms: int, purge_after_ms: int
+    conn: Any, planned: PlannedLedger, *, run_id: str, as_of_ms: int, purge_after_ms: int
 ) -> int | None:
     """Record (or find, on a rerun of the same run) the staged ledger; returns its id, None if the topic is gone.
     Staged ledgers of other runs for the topic are abandoned into the pending-deletion log."""
@@ -89,7 +83,6 @@ def stage(
             _to_pending(
                 conn,
                 row,
-                path=store.ledger_rel_path(row.topic, row.ledger_id),
                 run_id=run_id,
                 as_of_ms=as_of_ms,
                 purge_after_ms=purge_after_ms,
@@ -119,7 +112,6 @@ def stage(
 
 def switch(
     conn: Any,
-    store: Any,
     planned: PlannedLedger,
     ledger_id: int,
     *,
@@ -156,15 +148,13 @@ def switch(
             f"the {COMPACTION_SUBSCRIPTION} cursor moved since the snapshot "
             f"({_fmt(planned.cursor_from)} -> {_fmt(cursor_at)})"
         )
-    path = store.ledger_rel_path(planned.topic, ledger_id)
     if why is not None:
-        _to_pending(conn, staged, path=path, run_id=run_id, as_of_ms=as_of_ms, purge_after_ms=purge_after_ms)
+        _to_pending(conn, staged, run_id=run_id, as_of_ms=as_of_ms, purge_after_ms=purge_after_ms)
         return why
     if current is not None:
         _to_pending(
             conn,
             current,
-            path=store.ledger_rel_path(planned.topic, current.ledger_id),
             run_id=run_id,
             as_of_ms=as_of_ms,
             purge_after_ms=purge_after_ms,

@@ -102,6 +102,33 @@ def ledger_rel_path(topic: str, ledger_id: int) -> str:
     return f"{LEDGERS_DIR}/persistent/{tenant}/{namespace}/{local}/{int(ledger_id)}"
 
 
+def record_pending_deletion(
+    conn: Connection,
+    row: dict[str, Any],
+    *,
+    run_id: str,
+    as_of_ms: int,
+    purge_after_ms: int,
+    kind: str = "ledger",
+) -> None:
+    """Log a ledger (a ``ledgers`` or ``compacted_ledgers`` row, kept whole for restore) for purge after its
+    grace period, in the caller's transaction. The caller removes the row itself."""
+    conn.execute(
+        t.pending_deletions.insert().values(
+            topic=row["topic"],
+            ledger_id=row["ledger_id"],
+            path=ledger_rel_path(row["topic"], row["ledger_id"]),
+            ledger_row=json.dumps(row, sort_keys=True),
+            size_bytes=row["size_bytes"],
+            run_id=run_id,
+            deleted_as_of_ms=as_of_ms,
+            purge_after_ms=purge_after_ms,
+            status="pending",
+            kind=kind,
+        )
+    )
+
+
 @dataclass
 class Store:
     root: Path
