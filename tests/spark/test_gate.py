@@ -8,6 +8,7 @@ from pathlib import Path
 
 import pytest
 
+from housekeeping import apply as apply_module
 from housekeeping.apply import apply_plan, purge
 from housekeeping.errors import PlanNotValidated
 from housekeeping.manifest import export_manifest, load_manifest
@@ -220,15 +221,16 @@ def test_a_failure_inside_a_topics_transaction_changes_nothing(planned, spark, m
     assert validate_plan.run(spark, run_dir, "trim")["success"]
     before = state(store)
     calls = {"n": 0}
-    real = store.ledger_rel_path
+    real = apply_module.record_pending_deletion
 
-    def fail_on_second_ledger(topic, ledger_id):
+    def fail_on_second_ledger(conn, row, **kwargs):
+        # The trim apply logs each ledger for purge inside the topic's transaction; fail the second one.
         calls["n"] += 1
         if calls["n"] == 2:
             raise RuntimeError("simulated crash between two ledgers of one topic")
-        return real(topic, ledger_id)
+        return real(conn, row, **kwargs)
 
-    monkeypatch.setattr(store, "ledger_rel_path", fail_on_second_ledger)
+    monkeypatch.setattr(apply_module, "record_pending_deletion", fail_on_second_ledger)
     with pytest.raises(RuntimeError, match="simulated crash"):
         apply_plan(store, run_dir, purge_grace_seconds=0)
     assert state(store) == before  # ledger 1's removal and pending record were rolled back with it
