@@ -26,8 +26,11 @@ lint: setup
 	$(VENV)/bin/ruff check .
 	$(VENV)/bin/ruff format --check .
 
+# Two workers by default (CI has two cores); PYTEST_WORKERS=0 runs in one process.
+PYTEST_WORKERS ?= 2
+
 test: lint
-	@source scripts/env.sh && $(PY) -m pytest
+	@source scripts/env.sh && $(PY) -m pytest -n $(PYTEST_WORKERS) --dist loadfile
 
 airflow: setup
 	@bash scripts/airflow-standalone.sh

@@ -145,9 +145,12 @@ def run(spark, run_dir: str | Path, store=None, purge_grace_seconds: int | None 
 
     from housekeeping import compaction
     from housekeeping import metadata_schema as t
-    from housekeeping.apply import journal
+    from housekeeping.actor import current_actor
+    from housekeeping.apply import journal, plan_rows
     from housekeeping.errors import InputError
     from housekeeping.gate import require_passed_gate
+    from housekeeping.holds import current_hold
+    from housekeeping.holds import describe as describe_hold
     from housekeeping.plan import read_table
     from housekeeping.settings import Settings
     from housekeeping.snapshot import read_run_info
@@ -164,6 +167,7 @@ def run(spark, run_dir: str | Path, store=None, purge_grace_seconds: int | None 
     as_of_ms = int(info["asOfMs"])
     purge_after_ms = as_of_ms + grace * 1000
     run_id = f"{info['runId']}@{gate['planDigest'][:16]}"
+    actor = str(info.get("actor") or current_actor())
     actions = [a for a in read_table(run_dir, "actions") if a["action"] == "rewrite_compacted"]
     result: dict = {
         "runId": run_id,
@@ -202,6 +206,7 @@ def run(spark, run_dir: str | Path, store=None, purge_grace_seconds: int | None 
                     status="started",
                     detail={"topics": len(actions)},
                     as_of_ms=as_of_ms,
+                    actor=actor,
                 )
         todo = [a for a in actions if a["topic"] not in done]
         result["alreadyAppliedTopics"] = sorted(a["topic"] for a in actions if a["topic"] in done)
@@ -210,6 +215,20 @@ def run(spark, run_dir: str | Path, store=None, purge_grace_seconds: int | None 
         for action in todo:
             topic = action["topic"]
             with write_transaction(store.engine) as conn:
+                if (hold := current_hold(conn, topic)) is not None:
+                    result["skippedTopics"][topic] = describe_hold(hold)
+                    journal(
+                        conn,
+                        run_id=run_id,
+                        mechanism="compaction",
+                        topic=topic,
+                        action="rewrite_compacted",
+                        status="skipped_held",
+                        detail={"why": describe_hold(hold), "planRows": plan_rows([action])},
+                        as_of_ms=as_of_ms,
+                        actor=actor,
+                    )
+                    continue
                 ledger_id = compaction.stage(
                     conn,
                     planned[topic],
@@ -239,13 +258,20 @@ def run(spark, run_dir: str | Path, store=None, purge_grace_seconds: int | None 
             if topic not in staged:
                 continue
             with write_transaction(store.engine) as conn:
-                why = compaction.switch(
-                    conn,
-                    planned[topic],
-                    staged[topic],
-                    run_id=run_id,
-                    as_of_ms=as_of_ms,
-                    purge_after_ms=purge_after_ms,
+                # A hold added since staging wins: the staged ledger stays staged and the next compaction
+                # apply abandons it into the pending-deletion log, as after a crash.
+                hold = current_hold(conn, topic)
+                why = (
+                    describe_hold(hold)
+                    if hold is not None
+                    else compaction.switch(
+                        conn,
+                        planned[topic],
+                        staged[topic],
+                        run_id=run_id,
+                        as_of_ms=as_of_ms,
+                        purge_after_ms=purge_after_ms,
+                    )
                 )
                 journal(
                     conn,
@@ -253,7 +279,7 @@ def run(spark, run_dir: str | Path, store=None, purge_grace_seconds: int | None 
                     mechanism="compaction",
                     topic=topic,
                     action="rewrite_compacted",
-                    status="skipped_conflict" if why else "applied",
+                    status="skipped_held" if hold is not None else "skipped_conflict" if why else "applied",
                     detail=(
                         {"why": why}
                         if why
@@ -265,9 +291,11 @@ def run(spark, run_dir: str | Path, store=None, purge_grace_seconds: int | None 
                             "bytes": planned[topic].size_bytes,
                             "reason": action["reason"],
                             **{k: v for k, v in action.items() if k.startswith("entries")},
+                            "planRows": plan_rows([action]),
                         }
                     ),
                     as_of_ms=as_of_ms,
+                    actor=actor,
                 )
             checkpoint("compaction_apply_after_switch")
             if why:
@@ -293,6 +321,7 @@ def run(spark, run_dir: str | Path, store=None, purge_grace_seconds: int | None 
                 status="finished",
                 detail=result,
                 as_of_ms=as_of_ms,
+                actor=actor,
             )
     out = run_dir / "apply"
     out.mkdir(parents=True, exist_ok=True)

@@ -46,6 +46,8 @@ TOPICS_SCHEMA = T.StructType(
         T.StructField("compactedRetentionSizeBytes", T.LongType(), True),
         T.StructField("compactedRetentionDescription", T.StringType(), True),
         T.StructField("tombstoneGraceMs", T.LongType(), True),
+        # The hold covering the topic (housekeeping.holds.describe), None when not held.
+        T.StructField("heldBy", T.StringType(), True),
     ]
 )
 
@@ -101,6 +103,17 @@ PARTITIONED_TOPICS_SCHEMA = T.StructType(
         T.StructField("namespace", T.StringType(), False),
         T.StructField("partitions", T.LongType(), False),
         T.StructField("existingPartitions", T.LongType(), False),
+        T.StructField("heldBy", T.StringType(), True),
+    ]
+)
+
+HOLDS_SCHEMA = T.StructType(
+    [
+        T.StructField("target", T.StringType(), False),
+        T.StructField("scope", T.StringType(), False),
+        T.StructField("reason", T.StringType(), False),
+        T.StructField("createdBy", T.StringType(), False),
+        T.StructField("createdAtMs", T.LongType(), False),
     ]
 )
 
@@ -128,6 +141,7 @@ SNAPSHOT_SCHEMAS = {
     "quota_states": QUOTA_STATES_SCHEMA,
     "partitioned_topics": PARTITIONED_TOPICS_SCHEMA,
     "compacted_ledgers": COMPACTED_LEDGERS_SCHEMA,
+    "holds": HOLDS_SCHEMA,
 }
 
 
@@ -254,3 +268,43 @@ def run_scoped_cache(spark: SparkSession) -> Iterator[None]:
         spark.catalog.clearCache()
         for rdd in spark.sparkContext._jsc.getPersistentRDDs().values():
             rdd.unpersist(False)
+
+
+HELD_KIND = "held"
+
+
+def keep_held(
+    decisions: DataFrame,
+    held: DataFrame,
+    *,
+    decision: str,
+    keep: str,
+    topic: str = "topic",
+    reset: dict[str, F.Column] | None = None,
+) -> DataFrame:
+    """Every row of a held topic keeps (``decision`` = ``keep``, kind ``held``, reason naming the hold and what
+    the rules alone would have done). ``held``: (topic, heldBy) rows, heldBy null when not held; ``reset``:
+    columns that describe the effect of the overridden decision and get their kept value. Applied to each
+    planner's decisions before actions, blockers and summaries are derived, so all three agree."""
+    frame = decisions.join(held.select(F.col("topic").alias(topic), "heldBy"), topic, "left")
+    overridden = F.col("heldBy").isNotNull() & (F.col(decision) != F.lit(keep))
+    for column, kept_value in (reset or {}).items():
+        frame = frame.withColumn(column, F.when(overridden, kept_value).otherwise(F.col(column)))
+    return (
+        frame.withColumn(
+            "reason",
+            F.when(
+                overridden,
+                F.concat(
+                    F.col("heldBy"),
+                    F.lit("; without the hold: "),
+                    F.col(decision),
+                    F.lit(": "),
+                    F.col("reason"),
+                ),
+            ).otherwise(F.col("reason")),
+        )
+        .withColumn("kind", F.when(overridden, F.lit(HELD_KIND)).otherwise(F.col("kind")))
+        .withColumn(decision, F.when(overridden, F.lit(keep)).otherwise(F.col(decision)))
+        .drop("heldBy")
+    )

@@ -34,6 +34,7 @@ from spark_apps.backlog_rules import COMPACTION_SUBSCRIPTION  # noqa: E402
 from spark_apps.common import (  # noqa: E402
     EntryReads,
     get_spark,
+    keep_held,
     materialize,
     read_entries,
     read_snapshot,
@@ -422,10 +423,28 @@ def run(spark, run_dir: str | Path) -> dict:
         snapshot = read_snapshot(spark, run_dir)
         reads = EntryReads()
         planned = plan_backlog(spark, snapshot, info, reads)
-        subscriptions = materialize(planned["subscriptions"])
+        subscriptions = materialize(
+            keep_held(
+                planned["subscriptions"],
+                snapshot["topics"],
+                decision="decision",
+                keep="keep",
+                reset={
+                    "to": F.lit(None).cast("string"),
+                    "entriesEvicted": F.lit(0).cast("long"),
+                    "bytesEvicted": F.lit(0).cast("long"),
+                    "backlogBytesAfter": F.col("backlogBytes"),
+                },
+            )
+        )
+        # A held topic's cursors do not move, so its eviction loop is not part of the plan either (the quota
+        # state is still recorded: flagging is neither a deletion nor a cursor move).
+        steps = planned["steps"].join(
+            snapshot["topics"].where(F.col("heldBy").isNotNull()).select("topic"), "topic", "left_anti"
+        )
         plan_dir = Path(run_dir) / "plan"
         write_table(planned["quotas"], plan_dir / "quotas", ["topic"])
-        write_table(planned["steps"], plan_dir / "eviction_steps", ["topic", "step"])
+        write_table(steps, plan_dir / "eviction_steps", ["topic", "step"])
         write_table(subscriptions, plan_dir / "subscriptions", ["topic", "subscription"])
         actions = move_actions(subscriptions).unionByName(quota_actions(planned["states"]))
         write_table(actions, plan_dir / "actions", ["topic", "action", "subscription", "quotaType"])

@@ -45,6 +45,7 @@ if __package__ in (None, ""):  # run by spark-submit as a script
 from housekeeping.snapshot import read_run_info  # noqa: E402
 from spark_apps.common import (  # noqa: E402
     get_spark,
+    keep_held,
     materialize,
     read_snapshot,
     run_scoped_cache,
@@ -371,7 +372,7 @@ def run(spark, run_dir: str | Path) -> dict:
                 list(info.get("compactTopics", [])),
                 as_of_ms,
                 info.get("scheduleIntervalMs"),
-            )
+            ).transform(lambda c: keep_held(c, snapshot["topics"], decision="decision", keep="skip"))
         )
         planned = candidates.where(F.col("decision") == "compact").collect()  # per-topic metadata only
         params = candidates.where(F.col("decision") == "compact").select(

@@ -38,6 +38,7 @@ from spark_apps.backlog_rules import COMPACTION_SUBSCRIPTION  # noqa: E402
 from spark_apps.common import (  # noqa: E402
     EntryReads,
     get_spark,
+    keep_held,
     materialize,
     read_entries,
     read_snapshot,
@@ -374,13 +375,31 @@ def read_cost(reads: EntryReads, ledgers: DataFrame) -> dict:
     }
 
 
+def held_expiry_reset() -> dict:
+    """What a held topic's subscription keeps instead of the planned expiry (see common.keep_held)."""
+    return {
+        "to": F.lit(None).cast("string"),
+        "entriesExpired": F.lit(0).cast("long"),
+        "bytesExpired": F.lit(0).cast("long"),
+        "backlogBytesAfter": F.col("backlogBytes"),
+    }
+
+
 def run(spark, run_dir: str | Path) -> dict:
     with run_scoped_cache(spark):
         info = read_run_info(Path(run_dir))
         snapshot = read_snapshot(spark, run_dir)
         reads = EntryReads()
         planned = plan_expiry(spark, snapshot, info, reads)
-        subscriptions = materialize(planned)
+        subscriptions = materialize(
+            keep_held(
+                planned,
+                snapshot["topics"],
+                decision="decision",
+                keep="keep",
+                reset=held_expiry_reset(),
+            )
+        )
         plan_dir = Path(run_dir) / "plan"
         write_table(subscriptions, plan_dir / "subscriptions", ["topic", "subscription"])
         write_table(cursor_actions(subscriptions), plan_dir / "actions", ["topic", "action", "subscription"])

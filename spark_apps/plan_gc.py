@@ -41,6 +41,7 @@ if __package__ in (None, ""):  # run by spark-submit as a script
 from housekeeping.snapshot import read_run_info  # noqa: E402
 from spark_apps.common import (  # noqa: E402
     get_spark,
+    keep_held,
     materialize,
     read_snapshot,
     run_scoped_cache,
@@ -371,10 +372,16 @@ def run(spark, run_dir: str | Path) -> dict:
         gc_enabled = bool(info["broker"]["brokerDeleteInactiveTopicsEnabled"])
         metadata_enabled = bool(info["broker"]["brokerDeleteInactivePartitionedTopicMetadataEnabled"])
         snapshot = read_snapshot(spark, run_dir)
-        decisions = plan_topic_decisions(
-            snapshot["topics"], snapshot["ledgers"], snapshot["cursors"], as_of_ms, gc_enabled
-        ).transform(materialize)
-        metadata = partitioned_metadata_deletions(decisions, snapshot["partitioned_topics"], metadata_enabled)
+        decisions = (
+            plan_topic_decisions(
+                snapshot["topics"], snapshot["ledgers"], snapshot["cursors"], as_of_ms, gc_enabled
+            )
+            .transform(lambda d: keep_held(d, snapshot["topics"], decision="decision", keep="keep"))
+            .transform(materialize)
+        )
+        # A held partitioned topic keeps its metadata (its partitions are held too, so none is deleted).
+        unheld_partitioned = snapshot["partitioned_topics"].where(F.col("heldBy").isNull()).drop("heldBy")
+        metadata = partitioned_metadata_deletions(decisions, unheld_partitioned, metadata_enabled)
         metadata = materialize(metadata)
         plan_dir = Path(run_dir) / "plan"
         write_table(decisions, plan_dir / "decisions", ["topic"])

@@ -34,6 +34,7 @@ if __package__ in (None, ""):  # run by spark-submit as a script
 from housekeeping.snapshot import read_run_info  # noqa: E402
 from spark_apps.common import (  # noqa: E402
     get_spark,
+    keep_held,
     materialize,
     read_snapshot,
     run_scoped_cache,
@@ -375,9 +376,13 @@ def run(spark, run_dir: str | Path) -> dict:
     with run_scoped_cache(spark):
         info = read_run_info(run_dir)
         snapshot = read_snapshot(spark, run_dir)
-        decisions = plan_ledger_decisions(
-            snapshot["topics"], snapshot["ledgers"], snapshot["cursors"], int(info["asOfMs"])
-        ).transform(materialize)
+        decisions = (
+            plan_ledger_decisions(
+                snapshot["topics"], snapshot["ledgers"], snapshot["cursors"], int(info["asOfMs"])
+            )
+            .transform(lambda d: keep_held(d, snapshot["topics"], decision="decision", keep="keep"))
+            .transform(materialize)
+        )
         plan_dir = Path(run_dir) / "plan"
         write_table(decisions, plan_dir / "decisions", ["topic", "ledgerId"])
         actions = ledger_deletions(decisions).unionByName(

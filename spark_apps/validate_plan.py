@@ -13,6 +13,9 @@ Trim invariants (each a boolean column of a check frame, each expected to be all
 - namespaces: bytes deleted reconcile with the planner's summary; the deleted share of the namespace's
   stored bytes is within the blast-radius limit.
 
+Holds (every mechanism): no deleting or cursor-moving action names a topic a hold covers, matched here from
+the snapshot's raw holds (namespace, topic, partitioned parent), not from the planner's ``heldBy``.
+
 Expiry and backlog checks: ``validate_cursor_moves``; inactive-topic GC checks: ``validate_gc``; compaction
 checks: ``validate_compaction``.
 """
@@ -429,6 +432,42 @@ def compaction_checks(spark, run_dir: str | Path):
     return build(spark, run_dir)
 
 
+# Actions that delete data or move a cursor: what a hold forbids (flag_backlog_quota and refresh_last_active
+# record state only).
+HELD_FORBIDDEN_ACTIONS = (
+    "delete_ledger",
+    "move_cursor",
+    "delete_topic",
+    "rewrite_compacted",
+    "delete_partitioned_metadata",
+)
+
+
+def hold_checks(actions: DataFrame, holds: DataFrame) -> DataFrame:
+    """One row per deleting or cursor-moving action: ``not_held`` is false when a hold covers its topic."""
+    forbidden = actions.where(F.col("action").isin(*HELD_FORBIDDEN_ACTIONS)).select("topic", "action")
+    namespace = F.regexp_extract("topic", r"^persistent://([^/]+/[^/]+)/", 1)
+    parent = F.regexp_extract("topic", r"^(persistent://[^/]+/[^/]+/.+)-partition-[0-9]+$", 1)
+    targets = F.array(F.col("topic"), namespace, parent)
+    covering = (
+        forbidden.select("topic", F.explode(targets).alias("target"))
+        .join(holds.select("target"), "target")
+        .groupBy("topic")
+        .agg(F.first("target").alias("heldByTarget"))
+    )
+    return forbidden.join(covering, "topic", "left").select(
+        "topic", "action", "heldByTarget", F.col("heldByTarget").isNull().alias("not_held")
+    )
+
+
+def with_hold_checks(spark, run_dir: str | Path, checks: list) -> list:
+    from housekeeping.gate import CheckFrame, must_be_true
+
+    actions = spark.read.schema(ACTIONS_SCHEMA).json(str(Path(run_dir) / "plan" / "actions"))
+    holds = read_snapshot(spark, run_dir)["holds"]
+    return [*checks, CheckFrame("holds", hold_checks(actions, holds), must_be_true("not_held"))]
+
+
 CHECK_BUILDERS = {
     "trim": trim_checks,
     "expiry": expiry_checks,
@@ -442,7 +481,8 @@ def run(spark, run_dir: str | Path, mechanism: str) -> dict:
     from housekeeping.gate import run_gate
 
     with run_scoped_cache(spark):
-        return run_gate(Path(run_dir), mechanism, CHECK_BUILDERS[mechanism](spark, run_dir))
+        checks = with_hold_checks(spark, run_dir, CHECK_BUILDERS[mechanism](spark, run_dir))
+        return run_gate(Path(run_dir), mechanism, checks)
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -25,6 +25,8 @@ os.environ["AIRFLOW__CORE__LOAD_EXAMPLES"] = "False"
 os.environ["AIRFLOW__CORE__UNIT_TEST_MODE"] = "False"
 os.environ["AIRFLOW_CONN_SPARK_DEFAULT"] = json.dumps({"conn_type": "spark", "host": "local[2]"})
 os.environ["GX_ANALYTICS_ENABLED"] = "False"
+# Test-only JVM settings for every Spark driver the suite starts (see the file).
+os.environ["SPARK_CONF_DIR"] = str(REPO / "tests" / "spark-conf")
 os.environ["PYSPARK_PYTHON"] = sys.executable
 os.environ["PYSPARK_DRIVER_PYTHON"] = sys.executable
 os.environ["PATH"] = f"{VENV_BIN}{os.pathsep}{os.environ.get('PATH', '')}"

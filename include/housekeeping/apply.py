@@ -47,10 +47,13 @@ from typing import Any
 from sqlalchemy import and_, insert, not_, or_, select, update
 
 from housekeeping import metadata_schema as t
+from housekeeping.actor import current_actor
 from housekeeping.clients import last_entry, stamp_last_active
 from housekeeping.compaction import COMPACTED_KIND
 from housekeeping.errors import InputError
 from housekeeping.gate import require_passed_gate
+from housekeeping.holds import current_hold
+from housekeeping.holds import describe as describe_hold
 from housekeeping.manifest import parse_position
 from housekeeping.names import TopicName
 from housekeeping.plan import read_table
@@ -62,6 +65,14 @@ from housekeeping.timeutil import format_ms
 LEDGER_ACTIONS = ("delete_ledger", "delete_topic", "rewrite_compacted")
 # Applied after every topic of the plan (a partitioned topic's metadata goes after its partitions).
 METADATA_ACTIONS = ("delete_partitioned_metadata",)
+# What a hold forbids (the gate's HELD_FORBIDDEN_ACTIONS); flags and last-active stamps only record state.
+HELD_FORBIDDEN = ("delete_ledger", "move_cursor", "delete_topic", "rewrite_compacted", *METADATA_ACTIONS)
+PLAN_ROW_KEYS = ("action", "ledgerId", "subscription", "from", "to", "bytes", "reason")
+
+
+def plan_rows(actions: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """The plan rows a journal entry came from (its ``why``), without the mechanism-specific extras."""
+    return [{k: a.get(k) for k in PLAN_ROW_KEYS if a.get(k) is not None} for a in actions]
 
 
 def _wall_ms() -> int:
@@ -78,9 +89,12 @@ def journal(
     status: str,
     detail: dict[str, Any],
     as_of_ms: int,
+    actor: str | None = None,
 ) -> None:
+    """One journal row, in the caller's transaction. ``actor``: who (default: this process's user)."""
     conn.execute(
         insert(t.journal).values(
+            actor=actor or current_actor(),
             run_id=run_id,
             mechanism=mechanism,
             topic=topic,
@@ -148,7 +162,8 @@ def apply_plan(store: Store, run_dir: Path, *, purge_grace_seconds: int) -> Appl
             metadata_actions.append(action)
         else:
             by_topic[action["topic"]].append(action)
-    context = _ApplyContext(store, run_dir, run_id, mechanism, as_of_ms, purge_grace_seconds)
+    actor = str(info.get("actor") or current_actor())
+    context = _ApplyContext(store, run_dir, run_id, mechanism, as_of_ms, purge_grace_seconds, actor)
 
     result = ApplyResult(run_id)
     with write_transaction(store.engine) as conn:
@@ -175,6 +190,7 @@ def apply_plan(store: Store, run_dir: Path, *, purge_grace_seconds: int) -> Appl
                     "actions": sum(map(len, by_topic.values())) + len(metadata_actions),
                 },
                 as_of_ms=as_of_ms,
+                actor=actor,
             )
 
     for topic in sorted(by_topic):
@@ -225,6 +241,7 @@ def apply_plan(store: Store, run_dir: Path, *, purge_grace_seconds: int) -> Appl
             status="finished",
             detail=result.to_json(),
             as_of_ms=as_of_ms,
+            actor=actor,
         )
     return result
 
@@ -237,6 +254,7 @@ class _ApplyContext:
     mechanism: str
     as_of_ms: int
     purge_grace_seconds: int
+    actor: str
 
     @property
     def purge_after_ms(self) -> int:
@@ -260,6 +278,22 @@ def _apply_topic(
     changes_ledgers = any(a["action"] in LEDGER_ACTIONS for a in actions)
     delete_action = next((a for a in actions if a["action"] == "delete_topic"), None)
     with write_transaction(store.engine) as conn:
+        hold = current_hold(conn, topic) if any(a["action"] in HELD_FORBIDDEN for a in actions) else None
+        if hold is not None:
+            # Held since the snapshot (the planner and the gate saw no hold): the hold wins, nothing happens.
+            why = describe_hold(hold)
+            journal(
+                conn,
+                run_id=run_id,
+                mechanism=mechanism,
+                topic=topic,
+                action="apply",
+                status="skipped_held",
+                detail={"why": why, "planRows": plan_rows(actions)},
+                as_of_ms=as_of_ms,
+                actor=context.actor,
+            )
+            return {"status": "skipped", "why": why}
         busy = _topic_busy(conn, context, topic, delete_action) if delete_action else None
         if busy is not None:
             # Pulsar's TopicBusyException: the topic became active since the snapshot; leave it, report it.
@@ -272,6 +306,7 @@ def _apply_topic(
                 status="skipped_conflict",
                 detail={"why": busy},
                 as_of_ms=as_of_ms,
+                actor=context.actor,
             )
             return {"status": "skipped", "why": busy}
         if changes_ledgers:
@@ -300,6 +335,7 @@ def _apply_topic(
                 status="skipped_conflict",
                 detail={"why": why},
                 as_of_ms=as_of_ms,
+                actor=context.actor,
             )
             return {"status": "skipped", "why": why}
         namespace = conn.execute(select(t.topics.c.namespace).where(t.topics.c.name == topic)).scalar_one()
@@ -379,8 +415,10 @@ def _apply_topic(
                 "topicDeleted": topic_deleted,
                 "fromVersion": expected_version,
                 **({"reason": delete_action["reason"]} if delete_action else {}),
+                "planRows": plan_rows(actions),
             },
             as_of_ms=as_of_ms,
+            actor=context.actor,
         )
     return {
         "status": "applied",
@@ -517,6 +555,8 @@ def _delete_partitioned_metadata(context: _ApplyContext, name: str) -> str | Non
             why = f"partition(s) {left[:5]} still exist"
         elif not context.broker["brokerDeleteInactivePartitionedTopicMetadataEnabled"]:
             why = "brokerDeleteInactivePartitionedTopicMetadataEnabled is now false"
+        elif (hold := current_hold(conn, name)) is not None:
+            why = describe_hold(hold)
         if why is None:
             conn.execute(t.partitioned_topics.delete().where(t.partitioned_topics.c.name == name))
             conn.execute(
@@ -539,6 +579,7 @@ def _delete_partitioned_metadata(context: _ApplyContext, name: str) -> str | Non
             status="applied" if why is None else "skipped_conflict",
             detail={"why": why} if why else {"partitions": row.partitions},
             as_of_ms=context.as_of_ms,
+            actor=context.actor,
         )
     return why
 
@@ -616,9 +657,12 @@ class PurgeResult:
     next_purge_after_ms: int | None = None
     refused: list[str] = field(default_factory=list)
     topics_purged: list[str] = field(default_factory=list)
+    # Due, but a hold covers the topic: kept pending (restorable) until the hold is removed.
+    held: list[str] = field(default_factory=list)
 
     def to_json(self) -> dict[str, Any]:
         return {
+            "held": self.held,
             "purged": [f"{t}:{ledger}" for t, ledger in self.purged],
             "topicsPurged": self.topics_purged,
             "bytesPurged": self.bytes_purged,
@@ -655,6 +699,9 @@ def purge(store: Store, *, as_of_ms: int, run_id: str) -> PurgeResult:
             if live is not None:
                 result.refused.append(f"{row.topic}:{row.ledger_id}")
                 continue
+            if current_hold(conn, row.topic) is not None:
+                result.held.append(f"{row.topic}:{row.ledger_id}")
+                continue
         store.remove_ledger_dir(row.path)
         store.prune_empty_parents(row.path)
         with write_transaction(store.engine) as conn:
@@ -666,7 +713,7 @@ def purge(store: Store, *, as_of_ms: int, run_id: str) -> PurgeResult:
         result.purged.append((row.topic, row.ledger_id))
         result.bytes_purged += row.size_bytes
     result.topics_purged = _finish_deleted_topics(store, as_of_ms)
-    if result.purged or result.refused or result.topics_purged:
+    if result.purged or result.refused or result.topics_purged or result.held:
         with write_transaction(store.engine) as conn:
             journal(
                 conn,

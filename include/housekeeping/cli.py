@@ -300,6 +300,105 @@ def restore(
     _emit({"topic": topic, "restoredLedgers": restored}, "json")
 
 
+hold_app = typer.Typer(
+    no_args_is_help=True,
+    help="Protect a namespace (tenant/ns) or topic (persistent://...) from every deleting or cursor-moving "
+    "action: trim, expiry, backlog eviction, inactive-topic GC, compaction, purge.",
+)
+app.add_typer(hold_app, name="hold")
+TargetArg = Annotated[str, typer.Argument(help="tenant/namespace or persistent://tenant/namespace/topic")]
+
+
+@hold_app.command("add")
+def hold_add(
+    target: TargetArg,
+    store: StoreOpt,
+    reason: Annotated[str, typer.Option("--reason", help="why it is held (shown in plans and the journal)")],
+    metadata_url: MetadataOpt = None,
+) -> None:
+    """Hold a namespace or topic (a partitioned topic's name holds its partitions)."""
+    from housekeeping.actor import current_actor
+    from housekeeping.apply import journal
+    from housekeeping.holds import add_hold
+    from housekeeping.store import write_transaction
+
+    actor = current_actor()
+    with write_transaction(_open(store, metadata_url).engine) as conn:
+        hold = add_hold(conn, target, reason=reason, actor=actor)
+        _journal_hold(journal, conn, hold, "hold_added", actor)
+    _emit(hold.to_json(), "json")
+
+
+@hold_app.command("remove")
+def hold_remove(target: TargetArg, store: StoreOpt, metadata_url: MetadataOpt = None) -> None:
+    """Remove a hold; the next runs treat the namespace or topic by the rules alone again."""
+    from housekeeping.actor import current_actor
+    from housekeeping.apply import journal
+    from housekeeping.holds import remove_hold
+    from housekeeping.store import write_transaction
+
+    actor = current_actor()
+    with write_transaction(_open(store, metadata_url).engine) as conn:
+        hold = remove_hold(conn, target)
+        _journal_hold(journal, conn, hold, "hold_removed", actor)
+    _emit(hold.to_json(), "json")
+
+
+@hold_app.command("list")
+def hold_list(store: StoreOpt, metadata_url: MetadataOpt = None, fmt: FormatOpt = "json") -> None:
+    """The holds in force."""
+    from housekeeping.holds import load_holds
+    from housekeeping.store import read_transaction
+
+    with read_transaction(_open(store, metadata_url).engine) as conn:
+        holds = [hold.to_json() for _, hold in sorted(load_holds(conn).items())]
+    if fmt == "text":
+        typer.echo(
+            "\n".join(f"{h['scope']:<9} {h['target']}  by {h['createdBy']}: {h['reason']}" for h in holds)
+            or "no holds"
+        )
+    else:
+        _emit({"holds": holds}, fmt)
+
+
+def _journal_hold(journal, conn, hold, status: str, actor: str) -> None:
+    # Logical time 0: a hold is not a decision made for a logical time (recordedAt says when).
+    journal(
+        conn,
+        run_id=f"cli-hold-{uuid.uuid4().hex[:8]}",
+        mechanism="hold",
+        topic=hold.target if hold.scope == "topic" else None,
+        action="hold",
+        status=status,
+        detail={**hold.to_json(), "why": hold.reason},
+        as_of_ms=0,
+        actor=actor,
+    )
+
+
+@app.command("journal")
+def journal_command(
+    store: StoreOpt,
+    topic: Annotated[str | None, typer.Option("--topic", help="only this topic's entries")] = None,
+    run: Annotated[
+        str | None, typer.Option("--run", help="only this run's entries (its id, or part of it)")
+    ] = None,
+    limit: Annotated[int | None, typer.Option("--limit", min=1, help="only the newest N entries")] = None,
+    metadata_url: MetadataOpt = None,
+    fmt: FormatOpt = "text",
+) -> None:
+    """Who did what, when and why, with the plan rows each applied action came from."""
+    from housekeeping.journal_view import format_text, journal_entries
+    from housekeeping.store import read_transaction
+
+    with read_transaction(_open(store, metadata_url).engine) as conn:
+        entries = journal_entries(conn, topic=topic, run=run, limit=limit)
+    if fmt == "text":
+        typer.echo(format_text(entries))
+    else:
+        _emit({"entries": entries}, fmt)
+
+
 def main(argv: list[str] | None = None) -> int:
     try:
         app(args=argv, standalone_mode=False)

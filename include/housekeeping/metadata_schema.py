@@ -92,6 +92,8 @@ journal = Table(
     Column("as_of_ms", BigInteger, nullable=False),
     Column("recorded_at_ms", BigInteger, nullable=False),  # wall clock, audit only
     Index("ix_journal_run", "run_id", "topic"),
+    # Who: ``airflow <dag_id> (<run_id>)`` for DAG runs, ``<user>@<host>`` for the CLI (NULL before 0005).
+    Column("actor", String(250), nullable=True),
 )
 
 pending_deletions = Table(
@@ -185,4 +187,18 @@ compacted_ledgers = Table(
     Column("run_id", String(250), nullable=False),
     Column("compacted_as_of_ms", BigInteger, nullable=False),  # logical time of the compaction
     Index("ix_compacted_ledgers_status", "topic", "status"),
+)
+
+
+# A hold (``housekeeping hold add``) protects a namespace (``tenant/ns``) or a topic (``persistent://...``; a
+# partitioned topic's name covers its partitions): no ledger deletion, topic deletion, compaction rewrite,
+# cursor move or purge touches what it covers while it exists. Planner, gate and apply each enforce it.
+holds = Table(
+    "holds",
+    metadata,
+    Column("target", String(NAME), primary_key=True),
+    Column("scope", String(20), nullable=False),  # namespace | topic
+    Column("reason", Text, nullable=False),
+    Column("created_by", String(250), nullable=False),
+    Column("created_at_ms", BigInteger, nullable=False),  # wall clock, audit only
 )

@@ -29,7 +29,10 @@ from typing import Any
 from sqlalchemy import select
 
 from housekeeping import metadata_schema as t
+from housekeeping.actor import current_actor
 from housekeeping.errors import InputError
+from housekeeping.holds import describe as describe_hold
+from housekeeping.holds import hold_for, load_holds
 from housekeeping.names import TopicName
 from housekeeping.policies import RetentionPolicy, resolve_policies
 from housekeeping.store import Store, read_transaction
@@ -97,6 +100,7 @@ def take_snapshot(
     compact_topics: Sequence[str] = (),
     schedule_interval_ms: int | None = None,
     run_dir: Path | None = None,
+    actor: str | None = None,
 ) -> SnapshotInfo:
     patterns = parse_scope(scope)
     for name in compact_topics:
@@ -117,6 +121,7 @@ def take_snapshot(
                 .order_by(t.compacted_ledgers.c.topic)
             )
         )
+        holds = load_holds(conn)
         quota_rows = list(
             conn.execute(
                 select(t.backlog_quota_states).order_by(
@@ -153,6 +158,7 @@ def take_snapshot(
         )
         versions[row.name] = row.version
         compacted = effective.compacted_retention or RetentionPolicy(-1, -1)
+        hold = hold_for(row.name, holds)
         topics_out.append(
             {
                 "topic": row.name,
@@ -191,6 +197,8 @@ def take_snapshot(
                     else "not set (keep all)"
                 ),
                 "tombstoneGraceMs": effective.compacted_tombstone_grace_seconds * 1000,
+                # `housekeeping hold`: every planner keeps a held topic whole (kind "held").
+                "heldBy": None if hold is None else describe_hold(hold),
                 "policies": json.dumps(effective.to_json(), sort_keys=True),
             }
         )
@@ -275,6 +283,7 @@ def take_snapshot(
                 "namespace": r.namespace,
                 "partitions": r.partitions,
                 "existingPartitions": existing_partitions.get(r.name, 0),
+                "heldBy": None if (h := hold_for(r.name, holds)) is None else describe_hold(h),
             }
             for r in partitioned_rows
             if r.namespace in touched_namespaces
@@ -300,6 +309,8 @@ def take_snapshot(
             if r.topic in selected
         ],
     )
+    # The raw holds, for the gate to re-derive on its own which planned actions they cover.
+    _write_jsonl(snapshot_dir / "holds.jsonl", [hold.to_json() for _, hold in sorted(holds.items())])
     _write_jsonl(
         snapshot_dir / "namespaces.jsonl",
         [
@@ -325,6 +336,8 @@ def take_snapshot(
         # The broker settings the cursor mechanisms read (all of them, so a plan can be re-derived).
         "broker": dict(broker.settings),
         "takenAtWallClockMs": int(time.time() * 1000),  # audit only; no rule reads it
+        # Who started the run (journaled by apply): the Airflow DAG run, or the CLI user.
+        "actor": actor or current_actor(),
     }
     (snapshot_dir / "run.json").write_text(json.dumps(info, indent=2, sort_keys=True), encoding="utf-8")
     return SnapshotInfo(snapshot_dir.parent, run_id, mechanism, as_of_ms, len(topics_out))

@@ -21,7 +21,7 @@ def frames(spark, ledgers, cursors=(), retention=(0, 0)):
         [
             (T, "t/ns", "t", False, 1, 0, 0, None, retention[0], retention[1], "test", "test")
             + (0, "broker", -1, "producer_request_hold", -1, "producer_request_hold", "{}")
-            + (None,) * 10
+            + (None,) * 11
         ],
         TOPICS_SCHEMA,
     )
