@@ -212,19 +212,14 @@ def read_entries(
     publishTime, entryTs (broker timestamp when stored, else publish time), size.
 
     A ledger the metadata says is stored but whose directory is missing is bad input: the error names it."""
-    from housekeeping.errors import InputError
+    from housekeeping.entries import check_ledger_files
     from housekeeping.store import ledger_rel_path
 
     root = Path(store_root)
     paths = []
     for topic, ledger_id, payload_bytes in sorted(set(keys)):
         ledger_dir = root / ledger_rel_path(topic, ledger_id)
-        files = sorted(ledger_dir.glob("*.parquet")) if ledger_dir.is_dir() else []
-        if not files:
-            raise InputError(
-                f"topic {topic} ledger {ledger_id}: entries are recorded as stored but {ledger_dir} "
-                "has no Parquet file"
-            )
+        files = check_ledger_files(topic, ledger_id, ledger_dir)
         paths.append(str(ledger_dir))
         reads.ledgers += 1
         reads.file_bytes += sum(f.stat().st_size for f in files)

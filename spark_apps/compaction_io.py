@@ -58,17 +58,13 @@ def position_text(ledger: Column, entry: Column) -> Column:
 
 
 def _ledger_paths(store_root: Path, topic: str, ledger_ids: list[int]) -> list[str]:
-    from housekeeping.errors import InputError
+    from housekeeping.entries import check_ledger_files
     from housekeeping.store import ledger_rel_path
 
     paths = []
     for ledger_id in ledger_ids:
         ledger_dir = store_root / ledger_rel_path(topic, ledger_id)
-        if not ledger_dir.is_dir() or not any(ledger_dir.glob("*.parquet")):
-            raise InputError(
-                f"topic {topic} ledger {ledger_id}: entries are recorded as stored but {ledger_dir} "
-                "has no Parquet file"
-            )
+        check_ledger_files(topic, ledger_id, ledger_dir)
         paths.append(str(ledger_dir))
     return paths
 

@@ -65,3 +65,35 @@ def write_ledger(ledger_dir: Path, table: pa.Table) -> None:
 
 def read_ledger(ledger_dir: Path) -> pa.Table:
     return pq.read_table(ledger_dir, schema=ENTRY_SCHEMA)
+
+
+def check_ledger_files(topic: str, ledger_id: int, ledger_dir: Path) -> list[Path]:
+    """The ledger's Parquet files, each checked to be readable Parquet with the entry schema's columns and
+    types (the footer only: no entry is read). Bad input otherwise, naming the topic, ledger and file, so a
+    damaged file stops a run before anything is planned instead of failing deep inside a Spark job."""
+    from housekeeping.errors import InputError
+
+    files = sorted(ledger_dir.glob("*.parquet")) if ledger_dir.is_dir() else []
+    if not files:
+        raise InputError(
+            f"topic {topic} ledger {ledger_id}: entries are recorded as stored but {ledger_dir} has no Parquet file"
+        )
+    for path in files:
+        try:
+            schema = pq.read_schema(path)
+        except (pa.ArrowException, OSError) as exc:
+            raise InputError(
+                f"topic {topic} ledger {ledger_id}: {path} is not a readable Parquet file "
+                f"(corrupt or truncated): {exc}"
+            ) from exc
+        wrong = [
+            f"{field.name} ({'missing' if field.name not in schema.names else schema.field(field.name).type})"
+            for field in ENTRY_SCHEMA
+            if field.name not in schema.names or not schema.field(field.name).type.equals(field.type)
+        ]
+        if wrong:
+            raise InputError(
+                f"topic {topic} ledger {ledger_id}: {path} does not have the entry schema; wrong columns: "
+                + ", ".join(wrong)
+            )
+    return files

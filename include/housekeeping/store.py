@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import shutil
 from collections.abc import Iterator
 from contextlib import contextmanager
@@ -22,7 +23,8 @@ from pathlib import Path
 from typing import Any
 
 from sqlalchemy import create_engine, event, select
-from sqlalchemy.engine import Connection, Engine
+from sqlalchemy.engine import Connection, Engine, make_url
+from sqlalchemy.exc import OperationalError
 
 from housekeeping import metadata_schema as t
 from housekeeping.errors import InputError, PathOutsideStore
@@ -42,7 +44,7 @@ def _sqlite_pragmas(dbapi_connection: Any, _record: Any) -> None:
     cursor = dbapi_connection.cursor()
     # WAL lets a snapshot read run beside an apply; busy_timeout waits for a lock instead of failing.
     cursor.execute("PRAGMA journal_mode=WAL")
-    cursor.execute("PRAGMA busy_timeout=30000")
+    cursor.execute(f"PRAGMA busy_timeout={lock_timeout_ms()}")
     cursor.execute("PRAGMA foreign_keys=ON")
     cursor.close()
 
@@ -54,21 +56,72 @@ def _sqlite_begin(connection: Connection) -> None:
     connection.exec_driver_sql(f"BEGIN {mode}")
 
 
+def lock_timeout_ms() -> int:
+    """How long a transaction waits for another process's lock before giving up (HOUSEKEEPING_DB_LOCK_TIMEOUT_
+    SECONDS, default 30 s)."""
+    raw = os.environ.get("HOUSEKEEPING_DB_LOCK_TIMEOUT_SECONDS", "30")
+    try:
+        seconds = float(raw)
+    except ValueError:
+        raise InputError(f"HOUSEKEEPING_DB_LOCK_TIMEOUT_SECONDS={raw!r} is not a number of seconds") from None
+    if seconds < 0:
+        raise InputError(f"HOUSEKEEPING_DB_LOCK_TIMEOUT_SECONDS={raw!r} must be >= 0")
+    return int(seconds * 1000)
+
+
+def mask_url(url: str) -> str:
+    """A database URL fit for messages and logs: the password is never shown."""
+    try:
+        return make_url(url).render_as_string(hide_password=True)
+    except Exception:
+        return re.sub(r"(://[^:/@]*:)[^@]*@", r"\1***@", url)
+
+
 def make_engine(url: str) -> Engine:
     try:
         engine = create_engine(url)
     except Exception as exc:
-        raise InputError(f"metadata database URL {url!r} is not usable: {exc}") from exc
+        masked = mask_url(url)
+        text = str(exc)
+        password = _password(url)
+        if password:
+            text = text.replace(password, "***")
+        raise InputError(f"metadata database URL {masked!r} is not usable: {text}") from exc
     if engine.dialect.name == "sqlite":
         event.listen(engine, "connect", _sqlite_pragmas)
         event.listen(engine, "begin", _sqlite_begin)
     return engine
 
 
+def _password(url: str) -> str | None:
+    try:
+        return make_url(url).password
+    except Exception:
+        return None
+
+
+@contextmanager
+def _named_database_errors(engine: Engine) -> Iterator[None]:
+    """A locked or unreachable database is bad input that names the database (the transaction rolled back,
+    so nothing changed), not a stack trace."""
+    try:
+        yield
+    except OperationalError as exc:
+        where = engine.url.render_as_string(hide_password=True)
+        detail = str(exc.orig).splitlines()[0] if exc.orig is not None else str(exc).splitlines()[0]
+        if "locked" in detail or "busy" in detail:
+            raise InputError(
+                f"metadata database {where} is locked by another process (waited "
+                f"{lock_timeout_ms() / 1000:g} s, HOUSEKEEPING_DB_LOCK_TIMEOUT_SECONDS); nothing was changed "
+                f"by this transaction: {detail}"
+            ) from exc
+        raise InputError(f"metadata database {where} cannot be used: {detail}") from exc
+
+
 @contextmanager
 def read_transaction(engine: Engine) -> Iterator[Connection]:
     """One consistent view of the metadata (snapshot isolation on both SQLite WAL and PostgreSQL)."""
-    with engine.connect() as connection:
+    with _named_database_errors(engine), engine.connect() as connection:
         if engine.dialect.name == "postgresql":
             connection = connection.execution_options(isolation_level="REPEATABLE READ")
         with connection.begin():
@@ -77,7 +130,7 @@ def read_transaction(engine: Engine) -> Iterator[Connection]:
 
 @contextmanager
 def write_transaction(engine: Engine) -> Iterator[Connection]:
-    with engine.connect() as connection:
+    with _named_database_errors(engine), engine.connect() as connection:
         if engine.dialect.name == "sqlite":
             connection = connection.execution_options(sqlite_begin="IMMEDIATE")
         with connection.begin():

@@ -14,6 +14,7 @@ import pytest
 
 from housekeeping.manifest import export_manifest
 from housekeeping.names import TopicName
+from housekeeping.plan import read_table
 from housekeeping.runner import apply_step, plan_and_gate_in_process
 from housekeeping.snapshot import take_snapshot
 from housekeeping.store import Store
@@ -101,7 +102,13 @@ def test_a_namespace_hold_keeps_every_topic_it_covers_out_of_the_plan_and_apply(
     assert code == 0, err
     assert json.loads(out)["scope"] == "namespace"
 
-    held_plan = _plan(capsys, store.root, mechanism)
+    before = _topic_state(store, covered)
+    code, out, err = run_cli(
+        capsys, "apply", mechanism, "--store", str(store.root), "--as-of", AS_OF, "--format", "json"
+    )
+    assert code == 0, err
+    run_dir = Path(json.loads(out)["runDir"])
+    held_plan = {"actions": read_table(run_dir, "actions"), "blockers": read_table(run_dir, "blockers")}
     assert not (_forbidden_topics(held_plan) & covered)
     # Topics outside the hold are planned as before.
     assert _forbidden_topics(held_plan) == touched - covered
@@ -110,10 +117,6 @@ def test_a_namespace_hold_keeps_every_topic_it_covers_out_of_the_plan_and_apply(
     assert all(
         f"legal hold for {mechanism}" in b["detail"] for b in held_plan["blockers"] if b["kind"] == "held"
     )
-
-    before = _topic_state(store, covered)
-    code, out, err = run_cli(capsys, "apply", mechanism, "--store", str(store.root), "--as-of", AS_OF)
-    assert code == 0, err
     assert _topic_state(store, covered) == before
 
 

@@ -167,7 +167,7 @@ def test_partitions_are_decided_alone_and_metadata_goes_only_when_enabled_and_no
     decisions = decisions_frame(spark, partitions, [("pt-partition-2", "s", True, 2, 2)])
 
     def metadata(existing: int, enabled: bool) -> list[str]:
-        frame = spark.createDataFrame([(parent, "t/ns", 3, existing)], PARTITIONED_TOPICS_SCHEMA)
+        frame = spark.createDataFrame([(parent, "t/ns", 3, existing, None)], PARTITIONED_TOPICS_SCHEMA)
         return [
             r.partitionedTopic for r in partitioned_metadata_deletions(decisions, frame, enabled).collect()
         ]
