@@ -51,6 +51,7 @@ from housekeeping.actor import current_actor
 from housekeeping.clients import last_entry, stamp_last_active
 from housekeeping.compaction import COMPACTED_KIND
 from housekeeping.errors import InputError
+from housekeeping.faults import checkpoint
 from housekeeping.gate import require_passed_gate
 from housekeeping.holds import current_hold
 from housekeeping.holds import describe as describe_hold
@@ -200,6 +201,7 @@ def apply_plan(store: Store, run_dir: Path, *, purge_grace_seconds: int) -> Appl
         if topic not in versions:
             raise InputError(f"plan in {run_dir} names topic {topic}, which is not in its snapshot")
         outcome = _apply_topic(context, topic, versions[topic], by_topic[topic])
+        checkpoint("apply_after_topic_commit")
         if outcome["status"] == "applied":
             result.applied_topics.append(topic)
             result.ledgers_deleted += outcome["ledgers"]
@@ -397,6 +399,7 @@ def _apply_topic(
                 ledgers_deleted, topic_deleted = len(deleted_ids), True
             else:
                 raise InputError(f"topic {topic}: action {action['action']!r} is not applied by {mechanism}")
+        checkpoint("apply_inside_topic_transaction")
         journal(
             conn,
             run_id=run_id,
@@ -704,6 +707,7 @@ def purge(store: Store, *, as_of_ms: int, run_id: str) -> PurgeResult:
                 continue
         store.remove_ledger_dir(row.path)
         store.prune_empty_parents(row.path)
+        checkpoint("purge_after_file_removed")
         with write_transaction(store.engine) as conn:
             conn.execute(
                 update(t.pending_deletions)
@@ -712,6 +716,7 @@ def purge(store: Store, *, as_of_ms: int, run_id: str) -> PurgeResult:
             )
         result.purged.append((row.topic, row.ledger_id))
         result.bytes_purged += row.size_bytes
+        checkpoint("purge_between_files")
     result.topics_purged = _finish_deleted_topics(store, as_of_ms)
     if result.purged or result.refused or result.topics_purged or result.held:
         with write_transaction(store.engine) as conn:

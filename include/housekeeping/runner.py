@@ -8,6 +8,7 @@ from pathlib import Path
 from typing import Any
 
 from housekeeping.apply import apply_plan, purge
+from housekeeping.faults import checkpoint
 from housekeeping.report import write_report
 from housekeeping.snapshot import read_run_info
 from housekeeping.store import Store
@@ -60,4 +61,5 @@ def plan_and_gate_in_process(run_dir: Path, mechanism: str, master: str) -> dict
         "compaction": plan_compaction.run,
     }
     planners[mechanism](spark, run_dir)
+    checkpoint("plan_after_write")
     return validate_plan.run(spark, run_dir, mechanism)

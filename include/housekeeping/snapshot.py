@@ -31,6 +31,7 @@ from sqlalchemy import select
 from housekeeping import metadata_schema as t
 from housekeeping.actor import current_actor
 from housekeeping.errors import InputError
+from housekeeping.faults import checkpoint
 from housekeeping.holds import describe as describe_hold
 from housekeeping.holds import hold_for, load_holds
 from housekeeping.names import TopicName
@@ -340,6 +341,7 @@ def take_snapshot(
         "actor": actor or current_actor(),
     }
     (snapshot_dir / "run.json").write_text(json.dumps(info, indent=2, sort_keys=True), encoding="utf-8")
+    checkpoint("snapshot_after_write")
     return SnapshotInfo(snapshot_dir.parent, run_id, mechanism, as_of_ms, len(topics_out))
 
 

@@ -254,21 +254,6 @@ def test_sigkill_before_the_switch_leaves_the_old_view_and_a_rerun_completes(tmp
     assert _values(_view(capsys, root)) == {"a": "a3", "c": "c1", "e": "e1"}
 
 
-def test_sigkill_after_the_switch_keeps_the_new_view_and_a_rerun_changes_nothing(tmp_path, capsys):
-    root = _store(tmp_path, capsys)
-    run_dir = _planned_run(root, "crash-after")
-    killed = _spark_submit_apply(run_dir, root, "compaction_apply_after_switch")
-    assert killed.returncode != 0
-    rows = _compacted_rows(root)
-    assert [status for _, status in rows] == ["current"]
-    assert _values(_view(capsys, root)) == {"a": "a3", "c": "c1", "e": "e1"}
-    again = _spark_submit_apply(run_dir, root, None)
-    assert again.returncode == 0, again.stderr[-3000:]
-    result = json.loads((run_dir / "apply" / "result.json").read_text())
-    assert result["alreadyAppliedTopics"] == [TOPIC] and result["appliedTopics"] == []
-    assert _compacted_rows(root) == rows and _ledger_dirs(root) == {"10", "11", "12", str(rows[0][0])}
-
-
 def test_a_crash_after_staging_is_abandoned_by_the_next_run_into_the_pending_deletion_log(tmp_path, capsys):
     root = _store(tmp_path, capsys)
     crashed = _planned_run(root, "crash-stage")
