@@ -147,6 +147,7 @@ def trim_cursor_checks(actions: DataFrame, ledgers: DataFrame, cursors: DataFram
         .agg(F.max(F.struct("ledgerId", "entries")).alias("last"))
         .select("topic", F.col("last.ledgerId").alias("lastL"), (F.col("last.entries") - 1).alias("lastE"))
     )
+    current = ledgers.groupBy("topic").agg(F.max("ledgerId").alias("currentL"))
     frame = (
         moves.join(
             cursors.select("topic", "name", "durable", "markDeleteLedger", "markDeleteEntry"),
@@ -156,7 +157,12 @@ def trim_cursor_checks(actions: DataFrame, ledgers: DataFrame, cursors: DataFram
         .join(deleted, "topic", "left")
         .join(last_deleted_entry, ["topic", "lastDeleted"], "left")
         .join(topic_end, "topic", "left")
+        .join(current, "topic", "left")
     )
+    # L:-1 ("nothing of ledger L") acknowledges only entries of older ledgers, all written: never past the end
+    # as long as L is one of the topic's ledgers. Pulsar's advanceCursorsIfNecessary produces it when the last
+    # deleted ledger is empty (a ledger rolled with no entry).
+    before_a_ledger = (F.col("toE") == -1) & (F.col("toL") <= F.col("currentL"))
     to_key, from_key = position_key(F.col("toL"), F.col("toE")), position_key(F.col("fromL"), F.col("fromE"))
     return frame.select(
         "topic",
@@ -173,9 +179,11 @@ def trim_cursor_checks(actions: DataFrame, ledgers: DataFrame, cursors: DataFram
         F.coalesce(
             (F.col("toL") == F.col("lastDeleted")) & (F.col("toE") == F.col("endE")), F.lit(False)
         ).alias("to_is_end_of_deleted_range"),
-        F.coalesce(to_key <= position_key(F.col("lastL"), F.col("lastE")), F.lit(False)).alias(
-            "not_past_last_entry"
-        ),
+        F.coalesce(
+            (to_key <= position_key(F.col("lastL"), F.col("lastE"))) | before_a_ledger,
+            before_a_ledger,
+            F.lit(False),
+        ).alias("not_past_last_entry"),
     )
 
 

@@ -87,9 +87,13 @@ GC_MUTANTS: dict[str, tuple[Callable[[list[dict], Path], list[dict]], str]] = {
         lambda rows, run_dir: rows + [_delete_topic("persistent://public/default/__change_events", run_dir)],
         "not_system_topic",
     ),
-    "deletes a topic inactive for less than the limit": (
-        lambda rows, run_dir: rows + [_delete_topic(_kept(run_dir, "inactive_less_than_limit"), run_dir)],
-        "inactive_for_at_least_the_limit",
+    "deletes a topic that retention time -1 keeps forever": (
+        lambda rows, run_dir: rows + [_delete_topic(_kept(run_dir, "retention_time_infinite"), run_dir)],
+        "retention_time_does_not_keep_it",
+    ),
+    "deletes a topic whose subscriptions have a backlog": (
+        lambda rows, run_dir: rows + [_delete_topic(_kept(run_dir, "backlog"), run_dir)],
+        "no_subscription_keeps_it_active",
     ),
     "lastActive differs from the snapshot": (
         lambda rows, run_dir: [
@@ -149,8 +153,7 @@ def _mutate_and_check(planned, mechanism: str, edit: Callable, failing: str) -> 
             apply_step(store, run_dir, purge_grace_seconds=0)
         assert export_manifest(store) == before
     finally:
-        rewrite_part(part, original)
-        assert validate_plan.run(local_spark("local[2]"), run_dir, mechanism)["success"]
+        rewrite_part(part, original)  # the next mutant starts from the planner's plan
 
 
 @pytest.mark.parametrize("name", sorted(GC_MUTANTS))

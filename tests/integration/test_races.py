@@ -31,6 +31,7 @@ from sqlalchemy import select
 from housekeeping import clients
 from housekeeping import metadata_schema as t
 from housekeeping.errors import HousekeepingError
+from housekeeping.gate import describe_failures
 from housekeeping.manifest import format_position
 from housekeeping.runner import apply_step, plan_and_gate_in_process
 from housekeeping.snapshot import take_snapshot
@@ -81,7 +82,8 @@ def _plan_all(store: Store, round_no: int, as_of_ms: int) -> dict[str, Path]:
             max_deleted_topic_share=1.0,
             compact_topics=keyed if mechanism == "compaction" else (),
         )
-        assert plan_and_gate_in_process(info.run_dir, mechanism, "local[2]")["success"], mechanism
+        gate = plan_and_gate_in_process(info.run_dir, mechanism, "local[2]")
+        assert gate["success"], f"round {round_no} {mechanism}: {describe_failures(gate)}"
         run_dirs[mechanism] = info.run_dir
     return run_dirs
 

@@ -137,6 +137,10 @@ MUTANTS = {
         lambda rows: [dict(r, to="9:9") if r["action"] == "move_cursor" else r for r in rows],
         "not_past_last_entry",
     ),
+    "moves a cursor before a ledger the topic does not have": (
+        lambda rows: [dict(r, to="99:-1") if r["action"] == "move_cursor" else r for r in rows],
+        "not_past_last_entry",
+    ),
     "unknown action": (
         lambda rows: rows + [{"topic": TOPIC, "action": "delete_topic", "reason": "mutant"}],
         "expect_column_values_to_be_in_set",
