@@ -675,7 +675,7 @@ class PurgeResult:
         }
 
 
-def purge(store: Store, *, as_of_ms: int, run_id: str) -> PurgeResult:
+def purge(store: Store, *, as_of_ms: int, run_id: str, actor: str | None = None) -> PurgeResult:
     result = PurgeResult()
     with read_transaction(store.engine) as conn:
         rows = list(
@@ -729,6 +729,7 @@ def purge(store: Store, *, as_of_ms: int, run_id: str) -> PurgeResult:
                 status="finished",
                 detail=result.to_json(),
                 as_of_ms=as_of_ms,
+                actor=actor,
             )
     return result
 

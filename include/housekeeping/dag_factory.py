@@ -175,6 +175,11 @@ def build_housekeeping_dag(config: MechanismDagConfig):
             )
             run_id = f"{config.dag_id}__{context['run_id']}"
             dag_run = context.get("dag_run")
+            # Journaled by apply and purge as who did it: this DAG run, and the user who triggered it if any.
+            user = getattr(dag_run, "triggering_user_name", None)
+            actor = f"airflow {config.dag_id} ({context['run_id']})" + (
+                f" triggered by {user}" if user else ""
+            )
             start = getattr(dag_run, "data_interval_start", None)
             end = getattr(dag_run, "data_interval_end", None)
             info = take_snapshot(
@@ -191,6 +196,7 @@ def build_housekeeping_dag(config: MechanismDagConfig):
                     if start is not None and end is not None
                     else None
                 ),
+                actor=actor,
             )
             return {
                 "run_dir": str(info.run_dir),

@@ -31,7 +31,9 @@ def apply_step(store: Store, run_dir: Path, *, purge_grace_seconds: int) -> dict
 
 def purge_step(store: Store, run_dir: Path) -> dict[str, Any]:
     info = read_run_info(run_dir)
-    result = purge(store, as_of_ms=int(info["asOfMs"]), run_id=info["runId"]).to_json()
+    result = purge(
+        store, as_of_ms=int(info["asOfMs"]), run_id=info["runId"], actor=info.get("actor")
+    ).to_json()
     out = Path(run_dir) / "apply"
     out.mkdir(parents=True, exist_ok=True)
     (out / "purge.json").write_text(json.dumps(result, indent=2, sort_keys=True), encoding="utf-8")

@@ -73,6 +73,16 @@ def test_gc_dag_deletes_exactly_the_planned_topics_and_they_can_be_restored(
     assert stamped and all(after["topics"][t]["lastActive"] == int(AS_OF.timestamp() * 1000) for t in stamped)
     report = (run_dir / "report" / "report.md").read_text()
     assert "Inactive-topic GC report" in report and "Kept topics and why" in report
+    # The journal names the DAG run as the actor of every row the run wrote, with the plan rows.
+    code, out, err = run_cli(
+        capsys, "journal", "--store", str(store.root), "--run", "inactive_topic_gc__", "--format", "json"
+    )
+    assert code == 0, err
+    entries = json.loads(out)["entries"]
+    assert entries and all(e["actor"].startswith("airflow inactive_topic_gc (") for e in entries)
+    deleted = [e for e in entries if e["status"] == "applied" and e["detail"].get("topicDeleted")]
+    assert {e["topic"] for e in deleted} == planned
+    assert all(e["planRows"][0]["action"] == "delete_topic" and e["planRows"][0]["reason"] for e in deleted)
 
     for topic in sorted(planned):
         code, _, err = run_cli(capsys, "restore", topic, "--store", str(store.root))
