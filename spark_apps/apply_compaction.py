@@ -16,9 +16,9 @@ per topic); the driver handles per-topic metadata only.
 from __future__ import annotations
 
 import argparse
+import contextlib
 import json
 import os
-import shutil
 import sys
 import uuid
 from pathlib import Path
@@ -29,6 +29,7 @@ if __package__ in (None, ""):  # run by spark-submit as a script
     sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from housekeeping.faults import checkpoint  # noqa: E402
+from housekeeping.fs import remove_file, remove_tree  # noqa: E402
 from spark_apps.common import get_spark, run_scoped_cache  # noqa: E402
 from spark_apps.compaction_io import read_compaction_input, topic_inputs  # noqa: E402
 from spark_apps.validate_compaction import KEPT_SCHEMA  # noqa: E402
@@ -132,12 +133,13 @@ def _write_ledgers(spark, store, run_dir: Path, info: dict, to_write: dict[str, 
                     "nothing switched"
                 )
             for crc in written.glob(".*.crc"):
-                crc.unlink()  # Hadoop checksum side files inside the run's own staging directory
+                remove_file(crc, within=staging)  # Hadoop checksum side files of the run's own staging output
             target.parent.mkdir(parents=True, exist_ok=True)
             os.replace(written, target)  # one rename: the ledger directory is complete or absent
             checkpoint("compaction_apply_between_ledger_renames")
     finally:
-        shutil.rmtree(staging, ignore_errors=True)
+        with contextlib.suppress(OSError):
+            remove_tree(staging, within=run_dir / "apply")
 
 
 def run(spark, run_dir: str | Path, store=None, purge_grace_seconds: int | None = None) -> dict:

@@ -19,13 +19,15 @@ properties          map<string,string>     message properties
 
 from __future__ import annotations
 
+import contextlib
 import os
-import shutil
 import uuid
 from pathlib import Path
 
 import pyarrow as pa
 import pyarrow.parquet as pq
+
+from housekeeping.fs import remove_tree
 
 ENTRY_SCHEMA = pa.schema(
     [
@@ -55,12 +57,11 @@ def write_ledger(ledger_dir: Path, table: pa.Table) -> None:
     staging.mkdir(parents=True)
     try:
         pq.write_table(table, staging / PART_FILE, compression="zstd")
-        if ledger_dir.exists():
-            shutil.rmtree(ledger_dir)
+        remove_tree(ledger_dir, within=ledger_dir.parent)  # the writer replaces its own ledger whole
         os.replace(staging, ledger_dir)
     finally:
-        if staging.exists():
-            shutil.rmtree(staging, ignore_errors=True)
+        with contextlib.suppress(OSError):
+            remove_tree(staging, within=ledger_dir.parent)
 
 
 def read_ledger(ledger_dir: Path) -> pa.Table:

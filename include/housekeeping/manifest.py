@@ -7,9 +7,9 @@ The generator builds the same :class:`StoreContent` and goes through the same va
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
-import shutil
 import uuid
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
@@ -21,6 +21,7 @@ from sqlalchemy import delete, insert, select
 
 from housekeeping import metadata_schema as t
 from housekeeping.errors import InputError
+from housekeeping.fs import remove_tree
 from housekeeping.names import NamespaceName, TopicName
 from housekeeping.policies import BrokerConfig, RetentionPolicy, resolve_policies, validate_policies
 from housekeeping.store import LEDGERS_DIR, Store, migrate, read_transaction, write_transaction
@@ -399,9 +400,11 @@ def write_store(
             os.replace(staging_root / LEDGERS_DIR, store.ledgers_root)
         else:
             store.ledgers_root.mkdir()
-        shutil.rmtree(old, ignore_errors=True)
+        with contextlib.suppress(OSError):
+            remove_tree(old, within=root)  # the replaced store's ledgers, already renamed aside
     finally:
-        shutil.rmtree(staging_root, ignore_errors=True)
+        with contextlib.suppress(OSError):
+            remove_tree(staging_root, within=root)
     return store
 
 

@@ -15,7 +15,6 @@ from __future__ import annotations
 import json
 import os
 import re
-import shutil
 from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field
@@ -28,6 +27,7 @@ from sqlalchemy.exc import OperationalError
 
 from housekeeping import metadata_schema as t
 from housekeeping.errors import InputError, PathOutsideStore
+from housekeeping.fs import prune_empty_dirs, remove_tree
 from housekeeping.names import TopicName, topic_dir_parts
 from housekeeping.policies import BrokerConfig, read_broker_conf
 
@@ -271,24 +271,21 @@ class Store:
         """Delete one ledger directory. The single file-deleting function of the project.
 
         Returns False when it was already gone (idempotent)."""
+        raw = Path(rel_path) if Path(rel_path).is_absolute() else self.root / rel_path
+        if raw.is_symlink():
+            raise PathOutsideStore(f"refusing to delete {raw}: a ledger is a real directory, not a link")
         target = self.contained(Path(rel_path))
-        if not target.exists():
-            return False
-        if target.is_symlink() or not target.is_dir():
+        depth = target.relative_to(self.ledgers_root.resolve()).parts
+        if len(depth) != 5 or depth[0] != "persistent" or not depth[4].isdigit():
             raise PathOutsideStore(
-                f"refusing to delete {target}: a ledger is a real directory, not a link or file"
+                f"refusing to delete {target}: not a ledger directory "
+                "(ledgers/persistent/<tenant>/<namespace>/<topic>/<ledgerId>)"
             )
-        shutil.rmtree(target)
-        return True
+        if target.exists() and not target.is_dir():
+            raise PathOutsideStore(f"refusing to delete {target}: a ledger is a real directory, not a file")
+        return remove_tree(target, within=self.ledgers_root)
 
     def prune_empty_parents(self, rel_path: str) -> None:
         """Remove the now-empty topic/namespace/tenant directories above a removed ledger directory, up to
         ``ledgers/``. ``rmdir`` only removes empty directories, so no file can go this way."""
-        base = self.ledgers_root.resolve()
-        parent = self.contained(Path(rel_path)).parent
-        while parent != base and base in parent.parents:
-            try:
-                parent.rmdir()
-            except OSError:  # not empty (or already gone and its parent not empty): stop
-                return
-            parent = parent.parent
+        prune_empty_dirs(self.contained(Path(rel_path)).parent, within=self.ledgers_root)
