@@ -143,12 +143,10 @@ def _write_ledgers(spark, store, run_dir: Path, info: dict, to_write: dict[str, 
 
 
 def run(spark, run_dir: str | Path, store=None, purge_grace_seconds: int | None = None) -> dict:
-    from sqlalchemy import and_, select
 
     from housekeeping import compaction
-    from housekeeping import metadata_schema as t
     from housekeeping.actor import current_actor
-    from housekeeping.apply import journal, plan_rows
+    from housekeeping.apply import begin_run, journal, plan_rows
     from housekeeping.errors import InputError
     from housekeeping.gate import require_passed_gate
     from housekeeping.holds import current_hold
@@ -185,31 +183,14 @@ def run(spark, run_dir: str | Path, store=None, purge_grace_seconds: int | None 
         "perNamespace": {},
     }
     with run_scoped_cache(spark):
-        with write_transaction(store.engine) as conn:
-            done = {
-                r.topic
-                for r in conn.execute(
-                    select(t.journal.c.topic).where(
-                        and_(t.journal.c.run_id == run_id, t.journal.c.status == "applied")
-                    )
-                )
-            }
-            if not conn.execute(
-                select(t.journal.c.id).where(
-                    and_(t.journal.c.run_id == run_id, t.journal.c.status == "started")
-                )
-            ).first():
-                journal(
-                    conn,
-                    run_id=run_id,
-                    mechanism="compaction",
-                    topic=None,
-                    action="apply",
-                    status="started",
-                    detail={"topics": len(actions)},
-                    as_of_ms=as_of_ms,
-                    actor=actor,
-                )
+        done = begin_run(
+            store,
+            run_id=run_id,
+            mechanism="compaction",
+            as_of_ms=as_of_ms,
+            actor=actor,
+            detail={"topics": len(actions)},
+        )
         todo = [a for a in actions if a["topic"] not in done]
         result["alreadyAppliedTopics"] = sorted(a["topic"] for a in actions if a["topic"] in done)
         planned = _planned_ledgers(spark, run_dir, todo) if todo else {}

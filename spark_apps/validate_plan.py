@@ -32,6 +32,7 @@ from pyspark.sql import functions as F
 if __package__ in (None, ""):
     sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
+from housekeeping.holds import HELD_FORBIDDEN_ACTIONS  # noqa: E402
 from housekeeping.snapshot import read_run_info  # noqa: E402
 from spark_apps.common import get_spark, materialize, read_snapshot, run_scoped_cache  # noqa: E402
 from spark_apps.validate_cursor_moves import position_key, position_part  # noqa: E402
@@ -438,17 +439,6 @@ def compaction_checks(spark, run_dir: str | Path):
     from spark_apps.validate_compaction import compaction_checks as build
 
     return build(spark, run_dir)
-
-
-# Actions that delete data or move a cursor: what a hold forbids (flag_backlog_quota and refresh_last_active
-# record state only).
-HELD_FORBIDDEN_ACTIONS = (
-    "delete_ledger",
-    "move_cursor",
-    "delete_topic",
-    "rewrite_compacted",
-    "delete_partitioned_metadata",
-)
 
 
 def hold_checks(actions: DataFrame, holds: DataFrame) -> DataFrame:

@@ -53,7 +53,7 @@ from housekeeping.compaction import COMPACTED_KIND
 from housekeeping.errors import InputError
 from housekeeping.faults import checkpoint
 from housekeeping.gate import require_passed_gate
-from housekeeping.holds import current_hold
+from housekeeping.holds import HELD_FORBIDDEN_ACTIONS, current_hold
 from housekeeping.holds import describe as describe_hold
 from housekeeping.manifest import parse_position
 from housekeeping.names import TopicName
@@ -66,8 +66,6 @@ from housekeeping.timeutil import format_ms
 LEDGER_ACTIONS = ("delete_ledger", "delete_topic", "rewrite_compacted")
 # Applied after every topic of the plan (a partitioned topic's metadata goes after its partitions).
 METADATA_ACTIONS = ("delete_partitioned_metadata",)
-# What a hold forbids (the gate's HELD_FORBIDDEN_ACTIONS); flags and last-active stamps only record state.
-HELD_FORBIDDEN = ("delete_ledger", "move_cursor", "delete_topic", "rewrite_compacted", *METADATA_ACTIONS)
 PLAN_ROW_KEYS = ("action", "ledgerId", "subscription", "from", "to", "bytes", "reason")
 
 
@@ -106,6 +104,38 @@ def journal(
             recorded_at_ms=_wall_ms(),
         )
     )
+
+
+def begin_run(
+    store: Store, *, run_id: str, mechanism: str, as_of_ms: int, actor: str, detail: dict[str, Any]
+) -> set[str]:
+    """Journal the run as started (once: a retry finds it) and return the topics it already applied, which a
+    retried apply skips."""
+    with write_transaction(store.engine) as conn:
+        done = {
+            row.topic
+            for row in conn.execute(
+                select(t.journal.c.topic).where(
+                    and_(t.journal.c.run_id == run_id, t.journal.c.status == "applied")
+                )
+            )
+        }
+        started = conn.execute(
+            select(t.journal.c.id).where(and_(t.journal.c.run_id == run_id, t.journal.c.status == "started"))
+        ).first()
+        if started is None:
+            journal(
+                conn,
+                run_id=run_id,
+                mechanism=mechanism,
+                topic=None,
+                action="apply",
+                status="started",
+                detail=detail,
+                as_of_ms=as_of_ms,
+                actor=actor,
+            )
+    return done
 
 
 @dataclass
@@ -167,32 +197,17 @@ def apply_plan(store: Store, run_dir: Path, *, purge_grace_seconds: int) -> Appl
     context = _ApplyContext(store, run_dir, run_id, mechanism, as_of_ms, purge_grace_seconds, actor)
 
     result = ApplyResult(run_id)
-    with write_transaction(store.engine) as conn:
-        done = {
-            row.topic
-            for row in conn.execute(
-                select(t.journal.c.topic).where(
-                    and_(t.journal.c.run_id == run_id, t.journal.c.status == "applied")
-                )
-            )
-        }
-        if not conn.execute(
-            select(t.journal.c.id).where(and_(t.journal.c.run_id == run_id, t.journal.c.status == "started"))
-        ).first():
-            journal(
-                conn,
-                run_id=run_id,
-                mechanism=mechanism,
-                topic=None,
-                action="apply",
-                status="started",
-                detail={
-                    "topics": len(by_topic),
-                    "actions": sum(map(len, by_topic.values())) + len(metadata_actions),
-                },
-                as_of_ms=as_of_ms,
-                actor=actor,
-            )
+    done = begin_run(
+        store,
+        run_id=run_id,
+        mechanism=mechanism,
+        as_of_ms=as_of_ms,
+        actor=actor,
+        detail={
+            "topics": len(by_topic),
+            "actions": sum(map(len, by_topic.values())) + len(metadata_actions),
+        },
+    )
 
     for topic in sorted(by_topic):
         if topic in done:
@@ -280,7 +295,9 @@ def _apply_topic(
     changes_ledgers = any(a["action"] in LEDGER_ACTIONS for a in actions)
     delete_action = next((a for a in actions if a["action"] == "delete_topic"), None)
     with write_transaction(store.engine) as conn:
-        hold = current_hold(conn, topic) if any(a["action"] in HELD_FORBIDDEN for a in actions) else None
+        hold = (
+            current_hold(conn, topic) if any(a["action"] in HELD_FORBIDDEN_ACTIONS for a in actions) else None
+        )
         if hold is not None:
             # Held since the snapshot (the planner and the gate saw no hold): the hold wins, nothing happens.
             why = describe_hold(hold)

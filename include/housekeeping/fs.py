@@ -18,13 +18,7 @@ from housekeeping.errors import PathOutsideStore
 def remove_tree(path: Path, *, within: Path, missing_ok: bool = True) -> bool:
     """Delete the directory ``path`` (recursively), which must lie strictly inside ``within`` once both are
     resolved, and must be a real directory (not a symlink, not a file). Returns False when it did not exist."""
-    base = Path(within).resolve()
-    target = Path(path) if Path(path).is_absolute() else base / path
-    if target.is_symlink():
-        raise PathOutsideStore(f"refusing to delete {target}: it is a symbolic link, not a directory")
-    resolved = target.resolve()
-    if resolved == base or base not in resolved.parents:
-        raise PathOutsideStore(f"refusing to delete {path}: it is not inside {base}")
+    resolved = _inside(path, within)
     if not resolved.exists():
         if missing_ok:
             return False

@@ -26,6 +26,16 @@ from housekeeping import metadata_schema as t
 from housekeeping.errors import InputError
 from housekeeping.names import NamespaceName, TopicName
 
+# What a hold forbids: every action that deletes data or moves a cursor (flag_backlog_quota and
+# refresh_last_active only record state). Planner, gate and apply each check these against the holds.
+HELD_FORBIDDEN_ACTIONS = (
+    "delete_ledger",
+    "move_cursor",
+    "delete_topic",
+    "rewrite_compacted",
+    "delete_partitioned_metadata",
+)
+
 
 @dataclass(frozen=True)
 class Hold:
@@ -57,21 +67,15 @@ def parse_target(text: str) -> tuple[str, str]:
 
 
 def covering_targets(name: str) -> list[str]:
-    """Every hold target that would cover ``name`` (a topic, or a partitioned topic's own name)."""
+    """Every hold target that would cover ``name`` (a topic, or a partitioned topic's own name), most specific
+    first: the topic, its partitioned parent, its namespace."""
     topic = TopicName.parse(name)
-    targets = [str(topic), str(topic.namespace_name)]
-    if topic.partitioned_parent is not None:
-        targets.append(topic.partitioned_parent)
-    return targets
+    return [t for t in (str(topic), topic.partitioned_parent, str(topic.namespace_name)) if t is not None]
 
 
 def hold_for(name: str, holds: dict[str, Hold]) -> Hold | None:
-    """The hold covering ``name`` (the most specific one: topic, then partitioned parent, then namespace)."""
-    topic = TopicName.parse(name)
-    for target in (str(topic), topic.partitioned_parent, str(topic.namespace_name)):
-        if target is not None and target in holds:
-            return holds[target]
-    return None
+    """The hold covering ``name`` (the most specific one)."""
+    return next((holds[target] for target in covering_targets(name) if target in holds), None)
 
 
 def describe(hold: Hold) -> str:

@@ -74,18 +74,21 @@ def _copy(template: Path, target: Path) -> Store:
     return Store.open(target)
 
 
-def _killed(argv: list[str], point: str) -> None:
-    """Run `housekeeping ARGV` in its own process with the fault point armed; it must die by SIGKILL."""
-    env = {**os.environ, FAULT_POINT_ENV: point}
+def _killed(command: list[str], point: str) -> None:
+    """Run ``python COMMAND`` in its own process with the fault point armed; it must die by SIGKILL."""
     done = subprocess.run(
-        [sys.executable, "-m", "housekeeping.cli", *argv],
+        [sys.executable, *command],
         cwd=REPO,
-        env=env,
+        env={**os.environ, FAULT_POINT_ENV: point},
         capture_output=True,
         text=True,
         timeout=600,
     )
     assert done.returncode == -9, f"{point}: expected SIGKILL, got {done.returncode}\n{done.stderr[-2000:]}"
+
+
+def _killed_cli(argv: list[str], point: str) -> None:
+    _killed(["-m", "housekeeping.cli", *argv], point)
 
 
 def _killed_apply_step(store: Store, run_dir: Path, point: str) -> None:
@@ -95,16 +98,7 @@ def _killed_apply_step(store: Store, run_dir: Path, point: str) -> None:
         "from housekeeping.store import Store; "
         "apply_step(Store.open(sys.argv[1]), Path(sys.argv[2]), purge_grace_seconds=int(sys.argv[3]))"
     )
-    env = {**os.environ, FAULT_POINT_ENV: point}
-    done = subprocess.run(
-        [sys.executable, "-c", code, str(store.root), str(run_dir), str(GRACE)],
-        cwd=REPO,
-        env=env,
-        capture_output=True,
-        text=True,
-        timeout=600,
-    )
-    assert done.returncode == -9, f"{point}: expected SIGKILL, got {done.returncode}\n{done.stderr[-2000:]}"
+    _killed(["-c", code, str(store.root), str(run_dir), str(GRACE)], point)
 
 
 def _planned(store: Store, mechanism: str, run_id: str, compact_topics=()) -> Path:
@@ -171,7 +165,7 @@ def test_trim_run_killed_before_apply_changes_nothing_and_a_new_run_completes(
 ):
     store = _copy(template, tmp_path / "store")
     before = _state(store)
-    _killed([*TRIM, "--store", str(store.root)], point)
+    _killed_cli([*TRIM, "--store", str(store.root)], point)
     assert_no_orphans_and_no_dangling_metadata(store)
     assert _state(store) == before and _runs(store) == {}
 
@@ -207,7 +201,7 @@ def test_purge_killed_between_files_converges_on_rerun(template, tmp_path, capsy
     assert len(due) >= 2, "the purge needs at least two files to be killed between them"
     kept = _state(store)
 
-    _killed(["purge", "--store", str(store.root), "--as-of", PURGE_AS_OF], point)
+    _killed_cli(["purge", "--store", str(store.root), "--as-of", PURGE_AS_OF], point)
     assert_no_orphans_and_no_dangling_metadata(store)
     assert _state(store) == kept  # live ledgers and cursors untouched by the crash
 
