@@ -170,8 +170,13 @@ def common_move_checks(frame: DataFrame, allow_ledger_start: bool) -> list[Colum
     """``allow_ledger_start``: a ``(L, -1)`` target is legal (the time eviction's mark-delete)."""
     to_key, from_key = position_key(F.col("toL"), F.col("toE")), position_key(F.col("fromL"), F.col("fromE"))
     valid_entry = (F.col("toE") >= 0) & (F.col("toE") < F.col("toLedgerEntries"))
+    # (L, -1) acknowledges only entries of ledgers before L, all written, so it is never past the end while L is
+    # one of the topic's ledgers, even an empty current ledger after a roll (the last entry is then in an older
+    # ledger, and a position comparison alone would refuse it).
+    before_a_listed_ledger = F.lit(False)
     if allow_ledger_start:
-        valid_entry = valid_entry | ((F.col("toE") == -1) & F.col("toLedgerEntries").isNotNull())
+        before_a_listed_ledger = (F.col("toE") == -1) & F.col("toLedgerEntries").isNotNull()
+        valid_entry = valid_entry | before_a_listed_ledger
     return [
         F.col("durable").isNotNull().alias("cursor_in_snapshot"),
         F.coalesce(F.col("durable"), F.lit(False)).alias("cursor_is_durable"),
@@ -183,9 +188,10 @@ def common_move_checks(frame: DataFrame, allow_ledger_start: bool) -> list[Colum
         ).alias("from_is_current_mark_delete"),
         F.coalesce(to_key > from_key, F.lit(False)).alias("moves_forward"),
         F.coalesce(valid_entry, F.lit(False)).alias("to_is_an_entry_of_a_listed_ledger"),
-        F.coalesce(to_key <= position_key(F.col("lastL"), F.col("lastE")), F.lit(False)).alias(
-            "not_past_last_entry"
-        ),
+        F.coalesce(
+            (to_key <= position_key(F.col("lastL"), F.col("lastE"))) | before_a_listed_ledger,
+            before_a_listed_ledger,
+        ).alias("not_past_last_entry"),
     ]
 
 

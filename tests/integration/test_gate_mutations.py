@@ -119,6 +119,12 @@ BACKLOG_MUTANTS: dict[str, tuple[Callable[[list[dict], Path], list[dict]], str]]
         ],
         "not_past_last_entry",
     ),
+    "moves a cursor before a ledger the topic does not have": (
+        lambda rows, run_dir: [
+            dict(r, to="999999999:-1") if r["action"] == "move_cursor" else r for r in rows
+        ],
+        "not_past_last_entry",
+    ),
     "moves a cursor from a stale position": (
         lambda rows, run_dir: [
             dict(r, **{"from": "0:0"}) if r["action"] == "move_cursor" else r for r in rows
