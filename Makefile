@@ -9,9 +9,10 @@ STAMP := $(VENV)/.installed
 
 setup: $(STAMP)
 
-$(STAMP): requirements.txt constraints.txt pyproject.toml
+$(STAMP): requirements.txt constraints.txt pyproject.toml scripts/system-deps.sh
 	@$(PYTHON) -c 'import sys; sys.exit(0 if sys.version_info[:2] == (3, 11) else "Python 3.11 is required")'
 	@java -version >/dev/null 2>&1 || { echo "Java 17 is required for Spark (apt-get install openjdk-17-jre-headless)"; exit 1; }
+	bash scripts/system-deps.sh
 	$(PYTHON) -m venv $(VENV)
 	$(PY) -m pip install --quiet --upgrade pip
 	$(PY) -m pip install --quiet -r requirements.txt -c constraints.txt

@@ -16,6 +16,8 @@ if [ ! -d "$HOUSEKEEPING_STORE_ROOT" ]; then
   housekeeping generate --store "$HOUSEKEEPING_STORE_ROOT" --topics 40 --seed 7
 fi
 airflow db migrate >"$AIRFLOW_HOME/db-migrate.log" 2>&1
+# The one-slot pool of the deleting steps (include/housekeeping/dag_factory.py DELETING_POOL).
+airflow pools set housekeeping_deletes 1 "housekeeping: deleting steps on the store, one at a time" >/dev/null
 echo "Airflow UI: http://localhost:$AIRFLOW_PORT  user: admin  password: see $AIRFLOW_HOME/simple_auth_manager_passwords.json.generated"
 echo "Store: $HOUSEKEEPING_STORE_ROOT   (DAGs start paused: unpause consumed_ledger_trim or trigger it with a dry run)"
 exec airflow standalone

@@ -52,6 +52,75 @@ class Api:
             return json.load(response)
 
 
+def login(page, url: str, user: str, password: str) -> None:
+    """The login page, as a person fills it."""
+    page.goto(f"{url}/")
+    page.wait_for_selector("input[name=username]", timeout=60_000)
+    page.locator("input[name=username]").fill(user)
+    page.locator("input[name=password]").fill(password)
+    page.get_by_role("button", name="Sign in").click()
+    page.wait_for_url(lambda u: "/auth/login" not in u, timeout=60_000)
+
+
+def dag_docs(page, url: str, dag_id: str) -> str:
+    """The text of the DAG's "Dag Docs" dialog (its doc_md, rendered), closed again afterwards."""
+    page.goto(f"{url}/dags/{dag_id}")
+    page.get_by_role("button", name="Dag Docs").click()
+    dialog = page.get_by_role("dialog")
+    dialog.get_by_text(dag_id).first.wait_for(timeout=30_000)
+    text = dialog.inner_text()
+    page.keyboard.press("Escape")
+    dialog.wait_for(state="hidden", timeout=30_000)
+    return text
+
+
+def open_trigger_form(page, url: str, dag_id: str):
+    """The DAG's Trigger dialog (its params form), opened from the DAG page's Trigger button."""
+    page.goto(f"{url}/dags/{dag_id}")
+    page.get_by_role("button", name="Trigger").first.click()
+    form = page.get_by_role("dialog")
+    form.locator("input[name=element_dry_run]").wait_for(state="attached", timeout=30_000)
+    return form
+
+
+def fill_trigger_form(form, *, as_of: str | None, scope: str | None, dry_run: bool) -> None:
+    if as_of:
+        form.locator("#element_as_of").fill(as_of)
+    if scope:
+        form.locator("#element_scope").fill(scope)
+    if dry_run:
+        # Chakra's switch hides the input: click its label, then check the state really changed.
+        form.locator("label:has(input[name=element_dry_run])").click()
+        if not form.locator("input[name=element_dry_run]").is_checked():
+            raise SystemExit("could not switch 'Dry run' on")
+
+
+def submit_and_wait(page, form, api: Api, dag_id: str, before: set[str], timeout_s: float) -> tuple[str, str]:
+    """Click the form's Trigger, find the run it created, follow it until it ends: (run id, final state)."""
+    form.get_by_role("button", name="Trigger").last.click()
+    run = None
+    for _ in range(60):
+        new = [
+            r for r in api.get(f"/api/v2/dags/{dag_id}/dagRuns")["dag_runs"] if r["dag_run_id"] not in before
+        ]
+        if new:
+            run = new[0]
+            break
+        time.sleep(1)
+    if run is None:
+        raise SystemExit(f"{dag_id}: the form created no run")
+    run_id = run["dag_run_id"]
+    print(f"{dag_id}: run {run_id} conf {json.dumps(run['conf'], sort_keys=True)}")
+    started = time.monotonic()
+    while True:
+        state = api.get(f"/api/v2/dags/{dag_id}/dagRuns/{run_id}")["state"]
+        if state in ("success", "failed") or time.monotonic() - started > timeout_s:
+            break
+        time.sleep(3)
+    print(f"{dag_id}: {state} after {time.monotonic() - started:.0f} s")
+    return run_id, state
+
+
 def main(
     dag_id: str,
     as_of: Annotated[str | None, typer.Option(help="the form's 'As of (UTC)'")] = None,
@@ -70,51 +139,12 @@ def main(
     with sync_playwright() as playwright:
         browser = playwright.chromium.launch(executable_path=chromium, args=CHROMIUM_ARGS)
         page = browser.new_page(viewport={"width": 1400, "height": 1000})
-        page.goto(f"{url}/")
-        page.wait_for_selector("input[name=username]", timeout=60_000)
-        page.locator("input[name=username]").fill(user)
-        page.locator("input[name=password]").fill(password)
-        page.get_by_role("button", name="Sign in").click()
-        page.wait_for_url(lambda u: "/auth/login" not in u, timeout=60_000)
-
-        page.goto(f"{url}/dags/{dag_id}")
-        page.get_by_role("button", name="Trigger").click()
-        form = page.get_by_role("dialog")
-        if as_of:
-            form.locator("#element_as_of").fill(as_of)
-        if scope:
-            form.locator("#element_scope").fill(scope)
-        if dry_run:
-            # Chakra's switch hides the input: click its label, then check the state really changed.
-            form.locator("label:has(input[name=element_dry_run])").click()
-            if not form.locator("input[name=element_dry_run]").is_checked():
-                raise SystemExit("could not switch 'Dry run' on")
+        login(page, url, user, password)
+        form = open_trigger_form(page, url, dag_id)
+        fill_trigger_form(form, as_of=as_of, scope=scope, dry_run=dry_run)
         page.screenshot(path=str(shots / f"{dag_id}-form.png"), full_page=True)
-        form.get_by_role("button", name="Trigger").last.click()
-
-        run = None
-        for _ in range(60):
-            new = [
-                r
-                for r in api.get(f"/api/v2/dags/{dag_id}/dagRuns")["dag_runs"]
-                if r["dag_run_id"] not in before
-            ]
-            if new:
-                run = new[0]
-                break
-            time.sleep(1)
-        if run is None:
-            raise SystemExit(f"{dag_id}: the form created no run")
-        run_id = run["dag_run_id"]
-        print(f"{dag_id}: run {run_id} conf {json.dumps(run['conf'], sort_keys=True)}")
-        started = time.monotonic()
-        while True:
-            state = api.get(f"/api/v2/dags/{dag_id}/dagRuns/{run_id}")["state"]
-            if state in ("success", "failed") or time.monotonic() - started > timeout_s:
-                break
-            time.sleep(5)
+        run_id, state = submit_and_wait(page, form, api, dag_id, before, timeout_s)
         tasks = api.get(f"/api/v2/dags/{dag_id}/dagRuns/{run_id}/taskInstances")["task_instances"]
-        print(f"{dag_id}: {state} after {time.monotonic() - started:.0f} s")
         print(json.dumps({t["task_id"]: t["state"] for t in tasks}, indent=2))
         page.goto(f"{url}/dags/{dag_id}/runs/{run_id}")
         page.wait_for_load_state("networkidle")

@@ -125,7 +125,12 @@ def compaction_candidates(
         F.sum("size").alias("storedBytes"),
         F.count("*").alias("ledgers"),
         F.sum(backlog_part).cast("long").alias("backlogBytes"),
-        F.max(F.when(F.col("entries") > 0, _position("ledgerId", F.col("entries") - 1))).alias("lastEntry"),
+        F.max(
+            F.when(
+                F.col("entries") > 0,
+                _position(F.col("ledgerId").cast("long"), (F.col("entries") - 1).cast("long")),
+            )
+        ).alias("lastEntry"),
         F.min(F.when(F.col("entries") > 0, F.col("minEntryTsMs"))).alias("oldestRawTsMs"),
     )
     frame = (
@@ -135,8 +140,21 @@ def compaction_candidates(
         .withColumn(
             "requested", F.col("topic").isin(list(compact_topics)) if compact_topics else F.lit(False)
         )
-        .withColumn("horizonLedger", F.col("lastEntry.ledgerId"))
-        .withColumn("horizonEntry", F.col("lastEntry.entryId"))
+        # The horizon never goes back: the last raw entry, or the previous horizon when nothing after it is
+        # left (raw ledgers trimmed up to the __compaction cursor and an empty current ledger; a compaction
+        # then only applies the compacted ledger's retention).
+        .withColumn(
+            "horizon",
+            F.greatest(
+                F.col("lastEntry"),
+                F.when(
+                    F.col("readFromLedger").isNotNull(),
+                    _position(F.col("readFromLedger").cast("long"), F.col("readFromEntry").cast("long")),
+                ),
+            ),
+        )
+        .withColumn("horizonLedger", F.col("horizon.ledgerId"))
+        .withColumn("horizonEntry", F.col("horizon.entryId"))
     )
     read_from = _position("readFromLedger", "readFromEntry")
     # Raw ledgers that can hold entries in (readFrom, horizon], and whether all of them are stored as files.

@@ -90,7 +90,15 @@ def snapshot_facts(snapshot: dict[str, DataFrame], compact_topics: list[str]) ->
 
 
 def action_checks(actions: DataFrame, facts: DataFrame) -> DataFrame:
-    horizon = position_text(F.col("lastLedger"), F.col("lastEntry"))
+    # The last raw entry, or the compacted horizon in force if no raw entry is after it (never backward).
+    last = F.struct(F.col("lastLedger").cast("long").alias("l"), F.col("lastEntry").cast("long").alias("e"))
+    in_force = F.struct(
+        F.col("cHorizonLedger").cast("long").alias("l"), F.col("cHorizonEntry").cast("long").alias("e")
+    )
+    newest = F.greatest(
+        F.when(F.col("lastLedger").isNotNull(), last), F.when(F.col("cHorizonLedger").isNotNull(), in_force)
+    )
+    horizon = position_text(newest["l"], newest["e"])
     frame = actions.join(facts, "topic", "left")
     to_l = F.split(F.col("to"), ":").getItem(0).cast("long")
     to_e = F.split(F.col("to"), ":").getItem(1).cast("long")
@@ -134,11 +142,8 @@ def gate_inputs(facts: DataFrame, ledgers: DataFrame, topics: list[str]) -> list
         low = (
             None if row["cHorizonLedger"] is None else (int(row["cHorizonLedger"]), int(row["cHorizonEntry"]))
         )
-        horizon = (
-            (int(row["lastLedger"]), int(row["lastEntry"]))
-            if row["lastLedger"] is not None
-            else low or (-1, -1)
-        )
+        last = None if row["lastLedger"] is None else (int(row["lastLedger"]), int(row["lastEntry"]))
+        horizon = max((p for p in (last, low) if p is not None), default=(-1, -1))  # never backward
         inputs.append(
             TopicInput(
                 topic=topic,

@@ -53,6 +53,27 @@ def airflow_db() -> Path:
     return _airflow_home
 
 
+@pytest.fixture(scope="session")
+def postgres_server():
+    """A real PostgreSQL server of this pytest worker (tests/pg_server.py), stopped at the end."""
+    from tests.pg_server import PostgresServer
+
+    server = PostgresServer.start()
+    yield server
+    server.stop()
+
+
+@pytest.fixture(params=["sqlite", "postgresql"])
+def metadata_backend(request, monkeypatch) -> str:
+    """Runs the test once per metadata database: SQLite in the store (the default), then a fresh database on
+    the real PostgreSQL server, chosen as users do, through HOUSEKEEPING_METADATA_URL. Every store the test
+    opens without an explicit URL uses it, so such a test keeps to one store."""
+    if request.param == "postgresql":
+        url = request.getfixturevalue("postgres_server").create_database()
+        monkeypatch.setenv("HOUSEKEEPING_METADATA_URL", url)
+    return request.param
+
+
 def write_manifest(tmp_path: Path, document: dict, name: str = "manifest.json") -> Path:
     path = tmp_path / name
     path.write_text(json.dumps(document), encoding="utf-8")

@@ -20,6 +20,12 @@ if not SPARK_APPS_DIR.is_dir():  # installed non-editable: spark_apps sits besid
     SPARK_APPS_DIR = Path(_spark_apps.__file__).parent
 
 DEFAULT_OWNER = "storage-platform"
+# One slot: the steps that delete or move anything (apply, purge) of all five DAGs never run at once on the store,
+# whatever the DAGs' schedules, manual triggers and backfills. Created by `make airflow`, the compose file's
+# airflow-init and the live-Airflow test: `airflow pools set housekeeping_deletes 1 "..."`. (A task in a pool that
+# does not exist is never scheduled; `housekeeping_deletes` missing shows as apply tasks stuck in "scheduled".)
+DELETING_POOL = "housekeeping_deletes"
+DELETING_POOL_DESCRIPTION = "housekeeping: deleting steps on the store, one at a time"
 
 
 @dataclass(frozen=True)
@@ -39,6 +45,10 @@ class MechanismDagConfig:
     tags: tuple[str, ...] = ()
     retries: int = 2
     retry_delay: timedelta = timedelta(minutes=2)
+    # Each retry waits twice as long as the one before (2, then 4 min), at most max_retry_delay: a Spark
+    # cluster that lost a worker or a database failing over gets time to come back.
+    retry_exponential_backoff: float = 2.0
+    max_retry_delay: timedelta = timedelta(minutes=30)
     extra_params: dict[str, Any] = field(default_factory=dict)
     # Notifiers/callables run after the report task succeeds (alerts that must not fail the run).
     report_callbacks: tuple[Any, ...] = ()
@@ -148,7 +158,13 @@ def build_housekeeping_dag(config: MechanismDagConfig):
         doc_md=config.doc_md,
         tags=["housekeeping", "pulsar", config.mechanism, *config.tags],
         params=housekeeping_params(config.extra_params),
-        default_args={"owner": DEFAULT_OWNER, "retries": config.retries, "retry_delay": config.retry_delay},
+        default_args={
+            "owner": DEFAULT_OWNER,
+            "retries": config.retries,
+            "retry_delay": config.retry_delay,
+            "retry_exponential_backoff": config.retry_exponential_backoff,
+            "max_retry_delay": config.max_retry_delay,
+        },
         render_template_as_native_obj=False,
     ) as dag:
 
@@ -218,7 +234,7 @@ def build_housekeeping_dag(config: MechanismDagConfig):
             retries=0,
         )
 
-        @task(task_id=config.apply_task_id)
+        @task(task_id=config.apply_task_id, pool=DELETING_POOL)
         def apply_plan(snapshot_info: dict[str, Any]) -> dict[str, Any]:
             from airflow.sdk.exceptions import AirflowSkipException
 
@@ -233,7 +249,7 @@ def build_housekeeping_dag(config: MechanismDagConfig):
                 store, Path(snapshot_info["run_dir"]), purge_grace_seconds=settings.purge_grace_seconds
             )
 
-        @task(task_id="purge_pending_deletions")
+        @task(task_id="purge_pending_deletions", pool=DELETING_POOL)
         def purge_pending(snapshot_info: dict[str, Any]) -> dict[str, Any]:
             from airflow.sdk.exceptions import AirflowSkipException
 
@@ -270,7 +286,11 @@ def build_housekeeping_dag(config: MechanismDagConfig):
                 return not snapshot_info["dry_run"]
 
             applied = spark_submit(
-                config.apply_task_id, config.apply_app, ["--run-dir", run_dir], config.mechanism
+                config.apply_task_id,
+                config.apply_app,
+                ["--run-dir", run_dir],
+                config.mechanism,
+                pool=DELETING_POOL,
             )
             snapshot >> plan >> validate >> not_dry_run(snapshot) >> applied >> purged >> report
     return dag

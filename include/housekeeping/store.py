@@ -79,7 +79,11 @@ def mask_url(url: str) -> str:
 
 def make_engine(url: str) -> Engine:
     try:
-        engine = create_engine(url)
+        connect_args = {}
+        if make_url(url).get_backend_name() == "postgresql":
+            # The same bounded wait for another transaction's row lock as SQLite's busy_timeout.
+            connect_args["options"] = f"-c lock_timeout={lock_timeout_ms()}"
+        engine = create_engine(url, connect_args=connect_args)
     except Exception as exc:
         masked = mask_url(url)
         text = str(exc)
@@ -109,7 +113,7 @@ def _named_database_errors(engine: Engine) -> Iterator[None]:
     except OperationalError as exc:
         where = engine.url.render_as_string(hide_password=True)
         detail = str(exc.orig).splitlines()[0] if exc.orig is not None else str(exc).splitlines()[0]
-        if "locked" in detail or "busy" in detail:
+        if "locked" in detail or "busy" in detail or "lock timeout" in detail:
             raise InputError(
                 f"metadata database {where} is locked by another process (waited "
                 f"{lock_timeout_ms() / 1000:g} s, HOUSEKEEPING_DB_LOCK_TIMEOUT_SECONDS); nothing was changed "

@@ -10,6 +10,10 @@ import pytest
 from tests.conftest import iso, run_cli, topic_body, write_manifest
 
 pytestmark = pytest.mark.spark
+# The tests that write the store run on both metadata databases: SQLite in the store, and a fresh database on the
+# real PostgreSQL server the suite starts (tests/pg_server.py). The scenario tests decide from the snapshot,
+# which is the same whatever the database.
+both_databases = pytest.mark.usefixtures("metadata_backend")
 
 MIB = 1024 * 1024
 MINUTE = 60_000
@@ -128,6 +132,7 @@ def test_stats_internal_4x_sample(capsys, tmp_path, spark):
     assert deleted_ids(plan_json(capsys, load(capsys, tmp_path, doc_all), T0 + MINUTE), topic) == [94]
 
 
+@both_databases
 def test_plan_document_shape(capsys, tmp_path, spark):
     doc = json.loads(json.dumps(consumed_ledgers_trim_manifest("12:1")))
     doc["topics"]["persistent://prop/ns-abc/TestConsumedLedgersTrim"]["cursors"]["reader"] = {
@@ -155,6 +160,7 @@ def test_plan_document_shape(capsys, tmp_path, spark):
         assert set(blocker) >= {"topic", "kind", "detail", "bytes"}
 
 
+@both_databases
 def test_plan_changes_nothing(capsys, tmp_path, spark):
     store = load(capsys, tmp_path, consumed_ledgers_trim_manifest("14:1"))
     _, before, _ = run_cli(capsys, "inspect", "--store", store)
@@ -164,6 +170,7 @@ def test_plan_changes_nothing(capsys, tmp_path, spark):
     assert not (tmp_path / "store" / "runs").exists()
 
 
+@both_databases
 def test_apply_rerun_restore_and_purge(capsys, tmp_path, spark, monkeypatch):
     monkeypatch.setenv("HOUSEKEEPING_PURGE_GRACE_SECONDS", "3600")
     doc = consumed_ledgers_trim_manifest("14:1")
@@ -232,6 +239,7 @@ def test_bad_input_exits_2_with_a_named_error(capsys, tmp_path, spark, argv, mes
     assert code == 2 and message in err
 
 
+@both_databases
 @pytest.mark.parametrize("eager_rollover", [False, True])
 def test_managed_ledger_retention_size_scenario(capsys, tmp_path, spark, eager_rollover):
     """ManagedLedgerTest#testRetentionSize: retention 5 MB / 1 h, one 1 MiB entry per ledger, 10 messages, all

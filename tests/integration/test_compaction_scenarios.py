@@ -176,6 +176,38 @@ def test_incremental_compaction_reads_the_compacted_ledger_after_trim_freed_the_
     assert store.ledger_dir(TOPIC, second["compactedLedgers"][TOPIC]).is_dir()
 
 
+def test_compacted_retention_applies_when_trim_left_no_raw_entry_and_the_horizon_stays(tmp_path, capsys):
+    """Found by the opt-in race run: every raw ledger trimmed up to the __compaction cursor and the current
+    ledger empty, then the compacted retention falls due. The planner crashed on the missing last raw entry;
+    now the horizon stays where it was and only the compacted ledger's retention is applied."""
+    policies = {
+        "compaction_threshold": 1,
+        "compacted_retention": {"retentionTimeInMinutes": 120, "retentionSizeInMB": -1},
+        "retention_policies": {"retentionTimeInMinutes": 0, "retentionSizeInMB": 0},
+    }
+    root = _store(tmp_path, capsys, namespace_policies=policies)
+    _apply(capsys, root)
+    assert _view(capsys, root)["compactedLedger"]["horizon"] == "12:1"
+    store = Store.open(root)
+    clients.connect_producer(store, TOPIC, now_ms=AS_OF_MS - 60_000)
+    clients.roll_ledger(store, TOPIC, now_ms=AS_OF_MS - 60_000)
+    code, out, err = run_cli(
+        capsys, "apply", "trim", "--store", str(root), "--as-of", AS_OF, "--max-deleted-share", "1"
+    )
+    assert code == 0 and json.loads(out)["ledgersDeleted"] == 3, err
+    code, out, _ = run_cli(capsys, "inspect", "--store", str(root))
+    assert [x["entries"] for x in json.loads(out)["topics"][TOPIC]["ledgers"]] == [0]
+
+    later = "2026-11-01T03:00:00Z"  # every compacted entry is now 240 min old: over the 120-min limit
+    code, out, err = run_cli(capsys, "apply", "compaction", "--store", str(root), "--as-of", later)
+    assert code == 0, err
+    assert json.loads(out)["appliedTopics"] == [TOPIC]
+    view = _view(capsys, root)
+    assert view["compactedLedger"]["horizon"] == "12:1" and _values(view) == {}
+    code, out, _ = run_cli(capsys, "inspect", "--store", str(root))
+    assert json.loads(out)["topics"][TOPIC]["cursors"]["__compaction"]["markDeletePosition"] == "12:1"
+
+
 def test_compacted_retention_time_size_and_tombstone_grace_through_the_store(tmp_path, capsys):
     messages = [
         _message(10, 0, "old", "x" * 10, minutes_before=180),  # older than the 120-min limit

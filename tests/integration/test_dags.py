@@ -1,5 +1,6 @@
 """The DAGs under Airflow: integrity of the DagBag, and real dag.test() runs with the real
-SparkSubmitOperator (spark-submit, local[2]) and the real Great Expectations gate over a generated store."""
+SparkSubmitOperator (spark-submit, local[2]) and the real Great Expectations gate over a generated store.
+Backfills through the scheduler (`airflow backfill create`): tests/integration/test_live_airflow.py."""
 
 from __future__ import annotations
 
@@ -11,10 +12,7 @@ import pytest
 
 from housekeeping.generate import GenerateOptions, generate_store
 from housekeeping.manifest import export_manifest
-from housekeeping.runner import apply_step, plan_and_gate_in_process, purge_step
-from housekeeping.snapshot import take_snapshot
 from housekeeping.store import Store
-from housekeeping.timeutil import format_ms
 
 pytestmark = pytest.mark.airflow
 
@@ -107,55 +105,6 @@ def _state(store: Store) -> dict:
 
 def _runs(store: Store) -> list[Path]:
     return sorted((store.root / "runs" / "trim").iterdir(), key=lambda p: p.stat().st_mtime)
-
-
-def test_backfill_over_three_dates_equals_the_decisions_made_one_by_one_and_rerun_is_a_no_op(
-    dagbag, tmp_path, monkeypatch, spark
-):
-    monkeypatch.setenv("HOUSEKEEPING_PURGE_GRACE_SECONDS", "3600")
-    monkeypatch.setenv("HOUSEKEEPING_MAX_DELETED_SHARE", "1.0")
-    options = GenerateOptions(topics=14, seed=11, entries_per_ledger=40)
-    dag_store = generate_store(tmp_path / "dag-store", options)
-    monkeypatch.setenv("HOUSEKEEPING_STORE_ROOT", str(dag_store.root))
-    dag = _dag(dagbag)
-    for date in DATES:
-        run = _run_dag(dag, date)
-        assert run.state == "success", f"dag run for {date} ended {run.state}"
-    runs = _runs(dag_store)
-    assert [json.loads((r / "snapshot/run.json").read_text())["asOf"] for r in runs] == [
-        format_ms(int(d.timestamp() * 1000)) for d in DATES
-    ], "as-of must be the run's logical time"
-    for run_dir in runs:
-        assert (run_dir / "report" / "report.md").is_file()
-        assert json.loads((run_dir / "gate" / "result.json").read_text())["success"]
-
-    # the same decisions one by one, through the same steps outside Airflow
-    manual = generate_store(tmp_path / "manual-store", options)
-    for i, date in enumerate(DATES):
-        as_of_ms = int(date.timestamp() * 1000)
-        info = take_snapshot(
-            manual,
-            mechanism="trim",
-            run_id=f"manual-{i}",
-            as_of_ms=as_of_ms,
-            scope=None,
-            max_deleted_share=1.0,
-        )
-        assert plan_and_gate_in_process(info.run_dir, "trim", "local[2]")["success"]
-        apply_step(manual, info.run_dir, purge_grace_seconds=3600)
-        purge_step(manual, info.run_dir)
-    final = _state(dag_store)
-    assert final == _state(manual)
-    applied = [json.loads((r / "apply/result.json").read_text()) for r in runs]
-    assert sum(a["ledgersDeleted"] for a in applied) > 0, "the scenario must delete something to be a test"
-    assert any(p[2] == "purged" for p in final["pending"]) and any(
-        p[2] == "pending" for p in final["pending"]
-    )
-
-    rerun = _run_dag(dag, DATES[-1], {"as_of": format_ms(int(DATES[-1].timestamp() * 1000))})
-    assert rerun.state == "success"
-    assert json.loads((_runs(dag_store)[-1] / "apply/result.json").read_text())["ledgersDeleted"] == 0
-    assert _state(dag_store) == final
 
 
 def test_dry_run_changes_nothing_and_reports(dagbag, tmp_path, monkeypatch):

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import re
 from pathlib import Path
 
@@ -34,3 +35,29 @@ def test_compose_services_and_settings():
     example = (REPO / ".env.example").read_text()
     for variable in set(re.findall(r"\$\{(\w+):\?", (REPO / "docker-compose.yaml").read_text())):
         assert f"{variable}=" in example, f"{variable} is required by compose but missing from .env.example"
+
+
+def test_compose_topology_is_consistent_with_the_code():
+    """The pieces that must agree for the compose deployment to work: Spark master URL, the store path seen by
+    Airflow and by the Spark worker, the deleting steps' pool, the metadata database service."""
+    from housekeeping.dag_factory import DELETING_POOL
+
+    compose = yaml.safe_load((REPO / "docker-compose.yaml").read_text())
+    services = compose["services"]
+    env = services["airflow-scheduler"]["environment"]
+    connection = json.loads(env["AIRFLOW_CONN_SPARK_DEFAULT"])
+    master = connection["host"]
+    assert master.startswith("spark://spark-master:"), master
+    port = master.rsplit(":", 1)[1]
+    assert f"{port}:{port}" in services["spark-master"]["ports"]
+    assert connection["extra"]["deploy-mode"] == "client"  # the driver runs in the Airflow worker
+    store_root = env["HOUSEKEEPING_STORE_ROOT"]
+    for name in ("airflow-scheduler", "spark-worker"):
+        assert f"store:{store_root}" in services[name]["volumes"], (
+            f"{name} must see the store at {store_root}"
+        )
+    init = services["airflow-init"]["command"]
+    assert "airflow db migrate" in " ".join(init) and f"airflow pools set {DELETING_POOL} 1" in " ".join(init)
+    assert "@store-postgres/" in env["HOUSEKEEPING_METADATA_URL"] and "store-postgres" in services
+    for name in ("airflow-apiserver", "airflow-scheduler", "airflow-dag-processor", "airflow-triggerer"):
+        assert services[name]["depends_on"]["airflow-init"]["condition"] == "service_completed_successfully"
