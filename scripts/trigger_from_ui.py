@@ -62,13 +62,16 @@ def login(page, url: str, user: str, password: str) -> None:
     page.wait_for_url(lambda u: "/auth/login" not in u, timeout=60_000)
 
 
-def dag_docs(page, url: str, dag_id: str) -> str:
-    """The text of the DAG's "Dag Docs" dialog (its doc_md, rendered), closed again afterwards."""
+def dag_docs(page, url: str, dag_id: str, shot: Path | None = None) -> str:
+    """The text of the DAG's "Dag Docs" dialog (its doc_md, rendered; screenshot to ``shot``), closed again."""
     page.goto(f"{url}/dags/{dag_id}")
     page.get_by_role("button", name="Dag Docs").click()
     dialog = page.get_by_role("dialog")
     dialog.get_by_text(dag_id).first.wait_for(timeout=30_000)
     text = dialog.inner_text()
+    if shot is not None:
+        page.wait_for_timeout(800)  # the dialog fades in
+        page.screenshot(path=str(shot), full_page=True)
     page.keyboard.press("Escape")
     dialog.wait_for(state="hidden", timeout=30_000)
     return text

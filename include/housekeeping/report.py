@@ -57,9 +57,17 @@ def _common(run_dir: Path, info: dict[str, Any], dry_run: bool) -> dict[str, Any
             "failed": gate.get("failed", []),
         },
         "apply": _read_json(run_dir / "apply" / "result.json"),
+        # nextPurgeAfter is always there (None when nothing waits: a purge that emptied the log).
         "purge": (
-            dict(purge_result, nextPurgeAfter=format_ms(purge_result.get("nextPurgeAfterMs")))
-            if purge_result and purge_result.get("nextPurgeAfterMs")
+            dict(
+                purge_result,
+                nextPurgeAfter=(
+                    format_ms(purge_result["nextPurgeAfterMs"])
+                    if purge_result.get("nextPurgeAfterMs")
+                    else None
+                ),
+            )
+            if purge_result
             else purge_result
         ),
     }

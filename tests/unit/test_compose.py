@@ -56,6 +56,17 @@ def test_compose_topology_is_consistent_with_the_code():
         assert f"store:{store_root}" in services[name]["volumes"], (
             f"{name} must see the store at {store_root}"
         )
+    worker = services["spark-worker"]
+    assert "./:/opt/airflow/project:ro" in worker["volumes"], "executors import the project's Spark apps"
+    pins = dict(
+        line.split("==", 1)
+        for line in (REPO / "requirements.txt").read_text().splitlines()
+        if "==" in line and not line.startswith("#")
+    )
+    for package in ("pandas", "pyarrow", "numpy"):
+        assert f"{package}=={pins[package]}" in " ".join(worker["command"]), (
+            f"worker {package} != requirements"
+        )
     init = services["airflow-init"]["command"]
     assert "airflow db migrate" in " ".join(init) and f"airflow pools set {DELETING_POOL} 1" in " ".join(init)
     assert "@store-postgres/" in env["HOUSEKEEPING_METADATA_URL"] and "store-postgres" in services
