@@ -1,13 +1,17 @@
-"""Airflow alerts for backlog quotas: raised by a notifier on the report task, never failing the run.
+"""Airflow alerts: raised by notifiers on the DAGs' tasks, never failing (or un-failing) a run.
 
-When a topic's backlog quota with a producer policy (producer_request_hold / producer_exception) is exceeded,
-Pulsar blocks its producers; here the state is recorded for the write path and the operator is alerted:
+Two alerts:
 
-- a WARNING in the task log naming every exceeded topic and quota (new ones first),
-- one JSON line per alert appended to ``<store>/alerts/backlog_quota.jsonl`` (for log shippers),
-- a JSON POST to ``HOUSEKEEPING_ALERT_WEBHOOK_URL`` when set (Slack/Teams/PagerDuty-style webhooks).
+- ``backlog_quota_exceeded`` (the backlog_quota DAG's report task, on success): a topic's backlog quota with a
+  producer policy (producer_request_hold / producer_exception) is exceeded. Pulsar blocks its producers; here
+  the state is recorded for the write path and the operator is told.
+- ``gate_failed`` (every DAG's validate task, on failure): the Great Expectations gate rejected the plan (which
+  expectations, on which frame), or produced no verdict at all (the Spark app failed). Nothing was applied; a
+  person has to look.
 
-Delivery problems are logged and swallowed: an alert must never turn a successful housekeeping run red.
+Each goes to every sink: a WARNING in the task log; one JSON line appended to ``<store>/alerts/``
+(``ALERT_FILES``, for log shippers); a JSON POST to ``HOUSEKEEPING_ALERT_WEBHOOK_URL`` when set (Slack/Teams/PagerDuty-style).
+Delivery problems are logged and swallowed.
 """
 
 from __future__ import annotations
@@ -24,6 +28,8 @@ from airflow.sdk import BaseNotifier
 log = logging.getLogger(__name__)
 
 WEBHOOK_ENV = "HOUSEKEEPING_ALERT_WEBHOOK_URL"
+# <store>/alerts/<file> per alert (backlog_quota.jsonl is the name log shippers already read).
+ALERT_FILES = {"backlog_quota_exceeded": "backlog_quota.jsonl", "gate_failed": "gate_failed.jsonl"}
 
 
 def backlog_quota_alert(report: dict[str, Any]) -> dict[str, Any] | None:
@@ -52,11 +58,8 @@ def backlog_quota_alert(report: dict[str, Any]) -> dict[str, Any] | None:
     }
 
 
-def deliver(alert: dict[str, Any], store_root: str | None) -> list[str]:
-    """Send an alert to every configured sink; returns what was done (for the log and tests)."""
-    done = []
-    log.warning(
-        "BACKLOG QUOTA EXCEEDED on %d topic quota(s) (new: %s): %s",
+def quota_summary(alert: dict[str, Any]) -> str:
+    return "BACKLOG QUOTA EXCEEDED on {} topic quota(s) (new: {}): {}".format(
         len(alert["exceeded"]),
         ", ".join(alert["newlyExceeded"]) or "none",
         "; ".join(
@@ -64,9 +67,46 @@ def deliver(alert: dict[str, Any], store_root: str | None) -> list[str]:
             for e in alert["exceeded"]
         ),
     )
+
+
+def gate_failed_alert(run_dir: Path) -> dict[str, Any]:
+    """The alert for a validate task that failed: the gate's failed expectations, or no verdict at all."""
+    info = json.loads((run_dir / "snapshot" / "run.json").read_text(encoding="utf-8"))
+    result_path = run_dir / "gate" / "result.json"
+    result = json.loads(result_path.read_text(encoding="utf-8")) if result_path.is_file() else None
+    return {
+        "alert": "gate_failed",
+        "runId": info["runId"],
+        "mechanism": info["mechanism"],
+        "asOf": info["asOf"],
+        "runDir": str(run_dir),
+        "verdict": "rejected" if result is not None else "none (the gate app failed before a verdict)",
+        "failed": [
+            {
+                "frame": f.get("frame"),
+                "expectation": f.get("expectation"),
+                "column": (f.get("kwargs") or {}).get("column"),
+            }
+            for f in (result or {}).get("failed", [])
+        ],
+    }
+
+
+def gate_summary(alert: dict[str, Any]) -> str:
+    failed = "; ".join(f"{f['frame']}.{f['column']} ({f['expectation']})" for f in alert["failed"])
+    return (
+        f"GATE FAILED for {alert['mechanism']} run {alert['runId']} as of {alert['asOf']}: verdict "
+        f"{alert['verdict']}{': ' + failed if failed else ''}. Nothing was applied. Run dir: {alert['runDir']}"
+    )
+
+
+def deliver(alert: dict[str, Any], store_root: str | None, summary: str) -> list[str]:
+    """Send an alert to every configured sink; returns what was done (for the log and tests)."""
+    done = []
+    log.warning("%s", summary)
     done.append("log")
     if store_root:
-        path = Path(store_root) / "alerts" / "backlog_quota.jsonl"
+        path = Path(store_root) / "alerts" / ALERT_FILES[alert["alert"]]
         try:
             path.parent.mkdir(parents=True, exist_ok=True)
             with path.open("a", encoding="utf-8") as handle:
@@ -83,7 +123,7 @@ def deliver(alert: dict[str, Any], store_root: str | None) -> list[str]:
             with urllib.request.urlopen(request, timeout=10) as response:  # noqa: S310 (operator-configured URL)
                 done.append(f"webhook {response.status}")
         except Exception as exc:  # network trouble must not fail the run
-            log.error("backlog quota alert webhook %s failed: %s", url, exc)
+            log.error("%s alert webhook %s failed: %s", alert["alert"], url, exc)
     return done
 
 
@@ -98,6 +138,20 @@ class BacklogQuotaNotifier(BaseNotifier):
             report = json.loads(report_path.read_text(encoding="utf-8"))
             alert = backlog_quota_alert(report)
             if alert is not None:
-                deliver(alert, report.get("store"))
+                deliver(alert, report.get("store"), quota_summary(alert))
         except Exception:  # an alert must never fail the run
             log.exception("backlog quota alert could not be raised")
+
+
+class GateFailedNotifier(BaseNotifier):
+    """on_failure_callback of every DAG's validate task."""
+
+    def notify(self, context: Any) -> None:
+        try:
+            snapshot = context["ti"].xcom_pull(task_ids="take_snapshot")
+            run_dir = Path(snapshot["run_dir"])
+            alert = gate_failed_alert(run_dir)
+            store = json.loads((run_dir / "snapshot" / "run.json").read_text(encoding="utf-8")).get("store")
+            deliver(alert, store, gate_summary(alert))
+        except Exception:  # the task has failed already; the alert must not hide why
+            log.exception("gate-failed alert could not be raised")

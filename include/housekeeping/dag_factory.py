@@ -149,6 +149,8 @@ def resolve_as_of_ms(params: dict[str, Any], context: dict[str, Any]) -> int:
 def build_housekeeping_dag(config: MechanismDagConfig):
     from airflow.sdk import DAG, TriggerRule, get_current_context, task
 
+    from housekeeping.alerts import GateFailedNotifier
+
     with DAG(
         dag_id=config.dag_id,
         schedule=config.schedule,
@@ -232,6 +234,7 @@ def build_housekeeping_dag(config: MechanismDagConfig):
             ["--run-dir", run_dir, "--mechanism", config.mechanism],
             config.mechanism,
             retries=0,
+            on_failure_callback=[GateFailedNotifier()],
         )
 
         @task(task_id=config.apply_task_id, pool=DELETING_POOL)

@@ -1,6 +1,7 @@
 """The DAGs under Airflow: integrity of the DagBag, and real dag.test() runs with the real
 SparkSubmitOperator (spark-submit, local[2]) and the real Great Expectations gate over a generated store.
-Backfills through the scheduler (`airflow backfill create`): tests/integration/test_live_airflow.py."""
+Dry runs triggered from the UI and backfills through the scheduler (`airflow backfill create`):
+tests/integration/test_live_airflow.py."""
 
 from __future__ import annotations
 
@@ -57,6 +58,13 @@ def test_dagbag_has_no_import_errors_and_every_dag_is_well_formed(dagbag):
         for task in dag.tasks:
             assert task.owner == "storage-platform"
         assert dag.get_task("take_snapshot").retries >= 1
+        # retries wait longer each time; the gate never retries and alerts when it fails
+        assert dag.get_task("take_snapshot").retry_exponential_backoff >= 2
+        validate = next(t for t in dag.tasks if t.task_id.startswith("validate_"))
+        assert validate.retries == 0 and validate.on_failure_callback
+        # every deleting step of every DAG shares the one-slot pool
+        deleting = [t for t in dag.tasks if t.task_id.startswith(("apply_", "purge_"))]
+        assert deleting and {t.pool for t in deleting} == {"housekeeping_deletes"}, dag_id
 
 
 def test_trim_dag_shape_and_spark_submit_operators(dagbag):
@@ -103,28 +111,6 @@ def _state(store: Store) -> dict:
     return {"manifest": manifest, "files": files, "pending": pending}
 
 
-def _runs(store: Store) -> list[Path]:
-    return sorted((store.root / "runs" / "trim").iterdir(), key=lambda p: p.stat().st_mtime)
-
-
-def test_dry_run_changes_nothing_and_reports(dagbag, tmp_path, monkeypatch):
-    store = generate_store(tmp_path / "store", GenerateOptions(topics=8, seed=3, entries_per_ledger=20))
-    monkeypatch.setenv("HOUSEKEEPING_STORE_ROOT", str(store.root))
-    before = _state(store)
-    run = _run_dag(
-        _dag(dagbag), DATES[1], {"dry_run": True, "scope": "public,acme/*", "max_deleted_share": 1.0}
-    )
-    assert run.state == "success"
-    assert _state(store) == before
-    run_dir = _runs(store)[-1]
-    report = (run_dir / "report" / "report.md").read_text()
-    assert "DRY RUN" in report and not (run_dir / "apply" / "result.json").exists()
-    topics = [
-        json.loads(line)["topic"] for line in (run_dir / "snapshot/topics.jsonl").read_text().splitlines()
-    ]
-    assert topics and all(t.startswith(("persistent://public/", "persistent://acme/")) for t in topics)
-
-
 def test_gate_failure_stops_the_run_before_apply(dagbag, tmp_path, monkeypatch):
     store = generate_store(tmp_path / "store", GenerateOptions(topics=8, seed=3, entries_per_ledger=20))
     monkeypatch.setenv("HOUSEKEEPING_STORE_ROOT", str(store.root))
@@ -135,3 +121,9 @@ def test_gate_failure_stops_the_run_before_apply(dagbag, tmp_path, monkeypatch):
     assert states["validate_trim_plan"] == "failed"
     assert states["apply_ledger_trim"] in ("upstream_failed", None)
     assert _state(store) == before
+    # the operator is told: the gate-failed alert names the run and the failed expectation
+    alerts = [
+        json.loads(line) for line in (store.root / "alerts" / "gate_failed.jsonl").read_text().splitlines()
+    ]
+    assert len(alerts) == 1 and alerts[0]["mechanism"] == "trim" and alerts[0]["verdict"] == "rejected"
+    assert "deleted_share" in {f["column"] for f in alerts[0]["failed"]}, alerts[0]["failed"]

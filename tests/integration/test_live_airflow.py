@@ -225,7 +225,7 @@ def test_browser_sees_the_dags_their_docs_and_params_and_a_dry_run_succeeds(live
         text = form.inner_text()
         for label in ("Dry run", "Scope", "As of (UTC)", "Blast-radius override"):
             assert label in text, f"trigger form lacks the {label!r} param: {text[:500]}"
-        ui.fill_trigger_form(form, as_of="2026-11-01T00:00:00Z", scope=None, dry_run=True)
+        ui.fill_trigger_form(form, as_of="2026-11-01T00:00:00Z", scope="public,acme/*", dry_run=True)
         page.screenshot(path=str(SHOTS / "03-trigger-form.png"), full_page=True)
         existing = {r["dag_run_id"] for r in api.get(f"/api/v2/dags/{TRIM}/dagRuns")["dag_runs"]}
         run_id, state = ui.submit_and_wait(page, form, api, TRIM, existing, timeout_s=600)
@@ -242,8 +242,18 @@ def test_browser_sees_the_dags_their_docs_and_params_and_a_dry_run_succeeds(live
     assert state == "success", tasks
     assert tasks["validate_trim_plan"] == "success" and tasks["apply_ledger_trim"] == "skipped", tasks
     run = api.get(f"/api/v2/dags/{TRIM}/dagRuns/{run_id}")
-    assert run["conf"]["dry_run"] is True
+    assert (run["conf"]["dry_run"], run["conf"]["scope"]) == (True, "public,acme/*")
     assert _state(live_airflow.store) == before, "a dry run changed the store"
+    run_dir = live_airflow.store.run_dir("trim", f"{TRIM}__{run_id}")
+    assert "DRY RUN" in (run_dir / "report" / "report.md").read_text()
+    assert not (run_dir / "apply" / "result.json").exists()
+    snapshot = (run_dir / "snapshot" / "topics.jsonl").read_text().splitlines()
+    topics = [json.loads(line)["topic"] for line in snapshot]
+    assert topics and all(t.startswith(("persistent://public/", "persistent://acme/")) for t in topics), (
+        topics
+    )
+    as_of = json.loads((run_dir / "snapshot" / "run.json").read_text())["asOf"]
+    assert parse_as_of(as_of) == parse_as_of("2026-11-01T00:00:00Z"), "the form's as_of is the decisions' now"
 
 
 def test_backfill_create_equals_the_decisions_made_one_by_one_and_again_changes_nothing(
