@@ -6,6 +6,10 @@ Only I/O lives here; decision logic is in each app's pure transforms.
 from __future__ import annotations
 
 import json
+import os
+import sys
+import threading
+import time
 from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field
@@ -145,6 +149,45 @@ SNAPSHOT_SCHEMAS = {
 }
 
 
+PROGRESS_ENV = "HOUSEKEEPING_PROGRESS_SECONDS"
+
+
+def progress_line(app_name: str, elapsed_s: float, stages: list) -> str:
+    """One progress line: each active stage's completed/total tasks (Spark's own stage names)."""
+    active = "; ".join(
+        f"stage {s.stageId} ({s.name.split(' at ')[0][:40]}): {s.numCompletedTasks}/{s.numTasks} tasks"
+        + (f", {s.numActiveTasks} running" if s.numActiveTasks else "")
+        + (f", {s.numFailedTasks} failed" if s.numFailedTasks else "")
+        for s in stages
+    )
+    return f"[{app_name}] {elapsed_s:.0f} s: {active or 'driver work (no Spark stage running)'}"
+
+
+def start_progress_log(spark: SparkSession, app_name: str) -> None:
+    """Under spark-submit, print the app's Spark progress to stderr every HOUSEKEEPING_PROGRESS_SECONDS (default
+    30; 0 turns it off). SparkSubmitHook streams the app's output into the Airflow task log, so a long plan or
+    gate shows where it is (the console progress bar is off: its carriage returns garble a log)."""
+    interval = float(os.environ.get(PROGRESS_ENV, "30"))
+    if interval <= 0:
+        return
+    tracker = spark.sparkContext.statusTracker()
+    started = time.monotonic()
+
+    def report() -> None:
+        while True:
+            time.sleep(interval)
+            try:
+                stages = [tracker.getStageInfo(i) for i in tracker.getActiveStageIds()]
+                line = progress_line(
+                    app_name, time.monotonic() - started, [s for s in stages if s is not None]
+                )
+            except Exception:  # the session is stopping; progress is best effort
+                return
+            print(line, file=sys.stderr, flush=True)
+
+    threading.Thread(target=report, name="housekeeping-progress", daemon=True).start()
+
+
 def get_spark(app_name: str, master: str | None = None) -> SparkSession:
     """The one SparkSession builder of the project. Under spark-submit (the DAGs) the master comes from the
     submit command; in-process callers (CLI, tests, benchmarks) pass one and get a UI-less, quiet session."""
@@ -163,7 +206,9 @@ def get_spark(app_name: str, master: str | None = None) -> SparkSession:
         .config("spark.sql.maxPlanStringLength", "200000")
     )
     if master is None:
-        return builder.getOrCreate()
+        session = builder.getOrCreate()
+        start_progress_log(session, app_name)
+        return session
     spark = (
         builder.master(master)
         .config("spark.ui.enabled", "false")

@@ -105,7 +105,7 @@ def _wait(probe, log: Path, timeout_s: float = 90) -> None:
 
 
 def test_trim_dag_runs_on_a_standalone_cluster_in_client_mode(
-    standalone_cluster, airflow_db, tmp_path, monkeypatch
+    standalone_cluster, airflow_db, tmp_path, monkeypatch, capfd
 ):
     from airflow.dag_processing.dagbag import DagBag
     from airflow.providers.apache.spark.hooks.spark_submit import SparkSubmitHook
@@ -124,6 +124,7 @@ def test_trim_dag_runs_on_a_standalone_cluster_in_client_mode(
     monkeypatch.setenv("HOUSEKEEPING_STORE_ROOT", str(store.root))
     monkeypatch.setenv("HOUSEKEEPING_MAX_DELETED_SHARE", "1.0")
     monkeypatch.setenv("SPARK_LOCAL_IP", "127.0.0.1")  # the driver, as the executors see it
+    monkeypatch.setenv("HOUSEKEEPING_PROGRESS_SECONDS", "2")  # progress lines in the task log, often
     # What local Spark decides for the same store and logical time (on a copy, through the same steps).
     reference = generate_store(tmp_path / "reference", options)
     info = take_snapshot(
@@ -143,8 +144,13 @@ def test_trim_dag_runs_on_a_standalone_cluster_in_client_mode(
 
     before = {app["id"] for app in _master_state(web_port)["completedapps"]}
     dag = DagBag(dag_folder=str(REPO / "dags")).get_dag("consumed_ledger_trim")
+    capfd.readouterr()
     run = dag.test(logical_date=LOGICAL_DATE, run_conf={"dry_run": False})
     assert run.state == "success", {ti.task_id: ti.state for ti in run.get_task_instances()}
+    # the Spark tasks' logs show where the apps are (stage progress every HOUSEKEEPING_PROGRESS_SECONDS)
+    logged = "".join(capfd.readouterr())
+    for app in ("housekeeping-plan-trim", "housekeeping-validate-trim"):
+        assert f"[{app}] " in logged and " tasks" in logged, f"no progress line of {app} in the task log"
 
     run_dir = sorted((store.root / "runs" / "trim").iterdir())[-1]
     assert json.loads((run_dir / "snapshot/run.json").read_text())["asOf"] == format_ms(
