@@ -26,6 +26,16 @@ DEFAULT_OWNER = "storage-platform"
 # does not exist is never scheduled; `housekeeping_deletes` missing shows as apply tasks stuck in "scheduled".)
 DELETING_POOL = "housekeeping_deletes"
 DELETING_POOL_DESCRIPTION = "housekeeping: deleting steps on the store, one at a time"
+# Every apply step that changed the store emits an event of this Asset (a dry run's skipped apply emits none);
+# the storage_report DAG is scheduled on it.
+STORE_ASSET_NAME = "housekeeping_store"
+STORE_ASSET_URI = "housekeeping://store"
+
+
+def store_asset():
+    from airflow.sdk import Asset
+
+    return Asset(name=STORE_ASSET_NAME, uri=STORE_ASSET_URI)
 
 
 @dataclass(frozen=True)
@@ -237,7 +247,7 @@ def build_housekeeping_dag(config: MechanismDagConfig):
             on_failure_callback=[GateFailedNotifier()],
         )
 
-        @task(task_id=config.apply_task_id, pool=DELETING_POOL)
+        @task(task_id=config.apply_task_id, pool=DELETING_POOL, outlets=[store_asset()])
         def apply_plan(snapshot_info: dict[str, Any]) -> dict[str, Any]:
             from airflow.sdk.exceptions import AirflowSkipException
 
@@ -294,6 +304,49 @@ def build_housekeeping_dag(config: MechanismDagConfig):
                 ["--run-dir", run_dir],
                 config.mechanism,
                 pool=DELETING_POOL,
+                outlets=[store_asset()],
             )
             snapshot >> plan >> validate >> not_dry_run(snapshot) >> applied >> purged >> report
+    return dag
+
+
+def build_storage_report_dag(doc_md: str):
+    """The storage_report DAG: rebuilt whenever an apply step changed the store (the store Asset), and daily."""
+    from airflow.sdk import DAG, get_current_context, task
+    from airflow.timetables.assets import AssetOrTimeSchedule
+    from airflow.timetables.trigger import CronTriggerTimetable
+
+    with DAG(
+        dag_id="storage_report",
+        schedule=AssetOrTimeSchedule(
+            timetable=CronTriggerTimetable("0 6 * * *", timezone="UTC"), assets=[store_asset()]
+        ),
+        start_date=datetime(2026, 1, 1, tzinfo=UTC),
+        catchup=False,
+        max_active_runs=1,
+        doc_md=doc_md,
+        tags=["housekeeping", "report"],
+        default_args={"owner": DEFAULT_OWNER, "retries": 1, "retry_delay": timedelta(minutes=1)},
+    ) as dag:
+
+        @task(task_id="write_storage_report")
+        def write_storage_report() -> str:
+            from housekeeping.settings import Settings
+            from housekeeping.storage_report import write_storage_report
+
+            context = get_current_context()
+            dag_run = context.get("dag_run")
+            # "As of" is the run's logical time (run_after for an asset-triggered run), as for every DAG here.
+            moment = (
+                context.get("logical_date")
+                or getattr(dag_run, "run_after", None)
+                or getattr(dag_run, "data_interval_end", None)
+            )
+            page = write_storage_report(Settings.from_env().open_store(), int(moment.timestamp() * 1000))
+            events = context.get("triggering_asset_events") or {}
+            changed = sum(len(v) for v in events.values())
+            print(f"STORAGE REPORT: {page} ({changed} store change event(s) since the last report)")
+            return str(page)
+
+        write_storage_report()
     return dag

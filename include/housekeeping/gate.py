@@ -10,7 +10,9 @@ from __future__ import annotations
 
 import json
 import os
+import re
 from dataclasses import dataclass, field
+from html import escape as html_escape
 from pathlib import Path
 from typing import Any
 
@@ -48,6 +50,7 @@ def run_gate(run_dir: Path, mechanism: str, checks: list[CheckFrame]) -> dict[st
         pass
     source = context.data_sources.add_spark(name=f"{mechanism}_gate")
     outcomes: list[dict[str, Any]] = []
+    validations: list[tuple[str, Any]] = []
     for check in checks:
         asset = source.add_dataframe_asset(name=check.name)
         batch = asset.add_batch_definition_whole_dataframe("whole").get_batch(
@@ -59,6 +62,7 @@ def run_gate(run_dir: Path, mechanism: str, checks: list[CheckFrame]) -> dict[st
         result = batch.validate(
             suite, result_format={"result_format": "SUMMARY", "partial_unexpected_count": 10}
         )
+        validations.append((check.name, result))
         for item in result.results:
             config = item.expectation_config
             outcomes.append(
@@ -86,7 +90,70 @@ def run_gate(run_dir: Path, mechanism: str, checks: list[CheckFrame]) -> dict[st
     (gate_dir / RESULT_FILE).write_text(
         json.dumps(document, indent=2, sort_keys=True, default=str), encoding="utf-8"
     )
+    try:
+        write_data_docs(gate_dir / DATA_DOCS_DIR, mechanism, validations, success)
+    except Exception as exc:  # the verdict stands without its pages; say so in the log
+        print(f"gate: Great Expectations Data Docs not written: {exc!r}")
     return document
+
+
+DATA_DOCS_DIR = "data_docs"
+# Data Docs pages load Bootstrap, jQuery, Font Awesome and Vega from CDNs. Here they are written to read
+# offline: those tags are dropped and a small stylesheet of our own is inlined (the validation results are
+# plain HTML tables; what the CDN scripts add is sorting and collapsing).
+_EXTERNAL_TAGS = re.compile(
+    r"<link\b[^>]*\bhref=\"(?:https?:)?//[^\"]*\"[^>]*>"
+    r"|<script\b[^>]*\bsrc=\"(?:https?:)?//[^\"]*\"[^>]*>\s*</script>"
+    r"|<img\b[^>]*\bsrc=\"(?:https?:)?//[^\"]*\"[^>]*>"
+    r"|<link\b[^>]*rel=\"shortcut icon\"[^>]*>",
+    re.IGNORECASE,
+)
+_EXTERNAL_LINKS = re.compile(r"\bhref=\"(?:https?:)?//[^\"]*\"", re.IGNORECASE)
+_OFFLINE_CSS = """<style>
+body { font-family: system-ui, sans-serif; margin: 1.5em; color: #222; }
+table { border-collapse: collapse; margin: 0.5em 0; } th, td { border: 1px solid #ddd; padding: 0.3em 0.6em; }
+.card { border: 1px solid #ddd; border-radius: 6px; margin: 0.8em 0; padding: 0.5em 1em; }
+.text-danger, .fa-times { color: #c0392b; } .text-success, .fa-check-circle { color: #1e8449; }
+.d-none, .modal, .navbar-toggler, form, footer { display: none; }
+.fas.fa-check-circle::before { content: "\\2714  passed"; } .fas.fa-times::before { content: "\\2718  failed"; }
+</style>"""
+
+
+def offline_html(html: str) -> str:
+    """A Data Docs page that needs no network: CDN tags removed, external links made inert, our CSS inlined."""
+    html = _EXTERNAL_TAGS.sub("", html)
+    html = _EXTERNAL_LINKS.sub('href="#"', html)
+    return html.replace("</head>", f"{_OFFLINE_CSS}</head>", 1)
+
+
+def write_data_docs(out_dir: Path, mechanism: str, validations: list[tuple[str, Any]], success: bool) -> Path:
+    """Great Expectations' own validation-result pages (its renderer and page view), one per checked frame, and
+    an index; readable offline. Returns index.html."""
+    from great_expectations.render.renderer import ValidationResultsPageRenderer
+    from great_expectations.render.view import DefaultJinjaPageView
+
+    out_dir.mkdir(parents=True, exist_ok=True)
+    renderer, view = ValidationResultsPageRenderer(), DefaultJinjaPageView()
+    rows = []
+    for name, result in validations:
+        page = f"{name}.html"
+        (out_dir / page).write_text(offline_html(view.render(renderer.render(result))), encoding="utf-8")
+        rows.append(
+            f'<tr><td><a href="{html_escape(page)}">{html_escape(name)}</a></td>'
+            f"<td>{'passed' if result.success else 'FAILED'}</td>"
+            f"<td>{len(result.results)}</td></tr>"
+        )
+    index = out_dir / "index.html"
+    index.write_text(
+        "<!doctype html><html><head><meta charset='utf-8'><title>Gate: "
+        f"{html_escape(mechanism)}</title>{_OFFLINE_CSS}</head><body>"
+        f"<h1>Great Expectations gate: {html_escape(mechanism)} ({'passed' if success else 'REJECTED'})</h1>"
+        "<table><tr><th>checked frame (suite)</th><th>result</th><th>expectations</th></tr>"
+        + "".join(rows)
+        + "</table></body></html>",
+        encoding="utf-8",
+    )
+    return index
 
 
 def describe_failures(document: dict[str, Any]) -> str:

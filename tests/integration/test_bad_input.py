@@ -381,8 +381,9 @@ def test_dag_params_that_fail_the_schema_are_refused(airflow_db):
         {"scope": ["acme/*"]},
         {"max_deleted_share": 7},
     ]
-    assert len(bag.dags) == 5
-    for dag_id, dag in bag.dags.items():
+    housekeeping = {dag_id: dag for dag_id, dag in bag.dags.items() if dag_id != "storage_report"}
+    assert len(housekeeping) == 5
+    for dag_id, dag in housekeeping.items():
         good = copy.deepcopy(dag.params)
         good.update({"dry_run": True, "as_of": "2026-11-02T00:00:00Z", "max_deleted_share": 0.5})
         good.validate()

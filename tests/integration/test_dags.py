@@ -65,6 +65,18 @@ def test_dagbag_has_no_import_errors_and_every_dag_is_well_formed(dagbag):
         # every deleting step of every DAG shares the one-slot pool
         deleting = [t for t in dag.tasks if t.task_id.startswith(("apply_", "purge_"))]
         assert deleting and {t.pool for t in deleting} == {"housekeeping_deletes"}, dag_id
+        # the apply step announces a changed store (the storage report is scheduled on it)
+        apply_task = next(t for t in dag.tasks if t.task_id.startswith("apply_"))
+        assert [a.name for a in apply_task.outlets] == ["housekeeping_store"], dag_id
+
+
+def test_storage_report_dag_is_scheduled_on_the_store_asset_and_daily(dagbag):
+    dag = dagbag.get_dag("storage_report")
+    assert dag.doc_md and dag.max_active_runs == 1 and "housekeeping" in dag.tags
+    timetable = dag.timetable
+    assert [asset.name for _, asset in timetable.asset_condition.iter_assets()] == ["housekeeping_store"]
+    assert "0 6 * * *" in timetable.summary, timetable.summary
+    assert [t.task_id for t in dag.tasks] == ["write_storage_report"]
 
 
 def test_trim_dag_shape_and_spark_submit_operators(dagbag):

@@ -1,0 +1,296 @@
+"""The storage report: one HTML page a person would rather look at than read, rebuilt by the storage_report DAG
+each time a housekeeping DAG's apply step changes the store (its Asset event).
+
+From the store alone (no Spark; the metadata and the run directories are small):
+
+- bytes per namespace over time: every run's snapshot records each namespace's stored bytes at its as-of;
+- bytes reclaimed per mechanism: the pending-deletion log (ledgers and compacted ledgers deleted, by the run
+  that deleted them; restored ones excluded), split into purged and still restorable;
+- the top blockers: what keeps the most bytes in the newest trim run (stale subscriptions first);
+- backlog-quota states: the exceeded quotas now, per namespace;
+- the latest run of each mechanism, with its gate verdict and a link to its Great Expectations Data Docs.
+
+Plots are static SVG drawn by matplotlib and inlined into the page: it opens from disk, offline, with no
+JavaScript and no CDN. Written to ``<store>/reports/storage/index.html`` (plus ``report.json``).
+"""
+
+from __future__ import annotations
+
+import io
+import json
+import os
+from collections import defaultdict
+from pathlib import Path
+from typing import Any
+
+from sqlalchemy import func, select
+
+from housekeeping import metadata_schema as t
+from housekeeping.report import human_bytes
+from housekeeping.snapshot import read_jsonl
+from housekeeping.store import Store, read_transaction
+from housekeeping.timeutil import format_ms
+
+REPORT_DIR = Path("reports") / "storage"
+TOP_BLOCKERS = 15
+
+
+def collect(store: Store, as_of_ms: int) -> dict[str, Any]:
+    """Everything the page shows, as data (also written as report.json)."""
+    runs = _runs(store)
+    with read_transaction(store.engine) as conn:
+        run_mechanism = dict(conn.execute(select(t.journal.c.run_id, t.journal.c.mechanism).distinct()).all())
+        deleted = conn.execute(
+            select(
+                t.pending_deletions.c.run_id,
+                t.pending_deletions.c.status,
+                t.pending_deletions.c.deleted_as_of_ms,
+                t.pending_deletions.c.size_bytes,
+            ).where(t.pending_deletions.c.status != "restored")
+        ).all()
+        now_bytes = dict(
+            conn.execute(
+                select(t.topics.c.namespace, func.coalesce(func.sum(t.ledgers.c.size_bytes), 0))
+                .select_from(t.topics.outerjoin(t.ledgers, t.ledgers.c.topic == t.topics.c.name))
+                .group_by(t.topics.c.namespace)
+            ).all()
+        )
+        quotas = conn.execute(
+            select(
+                t.topics.c.namespace,
+                t.backlog_quota_states.c.topic,
+                t.backlog_quota_states.c.quota_type,
+                t.backlog_quota_states.c.policy,
+                t.backlog_quota_states.c.measured_value,
+                t.backlog_quota_states.c.limit_value,
+                t.backlog_quota_states.c.exceeded_since_ms,
+            )
+            .join(t.topics, t.topics.c.name == t.backlog_quota_states.c.topic)
+            .where(t.backlog_quota_states.c.exceeded)
+            .order_by(t.topics.c.namespace, t.backlog_quota_states.c.topic)
+        ).all()
+
+    history: dict[str, dict[int, int]] = defaultdict(dict)
+    for run in runs:
+        for row in run["namespaces"]:
+            history[row["namespace"]][run["asOfMs"]] = row["storedBytes"]
+    for namespace, stored in now_bytes.items():
+        history[namespace].setdefault(as_of_ms, int(stored))
+
+    reclaimed: dict[str, dict[str, int]] = defaultdict(lambda: {"purged": 0, "pending": 0})
+    reclaimed_by_day: dict[str, dict[str, int]] = defaultdict(lambda: defaultdict(int))
+    for row in deleted:
+        mechanism = run_mechanism.get(row.run_id) or _mechanism_of(row.run_id)
+        reclaimed[mechanism]["purged" if row.status == "purged" else "pending"] += row.size_bytes
+        reclaimed_by_day[format_ms(row.deleted_as_of_ms)[:10]][mechanism] += row.size_bytes
+
+    latest_trim = next((r for r in reversed(runs) if r["mechanism"] == "trim" and r["report"]), None)
+    blockers = (latest_trim["report"].get("topBlockers") or [])[:TOP_BLOCKERS] if latest_trim else []
+    latest: dict[str, dict[str, Any]] = {}
+    for run in runs:
+        latest[run["mechanism"]] = run
+    return {
+        "store": str(store.root),
+        "asOf": format_ms(as_of_ms),
+        "asOfMs": as_of_ms,
+        "namespaceHistory": {ns: sorted(points.items()) for ns, points in sorted(history.items())},
+        "storedBytesNow": {ns: int(v) for ns, v in sorted(now_bytes.items())},
+        "reclaimed": {m: dict(v) for m, v in sorted(reclaimed.items())},
+        "reclaimedByDay": {day: dict(v) for day, v in sorted(reclaimed_by_day.items())},
+        "blockersFrom": latest_trim["runId"] if latest_trim else None,
+        "topBlockers": blockers,
+        "exceededQuotas": [
+            {
+                "namespace": q.namespace,
+                "topic": q.topic,
+                "quotaType": q.quota_type,
+                "policy": q.policy,
+                "measured": q.measured_value,
+                "limit": q.limit_value,
+                "exceededSince": format_ms(q.exceeded_since_ms) if q.exceeded_since_ms else None,
+            }
+            for q in quotas
+        ],
+        "latestRuns": [
+            {
+                "mechanism": mechanism,
+                "runId": run["runId"],
+                "asOf": run["asOf"],
+                "dryRun": (run["report"] or {}).get("dryRun"),
+                "gate": run["gate"],
+                "report": run["reportPath"],
+                "dataDocs": run["dataDocs"],
+            }
+            for mechanism, run in sorted(latest.items())
+        ],
+        "runs": len(runs),
+    }
+
+
+def _mechanism_of(run_id: str) -> str:
+    for dag_id, mechanism in (
+        ("consumed_ledger_trim", "trim"),
+        ("inactive_topic_gc", "gc"),
+        ("compacted_ledger_retention", "compaction"),
+        ("message_expiry", "expiry"),
+        ("backlog_quota", "backlog"),
+    ):
+        if run_id.startswith(dag_id):
+            return mechanism
+    return "other"
+
+
+def _runs(store: Store) -> list[dict[str, Any]]:
+    """Every run directory with a snapshot, oldest as-of first."""
+    runs = []
+    for run_json in (store.root / "runs").glob("*/*/snapshot/run.json"):
+        run_dir = run_json.parent.parent
+        info = json.loads(run_json.read_text(encoding="utf-8"))
+        namespaces_path = run_dir / "snapshot" / "namespaces.jsonl"
+        report_path = run_dir / "report" / "report.json"
+        gate_path = run_dir / "gate" / "result.json"
+        docs = run_dir / "gate" / "data_docs" / "index.html"
+        runs.append(
+            {
+                "runId": info["runId"],
+                "mechanism": info["mechanism"],
+                "asOf": info["asOf"],
+                "asOfMs": info["asOfMs"],
+                # Only to order runs of the same as-of (a rerun or a manual run beside a backfill): audit time.
+                "takenAtMs": info.get("takenAtWallClockMs") or 0,
+                "namespaces": read_jsonl(namespaces_path) if namespaces_path.is_file() else [],
+                "report": json.loads(report_path.read_text(encoding="utf-8"))
+                if report_path.is_file()
+                else None,
+                "reportPath": str(report_path.with_suffix(".md")) if report_path.is_file() else None,
+                "gate": (
+                    None
+                    if not gate_path.is_file()
+                    else (
+                        "passed"
+                        if json.loads(gate_path.read_text(encoding="utf-8"))["success"]
+                        else "REJECTED"
+                    )
+                ),
+                "dataDocs": str(docs) if docs.is_file() else None,
+            }
+        )
+    return sorted(runs, key=lambda r: (r["asOfMs"], r["takenAtMs"], r["runId"]))
+
+
+# ----------------------------------------------------------------------------------------------- plots
+
+
+def _svg(figure) -> str:
+    buffer = io.StringIO()
+    figure.savefig(buffer, format="svg", bbox_inches="tight")
+    import matplotlib.pyplot as plt
+
+    plt.close(figure)
+    text = buffer.getvalue()
+    return text[text.index("<svg") :]  # inline: drop the XML prolog and doctype
+
+
+def _mib(value: float, _position: Any = None) -> str:
+    return human_bytes(value)
+
+
+def plots(data: dict[str, Any]) -> dict[str, str]:
+    """Inline SVG per chart (empty string when there is nothing to draw)."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+    from matplotlib.dates import AutoDateLocator, ConciseDateFormatter
+    from matplotlib.ticker import FuncFormatter
+
+    plt.rcParams.update({"svg.fonttype": "none", "font.size": 9})
+    charts: dict[str, str] = {}
+
+    history = {ns: pts for ns, pts in data["namespaceHistory"].items() if pts}
+    if history:
+        from datetime import UTC, datetime
+
+        figure, axes = plt.subplots(figsize=(9, 3.6))
+        for namespace, points in history.items():
+            axes.plot(
+                [datetime.fromtimestamp(ms / 1000, UTC) for ms, _ in points],
+                [b for _, b in points],
+                marker="o",
+                markersize=3,
+                label=namespace,
+            )
+        axes.yaxis.set_major_formatter(FuncFormatter(_mib))
+        locator = AutoDateLocator(maxticks=8)
+        axes.xaxis.set_major_locator(locator)
+        axes.xaxis.set_major_formatter(ConciseDateFormatter(locator))
+        axes.set_title("Stored bytes per namespace (at each run's as-of, UTC)")
+        axes.grid(alpha=0.3)
+        axes.legend(fontsize=7, ncol=2, loc="upper left", bbox_to_anchor=(1.01, 1))
+        charts["namespaces"] = _svg(figure)
+
+    by_day = data["reclaimedByDay"]
+    if by_day:
+        mechanisms = sorted({m for v in by_day.values() for m in v})
+        days = list(by_day)
+        figure, axes = plt.subplots(figsize=(9, 3.2))
+        bottom = [0] * len(days)
+        for mechanism in mechanisms:
+            values = [by_day[d].get(mechanism, 0) for d in days]
+            axes.bar(days, values, bottom=bottom, label=mechanism)
+            bottom = [b + v for b, v in zip(bottom, values, strict=True)]
+        axes.yaxis.set_major_formatter(FuncFormatter(_mib))
+        axes.set_title("Bytes reclaimed per mechanism, by day of the decisions' as-of")
+        axes.legend(fontsize=8)
+        axes.grid(axis="y", alpha=0.3)
+        charts["reclaimed"] = _svg(figure)
+
+    blockers = data["topBlockers"]
+    if blockers:
+        figure, axes = plt.subplots(figsize=(9, 0.3 * len(blockers) + 1))
+        labels = [f"{b['topic'].split('://', 1)[-1]} ({b['kind']})" for b in blockers][::-1]
+        colors = ["#c0392b" if b["kind"] == "slowest_subscription" else "#7f8c8d" for b in blockers][::-1]
+        axes.barh(labels, [b["bytes"] for b in blockers][::-1], color=colors)
+        axes.xaxis.set_major_formatter(FuncFormatter(_mib))
+        axes.set_title("Top blockers: bytes kept (red: a subscription that has not consumed them)")
+        axes.grid(axis="x", alpha=0.3)
+        charts["blockers"] = _svg(figure)
+
+    quotas = data["exceededQuotas"]
+    if quotas:
+        per_namespace: dict[str, int] = defaultdict(int)
+        for q in quotas:
+            per_namespace[q["namespace"]] += 1
+        figure, axes = plt.subplots(figsize=(9, 0.35 * len(per_namespace) + 1))
+        axes.barh(list(per_namespace), list(per_namespace.values()), color="#e67e22")
+        axes.set_title("Exceeded backlog quotas per namespace (now)")
+        axes.xaxis.get_major_locator().set_params(integer=True)
+        charts["quotas"] = _svg(figure)
+    return charts
+
+
+# ----------------------------------------------------------------------------------------------- page
+
+
+def render_html(data: dict[str, Any], charts: dict[str, str], out_dir: Path) -> str:
+    from jinja2 import Environment, PackageLoader, StrictUndefined, select_autoescape
+
+    env = Environment(
+        loader=PackageLoader("housekeeping", "templates"),
+        undefined=StrictUndefined,
+        autoescape=select_autoescape(["html", "j2"]),
+    )
+    env.filters["human"] = human_bytes
+    env.filters["relative"] = lambda path: os.path.relpath(path, out_dir) if path else None
+    return env.get_template("storage_report.html.j2").render(r=data, charts=charts)
+
+
+def write_storage_report(store: Store, as_of_ms: int) -> Path:
+    """Build the page and its data; returns the path of index.html."""
+    out_dir = store.root / REPORT_DIR
+    out_dir.mkdir(parents=True, exist_ok=True)
+    data = collect(store, as_of_ms)
+    (out_dir / "report.json").write_text(json.dumps(data, indent=2, sort_keys=True), encoding="utf-8")
+    page = out_dir / "index.html"
+    page.write_text(render_html(data, plots(data), out_dir), encoding="utf-8")
+    return page
