@@ -150,3 +150,22 @@ def rewrite_part(part: Path, text: str) -> None:
     bytes (left in place, Spark's reader refuses the file with a ChecksumException before any check runs)."""
     part.with_name(f".{part.name}.crc").unlink(missing_ok=True)
     part.write_text(text)
+
+
+# The longest files first: `--dist loadfile` hands files to the two workers in collection order, so a long file
+# collected last runs alone at the end. Every worker sorts the same way (stable sort), so collections agree.
+LONGEST_FILES_FIRST = (
+    "test_live_airflow.py",
+    "test_races.py",
+    "test_fault_injection.py",
+    "test_compaction_dag.py",
+    "test_gc_dag.py",
+    "test_cursor_dags.py",
+    "test_gate_mutations.py",
+    "test_holds_and_journal.py",
+)
+
+
+def pytest_collection_modifyitems(config, items):
+    rank = {name: i for i, name in enumerate(LONGEST_FILES_FIRST)}
+    items.sort(key=lambda item: rank.get(item.path.name, len(rank)))
