@@ -146,7 +146,7 @@ def run(spark, run_dir: str | Path, store=None, purge_grace_seconds: int | None 
 
     from housekeeping import compaction
     from housekeeping.actor import current_actor
-    from housekeeping.apply import begin_run, journal, plan_rows
+    from housekeeping.apply import begin_run, finish_run, journal, plan_rows
     from housekeeping.errors import InputError
     from housekeeping.gate import require_passed_gate
     from housekeeping.holds import current_hold
@@ -294,18 +294,9 @@ def run(spark, run_dir: str | Path, store=None, purge_grace_seconds: int | None 
             per_ns["topics"] += 1
             per_ns["entries"] += planned[topic].entries
             per_ns["bytes"] += planned[topic].size_bytes
-        with write_transaction(store.engine) as conn:
-            journal(
-                conn,
-                run_id=run_id,
-                mechanism="compaction",
-                topic=None,
-                action="apply",
-                status="finished",
-                detail=result,
-                as_of_ms=as_of_ms,
-                actor=actor,
-            )
+        finish_run(
+            store, run_id=run_id, mechanism="compaction", as_of_ms=as_of_ms, actor=actor, detail=result
+        )
     out = run_dir / "apply"
     out.mkdir(parents=True, exist_ok=True)
     (out / "result.json").write_text(json.dumps(result, indent=2, sort_keys=True), encoding="utf-8")

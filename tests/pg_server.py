@@ -35,7 +35,8 @@ def server_bin_dir() -> Path:
     )
 
 
-def _free_port() -> int:
+def free_port() -> int:
+    """A free TCP port on loopback (for the servers the tests start)."""
     with socket.socket() as probe:
         probe.bind(("127.0.0.1", 0))
         return probe.getsockname()[1]
@@ -52,7 +53,7 @@ class PostgresServer:
     def start(cls) -> PostgresServer:
         bin_dir = server_bin_dir()
         directory = Path(tempfile.mkdtemp(prefix="housekeeping-pg-"))
-        server = cls(directory, _free_port(), bin_dir)
+        server = cls(directory, free_port(), bin_dir)
         if os.geteuid() == 0:
             shutil.chown(directory, "postgres", "postgres")
         server._run(

@@ -47,3 +47,16 @@ def assert_no_orphans_and_no_dangling_metadata(store: Store) -> None:
     for (topic, ledger_id), status in compacted.items():
         if status == "current":
             assert any(store.ledger_dir(topic, ledger_id).glob("*.parquet")), f"compacted {topic} {ledger_id}"
+
+
+def store_state(store: Store) -> dict:
+    """What a run may change, for before/after comparisons: the manifest (without the store's own section),
+    the ledger directories holding files, and the pending-deletion log."""
+    from housekeeping.manifest import export_manifest
+
+    manifest = export_manifest(store)
+    manifest.pop("store")
+    files = sorted(str(p.parent.relative_to(store.root)) for p in store.ledgers_root.rglob("*.parquet"))
+    with store.engine.connect() as conn:
+        pending = sorted((r.topic, r.ledger_id, r.status) for r in conn.execute(select(t.pending_deletions)))
+    return {"manifest": manifest, "files": files, "pending": pending}

@@ -138,6 +138,24 @@ def begin_run(
     return done
 
 
+def finish_run(
+    store: Store, *, run_id: str, mechanism: str, as_of_ms: int, actor: str, detail: dict[str, Any]
+) -> None:
+    """Journal the run as finished, with its result (the pair of ``begin_run``)."""
+    with write_transaction(store.engine) as conn:
+        journal(
+            conn,
+            run_id=run_id,
+            mechanism=mechanism,
+            topic=None,
+            action="apply",
+            status="finished",
+            detail=detail,
+            as_of_ms=as_of_ms,
+            actor=actor,
+        )
+
+
 @dataclass
 class ApplyResult:
     run_id: str
@@ -248,18 +266,9 @@ def apply_plan(store: Store, run_dir: Path, *, purge_grace_seconds: int) -> Appl
         else:
             result.skipped_topics[name] = why
 
-    with write_transaction(store.engine) as conn:
-        journal(
-            conn,
-            run_id=run_id,
-            mechanism=mechanism,
-            topic=None,
-            action="apply",
-            status="finished",
-            detail=result.to_json(),
-            as_of_ms=as_of_ms,
-            actor=actor,
-        )
+    finish_run(
+        store, run_id=run_id, mechanism=mechanism, as_of_ms=as_of_ms, actor=actor, detail=result.to_json()
+    )
     return result
 
 

@@ -80,7 +80,7 @@ def collect(store: Store, as_of_ms: int) -> dict[str, Any]:
     reclaimed: dict[str, dict[str, int]] = defaultdict(lambda: {"purged": 0, "pending": 0})
     reclaimed_by_day: dict[str, dict[str, int]] = defaultdict(lambda: defaultdict(int))
     for row in deleted:
-        mechanism = run_mechanism.get(row.run_id) or _mechanism_of(row.run_id)
+        mechanism = run_mechanism.get(row.run_id, "other")  # every deleting run journals itself
         reclaimed[mechanism]["purged" if row.status == "purged" else "pending"] += row.size_bytes
         reclaimed_by_day[format_ms(row.deleted_as_of_ms)[:10]][mechanism] += row.size_bytes
 
@@ -125,19 +125,6 @@ def collect(store: Store, as_of_ms: int) -> dict[str, Any]:
         ],
         "runs": len(runs),
     }
-
-
-def _mechanism_of(run_id: str) -> str:
-    for dag_id, mechanism in (
-        ("consumed_ledger_trim", "trim"),
-        ("inactive_topic_gc", "gc"),
-        ("compacted_ledger_retention", "compaction"),
-        ("message_expiry", "expiry"),
-        ("backlog_quota", "backlog"),
-    ):
-        if run_id.startswith(dag_id):
-            return mechanism
-    return "other"
 
 
 def _runs(store: Store) -> list[dict[str, Any]]:

@@ -12,8 +12,7 @@ from pathlib import Path
 import pytest
 
 from housekeeping.generate import GenerateOptions, generate_store
-from housekeeping.manifest import export_manifest
-from housekeeping.store import Store
+from tests.store_invariants import store_state
 
 pytestmark = pytest.mark.airflow
 
@@ -110,29 +109,16 @@ def _run_dag(dag, logical_date: datetime, conf: dict | None = None):
     return dag.test(logical_date=logical_date, run_conf=conf or {})
 
 
-def _state(store: Store) -> dict:
-    from sqlalchemy import select
-
-    from housekeeping import metadata_schema as t
-
-    manifest = export_manifest(store)
-    manifest.pop("store")
-    files = sorted(str(p.parent.relative_to(store.root)) for p in store.ledgers_root.rglob("*.parquet"))
-    with store.engine.connect() as conn:
-        pending = sorted((r.topic, r.ledger_id, r.status) for r in conn.execute(select(t.pending_deletions)))
-    return {"manifest": manifest, "files": files, "pending": pending}
-
-
 def test_gate_failure_stops_the_run_before_apply(dagbag, tmp_path, monkeypatch):
     store = generate_store(tmp_path / "store", GenerateOptions(topics=8, seed=3, entries_per_ledger=20))
     monkeypatch.setenv("HOUSEKEEPING_STORE_ROOT", str(store.root))
-    before = _state(store)
+    before = store_state(store)
     run = _run_dag(_dag(dagbag), DATES[1], {"max_deleted_share": 0.01})
     assert run.state == "failed"
     states = {ti.task_id: ti.state for ti in run.get_task_instances()}
     assert states["validate_trim_plan"] == "failed"
     assert states["apply_ledger_trim"] in ("upstream_failed", None)
-    assert _state(store) == before
+    assert store_state(store) == before
     # the operator is told: the gate-failed alert names the run and the failed expectation
     alerts = [
         json.loads(line) for line in (store.root / "alerts" / "gate_failed.jsonl").read_text().splitlines()

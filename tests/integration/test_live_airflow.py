@@ -22,7 +22,6 @@ import importlib.util
 import json
 import os
 import re
-import socket
 import subprocess
 import sys
 import time
@@ -34,11 +33,12 @@ import pytest
 
 from housekeeping.dag_factory import DELETING_POOL, DELETING_POOL_DESCRIPTION, STORE_ASSET_NAME
 from housekeeping.generate import GenerateOptions, generate_store
-from housekeeping.manifest import export_manifest
 from housekeeping.runner import apply_step, plan_and_gate_in_process, purge_step
 from housekeeping.snapshot import take_snapshot
 from housekeeping.store import Store
 from housekeeping.timeutil import parse_as_of
+from tests.pg_server import free_port
+from tests.store_invariants import store_state
 
 pytestmark = pytest.mark.airflow
 
@@ -64,12 +64,6 @@ def _ui_driver():
     module = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(module)
     return module
-
-
-def _free_port() -> int:
-    with socket.socket() as probe:
-        probe.bind(("127.0.0.1", 0))
-        return probe.getsockname()[1]
 
 
 class LiveAirflow:
@@ -117,7 +111,7 @@ def live_airflow(tmp_path_factory, postgres_server):
     base = tmp_path_factory.mktemp("live-airflow")
     metadata_url = postgres_server.create_database("live")
     store = generate_store(base / "store", STORE_OPTIONS, metadata_url)
-    port = _free_port()
+    port = free_port()
     home = base / "airflow-home"
     home.mkdir()
     env = {
@@ -133,8 +127,8 @@ def live_airflow(tmp_path_factory, postgres_server):
         "AIRFLOW__CORE__SIMPLE_AUTH_MANAGER_USERS": "admin:admin",
         "AIRFLOW__API__PORT": str(port),
         "AIRFLOW__CORE__EXECUTION_API_SERVER_URL": f"http://127.0.0.1:{port}/execution/",
-        "AIRFLOW__LOGGING__WORKER_LOG_SERVER_PORT": str(_free_port()),
-        "AIRFLOW__LOGGING__TRIGGER_LOG_SERVER_PORT": str(_free_port()),
+        "AIRFLOW__LOGGING__WORKER_LOG_SERVER_PORT": str(free_port()),
+        "AIRFLOW__LOGGING__TRIGGER_LOG_SERVER_PORT": str(free_port()),
         "AIRFLOW__SCHEDULER__USE_JOB_SCHEDULE": "False",
         "HOUSEKEEPING_STORE_ROOT": str(store.root),
         "HOUSEKEEPING_METADATA_URL": metadata_url,
@@ -191,25 +185,12 @@ def _stop_tree(process: subprocess.Popen) -> None:
     process.wait(timeout=30)
 
 
-def _state(store: Store) -> dict:
-    from sqlalchemy import select
-
-    from housekeeping import metadata_schema as t
-
-    manifest = export_manifest(store)
-    manifest.pop("store")
-    files = sorted(str(p.parent.relative_to(store.root)) for p in store.ledgers_root.rglob("*.parquet"))
-    with store.engine.connect() as conn:
-        pending = sorted((r.topic, r.ledger_id, r.status) for r in conn.execute(select(t.pending_deletions)))
-    return {"manifest": manifest, "files": files, "pending": pending}
-
-
 def test_browser_sees_the_dags_their_docs_and_params_and_a_dry_run_succeeds(live_airflow):
     from playwright.sync_api import sync_playwright
 
     ui = _ui_driver()
     SHOTS.mkdir(parents=True, exist_ok=True)
-    before = _state(live_airflow.store)
+    before = store_state(live_airflow.store)
     api = live_airflow.api()
     with sync_playwright() as playwright:
         browser = playwright.chromium.launch(executable_path="/usr/bin/chromium", args=ui.CHROMIUM_ARGS)
@@ -251,7 +232,7 @@ def test_browser_sees_the_dags_their_docs_and_params_and_a_dry_run_succeeds(live
     assert tasks["validate_trim_plan"] == "success" and tasks["apply_ledger_trim"] == "skipped", tasks
     run = api.get(f"/api/v2/dags/{TRIM}/dagRuns/{run_id}")
     assert (run["conf"]["dry_run"], run["conf"]["scope"]) == (True, "public,acme/*")
-    assert _state(live_airflow.store) == before, "a dry run changed the store"
+    assert store_state(live_airflow.store) == before, "a dry run changed the store"
     run_dir = live_airflow.store.run_dir("trim", f"{TRIM}__{run_id}")
     assert "DRY RUN" in (run_dir / "report" / "report.md").read_text()
     assert not (run_dir / "apply" / "result.json").exists()
@@ -288,7 +269,7 @@ def test_backfill_create_equals_the_decisions_made_one_by_one_and_again_changes_
         as_ofs.append(parse_as_of(info["asOf"]))
     applied = [json.loads((d / "apply" / "result.json").read_text()) for d in run_dirs.values()]
     assert sum(a["ledgersDeleted"] for a in applied) > 0, "the scenario must delete something to be a test"
-    final = _state(live_airflow.store)
+    final = store_state(live_airflow.store)
 
     # The same decisions one by one, outside Airflow, on the same generated store with SQLite metadata.
     manual = generate_store(tmp_path / "manual", STORE_OPTIONS)  # default: SQLite in the store
@@ -299,7 +280,7 @@ def test_backfill_create_equals_the_decisions_made_one_by_one_and_again_changes_
         assert plan_and_gate_in_process(info.run_dir, "trim", "local[2]")["success"]
         apply_step(manual, info.run_dir, purge_grace_seconds=GRACE_SECONDS)
         purge_step(manual, info.run_dir)
-    assert final == _state(manual)
+    assert final == store_state(manual)
 
     # Backfilling the same dates again (the completed runs re-run) changes nothing.
     live_airflow.cli(
@@ -310,7 +291,7 @@ def test_backfill_create_equals_the_decisions_made_one_by_one_and_again_changes_
     live_airflow.wait_for_backfill(again, 3)
     for run_dir in run_dirs.values():
         assert json.loads((run_dir / "apply" / "result.json").read_text())["ledgersDeleted"] == 0
-    assert _state(live_airflow.store) == final
+    assert store_state(live_airflow.store) == final
 
     # Every apply emitted an event of the store Asset (6: three runs, each run twice).
     api = live_airflow.api()

@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import json
 import os
-import socket
 import subprocess
 import time
 import urllib.request
@@ -22,21 +21,17 @@ import pyspark
 import pytest
 
 from housekeeping.generate import GenerateOptions, generate_store
+from housekeeping.plan import read_table
 from housekeeping.runner import plan_and_gate_in_process
 from housekeeping.snapshot import take_snapshot
 from housekeeping.timeutil import format_ms
+from tests.pg_server import free_port
 
 pytestmark = pytest.mark.airflow
 
 REPO = Path(__file__).resolve().parents[2]
 SPARK_HOME = Path(pyspark.__file__).parent
 LOGICAL_DATE = datetime(2026, 11, 1, tzinfo=UTC)
-
-
-def _free_port() -> int:
-    with socket.socket() as probe:
-        probe.bind(("127.0.0.1", 0))
-        return probe.getsockname()[1]
 
 
 def _master_state(web_port: int) -> dict:
@@ -50,7 +45,7 @@ def standalone_cluster(tmp_path_factory):
     base = tmp_path_factory.mktemp("spark-cluster")
     work_dir = base / "work"
     work_dir.mkdir()
-    port, web_port, worker_web_port = _free_port(), _free_port(), _free_port()
+    port, web_port, worker_web_port = free_port(), free_port(), free_port()
     env = {
         **os.environ,
         "SPARK_HOME": str(SPARK_HOME),
@@ -137,7 +132,7 @@ def test_trim_dag_runs_on_a_standalone_cluster_in_client_mode(
     assert plan_and_gate_in_process(info.run_dir, "trim", "local[2]")["success"]
     expected = sorted(
         (a["topic"], a["ledgerId"])
-        for a in map(json.loads, _plan_lines(info.run_dir))
+        for a in read_table(info.run_dir, "actions")
         if a["action"] == "delete_ledger"
     )
     assert expected, "the scenario must delete something to be a test"
@@ -157,9 +152,7 @@ def test_trim_dag_runs_on_a_standalone_cluster_in_client_mode(
         int(LOGICAL_DATE.timestamp() * 1000)
     )
     got = sorted(
-        (a["topic"], a["ledgerId"])
-        for a in map(json.loads, _plan_lines(run_dir))
-        if a["action"] == "delete_ledger"
+        (a["topic"], a["ledgerId"]) for a in read_table(run_dir, "actions") if a["action"] == "delete_ledger"
     )
     assert got == expected, "the cluster decided differently from local Spark"
     assert json.loads((run_dir / "apply/result.json").read_text())["ledgersDeleted"] == len(expected)
@@ -175,12 +168,3 @@ def test_trim_dag_runs_on_a_standalone_cluster_in_client_mode(
         executor_dirs = [p for p in (work_dir / app["id"]).iterdir() if p.is_dir()]
         assert executor_dirs, f"no executor of {app['id']} ran on the worker"
         assert all((d / "stderr").is_file() for d in executor_dirs)
-
-
-def _plan_lines(run_dir: Path) -> list[str]:
-    return [
-        line
-        for part in sorted((run_dir / "plan" / "actions").glob("part-*"))
-        for line in part.read_text().splitlines()
-        if line
-    ]
