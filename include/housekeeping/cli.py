@@ -120,6 +120,15 @@ def generate(
 
 
 @app.command()
+def upgrade(store: StoreOpt, metadata_url: MetadataOpt = None) -> None:
+    """Migrate a store's metadata schema to this version (idempotent; back up the metadata first). Every
+    other command refuses a store an older version wrote, naming this command."""
+    from housekeeping.store import Store
+
+    _emit(Store.open(store, metadata_url, check_schema=False).upgrade_schema(), "json")
+
+
+@app.command()
 def inspect(
     store: StoreOpt,
     fmt: FormatOpt = "json",

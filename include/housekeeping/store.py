@@ -18,6 +18,7 @@ import re
 from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field
+from functools import lru_cache
 from pathlib import Path
 from typing import Any
 
@@ -141,13 +142,35 @@ def write_transaction(engine: Engine) -> Iterator[Connection]:
             yield connection
 
 
-def migrate(engine: Engine) -> None:
-    """Bring the metadata schema to the newest Alembic revision (idempotent)."""
-    from alembic import command
+def _alembic_config():
     from alembic.config import Config
 
     config = Config()
     config.set_main_option("script_location", str(Path(__file__).parent / "migrations"))
+    return config
+
+
+@lru_cache(maxsize=1)
+def schema_revisions() -> tuple[str, ...]:
+    """This code's metadata schema revisions, oldest first (the last one is the head it needs)."""
+    from alembic.script import ScriptDirectory
+
+    scripts = ScriptDirectory.from_config(_alembic_config())
+    return tuple(reversed([s.revision for s in scripts.walk_revisions()]))
+
+
+def schema_revision(connection: Connection) -> str | None:
+    """The revision a metadata database is at (None: never migrated)."""
+    from alembic.runtime.migration import MigrationContext
+
+    return MigrationContext.configure(connection).get_current_revision()
+
+
+def migrate(engine: Engine) -> None:
+    """Bring the metadata schema to the newest Alembic revision (idempotent)."""
+    from alembic import command
+
+    config = _alembic_config()
     with engine.begin() as connection:
         config.attributes["connection"] = connection
         command.upgrade(config, "head")
@@ -192,7 +215,14 @@ class Store:
     metadata_url: str
 
     @classmethod
-    def open(cls, root: str | Path, metadata_url: str | None = None, *, must_exist: bool = True) -> Store:
+    def open(
+        cls,
+        root: str | Path,
+        metadata_url: str | None = None,
+        *,
+        must_exist: bool = True,
+        check_schema: bool = True,
+    ) -> Store:
         root_path = Path(root).expanduser().resolve()
         if must_exist and not root_path.is_dir():
             raise InputError(
@@ -201,7 +231,7 @@ class Store:
         url = metadata_url or os.environ.get(METADATA_URL_ENV) or f"sqlite:///{root_path / 'metadata.db'}"
         store = cls(root_path, url)
         if must_exist:
-            store.require_initialised()
+            store.require_initialised(check_schema=check_schema)
         return store
 
     # --- database -------------------------------------------------------------------------------
@@ -213,7 +243,7 @@ class Store:
             self._engine = make_engine(self.metadata_url)
         return self._engine
 
-    def require_initialised(self) -> None:
+    def require_initialised(self, *, check_schema: bool = True) -> None:
         from sqlalchemy import inspect
 
         try:
@@ -227,6 +257,40 @@ class Store:
                 f"store {self.root}: metadata database {self.safe_url} holds no store "
                 "(create one with `housekeeping load` or `generate`)"
             )
+        if check_schema:
+            self.require_current_schema()
+
+    def require_current_schema(self) -> None:
+        """A store whose metadata an older housekeeping wrote is refused with the command that upgrades it,
+        rather than failing later on a missing table or column; one a newer housekeeping wrote is refused
+        outright (this code cannot know what that schema means)."""
+        with self.engine.connect() as connection:
+            current = schema_revision(connection)
+        revisions = schema_revisions()
+        if current == revisions[-1]:
+            return
+        if current in revisions or current is None:
+            raise InputError(
+                f"store {self.root}: metadata database {self.safe_url} is at schema revision "
+                f"{current or 'none'}, this housekeeping needs {revisions[-1]}; back up the metadata, then run "
+                f"`housekeeping upgrade --store {self.root}` (nothing was changed)"
+            )
+        raise InputError(
+            f"store {self.root}: metadata database {self.safe_url} is at schema revision {current}, which "
+            f"this housekeeping does not know (newest it knows: {revisions[-1]}); a newer housekeeping wrote "
+            "it, so use that version (nothing was changed)"
+        )
+
+    def upgrade_schema(self) -> dict[str, str | None]:
+        """Migrate the metadata to this code's head revision (idempotent); what it was and what it is now."""
+        with self.engine.connect() as connection:
+            before = schema_revision(connection)
+        revisions = schema_revisions()
+        if before is not None and before not in revisions:
+            self.require_current_schema()  # raises: written by a newer housekeeping
+        with _named_database_errors(self.engine):
+            migrate(self.engine)
+        return {"store": str(self.root), "fromRevision": before, "toRevision": revisions[-1]}
 
     @property
     def safe_url(self) -> str:
