@@ -124,18 +124,25 @@ def begin_run(
             select(t.journal.c.id).where(and_(t.journal.c.run_id == run_id, t.journal.c.status == "started"))
         ).first()
         if started is None:
-            journal(
-                conn,
-                run_id=run_id,
-                mechanism=mechanism,
-                topic=None,
-                action="apply",
-                status="started",
-                detail=detail,
-                as_of_ms=as_of_ms,
-                actor=actor,
-            )
+            _journal_run(conn, "started", run_id, mechanism, as_of_ms, actor, detail)
     return done
+
+
+def _journal_run(
+    conn: Any, status: str, run_id: str, mechanism: str, as_of_ms: int, actor: str, detail: dict
+) -> None:
+    """A run-level journal row (no topic): the run's ``started`` or ``finished`` entry."""
+    journal(
+        conn,
+        run_id=run_id,
+        mechanism=mechanism,
+        topic=None,
+        action="apply",
+        status=status,
+        detail=detail,
+        as_of_ms=as_of_ms,
+        actor=actor,
+    )
 
 
 def finish_run(
@@ -143,17 +150,7 @@ def finish_run(
 ) -> None:
     """Journal the run as finished, with its result (the pair of ``begin_run``)."""
     with write_transaction(store.engine) as conn:
-        journal(
-            conn,
-            run_id=run_id,
-            mechanism=mechanism,
-            topic=None,
-            action="apply",
-            status="finished",
-            detail=detail,
-            as_of_ms=as_of_ms,
-            actor=actor,
-        )
+        _journal_run(conn, "finished", run_id, mechanism, as_of_ms, actor, detail)
 
 
 @dataclass

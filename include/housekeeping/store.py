@@ -264,12 +264,27 @@ class Store:
         """A store whose metadata an older housekeeping wrote is refused with the command that upgrades it,
         rather than failing later on a missing table or column; one a newer housekeeping wrote is refused
         outright (this code cannot know what that schema means)."""
+        self._refuse_schema(self._schema_revision(), older_ok=False)
+
+    def upgrade_schema(self) -> dict[str, str | None]:
+        """Migrate the metadata to this code's head revision (idempotent); what it was and what it is now."""
+        before = self._schema_revision()
+        self._refuse_schema(before, older_ok=True)
+        with _named_database_errors(self.engine):
+            migrate(self.engine)
+        return {"store": str(self.root), "fromRevision": before, "toRevision": schema_revisions()[-1]}
+
+    def _schema_revision(self) -> str | None:
         with self.engine.connect() as connection:
-            current = schema_revision(connection)
+            return schema_revision(connection)
+
+    def _refuse_schema(self, current: str | None, *, older_ok: bool) -> None:
         revisions = schema_revisions()
         if current == revisions[-1]:
             return
-        if current in revisions or current is None:
+        if current is None or current in revisions:
+            if older_ok:
+                return
             raise InputError(
                 f"store {self.root}: metadata database {self.safe_url} is at schema revision "
                 f"{current or 'none'}, this housekeeping needs {revisions[-1]}; back up the metadata, then run "
@@ -280,17 +295,6 @@ class Store:
             f"this housekeeping does not know (newest it knows: {revisions[-1]}); a newer housekeeping wrote "
             "it, so use that version (nothing was changed)"
         )
-
-    def upgrade_schema(self) -> dict[str, str | None]:
-        """Migrate the metadata to this code's head revision (idempotent); what it was and what it is now."""
-        with self.engine.connect() as connection:
-            before = schema_revision(connection)
-        revisions = schema_revisions()
-        if before is not None and before not in revisions:
-            self.require_current_schema()  # raises: written by a newer housekeeping
-        with _named_database_errors(self.engine):
-            migrate(self.engine)
-        return {"store": str(self.root), "fromRevision": before, "toRevision": revisions[-1]}
 
     @property
     def safe_url(self) -> str:
