@@ -188,9 +188,18 @@ def start_progress_log(spark: SparkSession, app_name: str) -> None:
     threading.Thread(target=report, name="housekeeping-progress", daemon=True).start()
 
 
+def use_own_interpreter() -> None:
+    """Spark starts its Python workers with ``PYSPARK_PYTHON``, else the first ``python3`` on PATH, which need not
+    have this project's packages (a command run by its full path from a virtualenv that is not on PATH, as cron,
+    systemd or another tool runs it). Unless the user set ``PYSPARK_PYTHON``, the workers use the interpreter
+    this driver runs in. Read by the SparkContext when the session starts."""
+    os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
+
+
 def get_spark(app_name: str, master: str | None = None) -> SparkSession:
     """The one SparkSession builder of the project. Under spark-submit (the DAGs) the master comes from the
     submit command; in-process callers (CLI, tests, benchmarks) pass one and get a UI-less, quiet session."""
+    use_own_interpreter()
     builder = (
         SparkSession.builder.appName(app_name)
         .config("spark.sql.session.timeZone", "UTC")

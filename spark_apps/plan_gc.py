@@ -11,7 +11,8 @@ Reads a run's snapshot, decides every in-scope topic in one application, and wri
 The rule, per topic, in Pulsar's order:
 
 0. the monitor runs only when the broker's ``brokerDeleteInactiveTopicsEnabled`` is true;
-   system topics (``__``-prefixed, and the heartbeat namespace's health-check topics) are never collected;
+   system topics (``BrokerService#isSystemTopic``: Pulsar's system topic names and the system and heartbeat
+   namespaces, ``housekeeping.names``) are never collected;
 1. the resolved ``inactive_topic_policies`` (topic > namespace > broker) must have ``deleteWhileInactive``;
 2. active (-> lastActive = as-of, keep): ``delete_when_no_subscriptions``: any subscription (durable or
    a reader's) exists; ``delete_when_subscriptions_caught_up``: any subscription has a backlog; both modes:
@@ -51,8 +52,6 @@ from spark_apps.common import (  # noqa: E402
 
 NO_SUBSCRIPTIONS = "delete_when_no_subscriptions"
 CAUGHT_UP = "delete_when_subscriptions_caught_up"
-# Pulsar's heartbeat namespace (v2): pulsar/<broker host>:<port>; its health-check topics are internal.
-HEARTBEAT_NAMESPACE = r"^pulsar/[^/]+:[0-9]+$"
 
 
 def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
@@ -119,7 +118,7 @@ def plan_topic_decisions(
     """One row per topic: ``decision`` delete|keep, ``kind``, ``reason``, ``refreshLastActive``. Pure."""
     as_of = F.lit(as_of_ms)
     frame = topic_activity(topics, ledgers, cursors)
-    system = F.col("isSystemTopic") | F.col("namespace").rlike(HEARTBEAT_NAMESPACE)
+    system = F.col("isSystemTopic")
     by_mode = F.when(F.col("inactiveDeleteMode") == NO_SUBSCRIPTIONS, F.col("subscriptions") > 0).otherwise(
         F.col("backlogSubscriptions") > 0
     )

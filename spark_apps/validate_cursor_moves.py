@@ -5,7 +5,7 @@ where timestamps decide, from the entries themselves) with its own arithmetic, s
 certify itself. Every check is a boolean column expected to be all true.
 
 Common to every ``move_cursor``: the cursor exists and is durable, is not the compaction subscription, its
-topic is not a system topic, ``from`` is its mark-delete in the snapshot, ``to`` is strictly after ``from``,
+topic is not a system topic (read from the name here, ``topic_names``), ``from`` is its mark-delete in the snapshot, ``to`` is strictly after ``from``,
 is a real entry and not past the topic's last entry.
 
 Expiry: TTL is on; every newly acknowledged entry is expired (its ledger closed before the cutoff, or its
@@ -29,6 +29,7 @@ from pyspark.sql import functions as F
 
 from spark_apps.backlog_rules import COMPACTION_SUBSCRIPTION as COMPACTION
 from spark_apps.common import EntryReads, materialize, read_entries
+from spark_apps.topic_names import topic_name_facts
 
 
 def position_part(col: str, index: int) -> Column:
@@ -258,9 +259,10 @@ def expiry_move_checks(spark, info: dict, actions: DataFrame, snapshot: dict, re
     as_of = int(info["asOfMs"])
     broker = info["broker"]
     ledgers = snapshot["ledgers"]
+    names = topic_name_facts(spark, [actions]).select("topic", "isSystemTopic")
     frame = move_frame(
         actions,
-        snapshot["topics"].select("topic", "isSystemTopic", "messageTtlSeconds"),
+        snapshot["topics"].select("topic", "messageTtlSeconds").join(names, "topic", "left"),
         ledgers,
         snapshot["cursors"],
     ).withColumn("cutoffMs", F.lit(as_of) - F.col("messageTtlSeconds") * 1000)
@@ -347,15 +349,16 @@ def rederived_quota_state(spark, info: dict, snapshot: dict, reads: EntryReads) 
     else:
         ts = holding.select("topic", F.col("closedAtMs").alias("ageTs"))
     enabled = bool(info["broker"]["backlogQuotaCheckEnabled"])
+    names = topic_name_facts(spark, [topics]).select("topic", "isSystemTopic")
     return (
         topics.select(
             "topic",
-            "isSystemTopic",
             "sizeQuotaLimitBytes",
             "sizeQuotaPolicy",
             "timeQuotaLimitSeconds",
             "timeQuotaPolicy",
         )
+        .join(names, "topic", "left")
         .join(est, "topic", "left")
         .join(ts, "topic", "left")
         .join(slow, "topic", "left")
@@ -363,7 +366,7 @@ def rederived_quota_state(spark, info: dict, snapshot: dict, reads: EntryReads) 
             "*",
             (
                 F.lit(enabled)
-                & ~F.col("isSystemTopic")
+                & F.coalesce(~F.col("isSystemTopic"), F.lit(False))
                 & F.col("sL").isNotNull()
                 & (F.col("sizeQuotaLimitBytes") >= 0)
                 & (F.coalesce(F.col("backlogBytes"), F.lit(0)) >= F.col("sizeQuotaLimitBytes"))

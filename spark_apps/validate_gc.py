@@ -1,8 +1,8 @@
 """Quality-gate checks for inactive-topic GC, re-derived from the snapshot apart from the planner.
 
 Every planned ``delete_topic``: the topic is in the snapshot with the planned bytes and lastActive; the broker
-runs the monitor; it is not a system topic (checked on the name itself: a ``__`` local name, or the
-heartbeat namespace); ``deleteWhileInactive`` is on; no producer or consumer is connected; in
+runs the monitor; it is not a system topic (read from the name here, ``topic_names``: Pulsar's system topic
+names and system namespaces); ``deleteWhileInactive`` is on; no producer or consumer is connected; in
 ``delete_when_no_subscriptions`` mode it has no cursor at all, in ``delete_when_subscriptions_caught_up``
 mode no cursor is behind the topic's last entry (checked cursor by cursor); as-of - lastActive >=
 maxInactiveDurationSeconds; retention time neither infinite nor still running; one row per topic.
@@ -25,15 +25,15 @@ from pathlib import Path
 from pyspark.sql import DataFrame
 from pyspark.sql import functions as F
 
+from spark_apps.topic_names import retention_default_fits_name, topic_name_facts
 from spark_apps.validate_cursor_moves import position_key
 
 GC_ACTIONS = ["delete_topic", "refresh_last_active", "delete_partitioned_metadata"]
 
 
-def _is_system(topic: str = "topic") -> F.Column:
-    local = F.element_at(F.split(F.col(topic), "/"), -1)
-    namespace = F.regexp_extract(F.col(topic), r"^persistent://([^/]+/[^/]+)/", 1)
-    return local.startswith("__") | namespace.rlike(r"^pulsar/[^/]+:[0-9]+$")
+def _not_system() -> F.Column:
+    """From the gate's reading of the name (``isSystemTopic`` of ``topic_name_facts``); unknown -> false."""
+    return F.coalesce(~F.col("isSystemTopic"), F.lit(False))
 
 
 def _known_true(check: F.Column) -> F.Column:
@@ -65,6 +65,7 @@ def topic_facts(snapshot: dict) -> DataFrame:
     cursor_count = cursors.groupBy("topic").agg(F.count("*").alias("cursorCount"))
     return (
         snapshot["topics"]
+        .drop("isSystemTopic")  # the gate reads it from the name (topic_names), not from the snapshot
         .withColumn("known", F.lit(True))
         .join(cursor_count, "topic", "left")
         .join(cursors_behind_last_entry(ledgers, cursors), "topic", "left")
@@ -80,19 +81,26 @@ def _subscriptions_keep_it_active() -> F.Column:
     ).when(F.col("inactiveDeleteMode") == "delete_when_subscriptions_caught_up", F.col("cursorsBehind") > 0)
 
 
-def deletion_checks(info: dict, actions: DataFrame, facts: DataFrame, ledgers: DataFrame) -> DataFrame:
+def deletion_checks(
+    info: dict, actions: DataFrame, facts: DataFrame, ledgers: DataFrame, names: DataFrame
+) -> DataFrame:
     as_of = F.lit(int(info["asOfMs"]))
     planned = actions.where(F.col("action") == "delete_topic").select(
         "topic", F.col("bytes").alias("plannedBytes"), F.col("lastActiveMs").alias("plannedLastActiveMs")
     )
     stored = ledgers.groupBy("topic").agg(F.sum("size").alias("storedBytes"))
-    frame = planned.join(facts, "topic", "left").join(stored, "topic", "left")
+    frame = (
+        planned.join(facts, "topic", "left")
+        .join(stored, "topic", "left")
+        .join(names.select("topic", "isSystemTopic", "isSystemTopicName"), "topic", "left")
+    )
     idle_ms = as_of - F.col("lastActiveMs")
     return frame.select(
         "topic",
         F.coalesce(F.col("known"), F.lit(False)).alias("topic_in_snapshot"),
         F.lit(bool(info["broker"]["brokerDeleteInactiveTopicsEnabled"])).alias("gc_enabled_on_broker"),
-        (~_is_system()).alias("not_system_topic"),
+        _not_system().alias("not_system_topic"),
+        _known_true(retention_default_fits_name()).alias("retention_default_fits_the_name"),
         _known_true(F.col("deleteWhileInactive")).alias("delete_while_inactive"),
         _known_true((F.col("producers") == 0) & (F.col("consumers") == 0)).alias("no_connected_clients"),
         _known_true(~_subscriptions_keep_it_active()).alias("no_subscription_keeps_it_active"),
@@ -109,7 +117,7 @@ def deletion_checks(info: dict, actions: DataFrame, facts: DataFrame, ledgers: D
     )
 
 
-def refresh_checks(info: dict, actions: DataFrame, facts: DataFrame) -> DataFrame:
+def refresh_checks(info: dict, actions: DataFrame, facts: DataFrame, names: DataFrame) -> DataFrame:
     as_of_ms = int(info["asOfMs"])
     refreshes = actions.where(F.col("action") == "refresh_last_active").select(
         "topic", F.col("lastActiveMs").alias("newLastActiveMs")
@@ -117,7 +125,11 @@ def refresh_checks(info: dict, actions: DataFrame, facts: DataFrame) -> DataFram
     deleted = actions.where(F.col("action") == "delete_topic").select(
         "topic", F.lit(True).alias("alsoDeleted")
     )
-    frame = refreshes.join(facts, "topic", "left").join(deleted, "topic", "left")
+    frame = (
+        refreshes.join(facts, "topic", "left")
+        .join(deleted, "topic", "left")
+        .join(names.select("topic", "isSystemTopic"), "topic", "left")
+    )
     active = (
         (F.col("producers") + F.col("consumers") > 0)
         | _subscriptions_keep_it_active()
@@ -126,7 +138,7 @@ def refresh_checks(info: dict, actions: DataFrame, facts: DataFrame) -> DataFram
     gc_applies = (
         F.lit(bool(info["broker"]["brokerDeleteInactiveTopicsEnabled"]))
         & F.col("deleteWhileInactive")
-        & ~_is_system()
+        & _not_system()
     )
     return frame.select(
         "topic",
@@ -141,17 +153,18 @@ def refresh_checks(info: dict, actions: DataFrame, facts: DataFrame) -> DataFram
     )
 
 
-def partitioned_metadata_checks(info: dict, actions: DataFrame, snapshot: dict) -> DataFrame:
+def partitioned_metadata_checks(
+    info: dict, actions: DataFrame, snapshot: dict, names: DataFrame
+) -> DataFrame:
     partitioned = snapshot["partitioned_topics"]
     planned = actions.where(F.col("action") == "delete_partitioned_metadata").select(
         F.col("topic").alias("partitionedTopic")
     )
     # Partition names are parsed here from the deleted topics' names, not taken from the planner's columns.
-    partition_of = F.regexp_extract(F.col("topic"), r"^(.+)-partition-[0-9]+$", 1)
     deleted_partitions = (
         actions.where(F.col("action") == "delete_topic")
-        .select(partition_of.alias("partitionedTopic"))
-        .where(F.col("partitionedTopic") != "")
+        .join(names.select("topic", "partitionedTopic"), "topic")
+        .where(F.col("partitionedTopic").isNotNull())
         .groupBy("partitionedTopic")
         .agg(F.count("*").alias("deletedPartitions"))
     )
@@ -216,6 +229,7 @@ def gc_checks(spark, run_dir: str | Path):
     actions = materialize(read_actions(spark, run_dir))
     summary = read_summary(Path(run_dir))
     facts = materialize(topic_facts(snapshot))
+    names = materialize(topic_name_facts(spark, [actions]))
     max_share = float(info.get("maxDeletedTopicShare", 0.5))
     return [
         CheckFrame(
@@ -228,13 +242,14 @@ def gc_checks(spark, run_dir: str | Path):
         ),
         CheckFrame(
             "topic_deletions",
-            deletion_checks(info, actions, facts, snapshot["ledgers"]),
+            deletion_checks(info, actions, facts, snapshot["ledgers"], names),
             [
                 gxe.ExpectColumnValuesToBeUnique(column="topic"),
                 *must_be_true(
                     "topic_in_snapshot",
                     "gc_enabled_on_broker",
                     "not_system_topic",
+                    "retention_default_fits_the_name",
                     "delete_while_inactive",
                     "no_connected_clients",
                     "no_subscription_keeps_it_active",
@@ -247,7 +262,7 @@ def gc_checks(spark, run_dir: str | Path):
         ),
         CheckFrame(
             "last_active_refreshes",
-            refresh_checks(info, actions, facts),
+            refresh_checks(info, actions, facts, names),
             must_be_true(
                 "topic_in_snapshot",
                 "gc_applies_to_topic",
@@ -259,7 +274,7 @@ def gc_checks(spark, run_dir: str | Path):
         ),
         CheckFrame(
             "partitioned_metadata",
-            partitioned_metadata_checks(info, actions, snapshot),
+            partitioned_metadata_checks(info, actions, snapshot, names),
             must_be_true("metadata_deletion_enabled", "metadata_in_snapshot", "no_partition_left"),
         ),
         CheckFrame(

@@ -7,7 +7,9 @@ Trim invariants (each a boolean column of a check frame, each expected to be all
 - deletions: the ledger exists in the snapshot with the planned size; it is not the topic's current
   ledger; no durable cursor pins it (checked cursor by cursor, not through "the slowest" cursor); the
   deleted set is a contiguous oldest prefix; retention allows it (time strictly expired, or what remains
-  of the topic's total is still >= the size quota); (topic, ledgerId) is unique.
+  of the topic's total is still >= the size quota); the system-topic retention default (0, 0) applies
+  exactly to the topics whose name makes them system topics (read from the name here, ``topic_names``);
+  (topic, ledgerId) is unique.
 - cursor moves: the cursor exists at the planned ``from``; it is non-durable; ``to`` is strictly after
   ``from`` (never backward), is the last entry of the topic's deleted range and not past the topic's end.
 - namespaces: bytes deleted reconcile with the planner's summary; the deleted share of the namespace's
@@ -35,6 +37,7 @@ if __package__ in (None, ""):
 from housekeeping.holds import HELD_FORBIDDEN_ACTIONS  # noqa: E402
 from housekeeping.snapshot import read_run_info  # noqa: E402
 from spark_apps.common import get_spark, materialize, read_snapshot, run_scoped_cache  # noqa: E402
+from spark_apps.topic_names import retention_default_fits_name, topic_name_facts  # noqa: E402
 from spark_apps.validate_cursor_moves import position_key, position_part  # noqa: E402
 
 ACTIONS_SCHEMA = (
@@ -56,7 +59,12 @@ def read_actions(spark, run_dir: str | Path) -> DataFrame:
 
 
 def trim_deletion_checks(
-    actions: DataFrame, topics: DataFrame, ledgers: DataFrame, cursors: DataFrame, as_of_ms: int
+    actions: DataFrame,
+    topics: DataFrame,
+    ledgers: DataFrame,
+    cursors: DataFrame,
+    as_of_ms: int,
+    names: DataFrame,
 ) -> DataFrame:
     deletions = actions.where(F.col("action") == "delete_ledger").select(
         "topic", "ledgerId", F.col("bytes").alias("plannedBytes")
@@ -72,7 +80,12 @@ def trim_deletion_checks(
             "left",
         )
         .join(topic_facts, "topic", "left")
-        .join(topics.select("topic", "retentionTimeMs", "retentionSizeBytes"), "topic", "left")
+        .join(
+            topics.select("topic", "retentionTimeMs", "retentionSizeBytes", "retentionSource"),
+            "topic",
+            "left",
+        )
+        .join(names.select("topic", "isSystemTopicName"), "topic", "left")
     )
     # Planned deletions up to and including this ledger, with their snapshot sizes.
     upto = Window.partitionBy("topic").orderBy("ledgerId").rowsBetween(Window.unboundedPreceding, 0)
@@ -117,6 +130,7 @@ def trim_deletion_checks(
         F.coalesce(F.col("pinningCursors"), F.lit(0)).eqNullSafe(0).alias("no_durable_cursor_pins_it"),
         F.coalesce(F.col("rank") == F.col("plannedUpTo"), F.lit(False)).alias("contiguous_oldest_prefix"),
         F.coalesce(expired | over_quota, F.lit(False)).alias("retention_allows_delete"),
+        F.coalesce(retention_default_fits_name(), F.lit(False)).alias("retention_default_fits_the_name"),
     )
 
 
@@ -233,7 +247,12 @@ def trim_checks(spark, run_dir: str | Path):
     actions = materialize(read_actions(spark, run_dir))
     summary = read_summary(Path(run_dir))
     deletions = trim_deletion_checks(
-        actions, snapshot["topics"], snapshot["ledgers"], snapshot["cursors"], int(info["asOfMs"])
+        actions,
+        snapshot["topics"],
+        snapshot["ledgers"],
+        snapshot["cursors"],
+        int(info["asOfMs"]),
+        topic_name_facts(spark, [actions]),
     )
     moves = trim_cursor_checks(actions, snapshot["ledgers"], snapshot["cursors"])
     namespaces = trim_namespace_checks(
@@ -271,6 +290,7 @@ def trim_checks(spark, run_dir: str | Path):
                     "no_durable_cursor_pins_it",
                     "contiguous_oldest_prefix",
                     "retention_allows_delete",
+                    "retention_default_fits_the_name",
                 ),
             ],
         ),
@@ -441,14 +461,14 @@ def compaction_checks(spark, run_dir: str | Path):
     return build(spark, run_dir)
 
 
-def hold_checks(actions: DataFrame, holds: DataFrame) -> DataFrame:
-    """One row per deleting or cursor-moving action: ``not_held`` is false when a hold covers its topic."""
+def hold_checks(actions: DataFrame, holds: DataFrame, names: DataFrame) -> DataFrame:
+    """One row per deleting or cursor-moving action: ``not_held`` is false when a hold covers its topic (the
+    topic itself, its namespace or its partitioned topic, read from the name by ``topic_names``)."""
     forbidden = actions.where(F.col("action").isin(*HELD_FORBIDDEN_ACTIONS)).select("topic", "action")
-    namespace = F.regexp_extract("topic", r"^persistent://([^/]+/[^/]+)/", 1)
-    parent = F.regexp_extract("topic", r"^(persistent://[^/]+/[^/]+/.+)-partition-[0-9]+$", 1)
-    targets = F.array(F.col("topic"), namespace, parent)
+    targets = F.array(F.col("topic"), F.col("namespace"), F.col("partitionedTopic"))
     covering = (
-        forbidden.select("topic", F.explode(targets).alias("target"))
+        forbidden.join(names.select("topic", "namespace", "partitionedTopic"), "topic", "left")
+        .select("topic", F.explode(targets).alias("target"))
         .join(holds.select("target"), "target")
         .groupBy("topic")
         .agg(F.first("target").alias("heldByTarget"))
@@ -463,7 +483,8 @@ def with_hold_checks(spark, run_dir: str | Path, checks: list) -> list:
 
     actions = spark.read.schema(ACTIONS_SCHEMA).json(str(Path(run_dir) / "plan" / "actions"))
     holds = read_snapshot(spark, run_dir)["holds"]
-    return [*checks, CheckFrame("holds", hold_checks(actions, holds), must_be_true("not_held"))]
+    names = topic_name_facts(spark, [actions])
+    return [*checks, CheckFrame("holds", hold_checks(actions, holds, names), must_be_true("not_held"))]
 
 
 CHECK_BUILDERS = {

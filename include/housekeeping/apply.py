@@ -479,7 +479,6 @@ def _topic_busy(conn: Any, context: _ApplyContext, topic: str, action: dict[str,
         return "brokerDeleteInactiveTopicsEnabled is now false"
     effective = resolve_policies(
         topic,
-        TopicName.parse(topic).is_system_topic,
         json.loads(row.policies),
         row.namespace,
         json.loads(namespace_policies),

@@ -117,15 +117,17 @@ def housekeeping_params(extra: dict[str, Any]) -> dict[str, Any]:
 
 
 def spark_submit(task_id: str, app: str, args: list[str], mechanism: str, **operator_kwargs: Any):
-    """The standard SparkSubmitOperator of this project: the Spark connection from settings, the venv's
-    Python for driver and executors, and its bin on PATH (SparkSubmitHook runs a bare ``spark-submit``)."""
+    """The standard SparkSubmitOperator of this project: the Spark connection from settings, Airflow's own Python
+    (the project's virtualenv) for the driver and the executors unless PYSPARK_DRIVER_PYTHON / PYSPARK_PYTHON are
+    set (on a cluster, PYSPARK_PYTHON names the workers' interpreter), and its bin on PATH (SparkSubmitHook runs
+    a bare ``spark-submit``)."""
     from airflow.providers.apache.spark.operators.spark_submit import SparkSubmitOperator
 
     python = sys.executable
     env_vars = {
         "PATH": f"{Path(python).parent}{os.pathsep}{os.environ.get('PATH', '')}",
-        "PYSPARK_PYTHON": python,
-        "PYSPARK_DRIVER_PYTHON": python,
+        "PYSPARK_PYTHON": os.environ.get("PYSPARK_PYTHON") or python,
+        "PYSPARK_DRIVER_PYTHON": os.environ.get("PYSPARK_DRIVER_PYTHON") or python,
     }
     return SparkSubmitOperator(
         task_id=task_id,

@@ -50,6 +50,19 @@ class CursorSpec:
 
 
 @dataclass
+class CompactedLedgerSpec:
+    """A topic's compacted ledger as a running cluster has it (the manifest's ``compactedLedger``): its entries at
+    their original positions, in publish order. Its compaction horizon is the topic's ``__compaction`` cursor's
+    mark-delete, as in Pulsar (the compactor acknowledges up to the horizon on that cursor)."""
+
+    ledger_id: int
+    entries: int
+    size_bytes: int
+    messages: list[dict[str, Any]]
+    compacted_at_ms: int | None = None
+
+
+@dataclass
 class TopicSpec:
     name: str
     policies: dict[str, Any]
@@ -58,6 +71,7 @@ class TopicSpec:
     producers: int = 0
     consumers: int = 0
     last_active_ms: int | None = None
+    compacted: CompactedLedgerSpec | None = None
 
     @property
     def namespace(self) -> str:
@@ -135,7 +149,6 @@ def validate_content(content: StoreContent) -> BrokerConfig:
             raise InputError(f"topic {topic.name}: namespace {namespace} is not declared under 'namespaces'")
         effective = resolve_policies(
             topic.name,
-            parsed.is_system_topic,
             topic.policies,
             namespace,
             content.namespaces[namespace],
@@ -144,6 +157,7 @@ def validate_content(content: StoreContent) -> BrokerConfig:
         validate_policies(f"topic {topic.name}", topic.policies, effective.retention)
         _validate_ledgers(topic)
         _validate_cursors(topic)
+        _validate_compacted_ledger(topic, retain_null_key=bool(broker["topicCompactionRetainNullKey"]))
         for label, value in (("producers", topic.producers), ("consumers", topic.consumers)):
             if value < 0:
                 raise InputError(f"topic {topic.name}: {label}={value} must be >= 0")
@@ -238,6 +252,63 @@ def _validate_cursors(topic: TopicSpec) -> None:
             )
 
 
+COMPACTION_CURSOR = "__compaction"
+
+
+def compaction_horizon(topic: TopicSpec) -> tuple[int, int] | None:
+    """The ``__compaction`` cursor's mark-delete: the horizon of the topic's compacted ledger."""
+    cursor = next((c for c in topic.cursors if c.name == COMPACTION_CURSOR), None)
+    return None if cursor is None else cursor.mark_delete
+
+
+def _validate_compacted_ledger(topic: TopicSpec, *, retain_null_key: bool) -> None:
+    """A compacted ledger taken from a cluster: its horizon is a durable ``__compaction`` cursor inside the topic
+    (the cursor checks above), its id is not a raw ledger's, and it holds exactly its entries, each a keyed
+    (unless the broker retains null keys) entry at or before the horizon, one per key, in publish order."""
+    spec = topic.compacted
+    if spec is None:
+        return
+    where = f"topic {topic.name} compactedLedger {spec.ledger_id}"
+    cursor = next((c for c in topic.cursors if c.name == COMPACTION_CURSOR), None)
+    if cursor is None or not cursor.durable:
+        raise InputError(
+            f"{where}: needs the durable {COMPACTION_CURSOR} cursor, whose markDeletePosition is the compaction "
+            "horizon (the last entry the compacted ledger covers)"
+        )
+    if spec.ledger_id in {ledger.ledger_id for ledger in topic.ledgers}:
+        raise InputError(f"{where}: the id is one of the topic's ledgers; a compacted ledger has its own id")
+    if len(spec.messages) != spec.entries:
+        raise InputError(f"{where}: entries={spec.entries} but {len(spec.messages)} messages are given")
+    horizon = cursor.mark_delete
+    previous: tuple[int, int] | None = None
+    keys: set[str] = set()
+    for message in spec.messages:
+        position = (message["ledgerId"], message["entryId"])
+        at = f"{where} message {format_position(position)}"
+        if previous is not None and position <= previous:
+            raise InputError(
+                f"{at}: messages must be in publish order at increasing positions (after {format_position(previous)})"
+            )
+        previous = position
+        if position > horizon:
+            raise InputError(
+                f"{at}: is after the compaction horizon {format_position(horizon)} ({COMPACTION_CURSOR} cursor)"
+            )
+        key = message.get("key")
+        if key is None:
+            if not retain_null_key:
+                raise InputError(
+                    f"{at}: has no key; a compacted ledger holds keyed entries only (unless the broker sets "
+                    "topicCompactionRetainNullKey=true)"
+                )
+            continue
+        if key in keys:
+            raise InputError(
+                f"{at}: key {key!r} appears twice; a compacted ledger holds the latest entry per key"
+            )
+        keys.add(key)
+
+
 # --- manifest -> content --------------------------------------------------------------------
 
 
@@ -282,6 +353,7 @@ def content_from_manifest(document: Mapping[str, Any], source: str) -> tuple[Sto
                 producers=body.get("producers", 0),
                 consumers=body.get("consumers", 0),
                 last_active_ms=body.get("lastActive"),
+                compacted=_compacted_spec(body.get("compactedLedger")),
             )
         )
         messages[name] = list(body.get("messages", []))
@@ -296,20 +368,57 @@ def content_from_manifest(document: Mapping[str, Any], source: str) -> tuple[Sto
     return content, messages
 
 
+def _compacted_spec(body: Mapping[str, Any] | None) -> CompactedLedgerSpec | None:
+    if body is None:
+        return None
+    return CompactedLedgerSpec(
+        ledger_id=body["ledgerId"],
+        entries=body["entries"],
+        size_bytes=body["size"],
+        messages=list(body["messages"]),
+        compacted_at_ms=body.get("compactedAt"),
+    )
+
+
 def _entry_timestamp(message: Mapping[str, Any]) -> int:
     broker_ts = message.get("brokerTimestamp")
     return int(broker_ts) if broker_ts is not None else int(message["publishTime"])
 
 
-def _manifest_entries_writer(content: StoreContent, messages: dict[str, list]) -> Callable[[Store], None]:
-    """Check every topic's messages against its ledgers and return a writer for their Parquet files."""
+def _entries_table(topic: str, rows: list[Mapping[str, Any]]) -> Any:
+    """The manifest's messages of one ledger as an entry table (docs/store.md "Entry schema")."""
     import pyarrow as pa
 
     from housekeeping.entries import ENTRY_SCHEMA
 
-    tables: list[tuple[str, LedgerSpec, Any]] = []
+    values = [None if m["value"] is None else m["value"].encode("utf-8") for m in rows]
+    return pa.table(
+        {
+            "topic": [topic] * len(rows),
+            "ledgerId": [int(m["ledgerId"]) for m in rows],
+            "entryId": [int(m["entryId"]) for m in rows],
+            "publishTime": [int(m["publishTime"]) for m in rows],
+            "brokerTimestamp": [m.get("brokerTimestamp") for m in rows],
+            "key": [m.get("key") for m in rows],
+            "value": values,
+            "size": [0 if v is None else len(v) for v in values],
+            "properties": [list((m.get("properties") or {}).items()) for m in rows],
+        },
+        schema=ENTRY_SCHEMA,
+    )
+
+
+def _manifest_entries_writer(content: StoreContent, messages: dict[str, list]) -> Callable[[Store], None]:
+    """Check every topic's messages against its ledgers and return a writer for their Parquet files (the raw
+    ledgers' and the compacted ledger's, each in its own ledger directory)."""
+    tables: list[tuple[str, int, Any]] = []
     for topic in content.topics:
         topic_messages = messages.get(topic.name) or []
+        if topic.compacted is not None:
+            _check_compacted_against_raw(topic, topic_messages)
+            tables.append(
+                (topic.name, topic.compacted.ledger_id, _entries_table(topic.name, topic.compacted.messages))
+            )
         if not topic_messages:
             continue
         by_ledger: dict[int, list] = {}
@@ -332,33 +441,69 @@ def _manifest_entries_writer(content: StoreContent, messages: dict[str, list]) -
                 )
             if not rows:
                 continue
-            values = [None if m["value"] is None else m["value"].encode("utf-8") for m in rows]
             timestamps = [_entry_timestamp(m) for m in rows]
             ledger.min_entry_ts_ms, ledger.max_entry_ts_ms = min(timestamps), max(timestamps)
             ledger.entries_stored = True
-            table = pa.table(
-                {
-                    "topic": [topic.name] * len(rows),
-                    "ledgerId": [ledger.ledger_id] * len(rows),
-                    "entryId": ids,
-                    "publishTime": [int(m["publishTime"]) for m in rows],
-                    "brokerTimestamp": [m.get("brokerTimestamp") for m in rows],
-                    "key": [m.get("key") for m in rows],
-                    "value": values,
-                    "size": [0 if v is None else len(v) for v in values],
-                    "properties": [list((m.get("properties") or {}).items()) for m in rows],
-                },
-                schema=ENTRY_SCHEMA,
-            )
-            tables.append((topic.name, ledger, table))
+            tables.append((topic.name, ledger.ledger_id, _entries_table(topic.name, rows)))
 
     def write(staging: Store) -> None:
         from housekeeping.entries import write_ledger
 
-        for topic_name, ledger, table in tables:
-            write_ledger(staging.ledger_dir(topic_name, ledger.ledger_id), table)
+        for topic_name, ledger_id, table in tables:
+            write_ledger(staging.ledger_dir(topic_name, ledger_id), table)
 
     return write
+
+
+def _check_compacted_against_raw(topic: TopicSpec, raw_messages: list[Mapping[str, Any]]) -> None:
+    """A compacted entry is a copy of the raw entry at its position: where the manifest has both, they agree."""
+    assert topic.compacted is not None
+    raw = {(m["ledgerId"], m["entryId"]): m for m in raw_messages}
+    fields = ("publishTime", "brokerTimestamp", "key", "value", "properties")
+    for message in topic.compacted.messages:
+        original = raw.get((message["ledgerId"], message["entryId"]))
+        if original is None:
+            continue  # its raw ledger was trimmed, or the manifest gives no raw entries
+        differs = [f for f in fields if message.get(f) != original.get(f)]
+        if differs:
+            raise InputError(
+                f"topic {topic.name} compactedLedger {topic.compacted.ledger_id} message "
+                f"{message['ledgerId']}:{message['entryId']}: differs from the raw entry at the same position in "
+                f"{', '.join(differs)}; a compacted entry is a copy of it"
+            )
+
+
+def compacted_ledger_row(topic: TopicSpec, run_id: str) -> dict[str, Any] | None:
+    """The ``compacted_ledgers`` row of a topic's loaded compacted ledger (``current``), its facts derived from
+    its entries as the compaction apply derives them from the ones it writes."""
+    spec = topic.compacted
+    if spec is None:
+        return None
+    horizon = compaction_horizon(topic)
+    assert horizon is not None  # validate_content requires the cursor
+    stamps = [_entry_timestamp(m) for m in spec.messages]
+    tombstones = [
+        _entry_timestamp(m) for m in spec.messages if m.get("key") is not None and not (m["value"] or "")
+    ]
+    return {
+        "topic": topic.name,
+        "ledger_id": spec.ledger_id,
+        "status": "current",
+        "horizon_ledger": horizon[0],
+        "horizon_entry": horizon[1],
+        "entries": spec.entries,
+        "size_bytes": spec.size_bytes,
+        "min_entry_ts_ms": min(stamps, default=None),
+        "max_entry_ts_ms": max(stamps, default=None),
+        "tombstones": len(tombstones),
+        "oldest_tombstone_ts_ms": min(tombstones, default=None),
+        "run_id": run_id,
+        # When it was compacted is not in Pulsar's stats: without compactedAt, its newest entry's time (the
+        # compaction ran at or after it; apache/pulsar#11211's warning then measures a longer interval).
+        "compacted_as_of_ms": spec.compacted_at_ms
+        if spec.compacted_at_ms is not None
+        else max(stamps, default=0),
+    }
 
 
 def load_manifest(store_root: Path, manifest_path: Path, metadata_url: str | None = None) -> Store:
@@ -411,6 +556,7 @@ def write_store(
 def _replace_metadata(store: Store, content: StoreContent) -> None:
     with write_transaction(store.engine) as conn:
         for table in (
+            t.compacted_ledgers,
             t.deleted_topics,
             t.partitioned_topics,
             t.backlog_quota_states,
@@ -497,6 +643,9 @@ def _replace_metadata(store: Store, content: StoreContent) -> None:
         ]
         for start in range(0, len(cursor_rows), 5000):
             conn.execute(insert(t.cursors), cursor_rows[start : start + 5000])
+        compacted_rows = [row for topic in content.topics if (row := compacted_ledger_row(topic, "load"))]
+        if compacted_rows:
+            conn.execute(insert(t.compacted_ledgers), compacted_rows)
 
 
 # --- store -> manifest ------------------------------------------------------------------------
@@ -585,6 +734,16 @@ def export_manifest(store: Store, *, with_messages: bool = False) -> dict[str, A
             body["lastActive"] = topic.last_active_ms
         if with_messages:
             body["messages"] = _read_messages(store, topic.name, ledgers.get(topic.name, []))
+            if topic.name in compacted:
+                # Loadable with its entries (docs/manifest.md); without them it stays a fact under `store`.
+                facts = compacted[topic.name]
+                body["compactedLedger"] = {
+                    "ledgerId": facts["ledgerId"],
+                    "entries": facts["entries"],
+                    "size": facts["size"],
+                    "compactedAt": facts["compactedAsOfMs"],
+                    "messages": _ledger_messages(store, topic.name, facts["ledgerId"]),
+                }
         out_topics[topic.name] = body
         versions[topic.name] = topic.version
     return {
@@ -599,34 +758,41 @@ def export_manifest(store: Store, *, with_messages: bool = False) -> dict[str, A
             "metadata": store.safe_url,
             "topicVersions": versions,
             "backlogQuotaStates": quota_states,
-            # Compacted ledgers in force (topic compaction); written by compaction, not loadable.
+            # Compacted ledgers in force (topic compaction); with --messages each is also under its topic's
+            # compactedLedger, which load accepts.
             **({"compactedLedgers": compacted} if compacted else {}),
         },
     }
 
 
 def _read_messages(store: Store, topic: str, ledger_rows: list) -> list[dict[str, Any]]:
-    from housekeeping.entries import read_ledger
-
     out: list[dict[str, Any]] = []
     for row in ledger_rows:
-        if not row.entries_stored or row.entries == 0:
-            continue
-        ledger_dir = store.ledger_dir(topic, row.ledger_id)
-        if not ledger_dir.is_dir():
-            raise InputError(f"topic {topic} ledger {row.ledger_id}: directory {ledger_dir} is missing")
-        for rec in read_ledger(ledger_dir).to_pylist():
-            message = {
-                "ledgerId": rec["ledgerId"],
-                "entryId": rec["entryId"],
-                "publishTime": rec["publishTime"],
-            }
-            if rec["brokerTimestamp"] is not None:
-                message["brokerTimestamp"] = rec["brokerTimestamp"]
-            if rec["key"] is not None:
-                message["key"] = rec["key"]
-            message["value"] = None if rec["value"] is None else rec["value"].decode("utf-8", "replace")
-            if rec["properties"]:
-                message["properties"] = dict(rec["properties"])
-            out.append(message)
+        if row.entries_stored and row.entries > 0:
+            out += _ledger_messages(store, topic, row.ledger_id)
+    return out
+
+
+def _ledger_messages(store: Store, topic: str, ledger_id: int) -> list[dict[str, Any]]:
+    """A ledger's entries as manifest messages (a compacted ledger's at their original positions)."""
+    from housekeeping.entries import read_ledger
+
+    ledger_dir = store.ledger_dir(topic, ledger_id)
+    if not ledger_dir.is_dir():
+        raise InputError(f"topic {topic} ledger {ledger_id}: directory {ledger_dir} is missing")
+    out: list[dict[str, Any]] = []
+    for rec in read_ledger(ledger_dir).to_pylist():
+        message = {
+            "ledgerId": rec["ledgerId"],
+            "entryId": rec["entryId"],
+            "publishTime": rec["publishTime"],
+        }
+        if rec["brokerTimestamp"] is not None:
+            message["brokerTimestamp"] = rec["brokerTimestamp"]
+        if rec["key"] is not None:
+            message["key"] = rec["key"]
+        message["value"] = None if rec["value"] is None else rec["value"].decode("utf-8", "replace")
+        if rec["properties"]:
+            message["properties"] = dict(rec["properties"])
+        out.append(message)
     return out

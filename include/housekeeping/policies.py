@@ -1,8 +1,9 @@
 """Policy model: broker defaults (broker.conf names), namespace/topic policies, validation, resolution.
 
 Resolution is topic > namespace > broker for every policy, as Pulsar's ``HierarchyTopicPolicies``
-(PULSAR_SEMANTICS.md section 0). One Pulsar special case is kept: system topics (``__``-prefixed) with
-no topic-level retention get retention (0, 0), not the namespace's (``BrokerService#getManagedLedgerConfig``).
+(PULSAR_SEMANTICS.md section 0). One Pulsar special case is kept: system topics
+(``housekeeping.names.is_system_topic_name``) with no topic-level retention get retention (0, 0), not the
+namespace's (``BrokerService#getManagedLedgerConfig``).
 
 Validation follows Pulsar's admin API (``AdminResource#validateRetentionPolicies`` and
 ``#checkBacklogQuota``) and every error names the namespace or topic it is about.
@@ -16,8 +17,11 @@ from pathlib import Path
 from typing import Any
 
 from housekeeping.errors import InputError
+from housekeeping.names import is_system_topic_name
 
 MIB = 1024 * 1024
+# The retention source of a system topic without a topic-level retention (the gate checks it against the name).
+SYSTEM_TOPIC_RETENTION_SOURCE = "system topic default"
 
 BACKLOG_QUOTA_POLICIES = ("producer_request_hold", "producer_exception", "consumer_backlog_eviction")
 BACKLOG_QUOTA_TYPES = ("destination_storage", "message_age")
@@ -303,13 +307,13 @@ def _retention_of(value: Mapping[str, Any]) -> RetentionPolicy:
 
 def resolve_policies(
     topic_name: str,
-    is_system_topic: bool,
     topic_policies: Mapping[str, Any],
     namespace_name: str,
     namespace_policies: Mapping[str, Any],
     broker: BrokerConfig,
 ) -> EffectivePolicies:
     """Topic > namespace > broker, per policy."""
+    system_topic = is_system_topic_name(topic_name)
 
     def pick(key: str) -> tuple[Any, str]:
         if topic_policies.get(key) is not None:
@@ -319,11 +323,12 @@ def resolve_policies(
         return None, "broker"
 
     retention_value, retention_source = pick("retention_policies")
-    if retention_value is not None and not (is_system_topic and retention_source.startswith("namespace")):
+    if retention_value is not None and not (system_topic and retention_source.startswith("namespace")):
         retention = _retention_of(retention_value)
-    elif is_system_topic:
-        # BrokerService#getManagedLedgerConfig: system topics without a topic policy get (0, 0).
-        retention, retention_source = RetentionPolicy(0, 0), "system topic default"
+    elif system_topic:
+        # BrokerService#getManagedLedgerConfig: a topic SystemTopicNames#isSystemTopic names gets (0, 0)
+        # without a topic-level retention; the namespace's does not apply to it.
+        retention, retention_source = RetentionPolicy(0, 0), SYSTEM_TOPIC_RETENTION_SOURCE
     else:
         retention = broker.retention
 

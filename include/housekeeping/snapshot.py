@@ -151,7 +151,6 @@ def take_snapshot(
         parsed = TopicName.parse(row.name)
         effective = resolve_policies(
             row.name,
-            parsed.is_system_topic,
             json.loads(row.policies),
             row.namespace,
             namespaces[row.namespace],

@@ -335,3 +335,120 @@ def test_the_gate_blocks_a_wrong_compacted_ledger_and_apply_refuses(
     with pytest.raises(PlanNotValidated):
         require_passed_gate(run_dir)
     assert _compacted_rows(root) == []
+
+
+# --- starting from a compacted ledger taken from a cluster (`load` of a topic's compactedLedger) -----------------
+
+
+def _imported(
+    tmp_path, capsys, raw: dict[int, list[dict]], compacted: list[dict], horizon: str, policies=None
+):
+    """A topic whose ledgers hold ``raw`` (ledger id -> messages; the last ledger is the current one), with a
+    compacted ledger 900 holding ``compacted`` up to ``horizon`` (the __compaction cursor)."""
+    ids = sorted(raw)
+    ledgers = [
+        {
+            "ledgerId": i,
+            "entries": len(raw[i]),
+            "size": sum(len((m["value"] or "").encode()) for m in raw[i]),
+            **({"timestamp": T0} if i != ids[-1] else {}),
+        }
+        for i in ids
+    ]
+    topic = {
+        "ledgers": ledgers,
+        "cursors": {"__compaction": {"markDeletePosition": horizon}},
+        "messages": [m for i in ids for m in raw[i]],
+        "lastActive": T0,
+        "compactedLedger": {
+            "ledgerId": 900,
+            "entries": len(compacted),
+            "size": sum(len((m["value"] or "").encode()) for m in compacted),
+            "compactedAt": AS_OF_MS - 6 * 3_600_000,
+            "messages": compacted,
+        },
+    }
+    document = {
+        "namespaces": {"acme/tables": policies or {"compaction_threshold": 1}},
+        "topics": {TOPIC: topic},
+    }
+    root = tmp_path / "store"
+    code, _, err = run_cli(
+        capsys, "load", "--store", str(root), "--manifest", str(write_manifest(tmp_path, document))
+    )
+    assert code == 0, err
+    return root
+
+
+def _action(root: Path) -> dict:
+    (run,) = (root / "runs" / "compaction").iterdir()
+    from housekeeping.plan import read_table
+
+    (action,) = read_table(run, "actions")
+    return action
+
+
+def test_compact_add_compact_merges_new_entries_with_the_imported_compacted_ledger(tmp_path, capsys):
+    """apache/pulsar CompactorTest#testCompactAddCompact: a=A_1, b=B_1, a=A_2 compacted (a=A_2, b=B_1); then
+    b=B_2; the next compaction gives a=A_2, b=B_2. Here the first compaction happened on the cluster."""
+    first = [_message(1, 0, "a", "A_1"), _message(1, 1, "b", "B_1"), _message(1, 2, "a", "A_2")]
+    root = _imported(
+        tmp_path, capsys, {1: first, 2: [_message(2, 0, "b", "B_2")]}, [first[1], first[2]], "1:2"
+    )
+    assert _values(_view(capsys, root)) == {"a": "A_2", "b": "B_2"}, "imported view: compacted ledger + tail"
+    result = _apply(capsys, root)
+    assert result["appliedTopics"] == [TOPIC] and result["compactedLedgersReplaced"] == 1
+    view = _view(capsys, root)
+    assert _values(view) == {"a": "A_2", "b": "B_2"} and view["entriesAfterHorizon"] == 0
+    # Incremental: the compacted ledger's 2 entries and the 1 raw entry after its horizon, not ledger 1 again.
+    action = _action(root)
+    assert (action["ledgerId"], action["readFrom"], action["entriesRead"]) == (900, "1:2", 3)
+
+
+def test_compactor_reads_compacted_keys_survive_after_their_raw_ledgers_were_trimmed(tmp_path, capsys):
+    """apache/pulsar CompactionTest#testCompactorReadsCompacted: key0 and key1 compacted, key2 published after;
+    the second compaction reads the compacted ledger and only the raw entries after its horizon, and all three
+    keys are there. Ledger 1 (key0) is no longer in the cluster's ledger list: trimmed once compacted."""
+    key0, key1, key2 = (_message(i + 1, 0, f"key{i}", f"my-message-{i}") for i in range(3))
+    root = _imported(tmp_path, capsys, {2: [key1], 3: [key2]}, [key0, key1], "2:0")
+    result = _apply(capsys, root)
+    assert result["appliedTopics"] == [TOPIC]
+    view = _view(capsys, root)
+    assert _values(view) == {"key0": "my-message-0", "key1": "my-message-1", "key2": "my-message-2"}
+    assert [view["keys"][k]["position"] for k in ("key0", "key1", "key2")] == ["1:0", "2:0", "3:0"]
+    action = _action(root)
+    assert (action["readFrom"], action["entriesRead"], action["entriesKept"]) == ("2:0", 3, 3)
+
+
+def test_tombstones_after_the_imported_compaction_remove_their_keys(tmp_path, capsys):
+    """apache/pulsar CompactionRetentionTest#testCompaction: keys a, b, c, x1, x2 compacted at round 2, then x1 and
+    x2 explicitly removed (empty payloads); the next compaction leaves a, b, c."""
+    round2 = [_message(2, i, key, "2") for i, key in enumerate(("a", "b", "c", "x1", "x2"))]
+    removals = [_message(3, 0, "x1", None), _message(3, 1, "x2", None)]
+    root = _imported(tmp_path, capsys, {2: round2, 3: removals}, round2, "2:4")
+    # Pulsar's test runs the compactor itself; here the topic is named (two empty payloads are 0 bytes of
+    # backlog, which no compaction threshold exceeds).
+    _apply(capsys, root, "--compact-topic", TOPIC)
+    assert _values(_view(capsys, root)) == {"a": "2", "b": "2", "c": "2"}
+    action = _action(root)
+    assert (action["entriesKept"], action["entriesTombstoned"], action["entriesSuperseded"]) == (3, 2, 2)
+
+
+@pytest.mark.parametrize("retention", [None, {"retentionTimeInMinutes": 1440, "retentionSizeInMB": -1}])
+def test_compacted_retention_applies_to_old_entries_of_the_imported_compacted_ledger(
+    tmp_path, capsys, retention
+):
+    """apache/pulsar #19665 (PIP-252): with a compacted retention of one day, a key last written three days ago
+    leaves the compacted ledger although nothing new arrived; without one (Pulsar), nothing is compacted."""
+    old, recent = _message(1, 0, "old", "o", minutes_before=3 * 1440), _message(1, 1, "recent", "r")
+    policies = {"compaction_threshold": 1, **({"compacted_retention": retention} if retention else {})}
+    root = _imported(tmp_path, capsys, {1: [old, recent], 2: []}, [old, recent], "1:1", policies)
+    result = _apply(capsys, root)
+    if retention is None:
+        assert result["appliedTopics"] == [] and _values(_view(capsys, root)) == {"old": "o", "recent": "r"}
+        return
+    assert result["appliedTopics"] == [TOPIC]
+    assert _values(_view(capsys, root)) == {"recent": "r"}
+    action = _action(root)
+    assert (action["entriesRead"], action["entriesExpiredTime"], action["entriesKept"]) == (2, 1, 1)
+    assert "no longer allows" in action["reason"]

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import pytest
 
+from housekeeping.names import is_system_topic
 from spark_apps.common import CURSORS_SCHEMA, LEDGERS_SCHEMA, PARTITIONED_TOPICS_SCHEMA, TOPICS_SCHEMA
 from spark_apps.plan_gc import gc_actions, partitioned_metadata_deletions, plan_topic_decisions
 
@@ -15,12 +16,10 @@ NO_SUBS, CAUGHT_UP = "delete_when_no_subscriptions", "delete_when_subscriptions_
 
 def topic(name: str, **facts) -> dict:
     """A snapshot topic row: idle since AS_OF - 1 h, no clients, no retention, 60 s limit, no-subscriptions mode."""
-    local = name.rsplit("/", 1)[-1]
     row = {
         "topic": f"persistent://t/ns/{name}" if "://" not in name else name,
         "namespace": "t/ns",
         "tenant": "t",
-        "isSystemTopic": local.startswith("__"),
         "version": 1,
         "producers": 0,
         "consumers": 0,
@@ -45,6 +44,7 @@ def topic(name: str, **facts) -> dict:
     row.update(facts)
     if "://" in name and "namespace" not in facts:
         row["namespace"] = "/".join(name.split("://")[1].split("/")[:2])
+    row.setdefault("isSystemTopic", is_system_topic(row["topic"]))  # as the snapshot computes it
     return row
 
 

@@ -181,3 +181,122 @@ def test_reference_sample_assembles_into_a_manifest(tmp_path):
     assert export_manifest(store)["topics"]["persistent://public/default/pt-zgc-partition-1"]["cursors"][
         "taosx-test"
     ] == {"markDeletePosition": "94:3", "durable": True}
+
+
+# A topic taken from a cluster after a compaction: ledger 1 was trimmed once compacted (its key "a" survives in the
+# compacted ledger only), the horizon is the __compaction cursor at 2:1, entry 3:0 arrived after it.
+C = "persistent://acme/orders/compacted"
+
+
+def _m(ledger: int, entry: int, key: str | None, value: str | None, ts: int = 100) -> dict:
+    return {"ledgerId": ledger, "entryId": entry, "publishTime": ts, "key": key, "value": value}
+
+
+COMPACTED = copy.deepcopy(GOOD)
+COMPACTED["topics"][C] = topic_body(
+    [(2, 2, 4, 1000), (3, 1, 2, None)],
+    {"__compaction": "2:1", "sub": "3:0"},
+    messages=[_m(2, 0, "b", "b1"), _m(2, 1, "b", "b2", 200), _m(3, 0, "a", "a2", 300)],
+    compactedLedger={
+        "ledgerId": 90,
+        "entries": 2,
+        "size": 4,
+        "compactedAt": 250,
+        "messages": [_m(1, 0, "a", "a1", 50), _m(2, 1, "b", "b2", 200)],
+    },
+)
+
+
+def test_a_compacted_ledger_loads_and_round_trips(tmp_path):
+    from sqlalchemy import select
+
+    from housekeeping import metadata_schema as t
+    from housekeeping.store import read_transaction
+
+    store = load_manifest(tmp_path / "s", write_manifest(tmp_path, COMPACTED))
+    with read_transaction(store.engine) as conn:
+        row = conn.execute(select(t.compacted_ledgers)).one()
+    assert (row.topic, row.ledger_id, row.status, row.horizon_ledger, row.horizon_entry) == (
+        C,
+        90,
+        "current",
+        2,
+        1,
+    )
+    assert (row.entries, row.size_bytes, row.min_entry_ts_ms, row.max_entry_ts_ms) == (2, 4, 50, 200)
+    assert (row.tombstones, row.compacted_as_of_ms) == (0, 250)
+    exported = export_manifest(store, with_messages=True)
+    assert exported["topics"][C]["compactedLedger"] == COMPACTED["topics"][C]["compactedLedger"]
+    assert exported["store"]["compactedLedgers"][C]["horizon"] == "2:1"
+    assert "compactedLedger" not in export_manifest(store)["topics"][C]  # only loadable with its entries
+    again = load_manifest(tmp_path / "s2", write_manifest(tmp_path, exported, "exported.json"))
+    second = export_manifest(again, with_messages=True)
+    assert {k: v for k, v in second.items() if k != "store"} == {
+        k: v for k, v in exported.items() if k != "store"
+    }
+    # Loading over a store that has a compacted ledger replaces it too.
+    replaced = load_manifest(tmp_path / "s", write_manifest(tmp_path, GOOD, "good.json"))
+    assert "compactedLedgers" not in export_manifest(replaced)["store"]
+    assert not (replaced.root / "ledgers/persistent/acme/orders/compacted").exists()
+
+
+def compacted_mutant(path: str, value) -> dict:
+    document = copy.deepcopy(COMPACTED)
+    target = document["topics"][C]
+    keys = path.split("|")
+    for key in keys[:-1]:
+        target = target[int(key)] if isinstance(target, list) else target[key]
+    if value is KeyError:
+        del target[keys[-1]]
+    elif isinstance(target, list):
+        target[int(keys[-1])] = value
+    else:
+        target[keys[-1]] = value
+    return document
+
+
+WHERE = f"topic {C} compactedLedger 90"
+BAD_COMPACTED = [
+    (compacted_mutant("cursors|__compaction", KeyError), f"{WHERE}: needs the durable __compaction cursor"),
+    (
+        compacted_mutant("cursors|__compaction", {"markDeletePosition": "2:1", "durable": False}),
+        "needs the durable __compaction cursor",
+    ),
+    (compacted_mutant("compactedLedger|ledgerId", 3), "the id is one of the topic's ledgers"),
+    (compacted_mutant("compactedLedger|entries", 3), "entries=3 but 2 messages are given"),
+    (
+        compacted_mutant("compactedLedger|messages|1", _m(3, 0, "b", "b9")),
+        f"{WHERE} message 3:0: is after the compaction horizon 2:1",
+    ),
+    (compacted_mutant("compactedLedger|messages|0", _m(1, 0, None, "x")), "message 1:0: has no key"),
+    (compacted_mutant("compactedLedger|messages|0", _m(1, 0, "b", "x")), "key 'b' appears twice"),
+    (compacted_mutant("compactedLedger|messages|0", _m(2, 1, "a", "x")), "in publish order"),
+    (
+        compacted_mutant("compactedLedger|messages|1", _m(2, 1, "b", "changed", 200)),
+        "message 2:1: differs from the raw entry at the same position in value",
+    ),
+    (compacted_mutant("compactedLedger|messages", KeyError), "'messages' is a required property"),
+    (compacted_mutant("compactedLedger|compactedAt", 10**16), "compactedAt"),
+]
+
+
+@pytest.mark.parametrize("document,message", BAD_COMPACTED)
+def test_bad_compacted_ledgers_are_rejected_with_a_named_error_and_change_nothing(
+    tmp_path, document, message
+):
+    store_root = tmp_path / "s"
+    load_manifest(store_root, write_manifest(tmp_path, COMPACTED))
+    before = export_manifest(Store.open(store_root), with_messages=True)
+    files_before = sorted(p.relative_to(store_root) for p in store_root.rglob("*.parquet"))
+    with pytest.raises(InputError, match=message):
+        load_manifest(store_root, write_manifest(tmp_path, document, "bad.json"))
+    assert export_manifest(Store.open(store_root), with_messages=True) == before
+    assert sorted(p.relative_to(store_root) for p in store_root.rglob("*.parquet")) == files_before
+
+
+def test_a_keyless_compacted_entry_loads_when_the_broker_retains_null_keys(tmp_path):
+    document = compacted_mutant("compactedLedger|messages|0", _m(1, 0, None, "keyless"))
+    document["broker"]["topicCompactionRetainNullKey"] = True
+    store = load_manifest(tmp_path / "s", write_manifest(tmp_path, document))
+    messages = export_manifest(store, with_messages=True)["topics"][C]["compactedLedger"]["messages"]
+    assert [m.get("key") for m in messages] == [None, "b"]

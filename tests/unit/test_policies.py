@@ -95,12 +95,12 @@ def test_resolution_topic_over_namespace_over_broker():
         "message_ttl_in_seconds": 30,
     }
     topic = {"retention_policies": {"retentionTimeInMinutes": -1, "retentionSizeInMB": -1}}
-    eff = resolve_policies("persistent://a/b/c", False, topic, "a/b", ns, BROKER)
+    eff = resolve_policies("persistent://a/b/c", topic, "a/b", ns, BROKER)
     assert eff.retention == RetentionPolicy(-1, -1) and eff.retention_source == "topic persistent://a/b/c"
     assert eff.message_ttl_seconds == 30 and eff.message_ttl_source == "namespace a/b"
-    eff = resolve_policies("persistent://a/b/c", False, {}, "a/b", ns, BROKER)
+    eff = resolve_policies("persistent://a/b/c", {}, "a/b", ns, BROKER)
     assert eff.retention == RetentionPolicy(60, 100)
-    eff = resolve_policies("persistent://a/b/c", False, {}, "a/b", {}, BROKER)
+    eff = resolve_policies("persistent://a/b/c", {}, "a/b", {}, BROKER)
     assert eff.retention == RetentionPolicy(0, 0) and eff.retention_source == "broker"
     assert eff.backlog_quotas["destination_storage"].limit_size == -1
     assert eff.inactive_topic_policies.max_inactive_seconds == 60  # falls back to the frequency
@@ -108,10 +108,10 @@ def test_resolution_topic_over_namespace_over_broker():
 
 def test_system_topics_get_zero_retention_unless_a_topic_policy_says_otherwise():
     ns = {"retention_policies": {"retentionTimeInMinutes": 60, "retentionSizeInMB": 100}}
-    eff = resolve_policies("persistent://a/b/__change_events", True, {}, "a/b", ns, BROKER)
+    eff = resolve_policies("persistent://a/b/__change_events", {}, "a/b", ns, BROKER)
     assert eff.retention == RetentionPolicy(0, 0) and eff.retention_source == "system topic default"
     topic = {"retention_policies": {"retentionTimeInMinutes": 5, "retentionSizeInMB": 5}}
-    eff = resolve_policies("persistent://a/b/__change_events", True, topic, "a/b", ns, BROKER)
+    eff = resolve_policies("persistent://a/b/__change_events", topic, "a/b", ns, BROKER)
     assert eff.retention == RetentionPolicy(5, 5)
 
 
@@ -119,5 +119,5 @@ def test_backlog_quota_gb_setting_wins_over_bytes():
     config = BrokerConfig.from_layers(
         ("x", {"backlogQuotaDefaultLimitGB": 2, "backlogQuotaDefaultLimitBytes": 5})
     )
-    eff = resolve_policies("persistent://a/b/c", False, {}, "a/b", {}, config)
+    eff = resolve_policies("persistent://a/b/c", {}, "a/b", {}, config)
     assert eff.backlog_quotas["destination_storage"].limit_size == 2 * (1 << 30)

@@ -1,0 +1,65 @@
+"""The gate's own reading of topic names: what a name says about its topic, from the name alone.
+
+Pulsar decides by name whether a topic is a system topic and which partitioned topic a partition belongs to; the
+rule has one definition, ``housekeeping.names``, which the snapshot applied for the planners. The gate applies it
+again here to the names it checks instead of trusting the snapshot's or the planner's columns, so a wrong flag
+upstream cannot certify a deletion or a cursor move on a system topic.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+
+from pyspark.sql import Column, DataFrame, SparkSession
+from pyspark.sql import functions as F
+
+NAME_FACTS_SCHEMA = (
+    "topic string, namespace string, partitionedTopic string, isSystemTopic boolean, "
+    "isSystemTopicName boolean"
+)
+
+
+def _facts(name: str) -> tuple:
+    from housekeeping.errors import InputError
+    from housekeeping.names import TopicName
+
+    try:
+        parsed = TopicName.parse(name)
+    except InputError:
+        # Not a topic name (a tampered plan): no fact, so every check that needs one fails.
+        return (name, None, None, None, None)
+    return (
+        name,
+        str(parsed.namespace_name),
+        parsed.partitioned_parent,
+        parsed.is_system_topic,
+        parsed.is_system_topic_name,
+    )
+
+
+def topic_name_facts(spark: SparkSession, frames: Iterable[DataFrame]) -> DataFrame:
+    """One row per distinct ``topic`` of ``frames``: its namespace, its partitioned topic (null: not a
+    partition), ``isSystemTopic`` (``BrokerService#isSystemTopic``: no expiry, backlog quota or GC) and
+    ``isSystemTopicName`` (``SystemTopicNames#isSystemTopic``: retention (0, 0) by default). Names are collected
+    to the driver: one short string per topic."""
+    names: set[str] = set()
+    for frame in frames:
+        names.update(row["topic"] for row in frame.select("topic").distinct().collect())
+    return spark.createDataFrame(
+        [_facts(name) for name in sorted(n for n in names if n is not None)], NAME_FACTS_SCHEMA
+    )
+
+
+def retention_default_fits_name() -> Column:
+    """The snapshot's resolved retention agrees with the name: a topic ``SystemTopicNames#isSystemTopic`` names
+    has retention (0, 0) unless a topic-level retention applies; any other topic never gets that default.
+    Needs ``isSystemTopicName`` (from :func:`topic_name_facts`), ``retentionSource``, ``retentionTimeMs`` and
+    ``retentionSizeBytes``; null when a fact is missing."""
+    from housekeeping.policies import SYSTEM_TOPIC_RETENTION_SOURCE
+
+    system_default = F.col("retentionSource") == F.lit(SYSTEM_TOPIC_RETENTION_SOURCE)
+    topic_level = F.col("retentionSource").startswith("topic ")
+    zero = (F.col("retentionTimeMs") == 0) & (F.col("retentionSizeBytes") == 0)
+    return F.when(F.col("isSystemTopicName"), topic_level | (system_default & zero)).otherwise(
+        ~system_default
+    )
