@@ -23,21 +23,6 @@ replay every eviction step) -> `apply_backlog_quota` (per-cursor compare-and-set
 
 from __future__ import annotations
 
-from housekeeping.alerts import BacklogQuotaNotifier
-from housekeeping.dag_factory import MechanismDagConfig, build_housekeeping_dag
+from housekeeping.dag_factory import build_housekeeping_dag
 
-dag = build_housekeeping_dag(
-    MechanismDagConfig(
-        dag_id="backlog_quota",
-        mechanism="backlog",
-        plan_app="plan_backlog.py",
-        plan_task_id="plan_backlog_quota",
-        validate_task_id="validate_backlog_plan",
-        apply_task_id="apply_backlog_quota",
-        report_task_id="write_backlog_report",
-        doc_md=__doc__,
-        schedule="*/5 * * * *",
-        tags=("backlog-quota",),
-        report_callbacks=(BacklogQuotaNotifier(),),
-    )
-)
+dag = build_housekeeping_dag("backlog", doc_md=__doc__)

@@ -27,33 +27,6 @@ their backlog); `max_deleted_share` is not used by compaction (it deletes no raw
 
 from __future__ import annotations
 
-from airflow.sdk import Param
+from housekeeping.dag_factory import build_housekeeping_dag
 
-from housekeeping.dag_factory import MechanismDagConfig, build_housekeeping_dag
-
-dag = build_housekeeping_dag(
-    MechanismDagConfig(
-        dag_id="compacted_ledger_retention",
-        mechanism="compaction",
-        plan_app="plan_compaction.py",
-        plan_task_id="plan_compaction",
-        validate_task_id="validate_compaction_plan",
-        apply_task_id="apply_compaction",
-        apply_app="apply_compaction.py",
-        report_task_id="write_compaction_report",
-        doc_md=__doc__,
-        schedule="@hourly",
-        tags=("compaction",),
-        extra_params={
-            "compact_topics": Param(
-                None,
-                type=["null", "array"],
-                items={"type": "string", "pattern": "^persistent://[^/]+/[^/]+/.+$"},
-                title="Compact these topics",
-                description="Topics (persistent://tenant/ns/topic) to compact whatever their backlog, as "
-                "`pulsar-admin topics compact`. Empty = only topics over their compaction threshold or due "
-                "for compacted retention.",
-            )
-        },
-    )
-)
+dag = build_housekeeping_dag("compaction", doc_md=__doc__)

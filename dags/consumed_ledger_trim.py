@@ -22,19 +22,6 @@ Settings: `HOUSEKEEPING_STORE_ROOT`, `HOUSEKEEPING_METADATA_URL`, `HOUSEKEEPING_
 
 from __future__ import annotations
 
-from housekeeping.dag_factory import MechanismDagConfig, build_housekeeping_dag
+from housekeeping.dag_factory import build_housekeeping_dag
 
-dag = build_housekeeping_dag(
-    MechanismDagConfig(
-        dag_id="consumed_ledger_trim",
-        mechanism="trim",
-        plan_app="plan_trim.py",
-        plan_task_id="plan_ledger_trim",
-        validate_task_id="validate_trim_plan",
-        apply_task_id="apply_ledger_trim",
-        report_task_id="write_trim_report",
-        doc_md=__doc__,
-        schedule="@hourly",
-        tags=("retention",),
-    )
-)
+dag = build_housekeeping_dag("trim", doc_md=__doc__)

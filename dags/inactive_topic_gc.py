@@ -24,32 +24,6 @@ is not used by GC.
 
 from __future__ import annotations
 
-from airflow.sdk import Param
+from housekeeping.dag_factory import build_housekeeping_dag
 
-from housekeeping.dag_factory import MechanismDagConfig, build_housekeeping_dag
-
-dag = build_housekeeping_dag(
-    MechanismDagConfig(
-        dag_id="inactive_topic_gc",
-        mechanism="gc",
-        plan_app="plan_gc.py",
-        plan_task_id="plan_inactive_topic_gc",
-        validate_task_id="validate_gc_plan",
-        apply_task_id="apply_inactive_topic_gc",
-        report_task_id="write_gc_report",
-        doc_md=__doc__,
-        schedule="@hourly",
-        tags=("inactive-topics",),
-        extra_params={
-            "max_deleted_topic_share": Param(
-                None,
-                type=["null", "number"],
-                minimum=0,
-                maximum=1,
-                title="Blast-radius override (topics)",
-                description="Max share of a namespace's topics this run may delete "
-                "(empty = HOUSEKEEPING_MAX_DELETED_TOPIC_SHARE, default 0.5).",
-            )
-        },
-    )
-)
+dag = build_housekeeping_dag("gc", doc_md=__doc__)

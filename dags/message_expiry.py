@@ -24,19 +24,6 @@ remaining backlog entry, what stopped the expiry.
 
 from __future__ import annotations
 
-from housekeeping.dag_factory import MechanismDagConfig, build_housekeeping_dag
+from housekeeping.dag_factory import build_housekeeping_dag
 
-dag = build_housekeeping_dag(
-    MechanismDagConfig(
-        dag_id="message_expiry",
-        mechanism="expiry",
-        plan_app="plan_expiry.py",
-        plan_task_id="plan_message_expiry",
-        validate_task_id="validate_expiry_plan",
-        apply_task_id="apply_message_expiry",
-        report_task_id="write_expiry_report",
-        doc_md=__doc__,
-        schedule="*/15 * * * *",
-        tags=("ttl",),
-    )
-)
+dag = build_housekeeping_dag("expiry", doc_md=__doc__)

@@ -37,7 +37,7 @@ for _name in ("HOUSEKEEPING_METADATA_URL", "HOUSEKEEPING_BROKER_CONF", "HOUSEKEE
 
 @pytest.fixture(scope="session")
 def spark():
-    from spark_apps.common import get_spark
+    from spark_apps.shared.session import get_spark
 
     session = get_spark("housekeeping-tests", "local[2]")
     yield session

@@ -25,6 +25,8 @@ from typing import Any
 
 from airflow.sdk import BaseNotifier
 
+from housekeeping.contract import RunDir, read_json, read_run_info
+
 log = logging.getLogger(__name__)
 
 WEBHOOK_ENV = "HOUSEKEEPING_ALERT_WEBHOOK_URL"
@@ -71,9 +73,9 @@ def quota_summary(alert: dict[str, Any]) -> str:
 
 def gate_failed_alert(run_dir: Path) -> dict[str, Any]:
     """The alert for a validate task that failed: the gate's failed expectations, or no verdict at all."""
-    info = json.loads((run_dir / "snapshot" / "run.json").read_text(encoding="utf-8"))
-    result_path = run_dir / "gate" / "result.json"
-    result = json.loads(result_path.read_text(encoding="utf-8")) if result_path.is_file() else None
+    run = RunDir(run_dir)
+    info = read_run_info(run)
+    result = read_json(run.gate_result)
     return {
         "alert": "gate_failed",
         "runId": info["runId"],
@@ -134,8 +136,7 @@ class BacklogQuotaNotifier(BaseNotifier):
         try:
             ti = context["ti"]
             snapshot = ti.xcom_pull(task_ids="take_snapshot")
-            report_path = Path(snapshot["run_dir"]) / "report" / "report.json"
-            report = json.loads(report_path.read_text(encoding="utf-8"))
+            report = read_json(RunDir(snapshot["run_dir"]).report_json)
             alert = backlog_quota_alert(report)
             if alert is not None:
                 deliver(alert, report.get("store"), quota_summary(alert))
@@ -151,7 +152,7 @@ class GateFailedNotifier(BaseNotifier):
             snapshot = context["ti"].xcom_pull(task_ids="take_snapshot")
             run_dir = Path(snapshot["run_dir"])
             alert = gate_failed_alert(run_dir)
-            store = json.loads((run_dir / "snapshot" / "run.json").read_text(encoding="utf-8")).get("store")
+            store = read_run_info(run_dir).get("store")
             deliver(alert, store, gate_summary(alert))
         except Exception:  # the task has failed already; the alert must not hide why
             log.exception("gate-failed alert could not be raised")

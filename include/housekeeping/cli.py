@@ -16,6 +16,7 @@ from typing import Annotated
 import typer
 
 from housekeeping.errors import HousekeepingError, InputError
+from housekeeping.registry import mechanism_names
 
 app = typer.Typer(
     add_completion=False,
@@ -170,13 +171,13 @@ def _plan(
     max_deleted_topic_share: float | None = None,
     compact_topics: list[str] | None = None,
 ):
-    from housekeeping.plan import check_mechanism
+    from housekeeping.registry import mechanism_spec
     from housekeeping.runner import plan_and_gate_in_process
     from housekeeping.settings import Settings
     from housekeeping.snapshot import take_snapshot
     from housekeeping.timeutil import parse_as_of
 
-    check_mechanism(mechanism)
+    mechanism_spec(mechanism)
     settings = Settings.from_env()
     as_of_ms = parse_as_of(as_of)
     share = settings.max_deleted_share if max_deleted_share is None else max_deleted_share
@@ -202,7 +203,7 @@ def _plan(
 
 @app.command()
 def plan(
-    mechanism: Annotated[str, typer.Argument(help="trim | expiry | backlog | gc | compaction")],
+    mechanism: Annotated[str, typer.Argument(help=" | ".join(mechanism_names()))],
     store: StoreOpt,
     as_of: AsOfOpt,
     fmt: FormatOpt = "text",
@@ -228,7 +229,7 @@ def plan(
 
 @app.command()
 def apply(
-    mechanism: Annotated[str, typer.Argument(help="trim | expiry | backlog | gc | compaction")],
+    mechanism: Annotated[str, typer.Argument(help=" | ".join(mechanism_names()))],
     store: StoreOpt,
     as_of: AsOfOpt,
     scope: ScopeOpt = None,
@@ -247,10 +248,10 @@ def apply(
 ) -> None:
     """Plan -> gate -> apply -> report. Files are only removed later by `purge`, after the grace period."""
     from housekeeping.gate import raise_if_rejected
-    from housekeeping.plan import check_mechanism
+    from housekeeping.registry import mechanism_spec
     from housekeeping.runner import apply_step, report_step
 
-    check_mechanism(mechanism)
+    mechanism_spec(mechanism)
     run_id = f"cli-{mechanism}-{uuid.uuid4().hex[:8]}"
     opened = _open(store, metadata_url)
     run_dir = opened.run_dir(mechanism, run_id)
@@ -276,7 +277,7 @@ def apply(
 @app.command()
 def purge(store: StoreOpt, as_of: AsOfOpt, metadata_url: MetadataOpt = None) -> None:
     """Delete the files of pending deletions whose grace period has passed as of the given time."""
-    from housekeeping.apply import purge as purge_files
+    from housekeeping.purge import purge as purge_files
     from housekeeping.timeutil import parse_as_of
 
     result = purge_files(
@@ -294,8 +295,8 @@ def restore(
     metadata_url: MetadataOpt = None,
 ) -> None:
     """Put a topic's pending-deleted ledgers back (within the grace period, before purge)."""
-    from housekeeping.apply import restore as restore_ledgers
     from housekeeping.names import TopicName
+    from housekeeping.restore import restore as restore_ledgers
     from housekeeping.timeutil import parse_as_of
 
     TopicName.parse(topic)
@@ -327,8 +328,8 @@ def hold_add(
 ) -> None:
     """Hold a namespace or topic (a partitioned topic's name holds its partitions)."""
     from housekeeping.actor import current_actor
-    from housekeeping.apply import journal
     from housekeeping.holds import add_hold
+    from housekeeping.journal import journal
     from housekeeping.store import write_transaction
 
     actor = current_actor()
@@ -342,8 +343,8 @@ def hold_add(
 def hold_remove(target: TargetArg, store: StoreOpt, metadata_url: MetadataOpt = None) -> None:
     """Remove a hold; the next runs treat the namespace or topic by the rules alone again."""
     from housekeeping.actor import current_actor
-    from housekeeping.apply import journal
     from housekeeping.holds import remove_hold
+    from housekeeping.journal import journal
     from housekeeping.store import write_transaction
 
     actor = current_actor()

@@ -10,7 +10,7 @@ from typing import Any
 from sqlalchemy import select
 
 from housekeeping import metadata_schema as t
-from housekeeping.compaction import current_compacted
+from housekeeping.compacted_ledgers import current_compacted
 from housekeeping.entries import read_ledger
 from housekeeping.errors import InputError
 from housekeeping.manifest import format_position

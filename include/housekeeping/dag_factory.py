@@ -1,23 +1,19 @@
 """The one DAG factory: snapshot -> Spark plan -> Spark/GX gate -> apply -> purge -> report.
 
-Every housekeeping DAG is ``build_housekeeping_dag(MechanismDagConfig(...))``; DAG files are wiring only.
-Nothing here does work at parse time: settings are read and libraries imported inside the tasks.
+Every housekeeping DAG is ``build_housekeeping_dag(<mechanism>, doc_md=__doc__)``: the DAG id, schedule, tags,
+task ids, apps, extra params and notifiers come from the mechanism's spec (``housekeeping.registry``); DAG files
+are wiring only. Nothing here does work at parse time: settings are read and libraries imported inside the tasks.
 """
 
 from __future__ import annotations
 
 import os
 import sys
-from dataclasses import dataclass, field
+from collections.abc import Mapping
+from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
-
-SPARK_APPS_DIR = Path(__file__).resolve().parent.parent.parent / "spark_apps"
-if not SPARK_APPS_DIR.is_dir():  # installed non-editable: spark_apps sits beside the package
-    import spark_apps as _spark_apps
-
-    SPARK_APPS_DIR = Path(_spark_apps.__file__).parent
 
 DEFAULT_OWNER = "storage-platform"
 # One slot: the steps that delete or move anything (apply, purge) of all five DAGs never run at once on the store,
@@ -39,49 +35,25 @@ def store_asset():
 
 
 @dataclass(frozen=True)
-class MechanismDagConfig:
-    """What differs between the housekeeping DAGs. Validated on construction."""
+class DagDefaults:
+    """What every housekeeping DAG shares (the mechanism's spec gives the rest)."""
 
-    dag_id: str
-    mechanism: str
-    plan_app: str  # file name in spark_apps/
-    plan_task_id: str
-    validate_task_id: str
-    apply_task_id: str
-    report_task_id: str
-    doc_md: str
-    schedule: str = "@hourly"
     start_date: datetime = datetime(2026, 1, 1, tzinfo=UTC)
-    tags: tuple[str, ...] = ()
     retries: int = 2
     retry_delay: timedelta = timedelta(minutes=2)
     # Each retry waits twice as long as the one before (2, then 4 min), at most max_retry_delay: a Spark
     # cluster that lost a worker or a database failing over gets time to come back.
     retry_exponential_backoff: float = 2.0
     max_retry_delay: timedelta = timedelta(minutes=30)
-    extra_params: dict[str, Any] = field(default_factory=dict)
-    # Notifiers/callables run after the report task succeeds (alerts that must not fail the run).
-    report_callbacks: tuple[Any, ...] = ()
-    # A Spark app that applies the checked plan (compaction writes ledgers with Spark); None: the Python apply.
-    apply_app: str | None = None
 
     def __post_init__(self) -> None:
-        from housekeeping.plan import MECHANISMS
-
-        if self.mechanism not in MECHANISMS:
-            raise ValueError(f"{self.dag_id}: unknown mechanism {self.mechanism!r}")
-        for app in (self.plan_app, self.apply_app):
-            if app is not None and not (SPARK_APPS_DIR / app).is_file():
-                raise ValueError(f"{self.dag_id}: Spark app {app} not found in {SPARK_APPS_DIR}")
         if self.start_date.tzinfo is None:
-            raise ValueError(f"{self.dag_id}: start_date must be timezone-aware (UTC)")
-        ids = [self.plan_task_id, self.validate_task_id, self.apply_task_id, self.report_task_id]
-        if len(set(ids)) != len(ids):
-            raise ValueError(f"{self.dag_id}: task ids must be distinct")
+            raise ValueError("start_date must be timezone-aware (UTC)")
 
 
-def housekeeping_params(extra: dict[str, Any]) -> dict[str, Any]:
-    """The trigger form (JSON schema per param). Scheduled runs get these safe defaults."""
+def housekeeping_params(extra: Mapping[str, Mapping[str, Any]]) -> dict[str, Any]:
+    """The trigger form (JSON schema per param): the common params, then the mechanism's (``extra``: name ->
+    {"default": ..., JSON-schema keywords}). Scheduled runs get these safe defaults."""
     from airflow.sdk import Param
 
     return {
@@ -112,16 +84,22 @@ def housekeeping_params(extra: dict[str, Any]) -> dict[str, Any]:
             description="Max share of a namespace's stored bytes this run may delete "
             "(empty = HOUSEKEEPING_MAX_DELETED_SHARE, default 0.9).",
         ),
-        **extra,
+        **{
+            name: Param(definition.get("default"), **{k: v for k, v in definition.items() if k != "default"})
+            for name, definition in extra.items()
+        },
     }
 
 
 def spark_submit(task_id: str, app: str, args: list[str], mechanism: str, **operator_kwargs: Any):
-    """The standard SparkSubmitOperator of this project: the Spark connection from settings, Airflow's own Python
-    (the project's virtualenv) for the driver and the executors unless PYSPARK_DRIVER_PYTHON / PYSPARK_PYTHON are
-    set (on a cluster, PYSPARK_PYTHON names the workers' interpreter), and its bin on PATH (SparkSubmitHook runs
-    a bare ``spark-submit``)."""
+    """The standard SparkSubmitOperator of this project: runs the Spark app module ``app`` through
+    ``spark_apps/submit.py`` (``housekeeping.launcher``), with the Spark connection from settings, Airflow's own
+    Python (the project's virtualenv) for the driver and the executors unless PYSPARK_DRIVER_PYTHON /
+    PYSPARK_PYTHON are set (on a cluster, PYSPARK_PYTHON names the workers' interpreter), and its bin on PATH
+    (SparkSubmitHook runs a bare ``spark-submit``)."""
     from airflow.providers.apache.spark.operators.spark_submit import SparkSubmitOperator
+
+    from housekeeping import launcher
 
     python = sys.executable
     env_vars = {
@@ -131,8 +109,8 @@ def spark_submit(task_id: str, app: str, args: list[str], mechanism: str, **oper
     }
     return SparkSubmitOperator(
         task_id=task_id,
-        application=str(SPARK_APPS_DIR / app),
-        application_args=args,
+        application=str(launcher.SUBMIT_APP),
+        application_args=launcher.submit_args(app, args),
         conn_id=os.environ.get("HOUSEKEEPING_SPARK_CONN_ID", "spark_default"),
         name=f"housekeeping-{mechanism}-{task_id}",
         env_vars=env_vars,
@@ -158,31 +136,36 @@ def resolve_as_of_ms(params: dict[str, Any], context: dict[str, Any]) -> int:
     raise ValueError("cannot determine the run's logical time; pass the as_of param")
 
 
-def build_housekeeping_dag(config: MechanismDagConfig):
+def build_housekeeping_dag(mechanism: str, *, doc_md: str, defaults: DagDefaults = DagDefaults()):
     from airflow.sdk import DAG, TriggerRule, get_current_context, task
 
+    from housekeeping import launcher
     from housekeeping.alerts import GateFailedNotifier
+    from housekeeping.registry import mechanism_spec
+
+    spec = mechanism_spec(mechanism)
+    ids = spec.task_ids
 
     with DAG(
-        dag_id=config.dag_id,
-        schedule=config.schedule,
-        start_date=config.start_date,
+        dag_id=spec.dag_id,
+        schedule=spec.schedule,
+        start_date=defaults.start_date,
         catchup=False,
         max_active_runs=1,  # one deleting run at a time per mechanism; apply's CAS covers the rest
-        doc_md=config.doc_md,
-        tags=["housekeeping", "pulsar", config.mechanism, *config.tags],
-        params=housekeeping_params(config.extra_params),
+        doc_md=doc_md,
+        tags=["housekeeping", "pulsar", spec.name, *spec.tags],
+        params=housekeeping_params(spec.extra_params),
         default_args={
             "owner": DEFAULT_OWNER,
-            "retries": config.retries,
-            "retry_delay": config.retry_delay,
-            "retry_exponential_backoff": config.retry_exponential_backoff,
-            "max_retry_delay": config.max_retry_delay,
+            "retries": defaults.retries,
+            "retry_delay": defaults.retry_delay,
+            "retry_exponential_backoff": defaults.retry_exponential_backoff,
+            "max_retry_delay": defaults.max_retry_delay,
         },
         render_template_as_native_obj=False,
     ) as dag:
 
-        @task(task_id="take_snapshot", retries=config.retries)
+        @task(task_id="take_snapshot", retries=defaults.retries)
         def take_snapshot() -> dict[str, Any]:
             from housekeeping.settings import Settings
             from housekeeping.snapshot import take_snapshot
@@ -203,18 +186,16 @@ def build_housekeeping_dag(config: MechanismDagConfig):
                 if params.get("max_deleted_topic_share") is None
                 else float(params["max_deleted_topic_share"])
             )
-            run_id = f"{config.dag_id}__{context['run_id']}"
+            run_id = f"{spec.dag_id}__{context['run_id']}"
             dag_run = context.get("dag_run")
             # Journaled by apply and purge as who did it: this DAG run, and the user who triggered it if any.
             user = getattr(dag_run, "triggering_user_name", None)
-            actor = f"airflow {config.dag_id} ({context['run_id']})" + (
-                f" triggered by {user}" if user else ""
-            )
+            actor = f"airflow {spec.dag_id} ({context['run_id']})" + (f" triggered by {user}" if user else "")
             start = getattr(dag_run, "data_interval_start", None)
             end = getattr(dag_run, "data_interval_end", None)
             info = take_snapshot(
                 store,
-                mechanism=config.mechanism,
+                mechanism=spec.name,
                 run_id=run_id,
                 as_of_ms=as_of_ms,
                 scope=params.get("scope") or None,
@@ -237,19 +218,19 @@ def build_housekeeping_dag(config: MechanismDagConfig):
 
         snapshot = take_snapshot()
         run_dir = "{{ ti.xcom_pull(task_ids='take_snapshot')['run_dir'] }}"
-        plan = spark_submit(config.plan_task_id, config.plan_app, ["--run-dir", run_dir], config.mechanism)
+        plan = spark_submit(ids.plan, spec.plan_app, ["--run-dir", run_dir], spec.name)
         # A rejected plan is a deterministic verdict that needs a person, not a retry; a transient Spark
         # failure here is re-done by the next scheduled run.
         validate = spark_submit(
-            config.validate_task_id,
-            "validate_plan.py",
-            ["--run-dir", run_dir, "--mechanism", config.mechanism],
-            config.mechanism,
+            ids.validate,
+            launcher.GATE_APP,
+            ["--run-dir", run_dir, "--mechanism", spec.name],
+            spec.name,
             retries=0,
             on_failure_callback=[GateFailedNotifier()],
         )
 
-        @task(task_id=config.apply_task_id, pool=DELETING_POOL, outlets=[store_asset()])
+        @task(task_id=ids.apply, pool=DELETING_POOL, outlets=[store_asset()])
         def apply_plan(snapshot_info: dict[str, Any]) -> dict[str, Any]:
             from airflow.sdk.exceptions import AirflowSkipException
 
@@ -278,9 +259,9 @@ def build_housekeeping_dag(config: MechanismDagConfig):
             return purge_step(store, Path(snapshot_info["run_dir"]))
 
         @task(
-            task_id=config.report_task_id,
+            task_id=ids.report,
             trigger_rule=TriggerRule.NONE_FAILED,
-            on_success_callback=list(config.report_callbacks) or None,
+            on_success_callback=list(spec.report_notifiers()) or None,
         )
         def write_report(snapshot_info: dict[str, Any]) -> str:
             from housekeeping.runner import report_step
@@ -291,7 +272,7 @@ def build_housekeeping_dag(config: MechanismDagConfig):
 
         purged = purge_pending(snapshot)
         report = write_report(snapshot)
-        if config.apply_app is None:
+        if spec.apply_app is None:
             applied = apply_plan(snapshot)
             snapshot >> plan >> validate >> applied >> purged >> report
         else:
@@ -301,10 +282,10 @@ def build_housekeeping_dag(config: MechanismDagConfig):
                 return not snapshot_info["dry_run"]
 
             applied = spark_submit(
-                config.apply_task_id,
-                config.apply_app,
+                ids.apply,
+                spec.apply_app,
                 ["--run-dir", run_dir],
-                config.mechanism,
+                spec.name,
                 pool=DELETING_POOL,
                 outlets=[store_asset()],
             )

@@ -16,10 +16,9 @@ from html import escape as html_escape
 from pathlib import Path
 from typing import Any
 
+from housekeeping.contract import RunDir, write_json
 from housekeeping.errors import GateRejected, PlanNotValidated
 from housekeeping.plan import plan_digest
-
-RESULT_FILE = "result.json"
 
 
 @dataclass
@@ -85,19 +84,15 @@ def run_gate(run_dir: Path, mechanism: str, checks: list[CheckFrame]) -> dict[st
         "expectations": outcomes,
         "failed": [o for o in outcomes if not o["success"]],
     }
-    gate_dir = Path(run_dir) / "gate"
-    gate_dir.mkdir(parents=True, exist_ok=True)
-    (gate_dir / RESULT_FILE).write_text(
-        json.dumps(document, indent=2, sort_keys=True, default=str), encoding="utf-8"
-    )
+    run = RunDir(run_dir)
+    write_json(run.gate_result, document)
     try:
-        write_data_docs(gate_dir / DATA_DOCS_DIR, mechanism, validations, success)
+        write_data_docs(run.data_docs_dir, mechanism, validations, success)
     except Exception as exc:  # the verdict stands without its pages; say so in the log
         print(f"gate: Great Expectations Data Docs not written: {exc!r}")
     return document
 
 
-DATA_DOCS_DIR = "data_docs"
 # Data Docs pages load Bootstrap, jQuery, Font Awesome and Vega from CDNs. Here they are written to read
 # offline: those tags are dropped and a small stylesheet of our own is inlined (the validation results are
 # plain HTML tables; what the CDN scripts add is sorting and collapsing).
@@ -177,7 +172,7 @@ def raise_if_rejected(document: dict[str, Any], run_dir: Path) -> None:
 
 def require_passed_gate(run_dir: Path) -> dict[str, Any]:
     """Apply's precondition: the gate passed *this* plan, byte for byte."""
-    path = Path(run_dir) / "gate" / RESULT_FILE
+    path = RunDir(run_dir).gate_result
     if not path.is_file():
         raise PlanNotValidated(
             f"plan in {run_dir} was never validated by the gate ({path} is missing); refusing to apply"

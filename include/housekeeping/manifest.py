@@ -22,7 +22,7 @@ from sqlalchemy import delete, insert, select
 from housekeeping import metadata_schema as t
 from housekeeping.errors import InputError
 from housekeeping.fs import remove_tree
-from housekeeping.names import NamespaceName, TopicName
+from housekeeping.names import COMPACTION_SUBSCRIPTION, NamespaceName, TopicName
 from housekeeping.policies import BrokerConfig, RetentionPolicy, resolve_policies, validate_policies
 from housekeeping.store import LEDGERS_DIR, Store, migrate, read_transaction, write_transaction
 
@@ -252,12 +252,9 @@ def _validate_cursors(topic: TopicSpec) -> None:
             )
 
 
-COMPACTION_CURSOR = "__compaction"
-
-
 def compaction_horizon(topic: TopicSpec) -> tuple[int, int] | None:
     """The ``__compaction`` cursor's mark-delete: the horizon of the topic's compacted ledger."""
-    cursor = next((c for c in topic.cursors if c.name == COMPACTION_CURSOR), None)
+    cursor = next((c for c in topic.cursors if c.name == COMPACTION_SUBSCRIPTION), None)
     return None if cursor is None else cursor.mark_delete
 
 
@@ -269,10 +266,10 @@ def _validate_compacted_ledger(topic: TopicSpec, *, retain_null_key: bool) -> No
     if spec is None:
         return
     where = f"topic {topic.name} compactedLedger {spec.ledger_id}"
-    cursor = next((c for c in topic.cursors if c.name == COMPACTION_CURSOR), None)
+    cursor = next((c for c in topic.cursors if c.name == COMPACTION_SUBSCRIPTION), None)
     if cursor is None or not cursor.durable:
         raise InputError(
-            f"{where}: needs the durable {COMPACTION_CURSOR} cursor, whose markDeletePosition is the compaction "
+            f"{where}: needs the durable {COMPACTION_SUBSCRIPTION} cursor, whose markDeletePosition is the compaction "
             "horizon (the last entry the compacted ledger covers)"
         )
     if spec.ledger_id in {ledger.ledger_id for ledger in topic.ledgers}:
@@ -292,7 +289,7 @@ def _validate_compacted_ledger(topic: TopicSpec, *, retain_null_key: bool) -> No
         previous = position
         if position > horizon:
             raise InputError(
-                f"{at}: is after the compaction horizon {format_position(horizon)} ({COMPACTION_CURSOR} cursor)"
+                f"{at}: is after the compaction horizon {format_position(horizon)} ({COMPACTION_SUBSCRIPTION} cursor)"
             )
         key = message.get("key")
         if key is None:

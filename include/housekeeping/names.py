@@ -17,6 +17,9 @@ from housekeeping.errors import InputError
 # Pulsar's NamedEntity allows [-=:.\w] for tenants, namespaces and topic local names.
 _SEGMENT = re.compile(r"^[A-Za-z0-9_\-=:.]+$")
 _MAX_SEGMENT = 200
+# Pulsar's Compactor.COMPACTION_SUBSCRIPTION: the durable cursor topic compaction reads with; its mark-delete is
+# the compaction horizon.
+COMPACTION_SUBSCRIPTION = "__compaction"
 # Pulsar's TopicName.PARTITIONED_TOPIC_SUFFIX; a partition index is a Java int.
 PARTITION_SUFFIX = "-partition-"
 _MAX_PARTITION_INDEX = 2**31 - 1

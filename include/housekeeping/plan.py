@@ -22,50 +22,13 @@ import json
 from pathlib import Path
 from typing import Any
 
+from housekeeping.contract import ACTIONS, BLOCKERS, RunDir, read_jsonl
 from housekeeping.errors import InputError
-from housekeeping.snapshot import read_jsonl
 from housekeeping.timeutil import format_ms
-
-MECHANISMS = ("trim", "expiry", "backlog", "gc", "compaction")
-ACTION_KEYS = (
-    "topic",
-    "action",
-    "ledgerId",
-    "subscription",
-    "from",
-    "to",
-    "bytes",
-    "reason",
-    # flag_backlog_quota (extension): which quota, its policy, the new state and the measurement
-    "quotaType",
-    "policy",
-    "exceeded",
-    "limitValue",
-    "measuredValue",
-    "exceededSinceMs",
-    # delete_topic: the lastActive the decision was made on; refresh_last_active: the new value (extension)
-    "lastActiveMs",
-    # rewrite_compacted (extension): where the raw read started (previous horizon) and the reconciling counts
-    "readFrom",
-    "entriesRead",
-    "entriesKept",
-    "entriesSuperseded",
-    "entriesTombstoned",
-    "entriesExpired",
-    "entriesExpiredTime",
-    "entriesExpiredSize",
-    "entriesKeylessDropped",
-)
-
-
-def check_mechanism(mechanism: str) -> str:
-    if mechanism not in MECHANISMS:
-        raise InputError(f"unknown mechanism {mechanism!r}: expected one of {', '.join(MECHANISMS)}")
-    return mechanism
 
 
 def plan_files(run_dir: Path) -> list[Path]:
-    plan_dir = Path(run_dir) / "plan"
+    plan_dir = RunDir(run_dir).plan_dir
     if not plan_dir.is_dir():
         raise InputError(f"run directory {run_dir} has no plan ({plan_dir} is missing)")
     return sorted(
@@ -78,7 +41,7 @@ def plan_files(run_dir: Path) -> list[Path]:
 def plan_digest(run_dir: Path) -> str:
     """SHA-256 over the plan's files (names and bytes): the gate records it, apply requires it unchanged."""
     digest = hashlib.sha256()
-    base = Path(run_dir) / "plan"
+    base = RunDir(run_dir).plan_dir
     for path in plan_files(run_dir):
         digest.update(str(path.relative_to(base)).encode())
         digest.update(b"\0")
@@ -88,30 +51,30 @@ def plan_digest(run_dir: Path) -> str:
 
 
 def read_table(run_dir: Path, name: str) -> list[dict[str, Any]]:
-    """Rows of a plan table written by Spark (JSON lines in part files)."""
-    table_dir = Path(run_dir) / "plan" / name
+    """Rows of a plan table written by Spark (JSON lines in part files; null columns left out)."""
+    table_dir = RunDir(run_dir).plan_table(name)
     if not table_dir.is_dir():
         raise InputError(f"run directory {run_dir} has no plan table {name!r}")
     return [row for part in sorted(table_dir.glob("part-*")) for row in read_jsonl(part)]
 
 
 def read_summary(run_dir: Path) -> dict[str, Any]:
-    path = Path(run_dir) / "plan" / "summary.json"
+    path = RunDir(run_dir).plan_summary
     if not path.is_file():
         raise InputError(f"run directory {run_dir} has no plan summary ({path})")
     return json.loads(path.read_text(encoding="utf-8"))
 
 
 def plan_document(run_dir: Path, mechanism: str, as_of_ms: int, run_id: str) -> dict[str, Any]:
-    actions = [
-        {k: row[k] for k in ACTION_KEYS if row.get(k) is not None} for row in read_table(run_dir, "actions")
-    ]
+    def present(table, row: dict[str, Any]) -> dict[str, Any]:
+        return {k: v for k, v in table.read_row(row, f"{run_dir} plan/{table.name}").items() if v is not None}
+
     return {
         "mechanism": mechanism,
         "asOf": format_ms(as_of_ms),
         "runId": run_id,
-        "actions": actions,
-        "blockers": read_table(run_dir, "blockers"),
+        "actions": [present(ACTIONS, row) for row in read_table(run_dir, ACTIONS.name)],
+        "blockers": [present(BLOCKERS, row) for row in read_table(run_dir, BLOCKERS.name)],
         "summary": {
             k: v for k, v in read_summary(run_dir).items() if k not in ("mechanism", "runId", "asOfMs")
         },

@@ -1,6 +1,7 @@
 """Snapshot: one consistent read of the metadata, exported as JSON-lines files for the Spark apps.
 
-Files under ``<run_dir>/snapshot/``:
+Files under ``<run_dir>/snapshot/`` (``housekeeping.contract``: paths and columns; a mechanism's spec names the
+tables beyond topics, ledgers, cursors, namespaces and holds that it reads, and only those are written):
 
 - ``run.json``       run facts: runId, mechanism, asOfMs, scope, blast-radius limits (share of a namespace's
                      bytes; for GC, share of its topics), topic versions, broker settings
@@ -28,6 +29,7 @@ from typing import Any
 
 from sqlalchemy import select
 
+from housekeeping import contract
 from housekeeping import metadata_schema as t
 from housekeeping.actor import current_actor
 from housekeeping.errors import InputError
@@ -36,6 +38,7 @@ from housekeeping.holds import describe as describe_hold
 from housekeeping.holds import hold_for, load_holds
 from housekeeping.names import TopicName
 from housekeeping.policies import RetentionPolicy, resolve_policies
+from housekeeping.registry import mechanism_spec
 from housekeeping.store import Store, read_transaction
 from housekeeping.timeutil import format_ms
 
@@ -77,18 +80,6 @@ class SnapshotInfo:
         return self.run_dir / "snapshot"
 
 
-def _write_jsonl(path: Path, rows: list[dict[str, Any]]) -> None:
-    with path.open("w", encoding="utf-8") as handle:
-        for row in rows:
-            handle.write(json.dumps(row, sort_keys=True))
-            handle.write("\n")
-
-
-def read_jsonl(path: Path) -> list[dict[str, Any]]:
-    with path.open(encoding="utf-8") as handle:
-        return [json.loads(line) for line in handle if line.strip()]
-
-
 def take_snapshot(
     store: Store,
     *,
@@ -103,6 +94,7 @@ def take_snapshot(
     run_dir: Path | None = None,
     actor: str | None = None,
 ) -> SnapshotInfo:
+    tables = mechanism_spec(mechanism).all_snapshot_tables
     patterns = parse_scope(scope)
     for name in compact_topics:
         TopicName.parse(name)
@@ -215,59 +207,51 @@ def take_snapshot(
         if namespace in touched_namespaces:
             namespace_bytes[namespace] += row.size_bytes
 
-    snapshot_dir = (run_dir or store.run_dir(mechanism, run_id)) / "snapshot"
-    snapshot_dir.mkdir(parents=True, exist_ok=True)
-    _write_jsonl(snapshot_dir / "topics.jsonl", topics_out)
-    _write_jsonl(
-        snapshot_dir / "ledgers.jsonl",
-        [
-            {
-                "topic": r.topic,
-                "ledgerId": r.ledger_id,
-                "entries": r.entries,
-                "size": r.size_bytes,
-                "closedAtMs": r.closed_at_ms,
-                "minEntryTsMs": r.min_entry_ts_ms,
-                "maxEntryTsMs": r.max_entry_ts_ms,
-                "entriesStored": bool(r.entries_stored),
-            }
-            for r in ledger_rows
-            if r.topic in selected
-        ],
-    )
-    _write_jsonl(
-        snapshot_dir / "cursors.jsonl",
-        [
-            {
-                "topic": r.topic,
-                "name": r.name,
-                "durable": bool(r.durable),
-                "markDeleteLedger": r.mark_delete_ledger,
-                "markDeleteEntry": r.mark_delete_entry,
-                "lastActiveMs": r.last_active_ms,
-                "consumers": r.consumers,
-            }
-            for r in cursor_rows
-            if r.topic in selected
-        ],
-    )
-    _write_jsonl(
-        snapshot_dir / "quota_states.jsonl",
-        [
-            {
-                "topic": r.topic,
-                "quotaType": r.quota_type,
-                "policy": r.policy,
-                "exceeded": bool(r.exceeded),
-                "limitValue": r.limit_value,
-                "measuredValue": r.measured_value,
-                "exceededSinceMs": r.exceeded_since_ms,
-                "asOfMs": r.as_of_ms,
-            }
-            for r in quota_rows
-            if r.topic in selected
-        ],
-    )
+    run = contract.RunDir(run_dir or store.run_dir(mechanism, run_id))
+    run.snapshot_dir.mkdir(parents=True, exist_ok=True)
+    # Each table's rows, built only when the mechanism reads the table.
+    rows_of: dict[str, Any] = {"topics": lambda: topics_out}
+    rows_of["ledgers"] = lambda: [
+        {
+            "topic": r.topic,
+            "ledgerId": r.ledger_id,
+            "entries": r.entries,
+            "size": r.size_bytes,
+            "closedAtMs": r.closed_at_ms,
+            "minEntryTsMs": r.min_entry_ts_ms,
+            "maxEntryTsMs": r.max_entry_ts_ms,
+            "entriesStored": bool(r.entries_stored),
+        }
+        for r in ledger_rows
+        if r.topic in selected
+    ]
+    rows_of["cursors"] = lambda: [
+        {
+            "topic": r.topic,
+            "name": r.name,
+            "durable": bool(r.durable),
+            "markDeleteLedger": r.mark_delete_ledger,
+            "markDeleteEntry": r.mark_delete_entry,
+            "lastActiveMs": r.last_active_ms,
+            "consumers": r.consumers,
+        }
+        for r in cursor_rows
+        if r.topic in selected
+    ]
+    rows_of["quota_states"] = lambda: [
+        {
+            "topic": r.topic,
+            "quotaType": r.quota_type,
+            "policy": r.policy,
+            "exceeded": bool(r.exceeded),
+            "limitValue": r.limit_value,
+            "measuredValue": r.measured_value,
+            "exceededSinceMs": r.exceeded_since_ms,
+            "asOfMs": r.as_of_ms,
+        }
+        for r in quota_rows
+        if r.topic in selected
+    ]
     # Partitioned-topic metadata of the namespaces in scope, with how many of its partitions exist as topics
     # (in the whole store, not only in scope: the metadata may only go when no partition is left).
     existing_partitions: dict[str, int] = {}
@@ -275,49 +259,42 @@ def take_snapshot(
         parent = TopicName.parse(row.name).partitioned_parent
         if parent is not None:
             existing_partitions[parent] = existing_partitions.get(parent, 0) + 1
-    _write_jsonl(
-        snapshot_dir / "partitioned_topics.jsonl",
-        [
-            {
-                "partitionedTopic": r.name,
-                "namespace": r.namespace,
-                "partitions": r.partitions,
-                "existingPartitions": existing_partitions.get(r.name, 0),
-                "heldBy": None if (h := hold_for(r.name, holds)) is None else describe_hold(h),
-            }
-            for r in partitioned_rows
-            if r.namespace in touched_namespaces
-        ],
-    )
-    _write_jsonl(
-        snapshot_dir / "compacted_ledgers.jsonl",
-        [
-            {
-                "topic": r.topic,
-                "ledgerId": r.ledger_id,
-                "horizonLedger": r.horizon_ledger,
-                "horizonEntry": r.horizon_entry,
-                "entries": r.entries,
-                "size": r.size_bytes,
-                "minEntryTsMs": r.min_entry_ts_ms,
-                "maxEntryTsMs": r.max_entry_ts_ms,
-                "tombstones": r.tombstones,
-                "oldestTombstoneTsMs": r.oldest_tombstone_ts_ms,
-                "compactedAsOfMs": r.compacted_as_of_ms,
-            }
-            for r in compacted_rows
-            if r.topic in selected
-        ],
-    )
+    rows_of["partitioned_topics"] = lambda: [
+        {
+            "partitionedTopic": r.name,
+            "namespace": r.namespace,
+            "partitions": r.partitions,
+            "existingPartitions": existing_partitions.get(r.name, 0),
+            "heldBy": None if (h := hold_for(r.name, holds)) is None else describe_hold(h),
+        }
+        for r in partitioned_rows
+        if r.namespace in touched_namespaces
+    ]
+    rows_of["compacted_ledgers"] = lambda: [
+        {
+            "topic": r.topic,
+            "ledgerId": r.ledger_id,
+            "horizonLedger": r.horizon_ledger,
+            "horizonEntry": r.horizon_entry,
+            "entries": r.entries,
+            "size": r.size_bytes,
+            "minEntryTsMs": r.min_entry_ts_ms,
+            "maxEntryTsMs": r.max_entry_ts_ms,
+            "tombstones": r.tombstones,
+            "oldestTombstoneTsMs": r.oldest_tombstone_ts_ms,
+            "compactedAsOfMs": r.compacted_as_of_ms,
+        }
+        for r in compacted_rows
+        if r.topic in selected
+    ]
     # The raw holds, for the gate to re-derive on its own which planned actions they cover.
-    _write_jsonl(snapshot_dir / "holds.jsonl", [hold.to_json() for _, hold in sorted(holds.items())])
-    _write_jsonl(
-        snapshot_dir / "namespaces.jsonl",
-        [
-            {"namespace": name, "storedBytes": namespace_bytes[name], "topicCount": namespace_topics[name]}
-            for name in sorted(touched_namespaces)
-        ],
-    )
+    rows_of["holds"] = lambda: [hold.to_json() for _, hold in sorted(holds.items())]
+    rows_of["namespaces"] = lambda: [
+        {"namespace": name, "storedBytes": namespace_bytes[name], "topicCount": namespace_topics[name]}
+        for name in sorted(touched_namespaces)
+    ]
+    for name in tables:
+        contract.write_jsonl(run.snapshot_table(name), contract.SNAPSHOT_TABLES[name], rows_of[name]())
     info = {
         "runId": run_id,
         "mechanism": mechanism,
@@ -338,14 +315,9 @@ def take_snapshot(
         "takenAtWallClockMs": int(time.time() * 1000),  # audit only; no rule reads it
         # Who started the run (journaled by apply): the Airflow DAG run, or the CLI user.
         "actor": actor or current_actor(),
+        # The snapshot tables written (what the mechanism reads).
+        "snapshotTables": list(tables),
     }
-    (snapshot_dir / "run.json").write_text(json.dumps(info, indent=2, sort_keys=True), encoding="utf-8")
+    contract.write_json(run.run_info, info)
     checkpoint("snapshot_after_write")
-    return SnapshotInfo(snapshot_dir.parent, run_id, mechanism, as_of_ms, len(topics_out))
-
-
-def read_run_info(run_dir: Path) -> dict[str, Any]:
-    path = Path(run_dir) / "snapshot" / "run.json"
-    if not path.is_file():
-        raise InputError(f"run directory {run_dir} has no snapshot ({path} is missing)")
-    return json.loads(path.read_text(encoding="utf-8"))
+    return SnapshotInfo(run.path, run_id, mechanism, as_of_ms, len(topics_out))

@@ -26,9 +26,9 @@ from typing import Any
 from sqlalchemy import func, select
 
 from housekeeping import metadata_schema as t
+from housekeeping.contract import NAMESPACES, RunDir, read_json, read_jsonl, read_run_info
 from housekeeping.report import human_bytes
-from housekeeping.snapshot import read_jsonl
-from housekeeping.store import Store, read_transaction
+from housekeeping.store import RUNS_DIR, Store, read_transaction
 from housekeeping.timeutil import format_ms
 
 REPORT_DIR = Path("reports") / "storage"
@@ -84,8 +84,11 @@ def collect(store: Store, as_of_ms: int) -> dict[str, Any]:
         reclaimed[mechanism]["purged" if row.status == "purged" else "pending"] += row.size_bytes
         reclaimed_by_day[format_ms(row.deleted_as_of_ms)[:10]][mechanism] += row.size_bytes
 
-    latest_trim = next((r for r in reversed(runs) if r["mechanism"] == "trim" and r["report"]), None)
-    blockers = (latest_trim["report"].get("topBlockers") or [])[:TOP_BLOCKERS] if latest_trim else []
+    # The newest run whose report ranks what keeps bytes (consumed-ledger trim's does).
+    latest_trim = next(
+        (r for r in reversed(runs) if (r["report"] or {}).get("topBlockers") is not None), None
+    )
+    blockers = (latest_trim["report"]["topBlockers"] or [])[:TOP_BLOCKERS] if latest_trim else []
     latest: dict[str, dict[str, Any]] = {}
     for run in runs:
         latest[run["mechanism"]] = run
@@ -130,13 +133,12 @@ def collect(store: Store, as_of_ms: int) -> dict[str, Any]:
 def _runs(store: Store) -> list[dict[str, Any]]:
     """Every run directory with a snapshot, oldest as-of first."""
     runs = []
-    for run_json in (store.root / "runs").glob("*/*/snapshot/run.json"):
-        run_dir = run_json.parent.parent
-        info = json.loads(run_json.read_text(encoding="utf-8"))
-        namespaces_path = run_dir / "snapshot" / "namespaces.jsonl"
-        report_path = run_dir / "report" / "report.json"
-        gate_path = run_dir / "gate" / "result.json"
-        docs = run_dir / "gate" / "data_docs" / "index.html"
+    for run_json in (store.root / RUNS_DIR).glob("*/*/snapshot/run.json"):
+        run = RunDir(run_json.parent.parent)
+        info = read_run_info(run)
+        namespaces_path = run.snapshot_table(NAMESPACES)
+        report = read_json(run.report_json)
+        gate = read_json(run.gate_result)
         runs.append(
             {
                 "runId": info["runId"],
@@ -146,20 +148,10 @@ def _runs(store: Store) -> list[dict[str, Any]]:
                 # Only to order runs of the same as-of (a rerun or a manual run beside a backfill): audit time.
                 "takenAtMs": info.get("takenAtWallClockMs") or 0,
                 "namespaces": read_jsonl(namespaces_path) if namespaces_path.is_file() else [],
-                "report": json.loads(report_path.read_text(encoding="utf-8"))
-                if report_path.is_file()
-                else None,
-                "reportPath": str(report_path.with_suffix(".md")) if report_path.is_file() else None,
-                "gate": (
-                    None
-                    if not gate_path.is_file()
-                    else (
-                        "passed"
-                        if json.loads(gate_path.read_text(encoding="utf-8"))["success"]
-                        else "REJECTED"
-                    )
-                ),
-                "dataDocs": str(docs) if docs.is_file() else None,
+                "report": report,
+                "reportPath": str(run.report_md) if report is not None else None,
+                "gate": None if gate is None else ("passed" if gate["success"] else "REJECTED"),
+                "dataDocs": str(run.data_docs_index) if run.data_docs_index.is_file() else None,
             }
         )
     return sorted(runs, key=lambda r: (r["asOfMs"], r["takenAtMs"], r["runId"]))

@@ -14,11 +14,12 @@ import pyarrow.parquet as pq
 import pytest
 from sqlalchemy import select
 
-from housekeeping import clients
+from housekeeping import clients, launcher
 from housekeeping import metadata_schema as t
+from housekeeping.registry import mechanism_spec
 from housekeeping.snapshot import take_snapshot
 from housekeeping.store import Store
-from tests.conftest import REPO, run_cli, write_manifest
+from tests.conftest import run_cli, write_manifest
 
 pytestmark = pytest.mark.spark
 
@@ -241,9 +242,8 @@ def _spark_submit_apply(run_dir: Path, root: Path, fault: str | None) -> subproc
             str(Path(sys.executable).parent / "spark-submit"),
             "--master",
             "local[1]",
-            str(REPO / "spark_apps" / "apply_compaction.py"),
-            "--run-dir",
-            str(run_dir),
+            str(launcher.SUBMIT_APP),
+            *launcher.submit_args(mechanism_spec("compaction").apply_app, ["--run-dir", str(run_dir)]),
         ],
         env=env,
         capture_output=True,

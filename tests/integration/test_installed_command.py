@@ -2,7 +2,7 @@
 
 Run by its full path, as cron, systemd or another tool runs it, with a PATH that does not hold the virtualenv and
 whose first ``python3`` is a stand-in that refuses to run: Spark's Python workers must start the interpreter the
-command runs in (``spark_apps.common.use_own_interpreter``), never the first ``python3`` on PATH. Every mechanism's
+command runs in (``spark_apps.shared.session.use_own_interpreter``), never the first ``python3`` on PATH. Every mechanism's
 ``plan`` goes through the entry point this way.
 """
 
@@ -17,7 +17,9 @@ from pathlib import Path
 
 import pytest
 
-from housekeeping.plan import MECHANISMS
+from housekeeping.registry import mechanism_names
+
+MECHANISMS = mechanism_names()
 
 COMMAND = Path(sys.executable).parent / "housekeeping"
 AS_OF = "2026-11-02T00:00:00Z"

@@ -9,12 +9,14 @@ from pathlib import Path
 import pytest
 
 from housekeeping import apply as apply_module
-from housekeeping.apply import apply_plan, purge
+from housekeeping.apply import apply_plan
 from housekeeping.errors import PlanNotValidated
 from housekeeping.manifest import export_manifest, load_manifest
+from housekeeping.purge import purge
 from housekeeping.snapshot import take_snapshot
 from housekeeping.store import Store
-from spark_apps import plan_trim, validate_plan
+from spark_apps import validate_plan
+from spark_apps.trim import plan as plan_trim
 from tests.conftest import rewrite_part, topic_body, write_manifest
 
 pytestmark = pytest.mark.spark

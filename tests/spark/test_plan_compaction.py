@@ -5,8 +5,13 @@ from __future__ import annotations
 
 import pytest
 
-from spark_apps.common import COMPACTED_LEDGERS_SCHEMA, CURSORS_SCHEMA, LEDGERS_SCHEMA, TOPICS_SCHEMA
-from spark_apps.plan_compaction import compaction_candidates, decision_counts, entry_decisions
+from housekeeping.contract import COMPACTED_LEDGERS, CURSORS, LEDGERS, TOPICS
+from spark_apps.compaction.plan import compaction_candidates, decision_counts, entry_decisions
+from spark_apps.shared.io import schema
+
+COMPACTED_LEDGERS_SCHEMA, CURSORS_SCHEMA, LEDGERS_SCHEMA, TOPICS_SCHEMA = map(
+    schema, (COMPACTED_LEDGERS, CURSORS, LEDGERS, TOPICS)
+)
 
 pytestmark = pytest.mark.spark
 

@@ -4,9 +4,14 @@ from __future__ import annotations
 
 import pytest
 
+from housekeeping.contract import CURSORS, LEDGERS, PARTITIONED_TOPICS, TOPICS
 from housekeeping.names import is_system_topic
-from spark_apps.common import CURSORS_SCHEMA, LEDGERS_SCHEMA, PARTITIONED_TOPICS_SCHEMA, TOPICS_SCHEMA
-from spark_apps.plan_gc import gc_actions, partitioned_metadata_deletions, plan_topic_decisions
+from spark_apps.gc.plan import gc_actions, partitioned_metadata_deletions, plan_topic_decisions
+from spark_apps.shared.io import schema
+
+CURSORS_SCHEMA, LEDGERS_SCHEMA, PARTITIONED_TOPICS_SCHEMA, TOPICS_SCHEMA = map(
+    schema, (CURSORS, LEDGERS, PARTITIONED_TOPICS, TOPICS)
+)
 
 pytestmark = pytest.mark.spark
 

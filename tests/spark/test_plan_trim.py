@@ -5,8 +5,11 @@ from __future__ import annotations
 import pytest
 from pyspark.testing import assertDataFrameEqual
 
-from spark_apps.common import CURSORS_SCHEMA, LEDGERS_SCHEMA, TOPICS_SCHEMA
-from spark_apps.plan_trim import cursor_fast_forwards, durable_bounds, plan_ledger_decisions, trim_blockers
+from housekeeping.contract import CURSORS, LEDGERS, TOPICS
+from spark_apps.shared.io import schema
+from spark_apps.trim.plan import cursor_fast_forwards, durable_bounds, plan_ledger_decisions, trim_blockers
+
+CURSORS_SCHEMA, LEDGERS_SCHEMA, TOPICS_SCHEMA = map(schema, (CURSORS, LEDGERS, TOPICS))
 
 pytestmark = pytest.mark.spark
 

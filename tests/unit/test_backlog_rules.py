@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from spark_apps.backlog_rules import (
+from spark_apps.backlog.rules import (
     Ledger,
     TopicLedgers,
     consumed_ledger_size,

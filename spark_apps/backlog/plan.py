@@ -10,15 +10,14 @@ Writes:
                           for producer_request_hold / producer_exception: set, kept or cleared)
 - ``plan/blockers``, ``plan/summary.json``
 
-The per-topic rules are pure Python in ``backlog_rules`` (run here as a grouped map); the precise time
-eviction reuses the TTL search of ``cursor_rules`` with ttl = (int)(0.9 x limit).
+The per-topic rules are pure Python in ``backlog/rules`` (run here as a grouped map); the precise time
+eviction reuses the TTL search of ``shared/cursors`` with ttl = (int)(0.9 x limit).
 """
 
 from __future__ import annotations
 
 import argparse
 import json
-import sys
 from pathlib import Path
 
 import pandas as pd
@@ -26,38 +25,40 @@ from pyspark.sql import DataFrame
 from pyspark.sql import functions as F
 from pyspark.sql import types as T
 
-if __package__ in (None, ""):  # run by spark-submit as a script
-    sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
-
-from housekeeping.snapshot import read_run_info  # noqa: E402
-from spark_apps.backlog_rules import COMPACTION_SUBSCRIPTION  # noqa: E402
-from spark_apps.common import (  # noqa: E402
-    EntryReads,
-    get_spark,
-    keep_held,
-    materialize,
-    read_entries,
-    read_snapshot,
-    run_scoped_cache,
-    write_summary,
-    write_table,
+from housekeeping.contract import (
+    ACTIONS,
+    BACKLOG_QUOTAS,
+    BACKLOG_SUBSCRIPTIONS,
+    BLOCKERS,
+    EVICTION_STEPS,
+    RunDir,
+    read_run_info,
 )
-from spark_apps.cursor_rules import (  # noqa: E402
-    entry_at_ordinal,
-    ledger_layout,
-    position_facts,
-    position_text,
-)
-from spark_apps.plan_expiry import (  # noqa: E402
+from housekeeping.names import COMPACTION_SUBSCRIPTION
+from spark_apps.shared.cursors import (
     cursor_blockers,
     cursor_summary,
     durable_subscriptions,
+    entry_at_ordinal,
     entry_read_requests,
     expire,
     expiry_moves,
+    ledger_layout,
     oldest_remaining_ledger_ts,
+    position_facts,
     read_cost,
 )
+from spark_apps.shared.holds import keep_held
+from spark_apps.shared.io import (
+    EntryReads,
+    action_rows,
+    read_entries,
+    read_snapshot,
+    write_summary,
+    write_table,
+)
+from spark_apps.shared.positions import position_text
+from spark_apps.shared.session import get_spark, materialize, run_scoped_cache
 
 TOPIC_RESULT_SCHEMA = "topic string, result string"
 
@@ -116,7 +117,7 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
 
 def _plan_group(frame: pd.DataFrame) -> pd.DataFrame:
     """Grouped map: one topic's rows (its facts, ledgers, durable cursors) -> its backlog decisions (JSON)."""
-    from spark_apps.backlog_rules import Ledger, plan_topic
+    from spark_apps.backlog.rules import Ledger, plan_topic
 
     facts = frame[frame["rowType"] == "topic"].iloc[0]
     ledgers = [
@@ -369,15 +370,15 @@ def plan_backlog(
 
 
 def quota_actions(states: DataFrame) -> DataFrame:
-    return states.select(
-        "topic",
-        F.lit("flag_backlog_quota").alias("action"),
-        F.lit(None).cast("long").alias("ledgerId"),
-        F.lit(None).cast("string").alias("subscription"),
-        F.when(F.col("wasExceeded"), F.lit("exceeded")).otherwise(F.lit("clear")).alias("from"),
-        F.when(F.col("exceeded"), F.lit("exceeded")).otherwise(F.lit("clear")).alias("to"),
-        F.lit(None).cast("long").alias("bytes"),
-        F.when(
+    return action_rows(
+        states,
+        "flag_backlog_quota",
+        topic=F.col("topic"),
+        **{
+            "from": F.when(F.col("wasExceeded"), F.lit("exceeded")).otherwise(F.lit("clear")),
+            "to": F.when(F.col("exceeded"), F.lit("exceeded")).otherwise(F.lit("clear")),
+        },
+        reason=F.when(
             F.col("exceeded"),
             F.format_string(
                 "%s quota exceeded: measured %d >= limit %d (%s); producers are refused while exceeded",
@@ -386,41 +387,35 @@ def quota_actions(states: DataFrame) -> DataFrame:
                 F.col("limitValue"),
                 F.col("policy"),
             ),
-        )
-        .otherwise(F.format_string("%s quota state cleared: %s", F.col("quotaType"), F.col("why")))
-        .alias("reason"),
-        "quotaType",
-        "policy",
-        "exceeded",
-        "limitValue",
-        "measuredValue",
-        "exceededSinceMs",
+        ).otherwise(F.format_string("%s quota state cleared: %s", F.col("quotaType"), F.col("why"))),
+        quotaType=F.col("quotaType"),
+        policy=F.col("policy"),
+        exceeded=F.col("exceeded"),
+        limitValue=F.col("limitValue"),
+        measuredValue=F.col("measuredValue"),
+        exceededSinceMs=F.col("exceededSinceMs"),
     )
 
 
 def move_actions(subscriptions: DataFrame) -> DataFrame:
-    return subscriptions.where(F.col("decision") == "move").select(
-        "topic",
-        F.lit("move_cursor").alias("action"),
-        F.lit(None).cast("long").alias("ledgerId"),
-        "subscription",
-        "from",
-        "to",
-        F.col("bytesEvicted").alias("bytes"),
-        "reason",
-        F.regexp_replace("kind", "^evicted_", "").alias("quotaType"),
-        F.lit("consumer_backlog_eviction").alias("policy"),
-        F.lit(None).cast("boolean").alias("exceeded"),
-        F.lit(None).cast("long").alias("limitValue"),
-        F.lit(None).cast("long").alias("measuredValue"),
-        F.lit(None).cast("long").alias("exceededSinceMs"),
+    return action_rows(
+        subscriptions.where(F.col("decision") == "move"),
+        "move_cursor",
+        topic=F.col("topic"),
+        subscription=F.col("subscription"),
+        **{"from": F.col("from"), "to": F.col("to")},
+        bytes=F.col("bytesEvicted"),
+        reason=F.col("reason"),
+        quotaType=F.regexp_replace("kind", "^evicted_", ""),
+        policy=F.lit("consumer_backlog_eviction"),
     )
 
 
 def run(spark, run_dir: str | Path) -> dict:
+    run = RunDir(run_dir)
     with run_scoped_cache(spark):
-        info = read_run_info(Path(run_dir))
-        snapshot = read_snapshot(spark, run_dir)
+        info = read_run_info(run)
+        snapshot = read_snapshot(spark, run)
         reads = EntryReads()
         planned = plan_backlog(spark, snapshot, info, reads)
         subscriptions = materialize(
@@ -442,13 +437,12 @@ def run(spark, run_dir: str | Path) -> dict:
         steps = planned["steps"].join(
             snapshot["topics"].where(F.col("heldBy").isNotNull()).select("topic"), "topic", "left_anti"
         )
-        plan_dir = Path(run_dir) / "plan"
-        write_table(planned["quotas"], plan_dir / "quotas", ["topic"])
-        write_table(steps, plan_dir / "eviction_steps", ["topic", "step"])
-        write_table(subscriptions, plan_dir / "subscriptions", ["topic", "subscription"])
+        write_table(planned["quotas"], run, BACKLOG_QUOTAS, ["topic"])
+        write_table(steps, run, EVICTION_STEPS, ["topic", "step"])
+        write_table(subscriptions, run, BACKLOG_SUBSCRIPTIONS, ["topic", "subscription"])
         actions = move_actions(subscriptions).unionByName(quota_actions(planned["states"]))
-        write_table(actions, plan_dir / "actions", ["topic", "action", "subscription", "quotaType"])
-        write_table(cursor_blockers(subscriptions), plan_dir / "blockers", ["topic", "subscription"])
+        write_table(actions, run, ACTIONS, ["topic", "action", "subscription", "quotaType"])
+        write_table(cursor_blockers(subscriptions), run, BLOCKERS, ["topic", "subscription"])
         states = planned["states"].collect()
         summary = {
             "mechanism": "backlog",
@@ -464,7 +458,7 @@ def run(spark, run_dir: str | Path) -> dict:
             },
             "reads": read_cost(reads, snapshot["ledgers"]),
         }
-        write_summary(plan_dir, summary)
+        write_summary(run, summary)
         return summary
 
 
@@ -473,7 +467,3 @@ def main(argv: list[str] | None = None) -> int:
     spark = get_spark("housekeeping-plan-backlog")
     print(json.dumps(run(spark, args.run_dir), sort_keys=True))
     return 0
-
-
-if __name__ == "__main__":
-    sys.exit(main())

@@ -24,7 +24,8 @@ import bisect
 from dataclasses import dataclass, field
 from typing import Any
 
-COMPACTION_SUBSCRIPTION = "__compaction"
+from housekeeping.names import COMPACTION_SUBSCRIPTION
+
 SIZE_REDUCTION_FACTOR = 0.9
 PRODUCER_POLICIES = ("producer_request_hold", "producer_exception")
 

@@ -25,23 +25,20 @@ from pathlib import Path
 from pyspark.sql import DataFrame, Window
 from pyspark.sql import functions as F
 
-from spark_apps.compaction_io import (
-    COMPACTION_SUBSCRIPTION,
-    TopicInput,
-    position_text,
-    read_compaction_input,
+from housekeeping.contract import (
+    ACTIONS,
+    COMPACTION_DROPPED_KEYS,
+    COMPACTION_KEPT,
+    RunDir,
+    read_run_info,
 )
-
-ACTIONS_SCHEMA = (
-    "topic string, action string, ledgerId long, subscription string, `from` string, `to` string, "
-    "bytes long, reason string, readFrom string, entriesRead long, entriesKept long, entriesSuperseded long, "
-    "entriesTombstoned long, entriesExpiredTime long, entriesExpiredSize long, entriesKeylessDropped long, "
-    "entriesExpired long"
-)
-KEPT_SCHEMA = "topic string, ledgerId long, entryId long, key string, entryTs long, size int, source string"
-DROPPED_SCHEMA = (
-    "topic string, key string, ledgerId long, entryId long, entryTs long, size int, reason string"
-)
+from housekeeping.gate import CheckFrame, must_be_true
+from housekeeping.mechanism import MechanismSpec
+from housekeeping.names import COMPACTION_SUBSCRIPTION
+from spark_apps.compaction.entries import TopicInput, read_compaction_input
+from spark_apps.shared.io import read_snapshot, read_table
+from spark_apps.shared.positions import position_text
+from spark_apps.shared.session import materialize
 
 
 def snapshot_facts(snapshot: dict[str, DataFrame], compact_topics: list[str]) -> DataFrame:
@@ -89,7 +86,7 @@ def snapshot_facts(snapshot: dict[str, DataFrame], compact_topics: list[str]) ->
     )
 
 
-def action_checks(actions: DataFrame, facts: DataFrame) -> DataFrame:
+def action_checks(actions: DataFrame, facts: DataFrame, allowed: tuple[str, ...]) -> DataFrame:
     # The last raw entry, or the compacted horizon in force if no raw entry is after it (never backward).
     last = F.struct(F.col("lastLedger").cast("long").alias("l"), F.col("lastEntry").cast("long").alias("e"))
     in_force = F.struct(
@@ -106,7 +103,7 @@ def action_checks(actions: DataFrame, facts: DataFrame) -> DataFrame:
     from_e = F.split(F.col("from"), ":").getItem(1).cast("long")
     return frame.select(
         "topic",
-        (F.col("action") == "rewrite_compacted").alias("is_rewrite_compacted"),
+        F.col("action").isin(*allowed).alias("is_rewrite_compacted"),
         F.coalesce(F.col("eligible"), F.lit(False)).alias("topic_in_snapshot_and_eligible"),
         (F.col("subscription") == COMPACTION_SUBSCRIPTION).alias("moves_the_compaction_cursor"),
         F.col("ledgerId")
@@ -379,23 +376,17 @@ def dropped_checks(
     )
 
 
-def compaction_checks(spark, run_dir: str | Path):
+def checks(spark, run_dir: str | Path, spec: MechanismSpec) -> list[CheckFrame]:
     import great_expectations.expectations as gxe
 
-    from housekeeping.gate import CheckFrame, must_be_true
-    from housekeeping.snapshot import read_run_info
-    from spark_apps.common import materialize, read_snapshot
-
-    info = read_run_info(run_dir)
+    run = RunDir(run_dir)
+    info = read_run_info(run)
     as_of_ms = int(info["asOfMs"])
     retain_null_key = bool(info["broker"]["topicCompactionRetainNullKey"])
-    snapshot = read_snapshot(spark, run_dir)
-    plan_dir = Path(run_dir) / "plan"
-    actions = materialize(spark.read.schema(ACTIONS_SCHEMA).json(str(plan_dir / "actions")))
-    kept = materialize(spark.read.schema(KEPT_SCHEMA).parquet(str(plan_dir / "compaction" / "kept")))
-    dropped = materialize(
-        spark.read.schema(DROPPED_SCHEMA).parquet(str(plan_dir / "compaction" / "dropped_keys"))
-    )
+    snapshot = read_snapshot(spark, run)
+    actions = materialize(read_table(spark, run, ACTIONS))
+    kept = materialize(read_table(spark, run, COMPACTION_KEPT))
+    dropped = materialize(read_table(spark, run, COMPACTION_DROPPED_KEYS))
     facts = materialize(snapshot_facts(snapshot, list(info.get("compactTopics", []))))
     topics = [r["topic"] for r in actions.select("topic").distinct().collect()]
     inputs = gate_inputs(facts, snapshot["ledgers"], topics)
@@ -408,7 +399,7 @@ def compaction_checks(spark, run_dir: str | Path):
     return [
         CheckFrame(
             "actions",
-            action_checks(actions, facts),
+            action_checks(actions, facts, spec.actions),
             [
                 gxe.ExpectColumnValuesToBeUnique(column="topic"),
                 *must_be_true(

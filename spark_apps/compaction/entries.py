@@ -11,11 +11,9 @@ from __future__ import annotations
 from dataclasses import dataclass
 from pathlib import Path
 
-from pyspark.sql import Column, DataFrame, SparkSession
+from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as F
 from pyspark.sql import types as T
-
-COMPACTION_SUBSCRIPTION = "__compaction"
 
 # The entry columns compaction decides on (no payload: a tombstone is an entry of payload size 0).
 DECISION_COLUMNS = T.StructType(
@@ -50,11 +48,6 @@ class TopicInput:
     read_from: tuple[int, int] | None  # raw entries strictly after this position (None: from the start)
     horizon: tuple[int, int]  # raw entries up to and including this position
     raw_ledger_ids: tuple[int, ...]  # the stored raw ledgers that can hold entries in (read_from, horizon]
-
-
-def position_text(ledger: Column, entry: Column) -> Column:
-    """``"L:E"`` (the contract's position format), null when there is no position."""
-    return F.when(ledger.isNull(), F.lit(None)).otherwise(F.concat_ws(":", ledger, entry))
 
 
 def _ledger_paths(store_root: Path, topic: str, ledger_ids: list[int]) -> list[str]:

@@ -26,9 +26,9 @@ from sqlalchemy import and_, insert, select, update
 from housekeeping import metadata_schema as t
 from housekeeping.clients import next_ledger_id, stamp_last_active
 from housekeeping.manifest import format_position
+from housekeeping.names import COMPACTION_SUBSCRIPTION
 from housekeeping.store import record_pending_deletion
 
-COMPACTION_SUBSCRIPTION = "__compaction"
 COMPACTED_KIND = "compacted_ledger"
 
 

@@ -22,25 +22,16 @@ from __future__ import annotations
 
 import argparse
 import json
-import sys
 from pathlib import Path
 
-from pyspark.sql import Column, DataFrame, Window
+from pyspark.sql import DataFrame, Window
 from pyspark.sql import functions as F
 
-if __package__ in (None, ""):  # run by spark-submit as a script
-    sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
-
-from housekeeping.snapshot import read_run_info  # noqa: E402
-from spark_apps.common import (  # noqa: E402
-    get_spark,
-    keep_held,
-    materialize,
-    read_snapshot,
-    run_scoped_cache,
-    write_summary,
-    write_table,
-)
+from housekeeping.contract import ACTIONS, BLOCKERS, TRIM_DECISIONS, RunDir, read_run_info
+from spark_apps.shared.holds import keep_held
+from spark_apps.shared.io import action_rows, read_snapshot, write_summary, write_table
+from spark_apps.shared.positions import position_text
+from spark_apps.shared.session import get_spark, materialize, run_scoped_cache
 
 
 def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
@@ -49,10 +40,6 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
         "--run-dir", required=True, help="run directory holding snapshot/; plan/ is written there"
     )
     return parser.parse_args(argv)
-
-
-def _position(ledger: Column, entry: Column) -> Column:
-    return F.concat(ledger.cast("string"), F.lit(":"), entry.cast("string"))
 
 
 def durable_bounds(ledgers: DataFrame, cursors: DataFrame) -> DataFrame:
@@ -155,7 +142,7 @@ def plan_ledger_decisions(
             F.format_string(
                 "slowest durable subscription '%s' at mark-delete %s",
                 F.col("slowestCursor"),
-                _position(F.col("slowestMdLedger"), F.col("slowestMdEntry")),
+                position_text(F.col("slowestMdLedger"), F.col("slowestMdEntry")),
             ),
             # How long it has been idle is what tells a stale subscription from a slow one.
             F.when(
@@ -277,22 +264,20 @@ def plan_ledger_decisions(
         "remainingAfter",
         "boundLedgerId",
         "slowestCursor",
-        _position(F.col("slowestMdLedger"), F.col("slowestMdEntry")).alias("slowestMarkDelete"),
+        position_text(F.col("slowestMdLedger"), F.col("slowestMdEntry")).alias("slowestMarkDelete"),
         "slowestCursorLastActiveMs",
     )
 
 
 def ledger_deletions(decisions: DataFrame) -> DataFrame:
     """The contract's ``delete_ledger`` actions."""
-    return decisions.where(F.col("decision") == "delete").select(
-        "topic",
-        F.lit("delete_ledger").alias("action"),
-        "ledgerId",
-        F.lit(None).cast("string").alias("subscription"),
-        F.lit(None).cast("string").alias("from"),
-        F.lit(None).cast("string").alias("to"),
-        F.col("size").alias("bytes"),
-        "reason",
+    return action_rows(
+        decisions.where(F.col("decision") == "delete"),
+        "delete_ledger",
+        topic=F.col("topic"),
+        ledgerId=F.col("ledgerId"),
+        bytes=F.col("size"),
+        reason=F.col("reason"),
     )
 
 
@@ -311,22 +296,19 @@ def cursor_fast_forwards(decisions: DataFrame, cursors: DataFrame) -> DataFrame:
     behind = (F.col("markDeleteLedger") < F.col("toLedger")) | (
         (F.col("markDeleteLedger") == F.col("toLedger")) & (F.col("markDeleteEntry") < F.col("toEntry"))
     )
-    return (
-        cursors.join(last_deleted, "topic")
-        .where(behind)
-        .select(
-            "topic",
-            F.lit("move_cursor").alias("action"),
-            F.lit(None).cast("long").alias("ledgerId"),
-            F.col("name").alias("subscription"),
-            _position(F.col("markDeleteLedger"), F.col("markDeleteEntry")).alias("from"),
-            _position(F.col("toLedger"), F.col("toEntry")).alias("to"),
-            F.lit(None).cast("long").alias("bytes"),
-            F.format_string(
-                "fast-forward %s cursor past the deleted ledgers (Pulsar advanceCursorsIfNecessary)",
-                F.when(F.col("durable"), F.lit("durable")).otherwise(F.lit("non-durable (reader)")),
-            ).alias("reason"),
-        )
+    return action_rows(
+        cursors.join(last_deleted, "topic").where(behind),
+        "move_cursor",
+        topic=F.col("topic"),
+        subscription=F.col("name"),
+        **{
+            "from": position_text(F.col("markDeleteLedger"), F.col("markDeleteEntry")),
+            "to": position_text(F.col("toLedger"), F.col("toEntry")),
+        },
+        reason=F.format_string(
+            "fast-forward %s cursor past the deleted ledgers (Pulsar advanceCursorsIfNecessary)",
+            F.when(F.col("durable"), F.lit("durable")).otherwise(F.lit("non-durable (reader)")),
+        ),
     )
 
 
@@ -373,9 +355,10 @@ def plan_summary(decisions: DataFrame) -> dict:
 
 
 def run(spark, run_dir: str | Path) -> dict:
+    run = RunDir(run_dir)
     with run_scoped_cache(spark):
-        info = read_run_info(run_dir)
-        snapshot = read_snapshot(spark, run_dir)
+        info = read_run_info(run)
+        snapshot = read_snapshot(spark, run)
         decisions = (
             plan_ledger_decisions(
                 snapshot["topics"], snapshot["ledgers"], snapshot["cursors"], int(info["asOfMs"])
@@ -383,20 +366,19 @@ def run(spark, run_dir: str | Path) -> dict:
             .transform(lambda d: keep_held(d, snapshot["topics"], decision="decision", keep="keep"))
             .transform(materialize)
         )
-        plan_dir = Path(run_dir) / "plan"
-        write_table(decisions, plan_dir / "decisions", ["topic", "ledgerId"])
+        write_table(decisions, run, TRIM_DECISIONS, ["topic", "ledgerId"])
         actions = ledger_deletions(decisions).unionByName(
             cursor_fast_forwards(decisions, snapshot["cursors"])
         )
-        write_table(actions, plan_dir / "actions", ["topic", "action", "ledgerId", "subscription"])
-        write_table(trim_blockers(decisions), plan_dir / "blockers", ["topic", "kind"])
+        write_table(actions, run, ACTIONS, ["topic", "action", "ledgerId", "subscription"])
+        write_table(trim_blockers(decisions), run, BLOCKERS, ["topic", "kind"])
         summary = {
             "mechanism": "trim",
             "runId": info["runId"],
             "asOfMs": info["asOfMs"],
             **plan_summary(decisions),
         }
-        write_summary(plan_dir, summary)
+        write_summary(run, summary)
         return summary
 
 
@@ -406,7 +388,3 @@ def main(argv: list[str] | None = None) -> int:
     summary = run(spark, args.run_dir)
     print(json.dumps(summary, sort_keys=True))
     return 0
-
-
-if __name__ == "__main__":
-    sys.exit(main())

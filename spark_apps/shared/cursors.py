@@ -1,4 +1,6 @@
-"""Pure DataFrame transforms shared by the cursor mechanisms (message expiry, backlog quota).
+"""What the cursor mechanisms (message expiry, backlog quota) share in their planners: pure DataFrame transforms
+over positions, the TTL search (backlog's precise time eviction is that search with ttl = 0.9 x limit), and the
+subscription rows, blockers and summaries both write.
 
 Positions are handled as *ordinals*: a topic's entries are numbered 0..N-1 in ledger order, and a
 mark-delete position (L, e) is summarised by ``acked`` = how many of the topic's stored entries are at or
@@ -20,11 +22,11 @@ from __future__ import annotations
 from pyspark.sql import Column, DataFrame, Window
 from pyspark.sql import functions as F
 
+from spark_apps.shared.io import EntryReads, read_entries
+from spark_apps.shared.positions import position_text
+from spark_apps.shared.session import materialize
+
 WHOLLY_EXPIRED = ("closed_before_cutoff", "all_entries_before_cutoff")
-
-
-def position_text(ledger: Column, entry: Column) -> Column:
-    return F.concat(ledger.cast("string"), F.lit(":"), entry.cast("string"))
 
 
 def ledger_layout(ledgers: DataFrame) -> DataFrame:
@@ -314,3 +316,131 @@ def entry_at_ordinal(frame: DataFrame, layout: DataFrame, keys: list[str], ordin
             F.col("size").alias("atSize"),
         )
     )
+
+
+def durable_subscriptions(topics: DataFrame, cursors: DataFrame, layout: DataFrame) -> DataFrame:
+    """Durable cursors with their topic's facts and backlog (``acked``, ``backlogEntries``, bytes)."""
+    durable = cursors.where(F.col("durable")).select(
+        "topic",
+        "name",
+        "consumers",
+        F.col("markDeleteLedger").alias("posLedger"),
+        F.col("markDeleteEntry").alias("posEntry"),
+    )
+    facts = position_facts(durable, layout, ["topic", "name"])
+    return (
+        durable.join(facts.drop("posLedger", "posEntry"), ["topic", "name"])
+        .join(
+            topics.select(
+                "topic",
+                "namespace",
+                "isSystemTopic",
+                "messageTtlSeconds",
+                "messageTtlSource",
+                "sizeQuotaLimitBytes",
+                "sizeQuotaPolicy",
+                "timeQuotaLimitSeconds",
+                "timeQuotaPolicy",
+            ),
+            "topic",
+        )
+        .withColumn("markDelete", position_text(F.col("posLedger"), F.col("posEntry")))
+    )
+
+
+def entry_read_requests(*frames: DataFrame) -> list[tuple[str, int, int]]:
+    keys: set[tuple[str, int, int]] = set()
+    for frame in frames:
+        keys.update((r["topic"], int(r["ledgerId"]), int(r["size"])) for r in frame.collect())
+    return sorted(keys)
+
+
+def expire(
+    spark, store_root: str, subs: DataFrame, layout: DataFrame, reads: EntryReads, extra_keys: list
+) -> tuple[DataFrame, DataFrame]:
+    """The TTL search for subscriptions with a ``cutoffMs``; returns (targets, entries read). Reads only the
+    stop ledgers (and ``extra_keys``) in one pass."""
+    scan = expiry_scan(subs, layout)
+    stops = materialize(expiry_stops(scan))
+    keys = entry_read_requests(expiry_read_keys(subs, stops)) + list(extra_keys)
+    entries = materialize(read_entries(spark, store_root, keys, reads))
+    return expiry_targets(subs, stops, entries), entries
+
+
+def expiry_moves(targets: DataFrame, layout: DataFrame) -> DataFrame:
+    """Targets that move the cursor: the new mark-delete and the bytes of the newly acknowledged entries
+    (Pulsar's estimated backlog before minus after)."""
+    moving = targets.where(F.col("targetAcked") > F.col("acked"))
+    positions = ordinal_positions(moving, layout, ["topic", "name"], "targetAcked")
+    after = position_facts(
+        positions.select(
+            "topic", "name", F.col("toLedger").alias("posLedger"), F.col("toEntry").alias("posEntry")
+        ),
+        layout,
+        ["topic", "name"],
+    ).select(
+        "topic",
+        "name",
+        F.col("estimatedBacklogBytes").alias("backlogBytesAfter"),
+        F.col("oldestBacklogLedgerTsMs").alias("oldestLedgerTsAfter"),
+    )
+    return moving.join(positions, ["topic", "name"]).join(after, ["topic", "name"])
+
+
+def oldest_remaining_ledger_ts(moved: Column, after_col: str) -> Column:
+    """For every subscription, read or not: the oldest entry timestamp of the ledgers still holding its backlog
+    after the decision (per-ledger minimum, an "at most this old" bound for the oldest remaining entry)."""
+    return (
+        F.when(moved, F.col(after_col))
+        .otherwise(F.col("oldestBacklogLedgerTsMs"))
+        .alias("oldestRemainingLedgerTsMs")
+    )
+
+
+def cursor_blockers(subscriptions: DataFrame) -> DataFrame:
+    return subscriptions.where((F.col("decision") == "keep") & (F.col("backlogEntries") > 0)).select(
+        "topic",
+        "subscription",
+        "kind",
+        F.col("reason").alias("detail"),
+        F.col("backlogBytesAfter").alias("bytes"),
+        F.col("backlogEntries").alias("entries"),
+    )
+
+
+def cursor_summary(subscriptions: DataFrame, entries_col: str, bytes_col: str) -> dict:
+    rows = (
+        subscriptions.where(F.col("decision") == "move")
+        .groupBy("namespace")
+        .agg(
+            F.count("*").alias("cursors"),
+            F.sum(entries_col).alias("entries"),
+            F.sum(bytes_col).alias("bytes"),
+        )
+        .collect()
+    )
+    per_namespace = {
+        r["namespace"]: {"cursors": int(r["cursors"]), "entries": int(r["entries"]), "bytes": int(r["bytes"])}
+        for r in rows
+    }
+    return {
+        "cursorsToMove": sum(v["cursors"] for v in per_namespace.values()),
+        "entriesToAcknowledge": sum(v["entries"] for v in per_namespace.values()),
+        "bytesToAcknowledge": sum(v["bytes"] for v in per_namespace.values()),
+        "perNamespace": per_namespace,
+    }
+
+
+def read_cost(reads: EntryReads, ledgers: DataFrame) -> dict:
+    stored = (
+        ledgers.where(F.col("entriesStored")).agg(F.sum("size").alias("b"), F.count("*").alias("n")).first()
+    )
+    store_bytes = int(stored["b"] or 0)
+    return {
+        "ledgersRead": reads.ledgers,
+        "ledgersStored": int(stored["n"] or 0),
+        "entryBytesRead": reads.entry_bytes,
+        "fileBytesRead": reads.file_bytes,
+        "storedEntryBytes": store_bytes,
+        "readShare": (reads.entry_bytes / store_bytes) if store_bytes else 0.0,
+    }

@@ -30,25 +30,15 @@ from __future__ import annotations
 
 import argparse
 import json
-import sys
 from pathlib import Path
 
 from pyspark.sql import Column, DataFrame
 from pyspark.sql import functions as F
 
-if __package__ in (None, ""):  # run by spark-submit as a script
-    sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
-
-from housekeeping.snapshot import read_run_info  # noqa: E402
-from spark_apps.common import (  # noqa: E402
-    get_spark,
-    keep_held,
-    materialize,
-    read_snapshot,
-    run_scoped_cache,
-    write_summary,
-    write_table,
-)
+from housekeeping.contract import ACTIONS, BLOCKERS, GC_DECISIONS, RunDir, read_run_info
+from spark_apps.shared.holds import keep_held
+from spark_apps.shared.io import action_rows, read_snapshot, write_summary, write_table
+from spark_apps.shared.session import get_spark, materialize, run_scoped_cache
 
 NO_SUBSCRIPTIONS = "delete_when_no_subscriptions"
 CAUGHT_UP = "delete_when_subscriptions_caught_up"
@@ -277,54 +267,34 @@ def partitioned_metadata_deletions(
     )
 
 
-def _actions(frame: DataFrame, topic: Column, action: str, size: Column, reason: Column, last_active: Column):
-    """Rows in the contract's action columns (the keys a GC action does not use are null)."""
-    nothing = F.lit(None)
-    return frame.select(
-        topic.alias("topic"),
-        F.lit(action).alias("action"),
-        nothing.cast("long").alias("ledgerId"),
-        nothing.cast("string").alias("subscription"),
-        nothing.cast("string").alias("from"),
-        nothing.cast("string").alias("to"),
-        size.cast("long").alias("bytes"),
-        reason.alias("reason"),
-        last_active.cast("long").alias("lastActiveMs"),
-    )
-
-
 def gc_actions(decisions: DataFrame, metadata: DataFrame, as_of_ms: int) -> DataFrame:
     """The contract's actions. ``lastActiveMs``: for delete_topic the value the decision was made on (apply
     skips the topic when it changed since), for refresh_last_active the new value."""
-    nothing = F.lit(None)
-    deletes = _actions(
+    deletes = action_rows(
         decisions.where(F.col("decision") == "delete"),
-        F.col("topic"),
         "delete_topic",
-        F.col("bytes"),
-        F.col("reason"),
-        F.col("lastActiveMs"),
+        topic=F.col("topic"),
+        bytes=F.col("bytes"),
+        reason=F.col("reason"),
+        lastActiveMs=F.col("lastActiveMs"),
     )
-    refreshes = _actions(
+    refreshes = action_rows(
         decisions.where(F.col("refreshLastActive")),
-        F.col("topic"),
         "refresh_last_active",
-        nothing,
-        F.concat(F.lit("lastActive := as-of ("), F.col("reason"), F.lit(")")),
-        F.lit(as_of_ms),
+        topic=F.col("topic"),
+        reason=F.concat(F.lit("lastActive := as-of ("), F.col("reason"), F.lit(")")),
+        lastActiveMs=F.lit(as_of_ms),
     )
-    metadata_rows = _actions(
+    metadata_rows = action_rows(
         metadata,
-        F.col("partitionedTopic"),
         "delete_partitioned_metadata",
-        nothing,
-        F.format_string(
+        topic=F.col("partitionedTopic"),
+        reason=F.format_string(
             "every existing partition (%d of %d) is deleted by this run and "
             "brokerDeleteInactivePartitionedTopicMetadataEnabled is true",
             F.col("deletedPartitions"),
             F.col("partitions"),
         ),
-        nothing,
     )
     return deletes.unionByName(refreshes).unionByName(metadata_rows)
 
@@ -365,12 +335,13 @@ def plan_summary(decisions: DataFrame, metadata: DataFrame, namespaces: DataFram
 
 
 def run(spark, run_dir: str | Path) -> dict:
+    run = RunDir(run_dir)
     with run_scoped_cache(spark):
-        info = read_run_info(run_dir)
+        info = read_run_info(run)
         as_of_ms = int(info["asOfMs"])
         gc_enabled = bool(info["broker"]["brokerDeleteInactiveTopicsEnabled"])
         metadata_enabled = bool(info["broker"]["brokerDeleteInactivePartitionedTopicMetadataEnabled"])
-        snapshot = read_snapshot(spark, run_dir)
+        snapshot = read_snapshot(spark, run)
         decisions = (
             plan_topic_decisions(
                 snapshot["topics"], snapshot["ledgers"], snapshot["cursors"], as_of_ms, gc_enabled
@@ -382,10 +353,9 @@ def run(spark, run_dir: str | Path) -> dict:
         unheld_partitioned = snapshot["partitioned_topics"].where(F.col("heldBy").isNull()).drop("heldBy")
         metadata = partitioned_metadata_deletions(decisions, unheld_partitioned, metadata_enabled)
         metadata = materialize(metadata)
-        plan_dir = Path(run_dir) / "plan"
-        write_table(decisions, plan_dir / "decisions", ["topic"])
-        write_table(gc_actions(decisions, metadata, as_of_ms), plan_dir / "actions", ["topic", "action"])
-        write_table(gc_blockers(decisions), plan_dir / "blockers", ["topic", "kind"])
+        write_table(decisions, run, GC_DECISIONS, ["topic"])
+        write_table(gc_actions(decisions, metadata, as_of_ms), run, ACTIONS, ["topic", "action"])
+        write_table(gc_blockers(decisions), run, BLOCKERS, ["topic", "kind"])
         summary = {
             "mechanism": "gc",
             "runId": info["runId"],
@@ -394,7 +364,7 @@ def run(spark, run_dir: str | Path) -> dict:
             "partitionedMetadataDeletionEnabled": metadata_enabled,
             **plan_summary(decisions, metadata, snapshot["namespaces"]),
         }
-        write_summary(plan_dir, summary)
+        write_summary(run, summary)
         return summary
 
 
@@ -404,7 +374,3 @@ def main(argv: list[str] | None = None) -> int:
     summary = run(spark, args.run_dir)
     print(json.dumps(summary, sort_keys=True))
     return 0
-
-
-if __name__ == "__main__":
-    sys.exit(main())

@@ -17,46 +17,36 @@ The rule, per subscription (PULSAR_SEMANTICS.md section 2):
    ``housekeepingExpiryGuardMinimumBacklog`` (1000) entries, expire only when the oldest unacknowledged
    entry's publish time is older than ``housekeepingExpiryGuardAgeFactor`` (1.5) x TTL.
 3. cutoff = asOf - TTL; expired = timestamp < cutoff (strict, as ``MessageImpl#isEntryExpired``).
-4. Move the mark-delete to the end of the run of expired entries right after it (see ``cursor_rules``).
+4. Move the mark-delete to the end of the run of expired entries right after it (see ``shared/cursors``).
 """
 
 from __future__ import annotations
 
 import argparse
 import json
-import sys
 from pathlib import Path
 
-from pyspark.sql import Column, DataFrame
+from pyspark.sql import DataFrame
 from pyspark.sql import functions as F
 
-if __package__ in (None, ""):  # run by spark-submit as a script
-    sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
-
-from housekeeping.snapshot import read_run_info  # noqa: E402
-from spark_apps.backlog_rules import COMPACTION_SUBSCRIPTION  # noqa: E402
-from spark_apps.common import (  # noqa: E402
-    EntryReads,
-    get_spark,
-    keep_held,
-    materialize,
-    read_entries,
-    read_snapshot,
-    run_scoped_cache,
-    write_summary,
-    write_table,
-)
-from spark_apps.cursor_rules import (  # noqa: E402
+from housekeeping.contract import ACTIONS, BLOCKERS, EXPIRY_SUBSCRIPTIONS, RunDir, read_run_info
+from housekeeping.names import COMPACTION_SUBSCRIPTION
+from spark_apps.shared.cursors import (
+    cursor_blockers,
+    cursor_summary,
+    durable_subscriptions,
     entry_at_ordinal,
-    expiry_read_keys,
-    expiry_scan,
-    expiry_stops,
-    expiry_targets,
+    entry_read_requests,
+    expire,
+    expiry_moves,
     ledger_layout,
-    ordinal_positions,
-    position_facts,
-    position_text,
+    oldest_remaining_ledger_ts,
+    read_cost,
 )
+from spark_apps.shared.holds import keep_held
+from spark_apps.shared.io import EntryReads, action_rows, read_snapshot, write_summary, write_table
+from spark_apps.shared.positions import position_text
+from spark_apps.shared.session import get_spark, materialize, run_scoped_cache
 
 
 def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
@@ -65,43 +55,6 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
         "--run-dir", required=True, help="run directory holding snapshot/; plan/ is written there"
     )
     return parser.parse_args(argv)
-
-
-def durable_subscriptions(topics: DataFrame, cursors: DataFrame, layout: DataFrame) -> DataFrame:
-    """Durable cursors with their topic's facts and backlog (``acked``, ``backlogEntries``, bytes)."""
-    durable = cursors.where(F.col("durable")).select(
-        "topic",
-        "name",
-        "consumers",
-        F.col("markDeleteLedger").alias("posLedger"),
-        F.col("markDeleteEntry").alias("posEntry"),
-    )
-    facts = position_facts(durable, layout, ["topic", "name"])
-    return (
-        durable.join(facts.drop("posLedger", "posEntry"), ["topic", "name"])
-        .join(
-            topics.select(
-                "topic",
-                "namespace",
-                "isSystemTopic",
-                "messageTtlSeconds",
-                "messageTtlSource",
-                "sizeQuotaLimitBytes",
-                "sizeQuotaPolicy",
-                "timeQuotaLimitSeconds",
-                "timeQuotaPolicy",
-            ),
-            "topic",
-        )
-        .withColumn("markDelete", position_text(F.col("posLedger"), F.col("posEntry")))
-    )
-
-
-def entry_read_requests(*frames: DataFrame) -> list[tuple[str, int, int]]:
-    keys: set[tuple[str, int, int]] = set()
-    for frame in frames:
-        keys.update((r["topic"], int(r["ledgerId"]), int(r["size"])) for r in frame.collect())
-    return sorted(keys)
 
 
 def guard_candidates(subs: DataFrame, min_backlog: int) -> DataFrame:
@@ -130,38 +83,6 @@ def guard_verdicts(
         (~old_enough).alias("guardBlocks"),
         F.col("publishTime").alias("oldestPublishTime"),
     )
-
-
-def expire(
-    spark, store_root: str, subs: DataFrame, layout: DataFrame, reads: EntryReads, extra_keys: list
-) -> tuple[DataFrame, DataFrame]:
-    """The TTL search for subscriptions with a ``cutoffMs``; returns (targets, entries read). Reads only the
-    stop ledgers (and ``extra_keys``) in one pass."""
-    scan = expiry_scan(subs, layout)
-    stops = materialize(expiry_stops(scan))
-    keys = entry_read_requests(expiry_read_keys(subs, stops)) + list(extra_keys)
-    entries = materialize(read_entries(spark, store_root, keys, reads))
-    return expiry_targets(subs, stops, entries), entries
-
-
-def expiry_moves(targets: DataFrame, layout: DataFrame) -> DataFrame:
-    """Targets that move the cursor: the new mark-delete and the bytes of the newly acknowledged entries
-    (Pulsar's estimated backlog before minus after)."""
-    moving = targets.where(F.col("targetAcked") > F.col("acked"))
-    positions = ordinal_positions(moving, layout, ["topic", "name"], "targetAcked")
-    after = position_facts(
-        positions.select(
-            "topic", "name", F.col("toLedger").alias("posLedger"), F.col("toEntry").alias("posEntry")
-        ),
-        layout,
-        ["topic", "name"],
-    ).select(
-        "topic",
-        "name",
-        F.col("estimatedBacklogBytes").alias("backlogBytesAfter"),
-        F.col("oldestBacklogLedgerTsMs").alias("oldestLedgerTsAfter"),
-    )
-    return moving.join(positions, ["topic", "name"]).join(after, ["topic", "name"])
 
 
 def plan_expiry(spark, snapshot: dict[str, DataFrame], info: dict, reads: EntryReads) -> DataFrame:
@@ -303,76 +224,16 @@ def subscription_rows(decided: DataFrame, as_of_ms: int, min_backlog: int, age_f
     )
 
 
-def oldest_remaining_ledger_ts(moved: Column, after_col: str) -> Column:
-    """For every subscription, read or not: the oldest entry timestamp of the ledgers still holding its backlog
-    after the decision (per-ledger minimum, an "at most this old" bound for the oldest remaining entry)."""
-    return (
-        F.when(moved, F.col(after_col))
-        .otherwise(F.col("oldestBacklogLedgerTsMs"))
-        .alias("oldestRemainingLedgerTsMs")
-    )
-
-
 def cursor_actions(subscriptions: DataFrame) -> DataFrame:
-    return subscriptions.where(F.col("decision") == "move").select(
-        "topic",
-        F.lit("move_cursor").alias("action"),
-        F.lit(None).cast("long").alias("ledgerId"),
-        "subscription",
-        "from",
-        "to",
-        F.col("bytesExpired").alias("bytes"),
-        "reason",
+    return action_rows(
+        subscriptions.where(F.col("decision") == "move"),
+        "move_cursor",
+        topic=F.col("topic"),
+        subscription=F.col("subscription"),
+        **{"from": F.col("from"), "to": F.col("to")},
+        bytes=F.col("bytesExpired"),
+        reason=F.col("reason"),
     )
-
-
-def cursor_blockers(subscriptions: DataFrame) -> DataFrame:
-    return subscriptions.where((F.col("decision") == "keep") & (F.col("backlogEntries") > 0)).select(
-        "topic",
-        "subscription",
-        "kind",
-        F.col("reason").alias("detail"),
-        F.col("backlogBytesAfter").alias("bytes"),
-        F.col("backlogEntries").alias("entries"),
-    )
-
-
-def cursor_summary(subscriptions: DataFrame, entries_col: str, bytes_col: str) -> dict:
-    rows = (
-        subscriptions.where(F.col("decision") == "move")
-        .groupBy("namespace")
-        .agg(
-            F.count("*").alias("cursors"),
-            F.sum(entries_col).alias("entries"),
-            F.sum(bytes_col).alias("bytes"),
-        )
-        .collect()
-    )
-    per_namespace = {
-        r["namespace"]: {"cursors": int(r["cursors"]), "entries": int(r["entries"]), "bytes": int(r["bytes"])}
-        for r in rows
-    }
-    return {
-        "cursorsToMove": sum(v["cursors"] for v in per_namespace.values()),
-        "entriesToAcknowledge": sum(v["entries"] for v in per_namespace.values()),
-        "bytesToAcknowledge": sum(v["bytes"] for v in per_namespace.values()),
-        "perNamespace": per_namespace,
-    }
-
-
-def read_cost(reads: EntryReads, ledgers: DataFrame) -> dict:
-    stored = (
-        ledgers.where(F.col("entriesStored")).agg(F.sum("size").alias("b"), F.count("*").alias("n")).first()
-    )
-    store_bytes = int(stored["b"] or 0)
-    return {
-        "ledgersRead": reads.ledgers,
-        "ledgersStored": int(stored["n"] or 0),
-        "entryBytesRead": reads.entry_bytes,
-        "fileBytesRead": reads.file_bytes,
-        "storedEntryBytes": store_bytes,
-        "readShare": (reads.entry_bytes / store_bytes) if store_bytes else 0.0,
-    }
 
 
 def held_expiry_reset() -> dict:
@@ -386,9 +247,10 @@ def held_expiry_reset() -> dict:
 
 
 def run(spark, run_dir: str | Path) -> dict:
+    run = RunDir(run_dir)
     with run_scoped_cache(spark):
-        info = read_run_info(Path(run_dir))
-        snapshot = read_snapshot(spark, run_dir)
+        info = read_run_info(run)
+        snapshot = read_snapshot(spark, run)
         reads = EntryReads()
         planned = plan_expiry(spark, snapshot, info, reads)
         subscriptions = materialize(
@@ -400,10 +262,9 @@ def run(spark, run_dir: str | Path) -> dict:
                 reset=held_expiry_reset(),
             )
         )
-        plan_dir = Path(run_dir) / "plan"
-        write_table(subscriptions, plan_dir / "subscriptions", ["topic", "subscription"])
-        write_table(cursor_actions(subscriptions), plan_dir / "actions", ["topic", "action", "subscription"])
-        write_table(cursor_blockers(subscriptions), plan_dir / "blockers", ["topic", "subscription"])
+        write_table(subscriptions, run, EXPIRY_SUBSCRIPTIONS, ["topic", "subscription"])
+        write_table(cursor_actions(subscriptions), run, ACTIONS, ["topic", "action", "subscription"])
+        write_table(cursor_blockers(subscriptions), run, BLOCKERS, ["topic", "subscription"])
         summary = {
             "mechanism": "expiry",
             "runId": info["runId"],
@@ -411,7 +272,7 @@ def run(spark, run_dir: str | Path) -> dict:
             **cursor_summary(subscriptions, "entriesExpired", "bytesExpired"),
             "reads": read_cost(reads, snapshot["ledgers"]),
         }
-        write_summary(plan_dir, summary)
+        write_summary(run, summary)
         return summary
 
 
@@ -420,7 +281,3 @@ def main(argv: list[str] | None = None) -> int:
     spark = get_spark("housekeeping-plan-expiry")
     print(json.dumps(run(spark, args.run_dir), sort_keys=True))
     return 0
-
-
-if __name__ == "__main__":
-    sys.exit(main())

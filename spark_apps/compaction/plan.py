@@ -33,31 +33,26 @@ from __future__ import annotations
 
 import argparse
 import json
-import sys
 from pathlib import Path
 
-from pyspark.sql import Column, DataFrame, Window
+from pyspark.sql import DataFrame, Window
 from pyspark.sql import functions as F
 
-if __package__ in (None, ""):  # run by spark-submit as a script
-    sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
-
-from housekeeping.snapshot import read_run_info  # noqa: E402
-from spark_apps.common import (  # noqa: E402
-    get_spark,
-    keep_held,
-    materialize,
-    read_snapshot,
-    run_scoped_cache,
-    write_summary,
-    write_table,
+from housekeeping.contract import (
+    ACTIONS,
+    BLOCKERS,
+    COMPACTION_DECISIONS,
+    COMPACTION_DROPPED_KEYS,
+    COMPACTION_KEPT,
+    RunDir,
+    read_run_info,
 )
-from spark_apps.compaction_io import (  # noqa: E402
-    COMPACTION_SUBSCRIPTION,
-    position_text,
-    read_compaction_input,
-    topic_inputs,
-)
+from housekeeping.names import COMPACTION_SUBSCRIPTION
+from spark_apps.compaction.entries import read_compaction_input, topic_inputs
+from spark_apps.shared.holds import keep_held
+from spark_apps.shared.io import read_snapshot, write_summary, write_table
+from spark_apps.shared.positions import position_key, position_text
+from spark_apps.shared.session import get_spark, materialize, run_scoped_cache
 
 DECISIONS = ("kept", "superseded", "tombstoned", "expired_time", "expired_size", "keyless_dropped")
 
@@ -68,15 +63,6 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
         "--run-dir", required=True, help="run directory holding snapshot/; plan/ is written there"
     )
     return parser.parse_args(argv)
-
-
-def _position(ledger: str | Column, entry: str | Column) -> Column:
-    """A comparable (ledgerId, entryId) struct."""
-
-    def column(value: str | Column) -> Column:
-        return F.col(value) if isinstance(value, str) else value
-
-    return F.struct(column(ledger).alias("ledgerId"), column(entry).alias("entryId"))
 
 
 def compaction_candidates(
@@ -128,7 +114,7 @@ def compaction_candidates(
         F.max(
             F.when(
                 F.col("entries") > 0,
-                _position(F.col("ledgerId").cast("long"), (F.col("entries") - 1).cast("long")),
+                position_key(F.col("ledgerId").cast("long"), (F.col("entries") - 1).cast("long")),
             )
         ).alias("lastEntry"),
         F.min(F.when(F.col("entries") > 0, F.col("minEntryTsMs"))).alias("oldestRawTsMs"),
@@ -149,14 +135,14 @@ def compaction_candidates(
                 F.col("lastEntry"),
                 F.when(
                     F.col("readFromLedger").isNotNull(),
-                    _position(F.col("readFromLedger").cast("long"), F.col("readFromEntry").cast("long")),
+                    position_key(F.col("readFromLedger").cast("long"), F.col("readFromEntry").cast("long")),
                 ),
             ),
         )
         .withColumn("horizonLedger", F.col("horizon.ledgerId"))
         .withColumn("horizonEntry", F.col("horizon.entryId"))
     )
-    read_from = _position("readFromLedger", "readFromEntry")
+    read_from = position_key("readFromLedger", "readFromEntry")
     # Raw ledgers that can hold entries in (readFrom, horizon], and whether all of them are stored as files.
     needed = (
         ledgers.join(previous.select("topic", "readFromLedger"), "topic", "left")
@@ -376,11 +362,12 @@ def compaction_blockers(candidates: DataFrame) -> DataFrame:
 
 
 def run(spark, run_dir: str | Path) -> dict:
+    run = RunDir(run_dir)
     with run_scoped_cache(spark):
-        info = read_run_info(run_dir)
+        info = read_run_info(run)
         as_of_ms = int(info["asOfMs"])
         retain_null_key = bool(info["broker"]["topicCompactionRetainNullKey"])
-        snapshot = read_snapshot(spark, run_dir)
+        snapshot = read_snapshot(spark, run)
         candidates = materialize(
             compaction_candidates(
                 snapshot["topics"],
@@ -399,20 +386,13 @@ def run(spark, run_dir: str | Path) -> dict:
         entries = read_compaction_input(spark, info["store"], topic_inputs(planned))
         decisions = materialize(entry_decisions(entries, params, as_of_ms, retain_null_key))
         counts = materialize(decision_counts(decisions))
-        plan_dir = Path(run_dir) / "plan"
-        write_table(candidates, plan_dir / "decisions", ["topic"])
-        write_table(compaction_actions(candidates, counts), plan_dir / "actions", ["topic", "action"])
-        write_table(compaction_blockers(candidates), plan_dir / "blockers", ["topic", "kind"])
-        kept = decisions.where(F.col("decision") == "kept").select(
-            "topic", "ledgerId", "entryId", "key", "entryTs", "size", "source"
-        )
-        # Parquet, partitioned by nothing: the gate and the apply app read it back whole.
-        kept.repartition("topic").sortWithinPartitions("topic", "ledgerId", "entryId").write.mode(
-            "overwrite"
-        ).parquet(str(plan_dir / "compaction" / "kept"))
-        dropped_keys(decisions).repartition("topic").sortWithinPartitions("topic", "key").write.mode(
-            "overwrite"
-        ).parquet(str(plan_dir / "compaction" / "dropped_keys"))
+        write_table(candidates, run, COMPACTION_DECISIONS, ["topic"])
+        write_table(compaction_actions(candidates, counts), run, ACTIONS, ["topic", "action"])
+        write_table(compaction_blockers(candidates), run, BLOCKERS, ["topic", "kind"])
+        kept = decisions.where(F.col("decision") == "kept").select(*COMPACTION_KEPT.names)
+        # Parquet: the gate and the apply app read the entries back.
+        write_table(kept, run, COMPACTION_KEPT, ["topic", "ledgerId", "entryId"])
+        write_table(dropped_keys(decisions), run, COMPACTION_DROPPED_KEYS, ["topic", "key"])
         totals = counts.agg(*[F.sum(c).alias(c) for c in counts.columns if c != "topic"]).first()
         per_namespace = {
             r["namespace"]: {"topics": int(r["topics"]), "keptBytes": int(r["keptBytes"] or 0)}
@@ -439,7 +419,7 @@ def run(spark, run_dir: str | Path) -> dict:
             },
             "perNamespace": per_namespace,
         }
-        write_summary(plan_dir, summary)
+        write_summary(run, summary)
         return summary
 
 
@@ -449,7 +429,3 @@ def main(argv: list[str] | None = None) -> int:
     summary = run(spark, args.run_dir)
     print(json.dumps(summary, sort_keys=True))
     return 0
-
-
-if __name__ == "__main__":
-    sys.exit(main())

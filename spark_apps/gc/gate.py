@@ -25,10 +25,14 @@ from pathlib import Path
 from pyspark.sql import DataFrame
 from pyspark.sql import functions as F
 
-from spark_apps.topic_names import retention_default_fits_name, topic_name_facts
-from spark_apps.validate_cursor_moves import position_key
-
-GC_ACTIONS = ["delete_topic", "refresh_last_active", "delete_partitioned_metadata"]
+from housekeeping.contract import RunDir, read_run_info
+from housekeeping.gate import CheckFrame, must_be_true
+from housekeeping.mechanism import MechanismSpec
+from housekeeping.plan import read_summary
+from spark_apps.shared.io import read_actions, read_snapshot
+from spark_apps.shared.positions import position_key
+from spark_apps.shared.session import materialize
+from spark_apps.shared.topic_names import retention_default_fits_name, topic_name_facts
 
 
 def _not_system() -> F.Column:
@@ -215,19 +219,14 @@ def namespace_checks(spark, info: dict, actions: DataFrame, snapshot: dict, summ
     )
 
 
-def gc_checks(spark, run_dir: str | Path):
+def checks(spark, run_dir: str | Path, spec: MechanismSpec) -> list[CheckFrame]:
     import great_expectations.expectations as gxe
 
-    from housekeeping.gate import CheckFrame, must_be_true
-    from housekeeping.plan import read_summary
-    from housekeeping.snapshot import read_run_info
-    from spark_apps.common import materialize, read_snapshot
-    from spark_apps.validate_plan import read_actions
-
-    info = read_run_info(run_dir)
-    snapshot = read_snapshot(spark, run_dir)
-    actions = materialize(read_actions(spark, run_dir))
-    summary = read_summary(Path(run_dir))
+    run = RunDir(run_dir)
+    info = read_run_info(run)
+    snapshot = read_snapshot(spark, run)
+    actions = materialize(read_actions(spark, run))
+    summary = read_summary(run.path)
     facts = materialize(topic_facts(snapshot))
     names = materialize(topic_name_facts(spark, [actions]))
     max_share = float(info.get("maxDeletedTopicShare", 0.5))
@@ -236,7 +235,7 @@ def gc_checks(spark, run_dir: str | Path):
             "actions",
             actions.select("topic", "action"),
             [
-                gxe.ExpectColumnValuesToBeInSet(column="action", value_set=GC_ACTIONS),
+                gxe.ExpectColumnValuesToBeInSet(column="action", value_set=list(spec.actions)),
                 gxe.ExpectCompoundColumnsToBeUnique(column_list=["topic", "action"]),
             ],
         ),

@@ -1,0 +1,383 @@
+"""The contract between the library and the Spark apps: a run directory's paths and every table in it.
+
+A run of a mechanism lives in one directory (``<store>/runs/<mechanism>/<run>/``)::
+
+    snapshot/run.json           the run's facts (RUN_INFO_KEYS)
+    snapshot/<table>.jsonl      SNAPSHOT_TABLES: written by Python (housekeeping.snapshot), read by Spark
+    plan/<table>/part-*.json    the planner's tables: written by Spark, read by the gate, apply and the report
+    plan/compaction/*           compaction's entry tables (Parquet)
+    plan/summary.json           the planner's totals
+    gate/result.json            the gate's verdict; gate/data_docs/index.html its Great Expectations pages
+    apply/result.json           what apply did; apply/purge.json what purge did
+    report/report.json          the report's data; report/report.md the page a person reads
+
+Every path is a property of :class:`RunDir`; every table is a :class:`Table`, defined once here: the Python writer
+builds its rows through :meth:`Table.row` (a key the table does not define is an error), the Spark side derives
+its schemas from :meth:`Table.ddl`, and :meth:`Table.read_row` reads a row back with every column present. Types
+are Spark SQL type names. Changing a table here changes both sides; nothing else spells out its columns.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from housekeeping.errors import InputError
+
+
+@dataclass(frozen=True)
+class Column:
+    name: str
+    type: str  # Spark SQL type: string, bigint, int, boolean, double, array<bigint>, ...
+    nullable: bool = True
+
+
+@dataclass(frozen=True)
+class Table:
+    """One table of the run directory: its name (the file or directory under ``snapshot/`` or ``plan/``), its
+    columns in the order they are written, and the format of its files."""
+
+    name: str
+    columns: tuple[Column, ...]
+    format: str = "json"  # json (JSON lines) or parquet
+    # A table several mechanisms write, each with the columns it uses (actions, blockers): a writer may leave a
+    # nullable column out (it is null). Every other table is written whole.
+    sparse: bool = False
+
+    @property
+    def names(self) -> tuple[str, ...]:
+        return tuple(c.name for c in self.columns)
+
+    def ddl(self) -> str:
+        """The Spark schema, as a DDL string (``spark.read.schema``, ``createDataFrame``)."""
+        return ", ".join(f"`{c.name}` {c.type}" for c in self.columns)
+
+    def row(self, values: Mapping[str, Any]) -> dict[str, Any]:
+        """A row to write, in column order. A key the table does not define, or a required column left out or
+        None, is a bug in the writer: ValueError, before anything is written."""
+        unknown = sorted(set(values) - set(self.names))
+        if unknown:
+            raise ValueError(
+                f"table {self.name}: no column {', '.join(unknown)} (columns: {', '.join(self.names)})"
+            )
+        missing = [c.name for c in self.columns if not c.nullable and values.get(c.name) is None]
+        if missing:
+            raise ValueError(f"table {self.name}: required column(s) {', '.join(missing)} missing")
+        return {c.name: values.get(c.name) for c in self.columns}
+
+    def read_row(self, raw: Mapping[str, Any], where: str) -> dict[str, Any]:
+        """A row read back (Spark's JSON writer leaves null columns out): every column present, None when
+        absent. A column the table does not define means the file is not this table: bad input naming it."""
+        unknown = sorted(set(raw) - set(self.names))
+        if unknown:
+            raise InputError(f"{where}: column(s) {', '.join(unknown)} are not in table {self.name}")
+        return {c.name: raw.get(c.name) for c in self.columns}
+
+    def select(self, *names: str) -> Table:
+        """The same table with only ``names`` (a reader that needs a few columns)."""
+        by_name = {c.name: c for c in self.columns}
+        return Table(self.name, tuple(by_name[n] for n in names), self.format, self.sparse)
+
+
+def _cols(spec: str) -> tuple[Column, ...]:
+    """``"topic string!, ledgerId bigint"``: name, type, ``!`` = not null."""
+    out = []
+    for part in spec.split(","):
+        name, type_ = part.split(None, 1)
+        required = type_.endswith("!")
+        out.append(Column(name.strip(), type_.rstrip("!").strip(), not required))
+    return tuple(out)
+
+
+def _table(name: str, spec: str, format: str = "json", *, sparse: bool = False) -> Table:
+    return Table(name, _cols(spec), format, sparse)
+
+
+# --- snapshot tables (housekeeping.snapshot writes them; every planner and the gate read them) ------------------
+
+TOPICS = _table(
+    "topics",
+    "topic string!, namespace string!, tenant string!, isSystemTopic boolean!, version bigint!, "
+    "producers bigint!, consumers bigint!, lastActiveMs bigint, retentionTimeMs bigint!, retentionSizeBytes bigint!, "
+    "retentionSource string!, retentionDescription string!, messageTtlSeconds bigint!, messageTtlSource string!, "
+    "sizeQuotaLimitBytes bigint!, sizeQuotaPolicy string!, timeQuotaLimitSeconds bigint!, timeQuotaPolicy string!, "
+    "policies string!, inactiveDeleteMode string, maxInactiveSeconds bigint, deleteWhileInactive boolean, "
+    "inactivePolicySource string, partitionedTopic string, compactionThresholdBytes bigint, "
+    "compactedRetentionTimeMs bigint, compactedRetentionSizeBytes bigint, compactedRetentionDescription string, "
+    "tombstoneGraceMs bigint, heldBy string",
+)
+LEDGERS = _table(
+    "ledgers",
+    "topic string!, ledgerId bigint!, entries bigint!, size bigint!, closedAtMs bigint, minEntryTsMs bigint, "
+    "maxEntryTsMs bigint, entriesStored boolean!",
+)
+CURSORS = _table(
+    "cursors",
+    "topic string!, name string!, durable boolean!, markDeleteLedger bigint!, markDeleteEntry bigint!, "
+    "lastActiveMs bigint, consumers bigint!",
+)
+NAMESPACES = _table("namespaces", "namespace string!, storedBytes bigint!, topicCount bigint!")
+QUOTA_STATES = _table(
+    "quota_states",
+    "topic string!, quotaType string!, policy string!, exceeded boolean!, limitValue bigint!, "
+    "measuredValue bigint, exceededSinceMs bigint, asOfMs bigint!",
+)
+PARTITIONED_TOPICS = _table(
+    "partitioned_topics",
+    "partitionedTopic string!, namespace string!, partitions bigint!, existingPartitions bigint!, heldBy string",
+)
+HOLDS = _table(
+    "holds", "target string!, scope string!, reason string!, createdBy string!, createdAtMs bigint!"
+)
+COMPACTED_LEDGERS = _table(
+    "compacted_ledgers",
+    "topic string!, ledgerId bigint!, horizonLedger bigint!, horizonEntry bigint!, entries bigint!, size bigint!, "
+    "minEntryTsMs bigint, maxEntryTsMs bigint, tombstones bigint!, oldestTombstoneTsMs bigint, "
+    "compactedAsOfMs bigint!",
+)
+SNAPSHOT_TABLES: dict[str, Table] = {
+    t.name: t
+    for t in (
+        TOPICS,
+        LEDGERS,
+        CURSORS,
+        NAMESPACES,
+        QUOTA_STATES,
+        PARTITIONED_TOPICS,
+        COMPACTED_LEDGERS,
+        HOLDS,
+    )
+}
+# Every mechanism reads these; a mechanism's spec names the others it needs.
+BASE_SNAPSHOT_TABLES = ("topics", "ledgers", "cursors", "namespaces", "holds")
+
+# The keys of snapshot/run.json.
+RUN_INFO_KEYS = (
+    "runId",
+    "mechanism",
+    "asOfMs",
+    "asOf",
+    "scope",
+    "maxDeletedShare",
+    "maxDeletedTopicShare",
+    "compactTopics",
+    "scheduleIntervalMs",
+    "store",
+    "metadata",
+    "topicVersions",
+    "broker",
+    "takenAtWallClockMs",
+    "actor",
+    "snapshotTables",
+)
+
+
+# --- plan tables (the planners write them; the gate, apply and the report read them) ------------------------
+
+# Every mechanism's actions, one table: the plan JSON contract (docs/cli.md). A mechanism fills the columns its
+# actions use; the others stay null (left out of the JSON lines).
+ACTIONS = _table(
+    "actions",
+    "topic string, action string!, ledgerId bigint, subscription string, from string, to string, bytes bigint, "
+    "reason string, "
+    # flag_backlog_quota: which quota, its policy, the new state and the measurement
+    "quotaType string, policy string, exceeded boolean, limitValue bigint, measuredValue bigint, "
+    "exceededSinceMs bigint, "
+    # delete_topic: the lastActive the decision was made on; refresh_last_active: the new value
+    "lastActiveMs bigint, "
+    # rewrite_compacted: where the raw read started (previous horizon) and the counts that reconcile
+    "readFrom string, entriesRead bigint, entriesKept bigint, entriesSuperseded bigint, entriesTombstoned bigint, "
+    "entriesExpiredTime bigint, entriesExpiredSize bigint, entriesKeylessDropped bigint, entriesExpired bigint",
+    sparse=True,
+)
+# Why what remains was kept: per topic (ledgers) or per subscription (entries).
+BLOCKERS = _table(
+    "blockers",
+    "topic string, subscription string, kind string, detail string, bytes bigint, ledgers bigint, entries bigint",
+    sparse=True,
+)
+
+TRIM_DECISIONS = _table(
+    "decisions",
+    "topic string, namespace string, ledgerId bigint, rank int!, entries bigint, size bigint, closedAtMs bigint, "
+    "decision string!, kind string!, reason string, isCurrent boolean, consumed boolean, expired boolean, "
+    "overQuota boolean, remainingAfter bigint, boundLedgerId bigint, slowestCursor string, "
+    "slowestMarkDelete string, slowestCursorLastActiveMs bigint",
+)
+EXPIRY_SUBSCRIPTIONS = _table(
+    "subscriptions",
+    "topic string, namespace string, subscription string, consumers bigint, from string, to string, "
+    "decision string!, kind string!, reason string, messageTtlSeconds bigint, cutoffMs bigint, "
+    "backlogEntries bigint, backlogBytes bigint, entriesExpired bigint, bytesExpired bigint, "
+    "backlogBytesAfter bigint, oldestRemainingTsMs bigint, oldestRemainingLedgerTsMs bigint, asOfMs bigint!",
+)
+BACKLOG_SUBSCRIPTIONS = _table(
+    "subscriptions",
+    "topic string, namespace string, subscription string, consumers bigint, from string, to string, "
+    "decision string!, kind string, reason string, backlogEntries bigint, backlogBytes bigint, "
+    "entriesEvicted bigint, bytesEvicted bigint, backlogBytesAfter bigint, oldestRemainingLedgerTsMs bigint",
+)
+BACKLOG_QUOTAS = _table(
+    "quotas",
+    "topic string, namespace string, isSystemTopic boolean, sizeQuotaLimitBytes bigint, sizeQuotaPolicy string, "
+    "timeQuotaLimitSeconds bigint, timeQuotaPolicy string, backlogBytes bigint, sizeExceeded boolean, "
+    "oldestBacklogTsMs bigint, oldestBacklogAgeSeconds bigint, timeExceeded boolean, handled string, note string, "
+    "asOfMs bigint!",
+)
+EVICTION_STEPS = _table(
+    "eviction_steps",
+    "topic string, step int!, quotaType string, cursor string, fromLedger bigint, fromEntry bigint, "
+    "toLedger bigint, toEntry bigint, backlogBytesBefore bigint, entriesSkipped bigint, why string",
+)
+GC_DECISIONS = _table(
+    "decisions",
+    "topic string, namespace string, partitionedTopic string, decision string!, kind string!, reason string, "
+    "refreshLastActive boolean, bytes bigint!, ledgers bigint!, subscriptions bigint!, "
+    "backlogSubscriptions bigint!, producers bigint, consumers bigint, lastActiveMs bigint, inactiveForMs bigint, "
+    "inactiveDeleteMode string, maxInactiveSeconds bigint, deleteWhileInactive boolean, retentionTimeMs bigint, "
+    "isSystemTopic boolean",
+)
+COMPACTION_DECISIONS = _table(
+    "decisions",
+    "topic string, namespace string, decision string!, kind string!, reason string, warning string, "
+    "bytes bigint!, ledgers bigint!, backlogBytes bigint!, compactionThresholdBytes bigint, "
+    "prevCompactedLedgerId bigint, readFromLedger bigint, readFromEntry bigint, horizonLedger bigint, "
+    "horizonEntry bigint, cursorLedger bigint, cursorEntry bigint, rawLedgerIds array<bigint>!, "
+    "compactedRetentionTimeMs bigint, compactedRetentionSizeBytes bigint, compactedRetentionDescription string, "
+    "tombstoneGraceMs bigint, retentionTimeMs bigint",
+)
+# The entries of each new compacted ledger (without payloads) and the keys that leave the compacted view.
+COMPACTION_KEPT = _table(
+    "compaction/kept",
+    "topic string, ledgerId bigint, entryId bigint, key string, entryTs bigint, size int, source string",
+    "parquet",
+)
+COMPACTION_DROPPED_KEYS = _table(
+    "compaction/dropped_keys",
+    "topic string, key string, ledgerId bigint, entryId bigint, entryTs bigint, size int, reason string",
+    "parquet",
+)
+
+
+# --- the run directory -------------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class RunDir:
+    """Every path of one run directory (see the module docstring)."""
+
+    path: Path
+
+    def __init__(self, path: str | Path | RunDir) -> None:
+        object.__setattr__(self, "path", Path(path.path if isinstance(path, RunDir) else path))
+
+    def __fspath__(self) -> str:
+        return str(self.path)
+
+    def __str__(self) -> str:
+        return str(self.path)
+
+    # snapshot
+    @property
+    def snapshot_dir(self) -> Path:
+        return self.path / "snapshot"
+
+    @property
+    def run_info(self) -> Path:
+        return self.snapshot_dir / "run.json"
+
+    def snapshot_table(self, table: Table | str) -> Path:
+        name = table if isinstance(table, str) else table.name
+        return self.snapshot_dir / f"{name}.jsonl"
+
+    # plan
+    @property
+    def plan_dir(self) -> Path:
+        return self.path / "plan"
+
+    def plan_table(self, table: Table | str) -> Path:
+        return self.plan_dir / (table if isinstance(table, str) else table.name)
+
+    @property
+    def plan_summary(self) -> Path:
+        return self.plan_dir / "summary.json"
+
+    # gate
+    @property
+    def gate_dir(self) -> Path:
+        return self.path / "gate"
+
+    @property
+    def gate_result(self) -> Path:
+        return self.gate_dir / "result.json"
+
+    @property
+    def data_docs_dir(self) -> Path:
+        return self.gate_dir / "data_docs"
+
+    @property
+    def data_docs_index(self) -> Path:
+        return self.data_docs_dir / "index.html"
+
+    # apply and purge
+    @property
+    def apply_dir(self) -> Path:
+        return self.path / "apply"
+
+    @property
+    def apply_result(self) -> Path:
+        return self.apply_dir / "result.json"
+
+    @property
+    def purge_result(self) -> Path:
+        return self.apply_dir / "purge.json"
+
+    # report
+    @property
+    def report_dir(self) -> Path:
+        return self.path / "report"
+
+    @property
+    def report_json(self) -> Path:
+        return self.report_dir / "report.json"
+
+    @property
+    def report_md(self) -> Path:
+        return self.report_dir / "report.md"
+
+
+def write_json(path: Path, document: Any, *, indent: int | None = 2) -> None:
+    """A run directory's JSON document (sorted keys: diffable, and stable for the plan digest)."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(json.dumps(document, indent=indent, sort_keys=True, default=str), encoding="utf-8")
+
+
+def read_json(path: Path) -> dict[str, Any] | None:
+    return json.loads(path.read_text(encoding="utf-8")) if path.is_file() else None
+
+
+def write_jsonl(path: Path, table: Table, rows: Iterable[Mapping[str, Any]]) -> None:
+    """A snapshot table: every row checked against the table (:meth:`Table.row`) before the file is written."""
+    lines = [json.dumps(table.row(row), sort_keys=True) + "\n" for row in rows]
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text("".join(lines), encoding="utf-8")
+
+
+def read_jsonl(path: Path) -> list[dict[str, Any]]:
+    with path.open(encoding="utf-8") as handle:
+        return [json.loads(line) for line in handle if line.strip()]
+
+
+def read_run_info(run_dir: str | Path | RunDir) -> dict[str, Any]:
+    path = RunDir(run_dir).run_info
+    if not path.is_file():
+        raise InputError(f"run directory {run_dir} has no snapshot ({path} is missing)")
+    return json.loads(path.read_text(encoding="utf-8"))
+
+
+def read_snapshot_table(run_dir: str | Path | RunDir, table: Table) -> list[dict[str, Any]]:
+    path = RunDir(run_dir).snapshot_table(table)
+    return [table.read_row(row, str(path)) for row in read_jsonl(path)]

@@ -1,0 +1,50 @@
+"""The one library module that reaches the Spark apps (``spark_apps``): where spark-submit finds them, and how
+the CLI and the tests run the same apps in-process on one SparkSession. Which app a mechanism runs comes from
+its spec (``housekeeping.registry``): the DAG factory and the runner never name an app themselves."""
+
+from __future__ import annotations
+
+import importlib
+from pathlib import Path
+from typing import Any
+
+import spark_apps
+from housekeeping.mechanism import MechanismSpec
+
+SPARK_APPS_DIR = Path(spark_apps.__file__).resolve().parent
+# spark-submit runs this file with the app's module as its first argument (spark_apps/submit.py).
+SUBMIT_APP = SPARK_APPS_DIR / "submit.py"
+GATE_APP = "spark_apps.validate_plan"
+
+
+def submit_args(module: str, args: list[str]) -> list[str]:
+    """The application arguments of ``spark-submit SUBMIT_APP ...`` that run ``module`` with ``args``."""
+    return [module, *args]
+
+
+def local_spark(master: str) -> Any:
+    """The in-process SparkSession (CLI, tests, benchmarks): the same apps' ``run`` functions the DAGs'
+    spark-submit calls."""
+    from spark_apps.shared.session import get_spark
+
+    return get_spark("housekeeping-cli", master)
+
+
+def app(module: str) -> Any:
+    return importlib.import_module(module)
+
+
+def plan_in_process(spark: Any, run_dir: Path, spec: MechanismSpec) -> dict[str, Any]:
+    return app(spec.plan_app).run(spark, run_dir)
+
+
+def gate_in_process(spark: Any, run_dir: Path, spec: MechanismSpec) -> dict[str, Any]:
+    return app(GATE_APP).run(spark, run_dir, spec.name)
+
+
+def apply_in_process(
+    spark: Any, run_dir: Path, spec: MechanismSpec, store: Any, purge_grace_seconds: int
+) -> dict[str, Any]:
+    """A mechanism whose spec names an apply app (compaction writes ledgers with Spark)."""
+    assert spec.apply_app is not None
+    return app(spec.apply_app).run(spark, run_dir, store, purge_grace_seconds)

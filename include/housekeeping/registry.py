@@ -1,0 +1,25 @@
+"""The mechanism registry: every housekeeping mechanism's spec, by name. Every dispatch reads it (the DAG factory,
+the CLI, the runner, the launcher, the gate app, the apply engine); adding a mechanism adds its modules and one
+line here (docs/architecture.md)."""
+
+from __future__ import annotations
+
+from housekeeping.errors import InputError
+from housekeeping.mechanism import MechanismSpec
+from housekeeping.mechanisms import backlog, compaction, expiry, gc, trim
+
+MECHANISMS: dict[str, MechanismSpec] = {
+    spec.name: spec for spec in (trim.SPEC, expiry.SPEC, backlog.SPEC, gc.SPEC, compaction.SPEC)
+}
+
+
+def mechanism_names() -> tuple[str, ...]:
+    return tuple(MECHANISMS)
+
+
+def mechanism_spec(name: str) -> MechanismSpec:
+    """The spec of ``name``; an unknown name is bad input naming the ones there are."""
+    try:
+        return MECHANISMS[name]
+    except KeyError:
+        raise InputError(f"unknown mechanism {name!r}: expected one of {', '.join(MECHANISMS)}") from None

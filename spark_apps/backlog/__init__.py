@@ -1,0 +1,1 @@
+"""Backlog quota (Pulsar ``BacklogQuotaManager``): planner, its per-topic rules and gate checks."""

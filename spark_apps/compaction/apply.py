@@ -1,0 +1,268 @@
+"""Spark app: apply a checked compaction plan. Writes each topic's new compacted ledger, then switches the
+topic to it (protocol in ``housekeeping.compacted_ledgers``), committing through the apply engine
+(``housekeeping.apply.ApplyRun``) as every apply does.
+
+1. ``ApplyRun.open``: only a plan the gate passed unchanged (digest check), planned on this store; topics the
+   journal shows applied for this run are skipped (a rerun after a crash completes the rest).
+2. Stage every planned topic's new ledger in the metadata (before any file exists).
+3. One Spark job copies the kept entries (payloads and properties included) of every staged topic whose ledger
+   directory is not there yet into a temporary directory under the run, one sub-directory per topic; the row
+   count of each is checked against the plan, then it is renamed into the store as the ledger directory.
+4. Per topic, one transaction (``ApplyRun.commit``: a hold added since wins): compare-and-set, switch, journal.
+
+Memory: entries flow executor-side from the input files to the output files (a join on positions and a sort
+per topic); the driver handles per-topic metadata only.
+"""
+
+from __future__ import annotations
+
+import argparse
+import contextlib
+import json
+import os
+import uuid
+from pathlib import Path
+from typing import Any
+
+from pyspark.sql import functions as F
+
+from housekeeping import compacted_ledgers
+from housekeeping.apply import ApplyRun, TopicOutcome
+from housekeeping.contract import ACTIONS, COMPACTION_DECISIONS, COMPACTION_KEPT, RunDir
+from housekeeping.errors import InputError
+from housekeeping.faults import checkpoint
+from housekeeping.fs import remove_file, remove_tree
+from housekeeping.journal import plan_rows
+from housekeeping.manifest import parse_position
+from housekeeping.plan import read_table
+from spark_apps.compaction.entries import read_compaction_input, topic_inputs
+from spark_apps.shared.io import read_table as read_plan_frame
+from spark_apps.shared.session import get_spark, run_scoped_cache
+
+
+def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
+    parser = argparse.ArgumentParser(description="Apply a gate-checked compaction plan to the store.")
+    parser.add_argument("--run-dir", required=True)
+    return parser.parse_args(argv)
+
+
+def _planned_ledgers(spark, run: RunDir, actions: list[dict]) -> dict:
+    kept = read_plan_frame(spark, run, COMPACTION_KEPT)
+    tombstone = (F.col("size") == 0) & F.col("key").isNotNull()
+    stats = {
+        r["topic"]: r
+        for r in kept.groupBy("topic")
+        .agg(
+            F.min("entryTs").alias("minTs"),
+            F.max("entryTs").alias("maxTs"),
+            F.sum(tombstone.cast("long")).alias("tombstones"),
+            F.min(F.when(tombstone, F.col("entryTs"))).alias("oldestTombstone"),
+        )
+        .collect()
+    }
+    planned = {}
+    for action in actions:
+        row = stats.get(action["topic"])
+        where = f"topic {action['topic']} rewrite_compacted"
+        planned[action["topic"]] = compacted_ledgers.PlannedLedger(
+            topic=action["topic"],
+            replaces=action.get("ledgerId"),
+            cursor_from=parse_position(action["from"], where) if action.get("from") else None,
+            horizon=parse_position(action["to"], where),
+            entries=int(action["entriesKept"]),
+            size_bytes=int(action["bytes"]),
+            min_entry_ts_ms=row["minTs"] if row else None,
+            max_entry_ts_ms=row["maxTs"] if row else None,
+            tombstones=int(row["tombstones"]) if row else 0,
+            oldest_tombstone_ts_ms=row["oldestTombstone"] if row else None,
+        )
+    return planned
+
+
+def _ledger_rows(path: Path) -> int:
+    import pyarrow.parquet as pq
+
+    return sum(pq.read_metadata(f).num_rows for f in sorted(path.glob("*.parquet")))
+
+
+def _write_ledgers(spark, store, run: RunDir, info: dict, to_write: dict[str, int], planned: dict) -> None:
+    """Copy the kept entries of the topics in ``to_write`` (topic -> new ledger id) into their ledger dirs."""
+    import pyarrow as pa
+
+    from housekeeping.entries import ENTRY_SCHEMA, write_ledger
+
+    if not to_write:
+        return
+    run_dir = run.path
+    slots = {topic: index for index, topic in enumerate(sorted(to_write))}
+    decisions = [r for r in read_table(run_dir, COMPACTION_DECISIONS.name) if r["topic"] in slots]
+    entries = read_compaction_input(spark, info["store"], topic_inputs(decisions), full=True)
+    kept = read_plan_frame(spark, run, COMPACTION_KEPT).select("topic", "ledgerId", "entryId")
+    slot_frame = spark.createDataFrame(list(slots.items()), "topic string, slot int")
+    staging = run.apply_dir / f"compacted-{uuid.uuid4().hex}"
+    (
+        entries.join(kept, ["topic", "ledgerId", "entryId"])
+        .join(F.broadcast(slot_frame), "topic")
+        .select("slot", *ENTRY_SCHEMA.names)
+        .repartition(max(1, min(len(slots), 64)), "slot")
+        .sortWithinPartitions("slot", "ledgerId", "entryId")
+        .write.option("compression", "zstd")
+        .partitionBy("slot")
+        .parquet(str(staging))
+    )
+    checkpoint("compaction_apply_after_spark_write")
+    try:
+        for topic, slot in slots.items():
+            target = store.ledger_dir(topic, to_write[topic])
+            written = staging / f"slot={slot}"
+            expected = planned[topic].entries
+            if not written.is_dir():
+                if expected != 0:
+                    raise InputError(
+                        f"topic {topic}: the compacted ledger was not written ({expected} entries planned)"
+                    )
+                write_ledger(target, pa.table({name: [] for name in ENTRY_SCHEMA.names}, schema=ENTRY_SCHEMA))
+                continue
+            count = _ledger_rows(written)
+            if count != expected:
+                raise InputError(
+                    f"topic {topic}: the written compacted ledger has {count} entries, the checked plan {expected}; "
+                    "nothing switched"
+                )
+            for crc in written.glob(".*.crc"):
+                remove_file(crc, within=staging)  # Hadoop checksum side files of the run's own staging output
+            target.parent.mkdir(parents=True, exist_ok=True)
+            os.replace(written, target)  # one rename: the ledger directory is complete or absent
+            checkpoint("compaction_apply_between_ledger_renames")
+    finally:
+        with contextlib.suppress(OSError):
+            remove_tree(staging, within=run.apply_dir)
+
+
+def _stage(conn: Any, applying: ApplyRun, planned: compacted_ledgers.PlannedLedger) -> TopicOutcome:
+    """Record (or find, on a rerun) the staged ledger; not journaled: nothing is in force yet."""
+    ledger_id = compacted_ledgers.stage(
+        conn,
+        planned,
+        run_id=applying.run_id,
+        as_of_ms=applying.as_of_ms,
+        purge_after_ms=applying.purge_after_ms,
+    )
+    if ledger_id is None:
+        return TopicOutcome("skipped_conflict", "topic no longer exists", journaled=False)
+    return TopicOutcome("staged", facts={"ledgerId": ledger_id}, journaled=False)
+
+
+def _switch(
+    conn: Any, applying: ApplyRun, planned: compacted_ledgers.PlannedLedger, ledger_id: int, action: dict
+) -> TopicOutcome:
+    """Compare-and-set, then make the staged ledger current (``compacted_ledgers.switch``)."""
+    why = compacted_ledgers.switch(
+        conn,
+        planned,
+        ledger_id,
+        run_id=applying.run_id,
+        as_of_ms=applying.as_of_ms,
+        purge_after_ms=applying.purge_after_ms,
+    )
+    if why:
+        return TopicOutcome("skipped_conflict", why, "rewrite_compacted", {"why": why})
+    detail = {
+        "compactedLedger": ledger_id,
+        "replaced": action.get("ledgerId"),
+        "horizon": action["to"],
+        "entries": planned.entries,
+        "bytes": planned.size_bytes,
+        "reason": action["reason"],
+        **{k: v for k, v in action.items() if k.startswith("entries")},
+        "planRows": plan_rows([action]),
+    }
+    return TopicOutcome("applied", None, "rewrite_compacted", detail)
+
+
+def run(spark, run_dir: str | Path, store=None, purge_grace_seconds: int | None = None) -> dict:
+    from housekeeping.settings import Settings
+
+    run_ = RunDir(run_dir)
+    settings = Settings.from_env()
+    store = store or settings.open_store()
+    grace = settings.purge_grace_seconds if purge_grace_seconds is None else purge_grace_seconds
+    actions = [a for a in read_table(run_.path, ACTIONS.name) if a["action"] == "rewrite_compacted"]
+    with run_scoped_cache(spark):
+        applying = ApplyRun.open(store, run_.path, purge_grace_seconds=grace, detail={"topics": len(actions)})
+        result: dict = {
+            "runId": applying.run_id,
+            "appliedTopics": [],
+            "alreadyAppliedTopics": sorted(a["topic"] for a in actions if a["topic"] in applying.done),
+            "skippedTopics": {},
+            "compactedLedgers": {},
+            "compactedLedgersReplaced": 0,
+            "entriesWritten": 0,
+            "bytesWritten": 0,
+            "ledgersDeleted": 0,
+            "bytesDeleted": 0,
+            "perNamespace": {},
+        }
+        todo = [a for a in actions if a["topic"] not in applying.done]
+        planned = _planned_ledgers(spark, run_, todo) if todo else {}
+        staged: dict[str, int] = {}
+        for action in todo:
+            topic = action["topic"]
+            outcome = applying.commit(
+                topic,
+                [action],
+                lambda conn, t=topic: _stage(conn, applying, planned[t]),
+                held_action="rewrite_compacted",
+            )
+            if outcome.status == "staged":
+                staged[topic] = outcome.facts["ledgerId"]
+            else:
+                result["skippedTopics"][topic] = outcome.why
+        checkpoint("compaction_apply_after_stage")
+        # A rerun finds ledgers a crashed attempt already renamed into place: complete by construction (one
+        # rename), but checked against the plan anyway; anything else is (re)written.
+        to_write = {}
+        for topic, ledger_id in staged.items():
+            target = store.ledger_dir(topic, ledger_id)
+            if target.is_dir() and _ledger_rows(target) == planned[topic].entries:
+                continue
+            if target.exists():
+                store.remove_ledger_dir(store.ledger_rel_path(topic, ledger_id))
+            to_write[topic] = ledger_id
+        _write_ledgers(spark, store, run_, applying.info, to_write, planned)
+        checkpoint("compaction_apply_before_switch")
+        for action in todo:
+            topic = action["topic"]
+            if topic not in staged:
+                continue
+            # A hold added since staging wins (commit re-reads the holds): the staged ledger stays staged and the
+            # next compaction apply abandons it into the pending-deletion log, as after a crash.
+            outcome = applying.commit(
+                topic,
+                [action],
+                lambda conn, t=topic, a=action: _switch(conn, applying, planned[t], staged[t], a),
+                held_action="rewrite_compacted",
+            )
+            checkpoint("compaction_apply_after_switch")
+            if not outcome.applied:
+                result["skippedTopics"][topic] = outcome.why
+                continue
+            result["appliedTopics"].append(topic)
+            result["compactedLedgers"][topic] = staged[topic]
+            result["compactedLedgersReplaced"] += int(action.get("ledgerId") is not None)
+            result["entriesWritten"] += planned[topic].entries
+            result["bytesWritten"] += planned[topic].size_bytes
+            namespace = topic.split("://", 1)[1].rsplit("/", 1)[0]
+            per_ns = result["perNamespace"].setdefault(namespace, {"topics": 0, "entries": 0, "bytes": 0})
+            per_ns["topics"] += 1
+            per_ns["entries"] += planned[topic].entries
+            per_ns["bytes"] += planned[topic].size_bytes
+        return applying.finish(result)
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = parse_args(argv)
+    spark = get_spark("housekeeping-apply-compaction")
+    result = run(spark, args.run_dir)
+    print(json.dumps(result, sort_keys=True))
+    return 0

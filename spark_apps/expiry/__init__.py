@@ -1,0 +1,1 @@
+"""Message expiry (TTL, Pulsar ``PersistentMessageExpiryMonitor``): planner and gate checks."""

@@ -1,0 +1,1 @@
+"""Inactive-topic GC (Pulsar ``PersistentTopic#checkGC``): planner and gate checks."""

@@ -1,0 +1,65 @@
+"""Holds in the Spark apps (``housekeeping.holds``): every planner keeps a held topic whole, and the gate
+re-derives on its own reading of the raw holds which planned actions a hold covers."""
+
+from __future__ import annotations
+
+from pyspark.sql import Column, DataFrame
+from pyspark.sql import functions as F
+
+from housekeeping.holds import HELD_FORBIDDEN_ACTIONS
+
+HELD_KIND = "held"
+
+
+def keep_held(
+    decisions: DataFrame,
+    held: DataFrame,
+    *,
+    decision: str,
+    keep: str,
+    topic: str = "topic",
+    reset: dict[str, Column] | None = None,
+) -> DataFrame:
+    """Every row of a held topic keeps (``decision`` = ``keep``, kind ``held``, reason naming the hold and what
+    the rules alone would have done). ``held``: (topic, heldBy) rows, heldBy null when not held; ``reset``:
+    columns that describe the effect of the overridden decision and get their kept value. Applied to each
+    planner's decisions before actions, blockers and summaries are derived, so all three agree."""
+    frame = decisions.join(held.select(F.col("topic").alias(topic), "heldBy"), topic, "left")
+    overridden = F.col("heldBy").isNotNull() & (F.col(decision) != F.lit(keep))
+    for column, kept_value in (reset or {}).items():
+        frame = frame.withColumn(column, F.when(overridden, kept_value).otherwise(F.col(column)))
+    return (
+        frame.withColumn(
+            "reason",
+            F.when(
+                overridden,
+                F.concat(
+                    F.col("heldBy"),
+                    F.lit("; without the hold: "),
+                    F.col(decision),
+                    F.lit(": "),
+                    F.col("reason"),
+                ),
+            ).otherwise(F.col("reason")),
+        )
+        .withColumn("kind", F.when(overridden, F.lit(HELD_KIND)).otherwise(F.col("kind")))
+        .withColumn(decision, F.when(overridden, F.lit(keep)).otherwise(F.col(decision)))
+        .drop("heldBy")
+    )
+
+
+def hold_checks(actions: DataFrame, holds: DataFrame, names: DataFrame) -> DataFrame:
+    """One row per deleting or cursor-moving action: ``not_held`` is false when a hold covers its topic (the
+    topic itself, its namespace or its partitioned topic, read from the name by ``topic_names``)."""
+    forbidden = actions.where(F.col("action").isin(*HELD_FORBIDDEN_ACTIONS)).select("topic", "action")
+    targets = F.array(F.col("topic"), F.col("namespace"), F.col("partitionedTopic"))
+    covering = (
+        forbidden.join(names.select("topic", "namespace", "partitionedTopic"), "topic", "left")
+        .select("topic", F.explode(targets).alias("target"))
+        .join(holds.select("target"), "target")
+        .groupBy("topic")
+        .agg(F.first("target").alias("heldByTarget"))
+    )
+    return forbidden.join(covering, "topic", "left").select(
+        "topic", "action", "heldByTarget", F.col("heldByTarget").isNull().alias("not_held")
+    )

@@ -1,0 +1,156 @@
+"""I/O of the Spark apps through the contract (``housekeeping.contract``): the snapshot tables, the plan tables
+they write and read, the plan summary, and the entries of ledgers. Decision logic is in each app's transforms."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from pyspark.sql import Column, DataFrame, SparkSession
+from pyspark.sql import functions as F
+from pyspark.sql import types as T
+
+from housekeeping.contract import (
+    ACTIONS,
+    BASE_SNAPSHOT_TABLES,
+    SNAPSHOT_TABLES,
+    RunDir,
+    Table,
+    read_run_info,
+    write_json,
+)
+
+_ATOMIC = {
+    "string": T.StringType(),
+    "bigint": T.LongType(),
+    "int": T.IntegerType(),
+    "boolean": T.BooleanType(),
+    "double": T.DoubleType(),
+    "binary": T.BinaryType(),
+}
+
+
+def _spark_type(name: str) -> T.DataType:
+    if name.startswith("array<") and name.endswith(">"):
+        return T.ArrayType(_spark_type(name[len("array<") : -1]))
+    return _ATOMIC[name]
+
+
+def schema(table: Table) -> T.StructType:
+    """The table's Spark schema (the contract's types and nullability), without a session."""
+    return T.StructType([T.StructField(c.name, _spark_type(c.type), c.nullable) for c in table.columns])
+
+
+def read_snapshot(spark: SparkSession, run_dir: str | Path | RunDir) -> dict[str, DataFrame]:
+    """The snapshot tables the run's mechanism needs (``snapshotTables`` in run.json), by name."""
+    run = RunDir(run_dir)
+    names = read_run_info(run).get("snapshotTables") or list(SNAPSHOT_TABLES)
+    return {
+        name: spark.read.schema(SNAPSHOT_TABLES[name].ddl()).json(str(run.snapshot_table(name)))
+        for name in dict.fromkeys([*BASE_SNAPSHOT_TABLES, *names])
+    }
+
+
+def conform(frame: DataFrame, table: Table) -> DataFrame:
+    """The frame as the contract's table: exactly its columns, in its order, with its types. A column the frame
+    lacks (unless the table is sparse and the column nullable: it is null) or one the table does not define is a
+    bug in the app: ValueError, nothing is written."""
+    absent = [c for c in table.columns if c.name not in frame.columns and table.sparse and c.nullable]
+    frame = frame.select("*", *[F.lit(None).cast(c.type).alias(c.name) for c in absent])
+    missing = [name for name in table.names if name not in frame.columns]
+    extra = [name for name in frame.columns if name not in table.names]
+    if missing or extra:
+        raise ValueError(
+            f"plan table {table.name}: the frame "
+            + "; ".join(
+                part
+                for part in (
+                    f"lacks {', '.join(missing)}" if missing else "",
+                    f"has columns the contract does not define: {', '.join(extra)}" if extra else "",
+                )
+                if part
+            )
+        )
+    return frame.select(*[F.col(c.name).cast(c.type).alias(c.name) for c in table.columns])
+
+
+def write_table(frame: DataFrame, run_dir: str | Path | RunDir, table: Table, order_by: list[str]) -> None:
+    """A plan table, conformed to the contract. JSON: one part file, rows in a stable order, so plans are diffable
+    and digestible; Parquet (entry tables): partitioned by topic, sorted within."""
+    out = conform(frame, table)
+    path = str(RunDir(run_dir).plan_table(table))
+    if table.format == "parquet":
+        out.repartition("topic").sortWithinPartitions(*order_by).write.mode("overwrite").parquet(path)
+    else:
+        out.repartition(1).sortWithinPartitions(*order_by).write.mode("overwrite").json(path)
+
+
+def read_table(spark: SparkSession, run_dir: str | Path | RunDir, table: Table) -> DataFrame:
+    """A plan table written by :func:`write_table`, read with the contract's schema."""
+    path = str(RunDir(run_dir).plan_table(table))
+    reader = spark.read.schema(table.ddl())
+    return reader.parquet(path) if table.format == "parquet" else reader.json(path)
+
+
+def read_actions(spark: SparkSession, run_dir: str | Path | RunDir) -> DataFrame:
+    return read_table(spark, run_dir, ACTIONS)
+
+
+def action_rows(frame: DataFrame, action: str, **columns: Column) -> DataFrame:
+    """Rows of the contract's actions table: ``action`` and the given columns; every other column null."""
+    return conform(
+        frame.select(F.lit(action).alias("action"), *[v.alias(k) for k, v in columns.items()]), ACTIONS
+    )
+
+
+def write_summary(run_dir: str | Path | RunDir, summary: dict) -> None:
+    """``plan/summary.json`` (read back by ``housekeeping.plan.read_summary``)."""
+    write_json(RunDir(run_dir).plan_summary, summary)
+
+
+ENTRY_READ_SCHEMA = T.StructType(
+    [
+        T.StructField("topic", T.StringType(), False),
+        T.StructField("ledgerId", T.LongType(), False),
+        T.StructField("entryId", T.LongType(), False),
+        T.StructField("publishTime", T.LongType(), False),
+        T.StructField("brokerTimestamp", T.LongType(), True),
+        T.StructField("size", T.IntegerType(), False),
+    ]
+)
+
+
+@dataclass
+class EntryReads:
+    """What a run read from the entry store (the cost the cursor mechanisms report)."""
+
+    ledgers: int = 0
+    file_bytes: int = 0
+    entry_bytes: int = 0  # the ledgers' payload bytes per the metadata
+    keys: list[tuple[str, int]] = field(default_factory=list)
+
+
+def read_entries(
+    spark: SparkSession, store_root: str | Path, keys: list[tuple[str, int, int]], reads: EntryReads
+) -> DataFrame:
+    """Entries of the given ledgers only: (topic, ledgerId, payload bytes) -> topic, ledgerId, entryId,
+    publishTime, entryTs (broker timestamp when stored, else publish time), size.
+
+    A ledger the metadata says is stored but whose directory is missing is bad input: the error names it."""
+    from housekeeping.entries import check_ledger_files
+    from housekeeping.store import ledger_rel_path
+
+    root = Path(store_root)
+    paths = []
+    for topic, ledger_id, payload_bytes in sorted(set(keys)):
+        ledger_dir = root / ledger_rel_path(topic, ledger_id)
+        files = check_ledger_files(topic, ledger_id, ledger_dir)
+        paths.append(str(ledger_dir))
+        reads.ledgers += 1
+        reads.file_bytes += sum(f.stat().st_size for f in files)
+        reads.entry_bytes += int(payload_bytes)
+        reads.keys.append((topic, ledger_id))
+    if not paths:
+        return spark.createDataFrame([], ENTRY_READ_SCHEMA).withColumn("entryTs", F.col("publishTime"))
+    frame = spark.read.schema(ENTRY_READ_SCHEMA).parquet(*paths)
+    return frame.withColumn("entryTs", F.coalesce(F.col("brokerTimestamp"), F.col("publishTime")))

@@ -1,0 +1,114 @@
+"""The one SparkSession builder, the interpreter its Python workers use, progress logging under spark-submit, and
+run-scoped materialization of intermediate results."""
+
+from __future__ import annotations
+
+import os
+import sys
+import threading
+import time
+from collections.abc import Iterator
+from contextlib import contextmanager
+
+from pyspark.sql import DataFrame, SparkSession
+
+PROGRESS_ENV = "HOUSEKEEPING_PROGRESS_SECONDS"
+
+
+def progress_line(app_name: str, elapsed_s: float, stages: list) -> str:
+    """One progress line: each active stage's completed/total tasks (Spark's own stage names)."""
+    active = "; ".join(
+        f"stage {s.stageId} ({s.name.split(' at ')[0][:40]}): {s.numCompletedTasks}/{s.numTasks} tasks"
+        + (f", {s.numActiveTasks} running" if s.numActiveTasks else "")
+        + (f", {s.numFailedTasks} failed" if s.numFailedTasks else "")
+        for s in stages
+    )
+    return f"[{app_name}] {elapsed_s:.0f} s: {active or 'driver work (no Spark stage running)'}"
+
+
+def start_progress_log(spark: SparkSession, app_name: str) -> None:
+    """Under spark-submit, print the app's Spark progress to stderr every HOUSEKEEPING_PROGRESS_SECONDS (default
+    30; 0 turns it off). SparkSubmitHook streams the app's output into the Airflow task log, so a long plan or
+    gate shows where it is (the console progress bar is off: its carriage returns garble a log)."""
+    interval = float(os.environ.get(PROGRESS_ENV, "30"))
+    if interval <= 0:
+        return
+    tracker = spark.sparkContext.statusTracker()
+    started = time.monotonic()
+
+    def report() -> None:
+        while True:
+            time.sleep(interval)
+            try:
+                stages = [tracker.getStageInfo(i) for i in tracker.getActiveStageIds()]
+                line = progress_line(
+                    app_name, time.monotonic() - started, [s for s in stages if s is not None]
+                )
+            except Exception:  # the session is stopping; progress is best effort
+                return
+            print(line, file=sys.stderr, flush=True)
+
+    threading.Thread(target=report, name="housekeeping-progress", daemon=True).start()
+
+
+def use_own_interpreter() -> None:
+    """Spark starts its Python workers with ``PYSPARK_PYTHON``, else the first ``python3`` on PATH, which need not
+    have this project's packages (a command run by its full path from a virtualenv that is not on PATH, as cron,
+    systemd or another tool runs it). Unless the user set ``PYSPARK_PYTHON``, the workers use the interpreter
+    this driver runs in. Read by the SparkContext when the session starts."""
+    os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
+
+
+def get_spark(app_name: str, master: str | None = None) -> SparkSession:
+    """The one SparkSession builder of the project. Under spark-submit (the DAGs) the master comes from the
+    submit command; in-process callers (CLI, tests, benchmarks) pass one and get a UI-less, quiet session."""
+    use_own_interpreter()
+    builder = (
+        SparkSession.builder.appName(app_name)
+        .config("spark.sql.session.timeZone", "UTC")
+        .config("spark.sql.shuffle.partitions", "8")
+        .config("spark.ui.showConsoleProgress", "false")
+        # The status store keeps every job's and SQL execution's plan even without a UI; the cursor planners
+        # run many small jobs with large plans, so keep only recent ones (a long-lived session otherwise
+        # fills the driver heap).
+        .config("spark.sql.ui.retainedExecutions", "50")
+        .config("spark.ui.retainedJobs", "200")
+        .config("spark.ui.retainedStages", "200")
+        # Plan strings are built for every SQL execution (UI/status store); bound them.
+        .config("spark.sql.maxPlanStringLength", "200000")
+    )
+    if master is None:
+        session = builder.getOrCreate()
+        start_progress_log(session, app_name)
+        return session
+    spark = (
+        builder.master(master)
+        .config("spark.ui.enabled", "false")
+        # In-process callers share one JVM for every run (tests run the whole suite in it).
+        .config("spark.driver.memory", "2g")
+        .getOrCreate()
+    )
+    spark.sparkContext.setLogLevel("ERROR")
+    return spark
+
+
+def materialize(frame: DataFrame) -> DataFrame:
+    """Compute an intermediate result once and cut its lineage (an eager local checkpoint). Reused results are
+    materialized this way rather than cached: a cached frame keeps its whole plan, so every later query nests
+    the plans of all the caches it reads, and planning, plan strings and the status store grow with each
+    step (a precise backlog run ran the driver out of heap printing one such plan). The blocks live on the
+    executors: losing one fails the task (no recomputation) and Airflow's retry reruns the application."""
+    return frame.localCheckpoint(eager=True)
+
+
+@contextmanager
+def run_scoped_cache(spark: SparkSession) -> Iterator[None]:
+    """Frames an app caches or materializes live for one run. Under spark-submit the application ends anyway;
+    in-process callers (CLI, tests, benchmarks) reuse one session, which would otherwise keep every run's
+    blocks until the driver heap fills and the JVM spends its time in full GCs."""
+    try:
+        yield
+    finally:
+        spark.catalog.clearCache()
+        for rdd in spark.sparkContext._jsc.getPersistentRDDs().values():
+            rdd.unpersist(False)

@@ -1,0 +1,24 @@
+"""The file spark-submit runs: ``spark-submit spark_apps/submit.py <app module> [app args]`` runs that app's
+``main(args)``, e.g. ``spark-submit spark_apps/submit.py spark_apps.trim.plan --run-dir RUN``. The DAGs' tasks
+build this command (``housekeeping.launcher``); an app is a module with parse_args/main/run, named by the
+mechanism registry."""
+
+from __future__ import annotations
+
+import importlib
+import sys
+from pathlib import Path
+
+
+def main(argv: list[str]) -> int:
+    if not argv or not argv[0].startswith("spark_apps."):
+        print("usage: spark-submit spark_apps/submit.py spark_apps.<app module> [args]", file=sys.stderr)
+        return 2
+    return importlib.import_module(argv[0]).main(argv[1:])
+
+
+if __name__ == "__main__":
+    # Run as a script, Python puts this file's folder first on the path, where spark_apps' own modules would
+    # shadow top-level ones; the project root takes its place (an installed project imports either way).
+    sys.path[0] = str(Path(__file__).resolve().parent.parent)
+    sys.exit(main(sys.argv[1:]))

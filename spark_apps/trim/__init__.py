@@ -1,0 +1,1 @@
+"""Consumed-ledger trim (Pulsar ``ManagedLedgerImpl#internalTrimLedgers``): planner and gate checks."""

@@ -1,0 +1,290 @@
+"""Quality-gate checks for consumed-ledger trim, re-derived from the snapshot apart from the planner.
+
+- deletions: the ledger exists in the snapshot with the planned size; it is not the topic's current ledger; no
+  durable cursor pins it (checked cursor by cursor, not through "the slowest" cursor); the deleted set is a
+  contiguous oldest prefix; retention allows it (time strictly expired, or what remains of the topic's total is
+  still >= the size quota); the system-topic retention default (0, 0) applies exactly to the topics whose name
+  makes them system topics (read from the name here, ``topic_names``); (topic, ledgerId) is unique.
+- cursor moves: the cursor exists at the planned ``from``; it is non-durable; ``to`` is strictly after ``from``
+  (never backward), is the last entry of the topic's deleted range and not past the topic's end.
+- namespaces: bytes deleted reconcile with the planner's summary; the deleted share of the namespace's stored
+  bytes is within the blast-radius limit.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from pyspark.sql import DataFrame, Window
+from pyspark.sql import functions as F
+
+from housekeeping.contract import RunDir, read_run_info
+from housekeeping.gate import CheckFrame, must_be_true
+from housekeeping.mechanism import MechanismSpec
+from housekeeping.plan import read_summary
+from spark_apps.shared.io import read_actions, read_snapshot
+from spark_apps.shared.positions import position_key, position_part
+from spark_apps.shared.session import materialize
+from spark_apps.shared.topic_names import retention_default_fits_name, topic_name_facts
+
+
+def trim_deletion_checks(
+    actions: DataFrame,
+    topics: DataFrame,
+    ledgers: DataFrame,
+    cursors: DataFrame,
+    as_of_ms: int,
+    names: DataFrame,
+) -> DataFrame:
+    deletions = actions.where(F.col("action") == "delete_ledger").select(
+        "topic", "ledgerId", F.col("bytes").alias("plannedBytes")
+    )
+    topic_facts = ledgers.groupBy("topic").agg(
+        F.max("ledgerId").alias("currentLedgerId"), F.sum("size").alias("topicBytes")
+    )
+    ranked = ledgers.withColumn("rank", F.row_number().over(Window.partitionBy("topic").orderBy("ledgerId")))
+    frame = (
+        deletions.join(
+            ranked.select("topic", "ledgerId", "rank", "entries", "size", "closedAtMs"),
+            ["topic", "ledgerId"],
+            "left",
+        )
+        .join(topic_facts, "topic", "left")
+        .join(
+            topics.select("topic", "retentionTimeMs", "retentionSizeBytes", "retentionSource"),
+            "topic",
+            "left",
+        )
+        .join(names.select("topic", "isSystemTopicName"), "topic", "left")
+    )
+    # Planned deletions up to and including this ledger, with their snapshot sizes.
+    upto = Window.partitionBy("topic").orderBy("ledgerId").rowsBetween(Window.unboundedPreceding, 0)
+    frame = frame.withColumn("plannedUpTo", F.count("*").over(upto)).withColumn(
+        "bytesDeletedUpTo", F.sum(F.coalesce("size", F.lit(0))).over(upto)
+    )
+    # Durable cursors pinning a ledger: mark-delete in an older ledger, or inside it but not on its last
+    # entry, or on it when it is the current ledger.
+    durable = cursors.where(F.col("durable")).select(
+        "topic", F.col("name").alias("cursor"), "markDeleteLedger", "markDeleteEntry"
+    )
+    pins = (
+        frame.select("topic", "ledgerId", "entries", "currentLedgerId")
+        .join(durable, "topic")
+        .where(
+            (F.col("markDeleteLedger") < F.col("ledgerId"))
+            | (
+                (F.col("markDeleteLedger") == F.col("ledgerId"))
+                & (
+                    (F.col("markDeleteEntry") != F.col("entries") - 1)
+                    | (F.col("ledgerId") == F.col("currentLedgerId"))
+                )
+            )
+        )
+        .groupBy("topic", "ledgerId")
+        .agg(F.count("*").alias("pinningCursors"))
+    )
+    frame = frame.join(pins, ["topic", "ledgerId"], "left")
+    expired = (F.col("retentionTimeMs") >= 0) & (
+        F.lit(as_of_ms) - F.col("closedAtMs") > F.col("retentionTimeMs")
+    )
+    over_quota = (F.col("retentionSizeBytes") >= 0) & (
+        F.col("topicBytes") - F.col("bytesDeletedUpTo") >= F.col("retentionSizeBytes")
+    )
+    return frame.select(
+        "topic",
+        "ledgerId",
+        F.col("rank").isNotNull().alias("ledger_in_snapshot"),
+        F.coalesce(F.col("plannedBytes") == F.col("size"), F.lit(False)).alias("bytes_match_snapshot"),
+        F.coalesce(F.col("ledgerId") != F.col("currentLedgerId"), F.lit(False)).alias("not_current_ledger"),
+        F.coalesce(F.col("closedAtMs").isNotNull(), F.lit(False)).alias("ledger_is_closed"),
+        F.coalesce(F.col("pinningCursors"), F.lit(0)).eqNullSafe(0).alias("no_durable_cursor_pins_it"),
+        F.coalesce(F.col("rank") == F.col("plannedUpTo"), F.lit(False)).alias("contiguous_oldest_prefix"),
+        F.coalesce(expired | over_quota, F.lit(False)).alias("retention_allows_delete"),
+        F.coalesce(retention_default_fits_name(), F.lit(False)).alias("retention_default_fits_the_name"),
+    )
+
+
+def trim_cursor_checks(actions: DataFrame, ledgers: DataFrame, cursors: DataFrame) -> DataFrame:
+    moves = actions.where(F.col("action") == "move_cursor").select(
+        "topic", F.col("subscription").alias("name"), "from", "to"
+    )
+    moves = moves.select(
+        "topic",
+        "name",
+        "from",
+        "to",
+        position_part("from", 0).alias("fromL"),
+        position_part("from", 1).alias("fromE"),
+        position_part("to", 0).alias("toL"),
+        position_part("to", 1).alias("toE"),
+    )
+    deleted = (
+        actions.where(F.col("action") == "delete_ledger")
+        .groupBy("topic")
+        .agg(F.max("ledgerId").alias("lastDeleted"))
+    )
+    last_deleted_entry = ledgers.select(
+        "topic", F.col("ledgerId").alias("lastDeleted"), (F.col("entries") - 1).alias("endE")
+    )
+    topic_end = (
+        ledgers.where(F.col("entries") > 0)
+        .groupBy("topic")
+        .agg(F.max(F.struct("ledgerId", "entries")).alias("last"))
+        .select("topic", F.col("last.ledgerId").alias("lastL"), (F.col("last.entries") - 1).alias("lastE"))
+    )
+    current = ledgers.groupBy("topic").agg(F.max("ledgerId").alias("currentL"))
+    frame = (
+        moves.join(
+            cursors.select("topic", "name", "durable", "markDeleteLedger", "markDeleteEntry"),
+            ["topic", "name"],
+            "left",
+        )
+        .join(deleted, "topic", "left")
+        .join(last_deleted_entry, ["topic", "lastDeleted"], "left")
+        .join(topic_end, "topic", "left")
+        .join(current, "topic", "left")
+    )
+    # L:-1 ("nothing of ledger L") acknowledges only entries of older ledgers, all written: never past the end
+    # as long as L is one of the topic's ledgers. Pulsar's advanceCursorsIfNecessary produces it when the last
+    # deleted ledger is empty (a ledger rolled with no entry).
+    before_a_ledger = (F.col("toE") == -1) & (F.col("toL") <= F.col("currentL"))
+    to_key, from_key = position_key(F.col("toL"), F.col("toE")), position_key(F.col("fromL"), F.col("fromE"))
+    return frame.select(
+        "topic",
+        "name",
+        "from",
+        "to",
+        F.col("durable").isNotNull().alias("cursor_in_snapshot"),
+        F.coalesce(
+            (F.col("fromL") == F.col("markDeleteLedger")) & (F.col("fromE") == F.col("markDeleteEntry")),
+            F.lit(False),
+        ).alias("from_is_current_mark_delete"),
+        F.coalesce(~F.col("durable"), F.lit(False)).alias("cursor_is_non_durable"),
+        F.coalesce(to_key > from_key, F.lit(False)).alias("moves_forward"),
+        F.coalesce(
+            (F.col("toL") == F.col("lastDeleted")) & (F.col("toE") == F.col("endE")), F.lit(False)
+        ).alias("to_is_end_of_deleted_range"),
+        F.coalesce(
+            (to_key <= position_key(F.col("lastL"), F.col("lastE"))) | before_a_ledger,
+            before_a_ledger,
+            F.lit(False),
+        ).alias("not_past_last_entry"),
+    )
+
+
+def trim_namespace_checks(
+    actions: DataFrame,
+    ledgers: DataFrame,
+    topics: DataFrame,
+    namespaces: DataFrame,
+    planned_per_namespace: dict,
+    max_share: float,
+) -> DataFrame:
+    spark = actions.sparkSession
+    deleted = (
+        actions.where(F.col("action") == "delete_ledger")
+        .select("topic", "ledgerId")
+        .join(ledgers.select("topic", "ledgerId", "size"), ["topic", "ledgerId"], "left")
+        .join(topics.select("topic", "namespace"), "topic", "left")
+        .groupBy("namespace")
+        .agg(F.sum(F.coalesce("size", F.lit(0))).alias("deletedBytes"))
+    )
+    planned = spark.createDataFrame(
+        [(ns, int(v["bytes"])) for ns, v in planned_per_namespace.items()] or [("", 0)],
+        "namespace string, summaryBytes long",
+    ).where(F.col("namespace") != "")
+    frame = namespaces.join(deleted, "namespace", "full").join(planned, "namespace", "full")
+    share = F.coalesce(F.col("deletedBytes"), F.lit(0)) / F.greatest(F.col("storedBytes"), F.lit(1))
+    return frame.select(
+        "namespace",
+        F.col("storedBytes").isNotNull().alias("namespace_in_snapshot"),
+        F.coalesce(F.col("deletedBytes"), F.lit(0))
+        .eqNullSafe(F.coalesce(F.col("summaryBytes"), F.lit(0)))
+        .alias("summary_reconciles"),
+        share.alias("deleted_share"),
+        (share <= F.lit(max_share)).alias("within_blast_radius"),
+    )
+
+
+def checks(spark, run_dir: str | Path, spec: MechanismSpec) -> list[CheckFrame]:
+    import great_expectations.expectations as gxe
+
+    run = RunDir(run_dir)
+    info = read_run_info(run)
+    snapshot = read_snapshot(spark, run)
+    actions = materialize(read_actions(spark, run))
+    summary = read_summary(run.path)
+    deletions = trim_deletion_checks(
+        actions,
+        snapshot["topics"],
+        snapshot["ledgers"],
+        snapshot["cursors"],
+        int(info["asOfMs"]),
+        topic_name_facts(spark, [actions]),
+    )
+    moves = trim_cursor_checks(actions, snapshot["ledgers"], snapshot["cursors"])
+    namespaces = trim_namespace_checks(
+        actions,
+        snapshot["ledgers"],
+        snapshot["topics"],
+        snapshot["namespaces"],
+        summary.get("perNamespace", {}),
+        float(info["maxDeletedShare"]),
+    )
+    known_topics = (
+        actions.select("topic", "action")
+        .join(snapshot["topics"].select("topic", F.lit(True).alias("known")), "topic", "left")
+        .select("topic", "action", F.coalesce("known", F.lit(False)).alias("topic_in_snapshot"))
+    )
+    return [
+        CheckFrame(
+            "actions",
+            known_topics,
+            [
+                gxe.ExpectColumnValuesToBeInSet(column="action", value_set=list(spec.actions)),
+                *must_be_true("topic_in_snapshot"),
+            ],
+        ),
+        CheckFrame(
+            "deletions",
+            deletions,
+            [
+                gxe.ExpectCompoundColumnsToBeUnique(column_list=["topic", "ledgerId"]),
+                *must_be_true(
+                    "ledger_in_snapshot",
+                    "bytes_match_snapshot",
+                    "not_current_ledger",
+                    "ledger_is_closed",
+                    "no_durable_cursor_pins_it",
+                    "contiguous_oldest_prefix",
+                    "retention_allows_delete",
+                    "retention_default_fits_the_name",
+                ),
+            ],
+        ),
+        CheckFrame(
+            "cursor_moves",
+            moves,
+            [
+                gxe.ExpectCompoundColumnsToBeUnique(column_list=["topic", "name"]),
+                *must_be_true(
+                    "cursor_in_snapshot",
+                    "from_is_current_mark_delete",
+                    "cursor_is_non_durable",
+                    "moves_forward",
+                    "to_is_end_of_deleted_range",
+                    "not_past_last_entry",
+                ),
+            ],
+        ),
+        CheckFrame(
+            "namespaces",
+            namespaces,
+            [
+                *must_be_true("namespace_in_snapshot", "summary_reconciles"),
+                gxe.ExpectColumnValuesToBeBetween(
+                    column="deleted_share", min_value=0.0, max_value=float(info["maxDeletedShare"])
+                ),
+            ],
+        ),
+    ]
