@@ -5,7 +5,7 @@ VENV := .venv
 PY := $(VENV)/bin/python
 STAMP := $(VENV)/.installed
 
-.PHONY: setup demo test lint airflow clean
+.PHONY: setup demo test test-fast lint airflow clean
 
 setup: $(STAMP)
 
@@ -32,6 +32,11 @@ PYTEST_WORKERS ?= 2
 
 test: lint
 	@source scripts/env.sh && $(PY) -m pytest -n $(PYTEST_WORKERS) --dist loadfile
+
+# The fast lane while working: no Airflow runs and no process of the test's own (spark-submit, PostgreSQL,
+# browser); one SparkSession per worker. The full suite (`make test`) stays what CI runs.
+test-fast: lint
+	@source scripts/env.sh && $(PY) -m pytest -n $(PYTEST_WORKERS) --dist loadfile -m "(unit or spark) and not airflow and not processes"
 
 airflow: setup
 	@bash scripts/airflow-standalone.sh

@@ -20,7 +20,7 @@ from housekeeping.gate import CheckFrame, describe_failures, must_be_true, run_g
 from housekeeping.registry import mechanism_names, mechanism_spec
 from spark_apps.shared.holds import hold_checks
 from spark_apps.shared.io import read_actions, read_snapshot
-from spark_apps.shared.session import get_spark, run_scoped_cache
+from spark_apps.shared.session import get_spark, materialize, run_scoped_cache
 from spark_apps.shared.topic_names import topic_name_facts
 
 
@@ -43,6 +43,10 @@ def run(spark, run_dir: str | Path, mechanism: str) -> dict:
     checks_of = importlib.import_module(spec.gate_checks).checks
     with run_scoped_cache(spark):
         checks = [*checks_of(spark, run_dir, spec), hold_check_frame(spark, run_dir)]
+        # Great Expectations computes each expectation's metrics with queries of their own; a check frame is
+        # computed once here instead of once per metric (its joins over the snapshot are the expensive part).
+        for check in checks:
+            check.frame = materialize(check.frame)
         return run_gate(RunDir(run_dir).path, mechanism, checks)
 
 

@@ -27,6 +27,9 @@ os.environ["AIRFLOW_CONN_SPARK_DEFAULT"] = json.dumps({"conn_type": "spark", "ho
 os.environ["GX_ANALYTICS_ENABLED"] = "False"
 # Test-only JVM settings for every Spark driver the suite starts (see the file).
 os.environ["SPARK_CONF_DIR"] = str(REPO / "tests" / "spark-conf")
+# ... except the JIT of the in-process session, which runs the whole worker's share of the suite: the default
+# (C2) compiler pays off there (PYSPARK_SUBMIT_ARGS is read only when pyspark starts its own JVM).
+os.environ["PYSPARK_SUBMIT_ARGS"] = "--driver-java-options -XX:+UseSerialGC pyspark-shell"
 os.environ["PYSPARK_PYTHON"] = sys.executable
 os.environ["PYSPARK_DRIVER_PYTHON"] = sys.executable
 os.environ["PATH"] = f"{VENV_BIN}{os.pathsep}{os.environ.get('PATH', '')}"
@@ -63,7 +66,7 @@ def postgres_server():
     server.stop()
 
 
-@pytest.fixture(params=["sqlite", "postgresql"])
+@pytest.fixture(params=["sqlite", pytest.param("postgresql", marks=pytest.mark.processes)])
 def metadata_backend(request, monkeypatch) -> str:
     """Runs the test once per metadata database: SQLite in the store (the default), then a fresh database on
     the real PostgreSQL server, chosen as users do, through HOUSEKEEPING_METADATA_URL. Every store the test
@@ -139,6 +142,41 @@ def run_cli(capsys, *argv: str) -> tuple[int, str, str]:
     return code, out, err
 
 
+def run_steps(store, mechanism: str, as_of_ms: int, run_id: str, *, dry_run: bool = False, grace: int = 0):
+    """A DAG run's task steps in-process, in the DAG's order (take_snapshot -> plan -> validate -> apply ->
+    purge -> report; a dry run skips apply and purge), on the session's Spark. Returns the run directory."""
+    from housekeeping.runner import apply_step, plan_and_gate_in_process, purge_step, report_step
+    from housekeeping.snapshot import take_snapshot
+
+    info = take_snapshot(store, mechanism=mechanism, run_id=run_id, as_of_ms=as_of_ms, actor=f"test {run_id}")
+    gate = plan_and_gate_in_process(info.run_dir, mechanism, "local[2]")
+    assert gate["success"], gate["failed"]
+    if not dry_run:
+        apply_step(store, info.run_dir, purge_grace_seconds=grace)
+        purge_step(store, info.run_dir)
+    report_step(info.run_dir, dry_run=dry_run)
+    return info.run_dir
+
+
+def cursor_positions(store) -> dict[tuple[str, str], str]:
+    """(topic, cursor) -> mark-delete position, read back from the store."""
+    from housekeeping.manifest import export_manifest
+
+    return {
+        (topic, name): cursor["markDeletePosition"]
+        for topic, body in export_manifest(store)["topics"].items()
+        for name, cursor in body["cursors"].items()
+    }
+
+
+def contract_frame(spark, table, rows: list[dict]):
+    """A DataFrame of a contract table (``housekeeping.contract``) from rows given by column name: a column left
+    out is null, a name the table does not have is an error (never positional tuples)."""
+    from spark_apps.shared.io import schema
+
+    return spark.createDataFrame([tuple(table.row(row).values()) for row in rows], schema(table))
+
+
 def iso(ms: int) -> str:
     from housekeeping.timeutil import format_ms
 
@@ -156,16 +194,27 @@ def rewrite_part(part: Path, text: str) -> None:
 # collected last runs alone at the end. Every worker sorts the same way (stable sort), so collections agree.
 LONGEST_FILES_FIRST = (
     "test_live_airflow.py",
-    "test_races.py",
     "test_fault_injection.py",
-    "test_compaction_dag.py",
-    "test_gc_dag.py",
-    "test_cursor_dags.py",
-    "test_gate_mutations.py",
+    "test_scenarios.py",
+    "test_installed_command.py",
+    "test_gate.py",
     "test_holds_and_journal.py",
+    "test_cli_contract.py",
+    "test_races.py",
+    "test_dag.py",
+    "test_spark_cluster.py",
 )
 
 
+LANE_MARKERS = ("unit", "spark", "processes", "airflow")
+
+
 def pytest_collection_modifyitems(config, items):
+    unmarked = [item.nodeid for item in items if not any(item.get_closest_marker(m) for m in LANE_MARKERS)]
+    if unmarked:
+        raise pytest.UsageError(
+            f"every test needs one of the markers {', '.join(LANE_MARKERS)} (pyproject.toml); unmarked: "
+            + ", ".join(unmarked[:10])
+        )
     rank = {name: i for i, name in enumerate(LONGEST_FILES_FIRST)}
     items.sort(key=lambda item: rank.get(item.path.name, len(rank)))

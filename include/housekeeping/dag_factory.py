@@ -100,6 +100,7 @@ def spark_submit(task_id: str, app: str, args: list[str], mechanism: str, **oper
     from airflow.providers.apache.spark.operators.spark_submit import SparkSubmitOperator
 
     from housekeeping import launcher
+    from housekeeping.settings import spark_conn_id
 
     python = sys.executable
     env_vars = {
@@ -111,7 +112,7 @@ def spark_submit(task_id: str, app: str, args: list[str], mechanism: str, **oper
         task_id=task_id,
         application=str(launcher.SUBMIT_APP),
         application_args=launcher.submit_args(app, args),
-        conn_id=os.environ.get("HOUSEKEEPING_SPARK_CONN_ID", "spark_default"),
+        conn_id=spark_conn_id(),
         name=f"housekeeping-{mechanism}-{task_id}",
         env_vars=env_vars,
         verbose=False,

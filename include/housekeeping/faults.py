@@ -1,7 +1,7 @@
 """Fault points: named step boundaries where a test can have the process killed (SIGKILL, no clean-up, as a
 crash or an OOM kill would), to prove that a rerun converges. Inert unless HOUSEKEEPING_FAULT_POINT names the
 point (``name``: the first time it is reached; ``name@N``: the N-th time in this process); never set it in a
-deployment. tests/integration/test_fault_injection.py kills the process at every point listed here."""
+deployment. tests/e2e/test_fault_injection.py kills the process at every point listed here."""
 
 from __future__ import annotations
 

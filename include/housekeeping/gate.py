@@ -36,6 +36,16 @@ def must_be_true(*columns: str) -> list[Any]:
     return [gxe.ExpectColumnValuesToBeInSet(column=column, value_set=[True]) for column in columns]
 
 
+# A check frame has one row per planned action (or topic, namespace); up to this many rows it is brought to the
+# driver once and validated there with Great Expectations' pandas engine, which computes each expectation without
+# a Spark job of its own. A larger frame is validated on Spark where it is.
+PANDAS_ROWS = 1_000_000
+
+
+def _is_spark(frame: Any) -> bool:
+    return hasattr(frame, "toPandas")
+
+
 def run_gate(run_dir: Path, mechanism: str, checks: list[CheckFrame]) -> dict[str, Any]:
     os.environ.setdefault("GX_ANALYTICS_ENABLED", "False")
     import great_expectations as gx
@@ -47,13 +57,21 @@ def run_gate(run_dir: Path, mechanism: str, checks: list[CheckFrame]) -> dict[st
         context.variables.progress_bars = ProgressBarsConfig(globally=False)
     except Exception:  # cosmetic only
         pass
-    source = context.data_sources.add_spark(name=f"{mechanism}_gate")
+    spark_source = pandas_source = None
     outcomes: list[dict[str, Any]] = []
     validations: list[tuple[str, Any]] = []
     for check in checks:
-        asset = source.add_dataframe_asset(name=check.name)
+        frame = check.frame
+        if _is_spark(frame) and frame.count() <= PANDAS_ROWS:
+            frame = frame.toPandas()
+        if _is_spark(frame):
+            spark_source = spark_source or context.data_sources.add_spark(name=f"{mechanism}_gate")
+            asset = spark_source.add_dataframe_asset(name=check.name)
+        else:
+            pandas_source = pandas_source or context.data_sources.add_pandas(name=f"{mechanism}_gate_local")
+            asset = pandas_source.add_dataframe_asset(name=check.name)
         batch = asset.add_batch_definition_whole_dataframe("whole").get_batch(
-            batch_parameters={"dataframe": check.frame}
+            batch_parameters={"dataframe": frame}
         )
         suite = gx.ExpectationSuite(name=f"{mechanism}_{check.name}")
         for expectation in check.expectations:

@@ -38,6 +38,25 @@ def _int(name: str, default: int) -> int:
         raise InputError(f"environment variable {name}={raw!r} is not an integer") from None
 
 
+# The environment variables the library reads, by the Settings field each one sets (one definition: the compose
+# file's settings are checked against it).
+ENV_FIELDS = {
+    "HOUSEKEEPING_STORE_ROOT": "store_root",
+    "HOUSEKEEPING_METADATA_URL": "metadata_url",
+    "HOUSEKEEPING_PURGE_GRACE_SECONDS": "purge_grace_seconds",
+    "HOUSEKEEPING_MAX_DELETED_SHARE": "max_deleted_share",
+    "HOUSEKEEPING_MAX_DELETED_TOPIC_SHARE": "max_deleted_topic_share",
+    "HOUSEKEEPING_SPARK_CONN_ID": "spark_conn_id",
+    "HOUSEKEEPING_SPARK_MASTER": "spark_master",
+}
+SPARK_CONN_ENV = "HOUSEKEEPING_SPARK_CONN_ID"
+
+
+def spark_conn_id() -> str:
+    """The Airflow Spark connection the DAGs submit to (read alone: an operator needs it when the DAG is built)."""
+    return os.environ.get(SPARK_CONN_ENV) or "spark_default"
+
+
 @dataclass(frozen=True)
 class Settings:
     store_root: str | None
@@ -56,7 +75,7 @@ class Settings:
             purge_grace_seconds=_int("HOUSEKEEPING_PURGE_GRACE_SECONDS", 86400),
             max_deleted_share=_float("HOUSEKEEPING_MAX_DELETED_SHARE", 0.9),
             max_deleted_topic_share=_float("HOUSEKEEPING_MAX_DELETED_TOPIC_SHARE", 0.5),
-            spark_conn_id=os.environ.get("HOUSEKEEPING_SPARK_CONN_ID", "spark_default"),
+            spark_conn_id=spark_conn_id(),
             spark_master=os.environ.get("HOUSEKEEPING_SPARK_MASTER", "local[2]"),
         )
         if settings.purge_grace_seconds < 0:

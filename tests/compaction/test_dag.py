@@ -1,0 +1,78 @@
+"""compacted_ledger_retention under Airflow: a real dag.test() (SparkSubmitOperator -> spark-submit local[2] for
+plan, gate and apply; Great Expectations gate) over a generated store with keyed topics."""
+
+from __future__ import annotations
+
+import json
+from datetime import UTC, datetime
+from pathlib import Path
+
+import pyarrow.parquet as pq
+import pytest
+from sqlalchemy import select
+
+from housekeeping import metadata_schema as t
+from housekeeping.generate import GenerateOptions, generate_store
+from housekeeping.manifest import export_manifest
+from housekeeping.plan import read_table
+
+pytestmark = pytest.mark.airflow
+
+REPO = Path(__file__).resolve().parents[2]
+AS_OF = datetime(2026, 11, 1, tzinfo=UTC)
+NAMED = "persistent://globex/tables/t-00006"
+
+
+@pytest.fixture(scope="module")
+def dagbag(airflow_db):
+    from airflow.dag_processing.dagbag import DagBag
+
+    return DagBag(dag_folder=str(REPO / "dags"))
+
+
+def _compacted(store) -> dict[str, tuple]:
+    with store.engine.connect() as conn:
+        return {
+            r.topic: (r.ledger_id, r.status, r.entries)
+            for r in conn.execute(select(t.compacted_ledgers).order_by(t.compacted_ledgers.c.topic))
+        }
+
+
+def test_compaction_dag_dry_run_changes_nothing_then_compacts_the_keyed_topics(dagbag, tmp_path, monkeypatch):
+    store = generate_store(tmp_path / "store", GenerateOptions(topics=28, seed=7, entries_per_ledger=60))
+    monkeypatch.setenv("HOUSEKEEPING_STORE_ROOT", str(store.root))
+    before = export_manifest(store, with_messages=True)
+    dag = dagbag.get_dag("compacted_ledger_retention")
+
+    dry = dag.test(logical_date=AS_OF, run_conf={"dry_run": True, "compact_topics": [NAMED]})
+    assert dry.state == "success"
+    assert export_manifest(store, with_messages=True) == before and _compacted(store) == {}
+    states = {ti.task_id: ti.state for ti in dry.get_task_instances()}
+    assert states["apply_compaction"] == "skipped" and states["write_compaction_report"] == "success"
+
+    run = dag.test(logical_date=AS_OF, run_conf={"dry_run": False, "compact_topics": [NAMED]})
+    assert run.state == "success"
+    run_dir = max((store.root / "runs" / "compaction").iterdir(), key=lambda p: p.stat().st_mtime)
+    assert json.loads((run_dir / "gate" / "result.json").read_text())["success"]
+    actions = {a["topic"]: a for a in read_table(run_dir, "actions")}
+    assert NAMED in actions and len(actions) >= 2, "the named topic and at least one over its threshold"
+    compacted = _compacted(store)
+    assert set(compacted) == set(actions)
+    for topic, (ledger_id, status, entries) in compacted.items():
+        assert status == "current" and entries == actions[topic]["entriesKept"]
+        files = store.ledger_dir(topic, ledger_id)
+        table = pq.read_table(files)
+        assert table.num_rows == entries
+        keys = table.column("key").to_pylist()
+        assert len(keys) == len(set(keys)) and None not in keys, "one entry per key, keyless dropped"
+        positions = list(
+            zip(table.column("ledgerId").to_pylist(), table.column("entryId").to_pylist(), strict=True)
+        )
+        assert positions == sorted(positions), "original publish order"
+    after = export_manifest(store)
+    for topic, action in actions.items():
+        assert after["topics"][topic]["cursors"]["__compaction"]["markDeletePosition"] == action["to"]
+        # raw ledgers are untouched by compaction
+        assert after["topics"][topic]["ledgers"] == before["topics"][topic]["ledgers"]
+    report = (run_dir / "report" / "report.md").read_text()
+    assert "Compaction report" in report and NAMED in report

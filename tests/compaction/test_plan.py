@@ -1,0 +1,216 @@
+"""Compaction rules on the Spark transforms (plan_compaction.entry_decisions / compaction_candidates), with
+Pulsar's CompactionTest cases and the compacted-retention (#19665) boundaries."""
+
+from __future__ import annotations
+
+import pytest
+
+from housekeeping.contract import COMPACTED_LEDGERS, CURSORS, LEDGERS, TOPICS
+from spark_apps.compaction.plan import compaction_candidates, decision_counts, entry_decisions
+from tests.conftest import contract_frame
+
+pytestmark = pytest.mark.spark
+
+T = "persistent://t/ns/table"
+AS_OF = 100_000_000
+ENTRY_COLUMNS = "topic string, ledgerId long, entryId long, key string, size int, entryTs long"
+PARAMS = (
+    "topic string, compactedRetentionTimeMs long, compactedRetentionSizeBytes long, tombstoneGraceMs long"
+)
+
+
+def decide(spark, entries, *, time_ms=-1, size_bytes=-1, grace_ms=0, retain_null_key=False):
+    """entries: (ledgerId, entryId, key, size, entryTs) -> {(ledgerId, entryId): decision}."""
+    frame = spark.createDataFrame([(T, *e) for e in entries], ENTRY_COLUMNS)
+    params = spark.createDataFrame([(T, time_ms, size_bytes, grace_ms)], PARAMS)
+    rows = entry_decisions(frame, params, AS_OF, retain_null_key).collect()
+    return {(r.ledgerId, r.entryId): r.decision for r in rows}
+
+
+def kept(decisions):
+    return sorted(p for p, d in decisions.items() if d == "kept")
+
+
+def test_latest_entry_per_key_wins_in_publish_order(spark):
+    # CompactionTest#testCompaction: several values per key; the compacted view holds the last of each.
+    entries = [(1, 0, "a", 5, AS_OF), (1, 1, "b", 5, AS_OF), (1, 2, "a", 6, AS_OF), (2, 0, "b", 7, AS_OF)]
+    decisions = decide(spark, entries)
+    assert kept(decisions) == [(1, 2), (2, 0)]
+    assert decisions[(1, 0)] == decisions[(1, 1)] == "superseded"
+
+
+def test_an_empty_payload_deletes_its_key_and_a_later_value_brings_it_back(spark):
+    # CompactionTest#testEmptyPayloadDeletes / #testEmptyPayloadDeletesWhenCompressed
+    entries = [(1, 0, "a", 5, AS_OF), (1, 1, "a", 0, AS_OF), (1, 2, "b", 5, AS_OF), (1, 3, "b", 0, AS_OF)]
+    entries += [(1, 4, "b", 9, AS_OF)]
+    decisions = decide(spark, entries)
+    assert decisions[(1, 1)] == "tombstoned" and decisions[(1, 0)] == "superseded"
+    assert kept(decisions) == [(1, 4)]
+
+
+def test_keyless_entries_are_dropped_by_default_and_kept_when_retained(spark):
+    # PIP-318 (topicCompactionRetainNullKey, default false since 3.2); CompactionTest#testKeyLessMessagesPassThrough
+    entries = [(1, 0, None, 5, AS_OF), (1, 1, "a", 5, AS_OF), (1, 2, None, 4, AS_OF)]
+    assert kept(decide(spark, entries)) == [(1, 1)]
+    assert decide(spark, entries)[(1, 0)] == "keyless_dropped"
+    assert kept(decide(spark, entries, retain_null_key=True)) == [(1, 0), (1, 1), (1, 2)]
+
+
+def test_compacted_retention_time_is_strict_like_pulsars(spark):
+    limit = 60_000
+    entries = [(1, 0, "old", 5, AS_OF - limit - 1), (1, 1, "edge", 5, AS_OF - limit), (1, 2, "new", 5, AS_OF)]
+    decisions = decide(spark, entries, time_ms=limit)
+    assert decisions[(1, 0)] == "expired_time" and kept(decisions) == [(1, 1), (1, 2)]
+    # -1 keeps everything (also what an unset compacted_retention means)
+    assert len(kept(decide(spark, entries, time_ms=-1))) == 3
+
+
+def test_compacted_retention_size_keeps_the_newest_entries_that_fit(spark):
+    entries = [(1, 0, "a", 10, AS_OF), (1, 1, "b", 10, AS_OF), (1, 2, "c", 10, AS_OF), (2, 0, "d", 10, AS_OF)]
+    assert kept(decide(spark, entries, size_bytes=30)) == [(1, 1), (1, 2), (2, 0)]  # exactly at the limit
+    decisions = decide(spark, entries, size_bytes=29)
+    assert kept(decisions) == [(1, 2), (2, 0)] and decisions[(1, 1)] == "expired_size"
+    assert kept(decide(spark, entries, size_bytes=0)) == []
+    # the size window counts survivors only: superseded values take no room
+    entries = [(1, 0, "a", 10, AS_OF), (1, 1, "b", 10, AS_OF), (1, 2, "b", 10, AS_OF)]
+    assert kept(decide(spark, entries, size_bytes=20)) == [(1, 0), (1, 2)]
+
+
+def test_tombstones_stay_for_their_grace_then_go(spark):
+    grace = 3_600_000
+    entries = [
+        (1, 0, "a", 0, AS_OF - grace - 1),  # past its grace
+        (1, 1, "b", 0, AS_OF - grace),  # exactly at the grace: still visible
+        (1, 2, "c", 0, AS_OF),
+    ]
+    decisions = decide(spark, entries, grace_ms=grace)
+    assert decisions[(1, 0)] == "tombstoned" and kept(decisions) == [(1, 1), (1, 2)]
+    # grace 0 is Pulsar's behaviour: a tombstone never reaches the compacted ledger, however young
+    assert kept(decide(spark, entries, grace_ms=0)) == []
+    # a retained tombstone is still subject to the compacted retention time
+    assert decide(spark, [(1, 0, "a", 0, AS_OF - 10)], grace_ms=grace, time_ms=5)[(1, 0)] == "expired_time"
+
+
+def test_counts_reconcile(spark):
+    entries = [(1, 0, "a", 5, AS_OF), (1, 1, "a", 0, AS_OF), (1, 2, None, 5, AS_OF), (1, 3, "b", 5, 0)]
+    frame = spark.createDataFrame([(T, *e) for e in entries], ENTRY_COLUMNS)
+    params = spark.createDataFrame([(T, 1000, -1, 0)], PARAMS)
+    row = decision_counts(entry_decisions(frame, params, AS_OF, False)).first()
+    assert (row.entriesRead, row.entriesKept, row.entriesSuperseded, row.entriesTombstoned) == (4, 0, 1, 1)
+    assert (row.entriesKeylessDropped, row.entriesExpiredTime, row.entriesExpired) == (1, 1, 1)
+
+
+def _topic(name, threshold, **extra):
+    row = dict(
+        topic=f"persistent://t/ns/{name}",
+        namespace="t/ns",
+        tenant="t",
+        isSystemTopic=False,
+        version=1,
+        producers=0,
+        consumers=0,
+        retentionTimeMs=-1,
+        retentionSizeBytes=-1,
+        retentionSource="test",
+        retentionDescription="",
+        messageTtlSeconds=0,
+        messageTtlSource="",
+        sizeQuotaLimitBytes=-1,
+        sizeQuotaPolicy="",
+        timeQuotaLimitSeconds=-1,
+        timeQuotaPolicy="",
+        policies="{}",
+        compactionThresholdBytes=threshold,
+        compactedRetentionTimeMs=-1,
+        compactedRetentionSizeBytes=-1,
+        compactedRetentionDescription="",
+        tombstoneGraceMs=0,
+    )
+    row.update(extra)
+    return row
+
+
+def test_which_topics_are_compacted(spark):
+    topics = contract_frame(
+        spark,
+        TOPICS,
+        [
+            _topic("over", 1000),
+            _topic("equal", 1000),
+            _topic("off", 0),
+            _topic("named", 0),
+            _topic("caught-up", 10),
+            _topic("due", 0, compactedRetentionTimeMs=1000),
+        ],
+    )
+
+    def ledger(name: str, size: int, min_ts: int) -> dict:
+        return {
+            "topic": f"persistent://t/ns/{name}",
+            "ledgerId": 1,
+            "entries": 10,
+            "size": size,
+            "minEntryTsMs": min_ts,
+            "maxEntryTsMs": AS_OF,
+            "entriesStored": True,
+        }
+
+    ledgers = contract_frame(
+        spark,
+        LEDGERS,
+        [
+            ledger(n, size, AS_OF - 5000)
+            for n, size in [("over", 1001), ("equal", 1000), ("off", 5000), ("named", 10), ("caught-up", 100)]
+        ]
+        + [ledger("due", 100, AS_OF)],
+    )
+    cursors = contract_frame(
+        spark,
+        CURSORS,
+        [
+            {
+                "topic": f"persistent://t/ns/{n}",
+                "name": "__compaction",
+                "durable": True,
+                "markDeleteLedger": 1,
+            }
+            | {"markDeleteEntry": 9, "consumers": 0}
+            for n in ("caught-up", "due")
+        ],
+    )
+
+    def compacted_ledger(name: str, min_ts: int, compacted_at: int) -> dict:
+        return {
+            "topic": f"persistent://t/ns/{name}",
+            "ledgerId": 5,
+            "horizonLedger": 1,
+            "horizonEntry": 9,
+            "entries": 3,
+            "size": 30,
+            "minEntryTsMs": min_ts,
+            "maxEntryTsMs": AS_OF,
+            "tombstones": 0,
+            "compactedAsOfMs": compacted_at,
+        }
+
+    compacted = contract_frame(
+        spark,
+        COMPACTED_LEDGERS,
+        [compacted_ledger("caught-up", AS_OF, AS_OF), compacted_ledger("due", AS_OF - 2000, AS_OF - 10)],
+    )
+    rows = {
+        r.topic.rsplit("/", 1)[1]: r
+        for r in compaction_candidates(
+            topics, ledgers, cursors, compacted, ["persistent://t/ns/named"], AS_OF
+        ).collect()
+    }
+    assert {n: (r.decision, r.kind) for n, r in rows.items()} == {
+        "over": ("compact", "threshold_exceeded"),  # backlog > threshold, strictly
+        "equal": ("skip", "under_threshold"),
+        "off": ("skip", "threshold_off"),
+        "named": ("compact", "requested"),
+        "caught-up": ("skip", "nothing_new"),
+        "due": ("compact", "compacted_retention_due"),
+    }
+    assert rows["due"].readFromLedger == 1 and rows["due"].readFromEntry == 9
+    assert (rows["over"].horizonLedger, rows["over"].horizonEntry) == (1, 9)

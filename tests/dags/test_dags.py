@@ -1,0 +1,160 @@
+"""The DAGs under Airflow: integrity of the DagBag, and real dag.test() runs with the real
+SparkSubmitOperator (spark-submit, local[2]) and the real Great Expectations gate over a generated store.
+Dry runs triggered from the UI and backfills through the scheduler (`airflow backfill create`):
+tests/e2e/test_live_airflow.py."""
+
+from __future__ import annotations
+
+import json
+from datetime import UTC, datetime
+from pathlib import Path
+
+import pytest
+
+from housekeeping.generate import GenerateOptions, generate_store
+from tests.store_invariants import store_state
+
+pytestmark = pytest.mark.airflow
+
+REPO = Path(__file__).resolve().parents[2]
+# The public interface users script against (DAG ids, schedules, task ids in order, params): written out here, not
+# read from the registry, so a change to any of them fails this test.
+COMMON_PARAMS = {"dry_run", "scope", "as_of", "max_deleted_share"}
+PUBLIC = {
+    "consumed_ledger_trim": (
+        "@hourly",
+        ["plan_ledger_trim", "validate_trim_plan", "apply_ledger_trim", "write_trim_report"],
+        set(),
+    ),
+    "message_expiry": (
+        "*/15 * * * *",
+        ["plan_message_expiry", "validate_expiry_plan", "apply_message_expiry", "write_expiry_report"],
+        set(),
+    ),
+    "backlog_quota": (
+        "*/5 * * * *",
+        ["plan_backlog_quota", "validate_backlog_plan", "apply_backlog_quota", "write_backlog_report"],
+        set(),
+    ),
+    "inactive_topic_gc": (
+        "@hourly",
+        ["plan_inactive_topic_gc", "validate_gc_plan", "apply_inactive_topic_gc", "write_gc_report"],
+        {"max_deleted_topic_share"},
+    ),
+    "compacted_ledger_retention": (
+        "@hourly",
+        ["plan_compaction", "validate_compaction_plan", "apply_compaction", "write_compaction_report"],
+        {"compact_topics"},
+    ),
+}
+DAG_IDS = set(PUBLIC)
+DATES = [
+    datetime(2026, 10, 31, 12, tzinfo=UTC),
+    datetime(2026, 11, 1, tzinfo=UTC),
+    datetime(2026, 11, 1, 12, tzinfo=UTC),
+]
+
+
+@pytest.fixture(scope="module")
+def dagbag(airflow_db):
+    from airflow.dag_processing.dagbag import DagBag
+
+    return DagBag(dag_folder=str(REPO / "dags"))
+
+
+def test_dagbag_has_no_import_errors_and_every_dag_is_well_formed(dagbag):
+    assert dagbag.import_errors == {}
+    assert DAG_IDS <= set(dagbag.dag_ids)
+    for dag_id in DAG_IDS:
+        dag = dagbag.get_dag(dag_id)
+        assert dag.tags and "housekeeping" in dag.tags
+        assert dag.max_active_runs == 1, "deleting DAGs run one at a time"
+        assert dag.doc_md and dag.schedule is not None and dag.start_date.tzinfo is not None
+        assert set(dag.params) >= {"dry_run", "scope", "as_of", "max_deleted_share"}
+        for name in dag.params:
+            param = dag.params.get_param(name)
+            # The UI trigger form marks a param whose type excludes null as required and refuses it empty.
+            if param.value in (None, ""):
+                assert "null" in param.schema["type"], (
+                    f"{dag_id} param {name} cannot be left empty in the form"
+                )
+        for task in dag.tasks:
+            assert task.owner == "storage-platform"
+        assert dag.get_task("take_snapshot").retries >= 1
+        # retries wait longer each time; the gate never retries and alerts when it fails
+        assert dag.get_task("take_snapshot").retry_exponential_backoff >= 2
+        validate = next(t for t in dag.tasks if t.task_id.startswith("validate_"))
+        assert validate.retries == 0 and validate.on_failure_callback
+        # every deleting step of every DAG shares the one-slot pool
+        deleting = [t for t in dag.tasks if t.task_id.startswith(("apply_", "purge_"))]
+        assert deleting and {t.pool for t in deleting} == {"housekeeping_deletes"}, dag_id
+        # the apply step announces a changed store (the storage report is scheduled on it)
+        apply_task = next(t for t in dag.tasks if t.task_id.startswith("apply_"))
+        assert [a.name for a in apply_task.outlets] == ["housekeeping_store"], dag_id
+
+
+def test_storage_report_dag_is_scheduled_on_the_store_asset_and_daily(dagbag):
+    dag = dagbag.get_dag("storage_report")
+    assert dag.doc_md and dag.max_active_runs == 1 and "housekeeping" in dag.tags
+    timetable = dag.timetable
+    assert [asset.name for _, asset in timetable.asset_condition.iter_assets()] == ["housekeeping_store"]
+    assert "0 6 * * *" in timetable.summary, timetable.summary
+    assert [t.task_id for t in dag.tasks] == ["write_storage_report"]
+
+
+@pytest.mark.parametrize("dag_id", sorted(PUBLIC))
+def test_each_dag_keeps_its_schedule_task_ids_params_and_spark_submit_apps(dagbag, dag_id):
+    """snapshot -> plan -> validate -> apply -> purge -> report (compaction skips its Spark apply on a dry run);
+    plan and validate (and compaction's apply) are spark-submits of an app module that exists."""
+    import importlib
+
+    from airflow.providers.apache.spark.hooks.spark_submit import SparkSubmitHook
+    from airflow.providers.apache.spark.operators.spark_submit import SparkSubmitOperator
+
+    schedule, (plan, validate, apply, report), extra = PUBLIC[dag_id]
+    dag = dagbag.get_dag(dag_id)
+    assert dag.schedule == schedule
+    assert set(dag.params) == COMMON_PARAMS | extra
+    order = ["take_snapshot", plan, validate]
+    order += ["skip_apply_on_dry_run"] if dag_id == "compacted_ledger_retention" else []
+    order += [apply, "purge_pending_deletions", report]
+    assert {t.task_id for t in dag.tasks} == set(order)
+    for upstream, downstream in zip(order, order[1:], strict=False):
+        assert downstream in dag.get_task(upstream).downstream_task_ids, (upstream, downstream)
+    submitted = [t for t in dag.tasks if isinstance(t, SparkSubmitOperator)]
+    expected = {plan, validate} | ({apply} if dag_id == "compacted_ledger_retention" else set())
+    assert {t.task_id for t in submitted} == expected
+    for task in submitted:
+        assert Path(task.application).is_file()
+        module = importlib.import_module(task.application_args[0])
+        assert callable(module.main) and "--run-dir" in task.application_args
+    # the JSON connection resolves to local Spark, not the hook's silent yarn fallback
+    assert SparkSubmitHook(conn_id="spark_default")._resolve_connection()["master"] == "local[2]"
+    if dag_id == "backlog_quota":
+        assert dag.get_task(report).on_success_callback, "the quota alert hangs on the report task"
+
+
+def _dag(dagbag):
+    return dagbag.get_dag("consumed_ledger_trim")
+
+
+def _run_dag(dag, logical_date: datetime, conf: dict | None = None):
+    return dag.test(logical_date=logical_date, run_conf=conf or {})
+
+
+def test_gate_failure_stops_the_run_before_apply(dagbag, tmp_path, monkeypatch):
+    store = generate_store(tmp_path / "store", GenerateOptions(topics=8, seed=3, entries_per_ledger=20))
+    monkeypatch.setenv("HOUSEKEEPING_STORE_ROOT", str(store.root))
+    before = store_state(store)
+    run = _run_dag(_dag(dagbag), DATES[1], {"max_deleted_share": 0.01})
+    assert run.state == "failed"
+    states = {ti.task_id: ti.state for ti in run.get_task_instances()}
+    assert states["validate_trim_plan"] == "failed"
+    assert states["apply_ledger_trim"] in ("upstream_failed", None)
+    assert store_state(store) == before
+    # the operator is told: the gate-failed alert names the run and the failed expectation
+    alerts = [
+        json.loads(line) for line in (store.root / "alerts" / "gate_failed.jsonl").read_text().splitlines()
+    ]
+    assert len(alerts) == 1 and alerts[0]["mechanism"] == "trim" and alerts[0]["verdict"] == "rejected"
+    assert "deleted_share" in {f["column"] for f in alerts[0]["failed"]}, alerts[0]["failed"]

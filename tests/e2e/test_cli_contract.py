@@ -1,0 +1,266 @@
+"""The `housekeeping` command-line contract on manifests, and Pulsar's own trim scenarios through it
+(ConsumedLedgersTrimTest, the stats-internal 4.x sample): load -> plan trim --format json -> apply -> inspect."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from tests.conftest import iso, run_cli, topic_body, write_manifest
+
+pytestmark = pytest.mark.spark
+# The tests that write the store run on both metadata databases: SQLite in the store, and a fresh database on the
+# real PostgreSQL server the suite starts (tests/pg_server.py). The scenario tests decide from the snapshot,
+# which is the same whatever the database.
+# The paths that read or write the store run on both databases (the decision rules do not depend on it).
+both_databases = pytest.mark.usefixtures("metadata_backend")
+
+MIB = 1024 * 1024
+MINUTE = 60_000
+T0 = 1_767_225_600_000  # 2026-01-01T00:00:00Z
+
+
+def load(capsys, tmp_path, document) -> str:
+    store = str(tmp_path / "store")
+    code, _, err = run_cli(
+        capsys, "load", "--store", store, "--manifest", str(write_manifest(tmp_path, document))
+    )
+    assert code == 0, err
+    return store
+
+
+def plan_json(capsys, store: str, as_of_ms: int) -> dict:
+    code, out, err = run_cli(
+        capsys, "plan", "trim", "--store", store, "--as-of", iso(as_of_ms), "--format", "json"
+    )
+    assert code == 0, err
+    return json.loads(out)
+
+
+def deleted_ids(plan: dict, topic: str) -> list[int]:
+    return sorted(
+        a["ledgerId"] for a in plan["actions"] if a["topic"] == topic and a["action"] == "delete_ledger"
+    )
+
+
+def consumed_ledgers_trim_manifest(mark_delete: str) -> dict:
+    """ConsumedLedgersTrimTest#TestConsumedLedgersTrim: retention 1 MB / (1 min here, 1 s there), 2 entries of
+    1 MiB per ledger, 10 messages -> 5 full ledgers + the eagerly created empty current ledger."""
+    ledgers = [(10 + i, 2, 2 * MIB, T0 + i * 1000) for i in range(5)] + [(15, 0, 0, None)]
+    return {
+        "namespaces": {
+            "prop/ns-abc": {"retention_policies": {"retentionTimeInMinutes": 1, "retentionSizeInMB": 1}}
+        },
+        "topics": {
+            "persistent://prop/ns-abc/TestConsumedLedgersTrim": topic_body(
+                ledgers, {"my-subscriber-name": mark_delete}, producers=1, consumers=1
+            )
+        },
+    }
+
+
+def test_consumed_ledgers_trim_unconsumed_ledgers_are_retained(capsys, tmp_path, spark):
+    store = load(capsys, tmp_path, consumed_ledgers_trim_manifest("10:-1"))
+    plan = plan_json(capsys, store, T0 + 10 * MINUTE)
+    assert plan["actions"] == []
+    assert {b["kind"] for b in plan["blockers"]} == {"slowest_subscription", "current_ledger"}
+    assert plan["mechanism"] == "trim" and plan["asOf"] == iso(T0 + 10 * MINUTE)
+
+
+def test_consumed_ledgers_trim_all_consumed_leaves_only_the_current_ledger(capsys, tmp_path, spark):
+    store = load(capsys, tmp_path, consumed_ledgers_trim_manifest("14:1"))
+    topic = "persistent://prop/ns-abc/TestConsumedLedgersTrim"
+    assert deleted_ids(plan_json(capsys, store, T0 + 10 * MINUTE), topic) == [10, 11, 12, 13, 14]
+    # within the retention time, size alone: 10 MiB total, 1 MiB quota -> delete while >= 1 MiB remains
+    # 10 MiB total, 1 MiB quota, nothing expired yet -> delete while >= 1 MiB would remain: 10..13 go,
+    # deleting 14 would leave 0 bytes < 1 MiB.
+    assert deleted_ids(plan_json(capsys, store, T0 + 30_000), topic) == [10, 11, 12, 13]
+
+
+def test_consumed_ledgers_trim_no_subscriptions(capsys, tmp_path, spark):
+    """testConsumedLedgersTrimNoSubscriptions: no subscription; the recovered ledger (7 entries) is deleted once
+    its retention time has passed; the empty current ledger stays."""
+    doc = {
+        "namespaces": {
+            "prop/ns-abc": {"retention_policies": {"retentionTimeInMinutes": 1, "retentionSizeInMB": -1}}
+        },
+        "topics": {"persistent://prop/ns-abc/NoSubs": topic_body([(3, 7, 7 * MIB, T0), (4, 0, 0, None)])},
+    }
+    store = load(capsys, tmp_path, doc)
+    assert deleted_ids(plan_json(capsys, store, T0 + MINUTE), "persistent://prop/ns-abc/NoSubs") == []
+    assert deleted_ids(plan_json(capsys, store, T0 + MINUTE + 1), "persistent://prop/ns-abc/NoSubs") == [3]
+
+
+def test_admin_trim_ledgers_scenario(capsys, tmp_path, spark):
+    """TestAdminTrimLedgers: 50 empty payloads, 2 per ledger, all acknowledged -> one ledger left."""
+    ledgers = [(100 + i, 2, 0, T0 + i) for i in range(25)] + [(125, 0, 0, None)]
+    doc = {
+        "namespaces": {
+            "prop/ns-abc": {"retention_policies": {"retentionTimeInMinutes": 1, "retentionSizeInMB": -1}}
+        },
+        "topics": {"persistent://prop/ns-abc/Admin-partition-0": topic_body(ledgers, {"my-sub": "124:1"})},
+    }
+    store = load(capsys, tmp_path, doc)
+    assert deleted_ids(
+        plan_json(capsys, store, T0 + 2 * MINUTE), "persistent://prop/ns-abc/Admin-partition-0"
+    ) == list(range(100, 125))
+
+
+def test_stats_internal_4x_sample(capsys, tmp_path, spark):
+    """PULSAR_SEMANTICS.md section 6: slowest durable cursor taosx-test at 94:3 pins ledger 94; at 94:9 it goes."""
+
+    def doc(taosx: str) -> dict:
+        return {
+            "namespaces": {"public/default": {}},
+            "topics": {
+                "persistent://public/default/pt-zgc-partition-1": topic_body(
+                    [(94, 10, 1260, T0), (146, 0, 0, None)],
+                    {"test_subscription": "94:9", "taosx-test": taosx, "s1": "94:8"},
+                )
+            },
+        }
+
+    topic = "persistent://public/default/pt-zgc-partition-1"
+    plan = plan_json(capsys, load(capsys, tmp_path, doc("94:3")), T0 + MINUTE)
+    assert deleted_ids(plan, topic) == []
+    pinned = [b for b in plan["blockers"] if b["kind"] == "slowest_subscription"]
+    assert pinned[0]["bytes"] == 1260 and "'taosx-test' at mark-delete 94:3" in pinned[0]["detail"]
+    # s1 at 94:8 is now the slowest and pins 94; only when every durable cursor is at 94:9 does 94 go.
+    assert deleted_ids(plan_json(capsys, load(capsys, tmp_path, doc("94:9")), T0 + MINUTE), topic) == []
+    doc_all = doc("94:9")
+    doc_all["topics"][topic]["cursors"]["s1"] = {"markDeletePosition": "94:9"}
+    assert deleted_ids(plan_json(capsys, load(capsys, tmp_path, doc_all), T0 + MINUTE), topic) == [94]
+
+
+def test_plan_document_shape(capsys, tmp_path, spark):
+    doc = json.loads(json.dumps(consumed_ledgers_trim_manifest("12:1")))
+    doc["topics"]["persistent://prop/ns-abc/TestConsumedLedgersTrim"]["cursors"]["reader"] = {
+        "markDeletePosition": "10:0",
+        "durable": False,
+    }
+    store = load(capsys, tmp_path, doc)
+    plan = plan_json(capsys, store, T0 + 10 * MINUTE)
+    assert set(plan) >= {"mechanism", "asOf", "actions", "blockers"}
+    for action in plan["actions"]:
+        assert action["action"] in {"delete_ledger", "move_cursor"} and action["reason"]
+        assert set(action) <= {"topic", "action", "ledgerId", "subscription", "from", "to", "bytes", "reason"}
+    move = [a for a in plan["actions"] if a["action"] == "move_cursor"]
+    assert move == [
+        {
+            "topic": "persistent://prop/ns-abc/TestConsumedLedgersTrim",
+            "action": "move_cursor",
+            "subscription": "reader",
+            "from": "10:0",
+            "to": "12:1",
+            "reason": move[0]["reason"],
+        }
+    ]
+    for blocker in plan["blockers"]:
+        assert set(blocker) >= {"topic", "kind", "detail", "bytes"}
+
+
+@both_databases
+def test_plan_changes_nothing(capsys, tmp_path, spark):
+    store = load(capsys, tmp_path, consumed_ledgers_trim_manifest("14:1"))
+    _, before, _ = run_cli(capsys, "inspect", "--store", store)
+    plan_json(capsys, store, T0 + 10 * MINUTE)
+    _, after, _ = run_cli(capsys, "inspect", "--store", store)
+    assert before == after
+    assert not (tmp_path / "store" / "runs").exists()
+
+
+@both_databases
+def test_apply_rerun_restore_and_purge(capsys, tmp_path, spark, monkeypatch):
+    monkeypatch.setenv("HOUSEKEEPING_PURGE_GRACE_SECONDS", "3600")
+    doc = consumed_ledgers_trim_manifest("14:1")
+    topic = "persistent://prop/ns-abc/TestConsumedLedgersTrim"
+    doc["topics"][topic]["cursors"]["reader"] = {"markDeletePosition": "10:0", "durable": False}
+    store = load(capsys, tmp_path, doc)
+    as_of = T0 + 10 * MINUTE
+    code, _, err = run_cli(capsys, "apply", "trim", "--store", store, "--as-of", iso(as_of))
+    assert code == 3 and "deleted_share" in err  # 100% of the namespace: the default blast radius refuses
+    code, out, err = run_cli(
+        capsys, "apply", "trim", "--store", store, "--as-of", iso(as_of), "--max-deleted-share", "1"
+    )
+    assert code == 0, err
+    result = json.loads(out)
+    assert result["ledgersDeleted"] == 5 and result["cursorsMoved"] == 1
+    assert (tmp_path / "store" / "runs" / "trim").is_dir() and result["report"].endswith("report.md")
+    _, state, _ = run_cli(capsys, "inspect", "--store", store)
+    body = json.loads(state)["topics"][topic]
+    assert [ledger["ledgerId"] for ledger in body["ledgers"]] == [15]
+    assert body["cursors"]["reader"]["markDeletePosition"] == "14:1"
+
+    code, out, _ = run_cli(
+        capsys, "apply", "trim", "--store", store, "--as-of", iso(as_of), "--max-deleted-share", "1"
+    )
+    assert code == 0 and json.loads(out)["ledgersDeleted"] == 0  # rerun: nothing left to do
+    _, state_again, _ = run_cli(capsys, "inspect", "--store", store)
+    assert json.loads(state_again)["topics"][topic]["ledgers"] == body["ledgers"]
+
+    code, out, _ = run_cli(capsys, "restore", topic, "--store", store, "--ledger", "14")
+    assert code == 0 and json.loads(out)["restoredLedgers"] == [14]
+    _, state, _ = run_cli(capsys, "inspect", "--store", store)
+    assert [ledger["ledgerId"] for ledger in json.loads(state)["topics"][topic]["ledgers"]] == [14, 15]
+
+    code, out, _ = run_cli(capsys, "purge", "--store", store, "--as-of", iso(as_of + 3599_000))
+    assert json.loads(out)["purged"] == [] and json.loads(out)["waiting"] == 4
+    code, out, _ = run_cli(capsys, "purge", "--store", store, "--as-of", iso(as_of + 3600_000))
+    assert len(json.loads(out)["purged"]) == 4
+    code, _, err = run_cli(capsys, "restore", topic, "--store", store, "--ledger", "10")
+    assert code == 2 and "nothing to restore" in err
+
+
+@pytest.mark.parametrize(
+    "argv,message",
+    [
+        (
+            ["plan", "compaktion", "--store", "{store}", "--as-of", "2026-01-01T00:00:00Z"],
+            "unknown mechanism 'compaktion'",
+        ),
+        (
+            ["plan", "trim", "--store", "{store}", "--as-of", "yesterday"],
+            "as_of 'yesterday' is not an ISO 8601",
+        ),
+        (["plan", "trim", "--store", "{store}", "--as-of", "2026-01-01T00:00:00"], "has no timezone"),
+        (["plan", "trim", "--store", "{missing}", "--as-of", "2026-01-01T00:00:00Z"], "does not exist"),
+        (
+            ["plan", "trim", "--store", "{store}", "--as-of", "2026-01-01T00:00:00Z", "--scope", "nobody/*"],
+            "matches no topic",
+        ),
+        (["restore", "persistent://a/../x", "--store", "{store}"], "not a valid name"),
+    ],
+)
+def test_bad_input_exits_2_with_a_named_error(capsys, tmp_path, spark, argv, message):
+    store = load(capsys, tmp_path, consumed_ledgers_trim_manifest("14:1"))
+    args = [a.format(store=store, missing=str(tmp_path / "missing")) for a in argv]
+    code, _, err = run_cli(capsys, *args)
+    assert code == 2 and message in err
+
+
+@pytest.mark.parametrize("eager_rollover", [False, True])
+def test_managed_ledger_retention_size_scenario(capsys, tmp_path, spark, eager_rollover):
+    """ManagedLedgerTest#testRetentionSize: retention 5 MB / 1 h, one 1 MiB entry per ledger, 10 messages, all
+    acknowledged -> 5 ledgers (5 MiB) remain. Before PR #22034 the full 10th ledger stayed the current one;
+    since, it is closed and an empty current ledger follows, which the test counts as one more ledger."""
+    ids = list(range(1, 11))
+    ledgers = [(i, 1, MIB, T0 + i) for i in ids[:-1]]
+    ledgers += [(10, 1, MIB, T0 + 10), (11, 0, 0, None)] if eager_rollover else [(10, 1, MIB, None)]
+    doc = {
+        "namespaces": {
+            "ml/test": {"retention_policies": {"retentionTimeInMinutes": 60, "retentionSizeInMB": 5}}
+        },
+        "topics": {"persistent://ml/test/retention_size_ledger": topic_body(ledgers, {"c1": "10:0"})},
+    }
+    store = load(capsys, tmp_path, doc)
+    topic = "persistent://ml/test/retention_size_ledger"
+    assert deleted_ids(plan_json(capsys, store, T0 + MINUTE), topic) == [1, 2, 3, 4, 5]
+    code, out, err = run_cli(
+        capsys, "apply", "trim", "--store", store, "--as-of", iso(T0 + MINUTE), "--max-deleted-share", "1"
+    )
+    assert code == 0, err
+    _, state, _ = run_cli(capsys, "inspect", "--store", store)
+    remaining = json.loads(state)["topics"][topic]["ledgers"]
+    assert len(remaining) == (6 if eager_rollover else 5)
+    assert sum(ledger["size"] for ledger in remaining) <= 5 * MIB

@@ -1,0 +1,267 @@
+"""Fault injection: the CLI's apply, purge and compaction processes are SIGKILLed at every fault point of
+housekeeping.faults (no exception, no clean-up: as a crash or an OOM kill), then the operator's rerun must
+converge to the state a run without the crash reaches.
+
+After the kill, before the rerun: no metadata points at a missing file, no file exists that the metadata does not
+know, and for compaction the compacted view is the old or the new one, never a mix. After the rerun: the same
+invariants, the same topics, ledgers, cursors and entry files as the crash-free reference, the same compacted
+view, and the journal shows the interrupted run (started, never finished) beside the completed one.
+
+CI size: every fault point once on a 14-topic generated store. HOUSEKEEPING_FAULT_SEEDS=1,2,3 (opt-in) repeats
+the suite on more generated stores.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+from sqlalchemy import select
+
+from housekeeping import metadata_schema as t
+from housekeeping.faults import FAULT_POINT_ENV, FAULT_POINTS
+from housekeeping.manifest import export_manifest
+from housekeeping.runner import apply_step, plan_and_gate_in_process
+from housekeeping.settings import Settings
+from housekeeping.snapshot import take_snapshot
+from housekeeping.store import Store, read_transaction
+from housekeeping.timeutil import parse_as_of
+from tests.conftest import REPO, run_cli
+from tests.store_invariants import assert_no_orphans_and_no_dangling_metadata
+
+pytestmark = [pytest.mark.spark, pytest.mark.processes]
+
+AS_OF = "2026-11-02T00:00:00Z"
+PURGE_AS_OF = "2027-11-02T00:00:00Z"  # past every grace period
+# Small generated stores delete most of a namespace; the blast-radius limit is not what these tests are about.
+TRIM = ["apply", "trim", "--as-of", AS_OF, "--max-deleted-share", "1"]
+GRACE = Settings.from_env().purge_grace_seconds  # the CLI apply's grace period, so both paths agree
+SEEDS = [int(s) for s in os.environ.get("HOUSEKEEPING_FAULT_SEEDS", "7").split(",")]
+
+TRIM_POINTS = [
+    "snapshot_after_write",
+    "plan_after_write",
+    "apply_inside_topic_transaction",
+    "apply_after_topic_commit",
+]  # the first two kill a whole CLI run; the others the apply step of a planned run
+PURGE_POINTS = ["purge_after_file_removed", "purge_between_files@2"]
+COMPACTION_POINTS = [p for p in FAULT_POINTS if p.startswith("compaction_apply_")]
+
+
+def test_every_fault_point_is_exercised_here():
+    exercised = {p.split("@")[0] for p in TRIM_POINTS + PURGE_POINTS + COMPACTION_POINTS}
+    assert exercised == set(FAULT_POINTS)
+    assert len(FAULT_POINTS) >= 8
+
+
+@pytest.fixture(scope="module", params=SEEDS, ids=[f"seed{s}" for s in SEEDS])
+def template(request, tmp_path_factory) -> Path:
+    from housekeeping.generate import GenerateOptions, generate_store
+
+    root = tmp_path_factory.mktemp(f"faults-{request.param}") / "store"
+    generate_store(root, GenerateOptions(14, request.param, 40, 5, 60, "2026-11-01T00:00:00Z", False), None)
+    return root
+
+
+def _copy(template: Path, target: Path) -> Store:
+    shutil.copytree(template, target)
+    return Store.open(target)
+
+
+def _killed(command: list[str], point: str) -> None:
+    """Run ``python COMMAND`` in its own process with the fault point armed; it must die by SIGKILL."""
+    done = subprocess.run(
+        [sys.executable, *command],
+        cwd=REPO,
+        env={**os.environ, FAULT_POINT_ENV: point},
+        capture_output=True,
+        text=True,
+        timeout=600,
+    )
+    assert done.returncode == -9, f"{point}: expected SIGKILL, got {done.returncode}\n{done.stderr[-2000:]}"
+
+
+def _killed_cli(argv: list[str], point: str) -> None:
+    _killed(["-m", "housekeeping.cli", *argv], point)
+
+
+def _killed_apply_step(store: Store, run_dir: Path, point: str) -> None:
+    """The apply step the DAG's apply task (or its retry) runs, on an already validated run, in its own process."""
+    code = (
+        "import sys; from pathlib import Path; from housekeeping.runner import apply_step; "
+        "from housekeeping.store import Store; "
+        "apply_step(Store.open(sys.argv[1]), Path(sys.argv[2]), purge_grace_seconds=int(sys.argv[3]))"
+    )
+    _killed(["-c", code, str(store.root), str(run_dir), str(GRACE)], point)
+
+
+def _planned(store: Store, mechanism: str, run_id: str, compact_topics=()) -> Path:
+    """Snapshot, plan and gate in this process (the shared Spark session): what the DAG's tasks before apply do."""
+    info = take_snapshot(
+        store,
+        mechanism=mechanism,
+        run_id=run_id,
+        as_of_ms=parse_as_of(AS_OF),
+        max_deleted_share=1.0,
+        compact_topics=compact_topics,
+    )
+    assert plan_and_gate_in_process(info.run_dir, mechanism, "local[2]")["success"]
+    return info.run_dir
+
+
+def _ok(capsys, *argv: str) -> dict:
+    code, out, err = run_cli(capsys, *argv)
+    assert code == 0, err
+    return json.loads(out) if out.strip().startswith("{") else {}
+
+
+def _entry_files(store: Store) -> dict[str, str]:
+    """Every raw ledger's entry files with content hashes (what 'still readable' means, byte for byte)."""
+    with read_transaction(store.engine) as conn:
+        rows = list(conn.execute(select(t.ledgers.c.topic, t.ledgers.c.ledger_id)))
+    files = {}
+    for row in rows:
+        for part in store.ledger_dir(row.topic, row.ledger_id).glob("*.parquet"):
+            files[str(part.relative_to(store.root))] = hashlib.sha256(part.read_bytes()).hexdigest()
+    return files
+
+
+def _state(store: Store) -> dict:
+    exported = export_manifest(store)
+    exported.pop("store", None)
+    return {"manifest": exported, "entryFiles": _entry_files(store)}
+
+
+def _runs(store: Store) -> dict[str, set[str]]:
+    with read_transaction(store.engine) as conn:
+        rows = list(
+            conn.execute(select(t.journal.c.run_id, t.journal.c.status).where(t.journal.c.topic.is_(None)))
+        )
+    runs: dict[str, set[str]] = {}
+    for row in rows:
+        runs.setdefault(row.run_id, set()).add(row.status)
+    return runs
+
+
+@pytest.fixture(scope="module")
+def trim_reference(template, tmp_path_factory) -> dict:
+    """The state a crash-free trim apply reaches (same as-of, same grace period)."""
+    reference = _copy(template, tmp_path_factory.mktemp("trim-reference") / "store")
+    apply_step(reference, _planned(reference, "trim", "reference"), purge_grace_seconds=GRACE)
+    expected = _state(reference)
+    assert expected != _state(Store.open(template)), "the reference run must change something"
+    return expected
+
+
+@pytest.mark.parametrize("point", ["snapshot_after_write", "plan_after_write"])
+def test_trim_run_killed_before_apply_changes_nothing_and_a_new_run_completes(
+    template, trim_reference, tmp_path, capsys, point
+):
+    store = _copy(template, tmp_path / "store")
+    before = _state(store)
+    _killed_cli([*TRIM, "--store", str(store.root)], point)
+    assert_no_orphans_and_no_dangling_metadata(store)
+    assert _state(store) == before and _runs(store) == {}
+
+    _ok(capsys, *TRIM, "--store", str(store.root))
+    assert_no_orphans_and_no_dangling_metadata(store)
+    assert _state(store) == trim_reference
+    assert [statuses for statuses in _runs(store).values()] == [{"started", "finished"}]
+
+
+@pytest.mark.parametrize("point", ["apply_inside_topic_transaction", "apply_after_topic_commit"])
+def test_trim_apply_killed_mid_apply_converges_when_the_task_is_retried(
+    template, trim_reference, tmp_path, point
+):
+    store = _copy(template, tmp_path / "store")
+    run_dir = _planned(store, "trim", "faulty")
+    _killed_apply_step(store, run_dir, point)
+    assert_no_orphans_and_no_dangling_metadata(store)
+    # The journal shows the interrupted run: started, never finished.
+    assert list(_runs(store).values()) == [{"started"}]
+
+    apply_step(store, run_dir, purge_grace_seconds=GRACE)  # the retry: same run, same validated plan
+    assert_no_orphans_and_no_dangling_metadata(store)
+    assert _state(store) == trim_reference
+    assert list(_runs(store).values()) == [{"started", "finished"}]
+
+
+@pytest.mark.parametrize("point", PURGE_POINTS)
+def test_purge_killed_between_files_converges_on_rerun(template, tmp_path, capsys, point):
+    store = _copy(template, tmp_path / "store")
+    _ok(capsys, *TRIM, "--store", str(store.root))
+    with read_transaction(store.engine) as conn:
+        due = conn.execute(select(t.pending_deletions).where(t.pending_deletions.c.status == "pending")).all()
+    assert len(due) >= 2, "the purge needs at least two files to be killed between them"
+    kept = _state(store)
+
+    _killed_cli(["purge", "--store", str(store.root), "--as-of", PURGE_AS_OF], point)
+    assert_no_orphans_and_no_dangling_metadata(store)
+    assert _state(store) == kept  # live ledgers and cursors untouched by the crash
+
+    _ok(capsys, "purge", "--store", str(store.root), "--as-of", PURGE_AS_OF)
+    assert_no_orphans_and_no_dangling_metadata(store)
+    assert _state(store) == kept
+    with read_transaction(store.engine) as conn:
+        statuses = {r.status for r in conn.execute(select(t.pending_deletions.c.status))}
+    assert statuses == {"purged"}
+    for row in due:
+        assert not (store.root / row.path).exists(), row.path
+
+
+def _compacted_view(capsys, store: Store) -> dict:
+    view = _ok(capsys, "inspect", "--store", str(store.root), "--compacted")["compactedView"]
+    # Which ledger id holds the view differs between runs (ids are never reused); its content must not.
+    return {topic: body["keys"] for topic, body in view.items()}
+
+
+def _keyed(template: Path) -> list[str]:
+    keyed = sorted(t for t in export_manifest(Store.open(template))["topics"] if "/globex/tables/" in t)
+    assert len(keyed) >= 2, "two keyed topics, so a crash can fall between their renames and switches"
+    return keyed
+
+
+@pytest.fixture(scope="module")
+def compaction_reference(template, tmp_path_factory) -> dict:
+    keyed = _keyed(template)
+    reference = _copy(template, tmp_path_factory.mktemp("compaction-reference") / "store")
+    run_dir = _planned(reference, "compaction", "reference", keyed)
+    apply_step(reference, run_dir, purge_grace_seconds=GRACE)
+    return {"state": _state(reference), "root": reference.root}
+
+
+@pytest.mark.parametrize("point", COMPACTION_POINTS)
+def test_compaction_apply_killed_at_each_point_keeps_old_or_new_view_and_converges(
+    template, compaction_reference, tmp_path, capsys, point
+):
+    keyed = _keyed(template)
+    new_view = _compacted_view(capsys, Store.open(compaction_reference["root"]))
+    expected = compaction_reference["state"]
+
+    store = _copy(template, tmp_path / "store")
+    old_view = _compacted_view(capsys, store)
+    assert old_view != new_view
+    run_dir = _planned(store, "compaction", "faulty", keyed)
+    _killed_apply_step(store, run_dir, point)
+    assert_no_orphans_and_no_dangling_metadata(store)
+    after_crash = _compacted_view(capsys, store)
+    for topic in keyed:
+        assert after_crash.get(topic) in (old_view.get(topic), new_view.get(topic)), f"{point}: {topic} mixed"
+
+    apply_step(store, run_dir, purge_grace_seconds=GRACE)  # the retry of the same run
+    assert_no_orphans_and_no_dangling_metadata(store)
+    assert _compacted_view(capsys, store) == new_view
+    state = _state(store)
+    assert state == expected
+    assert list(_runs(store).values()) == [{"started", "finished"}]
+    # Whatever the crash left staged or replaced waits in the pending-deletion log, not as an orphan directory;
+    # purge removes it and nothing the view uses.
+    _ok(capsys, "purge", "--store", str(store.root), "--as-of", PURGE_AS_OF)
+    assert_no_orphans_and_no_dangling_metadata(store)
+    assert _compacted_view(capsys, store) == new_view

@@ -1,0 +1,355 @@
+"""A live Airflow, as users run it: `airflow standalone` (api-server, scheduler, dag-processor, triggerer,
+LocalExecutor) with this project's DAGs, the Spark connection (local[2]) and a generated store; Airflow's database
+and the store's metadata are both on the real PostgreSQL server the suite starts.
+
+- A real browser (Debian's headless Chromium driven by Playwright) logs in, sees the five DAGs and each one's
+  docs, opens the trim DAG's trigger form, sees its params, triggers a dry run and sees it succeed; nothing in
+  the store changes. Screenshots: test-output/ui/ (kept after the run, to look at).
+- `airflow backfill create` over past dates of the trim DAG: the scheduler runs them (spark-submit, Great
+  Expectations, apply, purge) and the final state equals the same decisions applied one by one outside Airflow
+  on a SQLite copy of the store; backfilling the same dates again changes nothing; every apply emitted an
+  event of the store Asset.
+- The storage_report DAG writes its HTML page, which a browser with the network refused shows whole.
+
+The scheduler's own time-based runs are off (`[scheduler] use_job_schedule = False`): only the runs the test
+creates may touch the store.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import importlib.util
+import json
+import os
+import re
+import subprocess
+import sys
+import time
+import urllib.error
+import urllib.request
+from pathlib import Path
+
+import pytest
+
+from housekeeping.dag_factory import DELETING_POOL, DELETING_POOL_DESCRIPTION, STORE_ASSET_NAME
+from housekeeping.generate import GenerateOptions, generate_store
+from housekeeping.runner import apply_step, plan_and_gate_in_process, purge_step
+from housekeeping.snapshot import take_snapshot
+from housekeeping.store import Store
+from housekeeping.timeutil import parse_as_of
+from tests.pg_server import free_port
+from tests.store_invariants import store_state
+
+pytestmark = [pytest.mark.airflow, pytest.mark.processes]
+
+REPO = Path(__file__).resolve().parents[2]
+VENV_BIN = Path(sys.executable).parent
+SHOTS = REPO / "test-output" / "ui"
+DAG_IDS = [
+    "backlog_quota",
+    "compacted_ledger_retention",
+    "consumed_ledger_trim",
+    "inactive_topic_gc",
+    "message_expiry",
+    "storage_report",
+]
+TRIM = "consumed_ledger_trim"
+STORE_OPTIONS = GenerateOptions(topics=14, seed=11, entries_per_ledger=40)
+BACKFILL = ("2026-10-31T22:00:00+00:00", "2026-11-01T00:00:00+00:00")  # hourly: 3 runs
+GRACE_SECONDS = 3600
+
+
+def _ui_driver():
+    spec = importlib.util.spec_from_file_location("trigger_from_ui", REPO / "scripts" / "trigger_from_ui.py")
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+class LiveAirflow:
+    def __init__(self, home: Path, port: int, env: dict[str, str], store: Store) -> None:
+        self.home, self.port, self.env, self.store = home, port, env, store
+        self.url = f"http://127.0.0.1:{port}"
+        self.user = "admin"
+
+    @property
+    def password(self) -> str:
+        return json.loads((self.home / "simple_auth_manager_passwords.json.generated").read_text())[self.user]
+
+    def api(self):
+        return _ui_driver().Api(self.url, self.user, self.password)
+
+    def cli(self, *args: str) -> str:
+        result = subprocess.run(
+            [str(VENV_BIN / "airflow"), *args], env=self.env, capture_output=True, text=True, timeout=300
+        )
+        assert result.returncode == 0, result.stderr[-3000:]
+        return result.stdout
+
+    def runs(self, run_type: str | None = None) -> list[dict]:
+        runs = self.api().get(f"/api/v2/dags/{TRIM}/dagRuns?limit=100")["dag_runs"]
+        return [r for r in runs if run_type is None or r["run_type"] == run_type]
+
+    def wait_for_backfill(self, backfill_id: int, count: int, timeout_s: float = 900) -> list[dict]:
+        """Until the backfill is completed; its runs (all must have succeeded)."""
+        deadline = time.monotonic() + timeout_s
+        while True:
+            backfill = self.api().get(f"/api/v2/backfills/{backfill_id}")
+            if backfill["completed_at"] is not None:
+                break
+            assert time.monotonic() < deadline, (
+                f"backfill {backfill_id} still running: {self.runs('backfill')}"
+            )
+            time.sleep(3)
+        runs = self.runs("backfill")
+        assert len(runs) == count and {r["state"] for r in runs} == {"success"}, runs
+        return runs
+
+
+@pytest.fixture(scope="module")
+def live_airflow(tmp_path_factory, postgres_server):
+    base = tmp_path_factory.mktemp("live-airflow")
+    metadata_url = postgres_server.create_database("live")
+    store = generate_store(base / "store", STORE_OPTIONS, metadata_url)
+    port = free_port()
+    home = base / "airflow-home"
+    home.mkdir()
+    env = {
+        **os.environ,
+        "AIRFLOW_HOME": str(home),
+        # Airflow's own database on the PostgreSQL server too, as in the compose deployment (on SQLite the
+        # scheduler and a CLI writing at once meet "database is locked").
+        "AIRFLOW__DATABASE__SQL_ALCHEMY_CONN": postgres_server.create_database("airflow"),
+        "AIRFLOW__CORE__DAGS_FOLDER": str(REPO / "dags"),
+        "AIRFLOW__CORE__PLUGINS_FOLDER": str(REPO / "plugins"),
+        "AIRFLOW__CORE__LOAD_EXAMPLES": "False",
+        "AIRFLOW__CORE__DAGS_ARE_PAUSED_AT_CREATION": "True",
+        "AIRFLOW__CORE__SIMPLE_AUTH_MANAGER_USERS": "admin:admin",
+        "AIRFLOW__API__PORT": str(port),
+        "AIRFLOW__CORE__EXECUTION_API_SERVER_URL": f"http://127.0.0.1:{port}/execution/",
+        "AIRFLOW__LOGGING__WORKER_LOG_SERVER_PORT": str(free_port()),
+        "AIRFLOW__LOGGING__TRIGGER_LOG_SERVER_PORT": str(free_port()),
+        "AIRFLOW__SCHEDULER__USE_JOB_SCHEDULE": "False",
+        "HOUSEKEEPING_STORE_ROOT": str(store.root),
+        "HOUSEKEEPING_METADATA_URL": metadata_url,
+        "HOUSEKEEPING_MAX_DELETED_SHARE": "1.0",
+        "HOUSEKEEPING_PURGE_GRACE_SECONDS": str(GRACE_SECONDS),
+    }
+    # As scripts/airflow-standalone.sh does: the database, then the deleting steps' one-slot pool.
+    for command in (
+        ["db", "migrate"],
+        ["pools", "set", DELETING_POOL, "1", DELETING_POOL_DESCRIPTION],
+    ):
+        subprocess.run([str(VENV_BIN / "airflow"), *command], env=env, check=True, capture_output=True)
+    log = (base / "standalone.log").open("wb")
+    process = subprocess.Popen(
+        [str(VENV_BIN / "airflow"), "standalone"],
+        env=env,
+        stdout=log,
+        stderr=subprocess.STDOUT,
+        start_new_session=True,
+    )
+    live = LiveAirflow(home, port, env, store)
+    try:
+        deadline = time.monotonic() + 240
+        while True:
+            assert process.poll() is None, (base / "standalone.log").read_text()[-4000:]
+            try:
+                listed = {d["dag_id"] for d in live.api().get("/api/v2/dags?limit=100")["dags"]}
+                if set(DAG_IDS) <= listed:
+                    break
+            except (OSError, urllib.error.URLError, KeyError, json.JSONDecodeError):
+                pass
+            assert time.monotonic() < deadline, (base / "standalone.log").read_text()[-4000:]
+            time.sleep(2)
+        yield live
+    finally:
+        _stop_tree(process)
+
+
+def _stop_tree(process: subprocess.Popen) -> None:
+    """standalone, its components and their workers (some start their own process groups)."""
+    import psutil
+
+    try:
+        tree = [psutil.Process(process.pid), *psutil.Process(process.pid).children(recursive=True)]
+    except psutil.NoSuchProcess:
+        tree = []
+    for member in tree:
+        with contextlib.suppress(psutil.NoSuchProcess):
+            member.terminate()
+    _, alive = psutil.wait_procs(tree, timeout=30)
+    for member in alive:
+        with contextlib.suppress(psutil.NoSuchProcess):
+            member.kill()
+    process.wait(timeout=30)
+
+
+def test_browser_sees_the_dags_their_docs_and_params_and_a_dry_run_succeeds(live_airflow):
+    from playwright.sync_api import sync_playwright
+
+    ui = _ui_driver()
+    SHOTS.mkdir(parents=True, exist_ok=True)
+    before = store_state(live_airflow.store)
+    api = live_airflow.api()
+    with sync_playwright() as playwright:
+        browser = playwright.chromium.launch(executable_path="/usr/bin/chromium", args=ui.CHROMIUM_ARGS)
+        page = browser.new_page(viewport={"width": 1400, "height": 1000})
+        ui.login(page, live_airflow.url, live_airflow.user, live_airflow.password)
+
+        page.goto(f"{live_airflow.url}/dags")
+        for dag_id in DAG_IDS:
+            page.get_by_role("link", name=dag_id, exact=True).wait_for(timeout=30_000)
+        page.screenshot(path=str(SHOTS / "01-dag-list.png"), full_page=True)
+
+        for dag_id in DAG_IDS:
+            shot = SHOTS / "02-trim-docs.png" if dag_id == TRIM else None
+            docs = ui.dag_docs(page, live_airflow.url, dag_id, shot)
+            assert f"{dag_id} (Airflow DAG)" in docs, docs[:300]
+            assert dag_id == "storage_report" or "Params" in docs, docs[:300]
+            if dag_id == TRIM:
+                assert "slowest durable subscription" in docs
+
+        form = ui.open_trigger_form(page, live_airflow.url, TRIM)
+        text = form.inner_text()
+        for label in ("Dry run", "Scope", "As of (UTC)", "Blast-radius override"):
+            assert label in text, f"trigger form lacks the {label!r} param: {text[:500]}"
+        ui.fill_trigger_form(form, as_of="2026-11-01T00:00:00Z", scope="public,acme/*", dry_run=True)
+        page.screenshot(path=str(SHOTS / "03-trigger-form.png"), full_page=True)
+        existing = {r["dag_run_id"] for r in api.get(f"/api/v2/dags/{TRIM}/dagRuns")["dag_runs"]}
+        run_id, state = ui.submit_and_wait(page, form, api, TRIM, existing, timeout_s=600)
+        page.goto(f"{live_airflow.url}/dags/{TRIM}/runs/{run_id}")
+        page.get_by_text("write_trim_report").first.wait_for(timeout=30_000)
+        page.wait_for_load_state("networkidle")
+        page.screenshot(path=str(SHOTS / "04-dry-run.png"), full_page=True)
+        browser.close()
+
+    tasks = {
+        t["task_id"]: t["state"]
+        for t in api.get(f"/api/v2/dags/{TRIM}/dagRuns/{run_id}/taskInstances")["task_instances"]
+    }
+    assert state == "success", tasks
+    assert tasks["validate_trim_plan"] == "success" and tasks["apply_ledger_trim"] == "skipped", tasks
+    run = api.get(f"/api/v2/dags/{TRIM}/dagRuns/{run_id}")
+    assert (run["conf"]["dry_run"], run["conf"]["scope"]) == (True, "public,acme/*")
+    assert store_state(live_airflow.store) == before, "a dry run changed the store"
+    run_dir = live_airflow.store.run_dir("trim", f"{TRIM}__{run_id}")
+    assert "DRY RUN" in (run_dir / "report" / "report.md").read_text()
+    assert not (run_dir / "apply" / "result.json").exists()
+    snapshot = (run_dir / "snapshot" / "topics.jsonl").read_text().splitlines()
+    topics = [json.loads(line)["topic"] for line in snapshot]
+    assert topics and all(t.startswith(("persistent://public/", "persistent://acme/")) for t in topics), (
+        topics
+    )
+    as_of = json.loads((run_dir / "snapshot" / "run.json").read_text())["asOf"]
+    assert parse_as_of(as_of) == parse_as_of("2026-11-01T00:00:00Z"), "the form's as_of is the decisions' now"
+
+
+def test_backfill_create_equals_the_decisions_made_one_by_one_and_again_changes_nothing(
+    live_airflow, tmp_path, spark
+):
+    live_airflow.cli("dags", "unpause", TRIM)
+    # One run at a time, oldest first: a backfill replays history, so each date sees the previous one's result.
+    # (A backfill's own max_active_runs defaults to 10, whatever the DAG's.)
+    created = live_airflow.cli(
+        "backfill", "create", "--dag-id", TRIM, "--from-date", BACKFILL[0], "--to-date", BACKFILL[1],
+        "--max-active-runs", "1",
+    )  # fmt: skip
+    backfills = live_airflow.api().get(f"/api/v2/backfills?dag_id={TRIM}")["backfills"]
+    assert len(backfills) == 1, created
+    runs = live_airflow.wait_for_backfill(backfills[0]["id"], 3)
+    run_dirs = {
+        r["dag_run_id"]: live_airflow.store.run_dir("trim", f"{TRIM}__{r['dag_run_id']}") for r in runs
+    }
+    as_ofs = []
+    for run in sorted(runs, key=lambda r: r["logical_date"]):
+        info = json.loads((run_dirs[run["dag_run_id"]] / "snapshot" / "run.json").read_text())
+        assert parse_as_of(info["asOf"]) == parse_as_of(run["data_interval_end"]), "as-of is the logical time"
+        assert json.loads((run_dirs[run["dag_run_id"]] / "gate" / "result.json").read_text())["success"]
+        as_ofs.append(parse_as_of(info["asOf"]))
+    applied = [json.loads((d / "apply" / "result.json").read_text()) for d in run_dirs.values()]
+    assert sum(a["ledgersDeleted"] for a in applied) > 0, "the scenario must delete something to be a test"
+    final = store_state(live_airflow.store)
+
+    # The same decisions one by one, outside Airflow, on the same generated store with SQLite metadata.
+    manual = generate_store(tmp_path / "manual", STORE_OPTIONS)  # default: SQLite in the store
+    for i, as_of_ms in enumerate(as_ofs):
+        info = take_snapshot(
+            manual, mechanism="trim", run_id=f"manual-{i}", as_of_ms=as_of_ms, max_deleted_share=1.0
+        )
+        assert plan_and_gate_in_process(info.run_dir, "trim", "local[2]")["success"]
+        apply_step(manual, info.run_dir, purge_grace_seconds=GRACE_SECONDS)
+        purge_step(manual, info.run_dir)
+    assert final == store_state(manual)
+
+    # Backfilling the same dates again (the completed runs re-run) changes nothing.
+    live_airflow.cli(
+        "backfill", "create", "--dag-id", TRIM, "--from-date", BACKFILL[0], "--to-date", BACKFILL[1],
+        "--max-active-runs", "1", "--reprocess-behavior", "completed",
+    )  # fmt: skip
+    again = max(b["id"] for b in live_airflow.api().get(f"/api/v2/backfills?dag_id={TRIM}")["backfills"])
+    live_airflow.wait_for_backfill(again, 3)
+    for run_dir in run_dirs.values():
+        assert json.loads((run_dir / "apply" / "result.json").read_text())["ledgersDeleted"] == 0
+    assert store_state(live_airflow.store) == final
+
+    # Every apply emitted an event of the store Asset (6: three runs, each run twice).
+    api = live_airflow.api()
+    asset = next(a for a in api.get("/api/v2/assets?limit=100")["assets"] if a["name"] == STORE_ASSET_NAME)
+    events = api.get(f"/api/v2/assets/events?asset_id={asset['id']}&limit=100")["asset_events"]
+    sources = [(e["source_dag_id"], e["source_task_id"]) for e in events]
+    assert sources == [(TRIM, "apply_ledger_trim")] * 6, sources
+
+
+def test_storage_report_runs_and_its_page_reads_offline(live_airflow):
+    """The storage_report DAG (scheduled on the store Asset and daily; here triggered, as the scheduler's own
+    time and asset triggers are off in this Airflow) writes its page; a browser with every network request
+    refused shows it whole: plots inline, no script, no CDN."""
+    from playwright.sync_api import sync_playwright
+
+    ui = _ui_driver()
+    live_airflow.cli("dags", "unpause", "storage_report")
+    api = live_airflow.api()
+    before = {r["dag_run_id"] for r in api.get("/api/v2/dags/storage_report/dagRuns")["dag_runs"]}
+    live_airflow.cli("dags", "trigger", "storage_report")
+    deadline = time.monotonic() + 300
+    while True:
+        runs = [
+            r
+            for r in api.get("/api/v2/dags/storage_report/dagRuns")["dag_runs"]
+            if r["dag_run_id"] not in before
+        ]
+        if runs and runs[0]["state"] in ("success", "failed"):
+            break
+        assert time.monotonic() < deadline, runs
+        time.sleep(2)
+    assert runs[0]["state"] == "success", runs
+    page_path = live_airflow.store.root / "reports" / "storage" / "index.html"
+    html = page_path.read_text()
+    assert "<script" not in html and not re.search(r"(src|href)=\"(https?:)?//", html), (
+        "nothing from the network"
+    )
+    data = json.loads((page_path.parent / "report.json").read_text())
+    assert data["reclaimed"]["trim"]["purged"] + data["reclaimed"]["trim"]["pending"] > 0, data["reclaimed"]
+    assert data["topBlockers"] and len(data["latestRuns"]) == 1
+
+    requests: list[str] = []
+    with sync_playwright() as playwright:
+        browser = playwright.chromium.launch(executable_path="/usr/bin/chromium", args=ui.CHROMIUM_ARGS)
+        context = browser.new_context(viewport={"width": 1300, "height": 1000}, offline=True)
+        page = context.new_page()
+        page.on("request", lambda request: requests.append(request.url))
+        page.goto(page_path.as_uri())
+        for heading in ("Bytes per namespace over time", "Bytes reclaimed per mechanism", "Top blockers"):
+            page.get_by_role("heading", name=heading).wait_for(timeout=10_000)
+        assert page.locator("svg").count() >= 3, "the plots are inline SVG"
+        page.screenshot(path=str(SHOTS / "05-storage-report.png"), full_page=True)
+        # the latest gate run's Great Expectations Data Docs, linked from the report, offline too
+        page.get_by_role("link", name="Data Docs").first.click()
+        page.get_by_role("heading", name=re.compile("Great Expectations gate: trim")).wait_for(timeout=10_000)
+        page.get_by_role("link").first.click()
+        page.get_by_text("Expectation Validation Result").first.wait_for(timeout=10_000)
+        assert page.get_by_text("values must belong to this set").count() > 0
+        page.screenshot(path=str(SHOTS / "06-gate-data-docs.png"), full_page=True)
+        browser.close()
+    assert all(url.startswith("file://") for url in requests), requests

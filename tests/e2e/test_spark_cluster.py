@@ -1,0 +1,170 @@
+"""The deployment's Spark topology, natively: a Spark standalone master and worker started from pyspark's own
+distribution (spark-class ...deploy.master.Master / ...deploy.worker.Worker on 127.0.0.1), the Airflow Spark
+connection pointing at the master in client mode, and a real run of the consumed_ledger_trim DAG through it.
+
+"The work ran on the worker" is checked from the cluster's side: the master lists the DAG's two Spark apps as
+completed with executors it granted, and the worker's work directory holds an executor directory (with its
+logs) for each of them. The decisions are checked too: the run deletes what the same plan on local[2] deletes.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import time
+import urllib.request
+from datetime import UTC, datetime
+from pathlib import Path
+
+import pyspark
+import pytest
+
+from housekeeping.generate import GenerateOptions, generate_store
+from housekeeping.plan import read_table
+from housekeeping.runner import plan_and_gate_in_process
+from housekeeping.snapshot import take_snapshot
+from housekeeping.timeutil import format_ms
+from tests.pg_server import free_port
+
+pytestmark = [pytest.mark.airflow, pytest.mark.processes]
+
+REPO = Path(__file__).resolve().parents[2]
+SPARK_HOME = Path(pyspark.__file__).parent
+LOGICAL_DATE = datetime(2026, 11, 1, tzinfo=UTC)
+
+
+def _master_state(web_port: int) -> dict:
+    with urllib.request.urlopen(f"http://127.0.0.1:{web_port}/json/", timeout=5) as response:
+        return json.load(response)
+
+
+@pytest.fixture(scope="module")
+def standalone_cluster(tmp_path_factory):
+    """A master and one worker (2 cores, 2 GiB) on loopback; yields (master URL, master web port, work dir)."""
+    base = tmp_path_factory.mktemp("spark-cluster")
+    work_dir = base / "work"
+    work_dir.mkdir()
+    port, web_port, worker_web_port = free_port(), free_port(), free_port()
+    env = {
+        **os.environ,
+        "SPARK_HOME": str(SPARK_HOME),
+        "SPARK_LOCAL_IP": "127.0.0.1",
+        "SPARK_LOG_DIR": str(base / "logs"),
+    }
+    spark_class = str(SPARK_HOME / "bin" / "spark-class")
+    processes = []
+    try:
+        for name, args in (
+            (
+                "master",
+                ["org.apache.spark.deploy.master.Master", "--host", "127.0.0.1", "--port", str(port)]
+                + ["--webui-port", str(web_port)],
+            ),
+            (
+                "worker",
+                ["org.apache.spark.deploy.worker.Worker", f"spark://127.0.0.1:{port}", "--host", "127.0.0.1"]
+                + ["--cores", "2", "--memory", "2g", "--work-dir", str(work_dir)]
+                + ["--webui-port", str(worker_web_port)],
+            ),
+        ):
+            log = (base / f"{name}.log").open("wb")
+            processes.append(
+                subprocess.Popen([spark_class, *args], stdout=log, stderr=subprocess.STDOUT, env=env)
+            )
+            if name == "master":
+                _wait(lambda: _master_state(web_port), base / "master.log")
+        _wait(lambda: _master_state(web_port)["aliveworkers"] >= 1 or None, base / "worker.log")
+        yield f"spark://127.0.0.1:{port}", web_port, work_dir
+    finally:
+        for process in reversed(processes):
+            process.terminate()
+        for process in processes:
+            try:
+                process.wait(timeout=30)
+            except subprocess.TimeoutExpired:
+                process.kill()
+
+
+def _wait(probe, log: Path, timeout_s: float = 90) -> None:
+    deadline = time.monotonic() + timeout_s
+    while True:
+        try:
+            if probe():
+                return
+        except OSError:
+            pass
+        if time.monotonic() > deadline:
+            raise AssertionError(f"Spark standalone not up after {timeout_s} s:\n{log.read_text()[-4000:]}")
+        time.sleep(0.5)
+
+
+def test_trim_dag_runs_on_a_standalone_cluster_in_client_mode(
+    standalone_cluster, airflow_db, tmp_path, monkeypatch, capfd
+):
+    from airflow.dag_processing.dagbag import DagBag
+    from airflow.providers.apache.spark.hooks.spark_submit import SparkSubmitHook
+
+    master, web_port, work_dir = standalone_cluster
+    # The same JSON connection the compose file sets, pointed at this master.
+    monkeypatch.setenv(
+        "AIRFLOW_CONN_SPARK_DEFAULT",
+        json.dumps({"conn_type": "spark", "host": master, "extra": {"deploy-mode": "client"}}),
+    )
+    resolved = SparkSubmitHook(conn_id="spark_default")._resolve_connection()
+    assert (resolved["master"], resolved["deploy_mode"]) == (master, "client")
+
+    options = GenerateOptions(topics=10, seed=5, entries_per_ledger=30)
+    store = generate_store(tmp_path / "store", options)
+    monkeypatch.setenv("HOUSEKEEPING_STORE_ROOT", str(store.root))
+    monkeypatch.setenv("HOUSEKEEPING_MAX_DELETED_SHARE", "1.0")
+    monkeypatch.setenv("SPARK_LOCAL_IP", "127.0.0.1")  # the driver, as the executors see it
+    monkeypatch.setenv("HOUSEKEEPING_PROGRESS_SECONDS", "2")  # progress lines in the task log, often
+    # What local Spark decides for the same store and logical time (on a copy, through the same steps).
+    reference = generate_store(tmp_path / "reference", options)
+    info = take_snapshot(
+        reference,
+        mechanism="trim",
+        run_id="reference",
+        as_of_ms=int(LOGICAL_DATE.timestamp() * 1000),
+        max_deleted_share=1.0,
+    )
+    assert plan_and_gate_in_process(info.run_dir, "trim", "local[2]")["success"]
+    expected = sorted(
+        (a["topic"], a["ledgerId"])
+        for a in read_table(info.run_dir, "actions")
+        if a["action"] == "delete_ledger"
+    )
+    assert expected, "the scenario must delete something to be a test"
+
+    before = {app["id"] for app in _master_state(web_port)["completedapps"]}
+    dag = DagBag(dag_folder=str(REPO / "dags")).get_dag("consumed_ledger_trim")
+    capfd.readouterr()
+    run = dag.test(logical_date=LOGICAL_DATE, run_conf={"dry_run": False})
+    assert run.state == "success", {ti.task_id: ti.state for ti in run.get_task_instances()}
+    # the Spark tasks' logs show where the apps are (stage progress every HOUSEKEEPING_PROGRESS_SECONDS)
+    logged = "".join(capfd.readouterr())
+    for app in ("housekeeping-plan-trim", "housekeeping-validate-trim"):
+        assert f"[{app}] " in logged and " tasks" in logged, f"no progress line of {app} in the task log"
+
+    run_dir = sorted((store.root / "runs" / "trim").iterdir())[-1]
+    assert json.loads((run_dir / "snapshot/run.json").read_text())["asOf"] == format_ms(
+        int(LOGICAL_DATE.timestamp() * 1000)
+    )
+    got = sorted(
+        (a["topic"], a["ledgerId"]) for a in read_table(run_dir, "actions") if a["action"] == "delete_ledger"
+    )
+    assert got == expected, "the cluster decided differently from local Spark"
+    assert json.loads((run_dir / "apply/result.json").read_text())["ledgersDeleted"] == len(expected)
+
+    # The cluster's side: both apps of this run completed on the master, with executors on the worker.
+    state = _master_state(web_port)
+    ours = [app for app in state["completedapps"] if app["id"] not in before]
+    names = sorted(app["name"] for app in ours)
+    assert names == ["housekeeping-plan-trim", "housekeeping-validate-trim"], (
+        names
+    )  # the apps name themselves
+    for app in ours:
+        executor_dirs = [p for p in (work_dir / app["id"]).iterdir() if p.is_dir()]
+        assert executor_dirs, f"no executor of {app['id']} ran on the worker"
+        assert all((d / "stderr").is_file() for d in executor_dirs)

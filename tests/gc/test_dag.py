@@ -1,0 +1,73 @@
+"""inactive_topic_gc under Airflow, the DAG run of the Python apply: a real dag.test() (SparkSubmitOperator ->
+spark-submit local[2], Great Expectations gate, the apply engine in the task) over a generated store, then a
+restore of what it deleted. (The DAG run of the Spark apply: tests/compaction/test_dag.py; dry runs there and in
+tests/e2e/test_live_airflow.py; wiring of every DAG: tests/dags/test_dags.py.)"""
+
+from __future__ import annotations
+
+import json
+from datetime import UTC, datetime
+from pathlib import Path
+
+import pytest
+
+from housekeeping.generate import PARTITIONED_TOPIC, GenerateOptions, generate_store
+from housekeeping.manifest import export_manifest
+from housekeeping.plan import read_table
+from tests.conftest import run_cli
+
+pytestmark = pytest.mark.airflow
+
+REPO = Path(__file__).resolve().parents[2]
+AS_OF = datetime(2026, 11, 1, tzinfo=UTC)
+
+
+@pytest.fixture(scope="module")
+def dagbag(airflow_db):
+    from airflow.dag_processing.dagbag import DagBag
+
+    return DagBag(dag_folder=str(REPO / "dags"))
+
+
+def test_gc_dag_deletes_exactly_the_planned_topics_and_they_can_be_restored(
+    dagbag, tmp_path, monkeypatch, capsys
+):
+    store = generate_store(tmp_path / "store", GenerateOptions(topics=12, seed=7, entries_per_ledger=40))
+    monkeypatch.setenv("HOUSEKEEPING_STORE_ROOT", str(store.root))
+    before = export_manifest(store, with_messages=True)
+
+    run = dagbag.get_dag("inactive_topic_gc").test(logical_date=AS_OF, run_conf={"dry_run": False})
+    assert run.state == "success"
+    run_dir = max((store.root / "runs" / "gc").iterdir(), key=lambda p: p.stat().st_mtime)
+    assert json.loads((run_dir / "gate" / "result.json").read_text())["success"]
+    planned = {a["topic"] for a in read_table(run_dir, "actions") if a["action"] == "delete_topic"}
+    assert f"{PARTITIONED_TOPIC}-partition-0" in planned, (
+        "the generated idle partition must go for this to be a test"
+    )
+    after = export_manifest(store)
+    assert set(after["topics"]) == set(before["topics"]) - planned
+    assert after["partitionedTopics"] == {PARTITIONED_TOPIC: {"partitions": 3}}, (
+        "metadata deletion is off by default"
+    )
+    assert "persistent://public/default/__change_events" in after["topics"]
+    stamped = {a["topic"] for a in read_table(run_dir, "actions") if a["action"] == "refresh_last_active"}
+    assert stamped and all(after["topics"][t]["lastActive"] == int(AS_OF.timestamp() * 1000) for t in stamped)
+    report = (run_dir / "report" / "report.md").read_text()
+    assert "Inactive-topic GC report" in report and "Kept topics and why" in report
+    # The journal names the DAG run as the actor of every row the run wrote, with the plan rows.
+    code, out, err = run_cli(
+        capsys, "journal", "--store", str(store.root), "--run", "inactive_topic_gc__", "--format", "json"
+    )
+    assert code == 0, err
+    entries = json.loads(out)["entries"]
+    assert entries and all(e["actor"].startswith("airflow inactive_topic_gc (") for e in entries)
+    deleted = [e for e in entries if e["status"] == "applied" and e["detail"].get("topicDeleted")]
+    assert {e["topic"] for e in deleted} == planned
+    assert all(e["planRows"][0]["action"] == "delete_topic" and e["planRows"][0]["reason"] for e in deleted)
+
+    for topic in sorted(planned):
+        code, _, err = run_cli(capsys, "restore", topic, "--store", str(store.root))
+        assert code == 0, err
+    restored = export_manifest(store, with_messages=True)
+    for topic in planned:
+        assert restored["topics"][topic]["messages"] == before["topics"][topic]["messages"]

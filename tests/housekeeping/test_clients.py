@@ -1,0 +1,121 @@
+"""The store's client paths and how they keep lastActive (docs/semantics.md, "lastActive")."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+from sqlalchemy import insert, select
+
+from housekeeping import clients
+from housekeeping import metadata_schema as t
+from housekeeping.entries import read_ledger
+from housekeeping.errors import InputError
+from housekeeping.manifest import load_manifest
+from tests.conftest import write_manifest
+
+pytestmark = pytest.mark.unit
+
+T0 = 1_767_225_600_000
+TOPIC = "persistent://p/ns/orders"
+
+
+@pytest.fixture
+def store(tmp_path):
+    document = {"namespaces": {"p/ns": {}}, "topics": {}}
+    opened = load_manifest(tmp_path / "store", write_manifest(tmp_path, document))
+    clients.create_topic(opened, TOPIC, now_ms=T0)
+    return opened
+
+
+def topic_row(store):
+    with store.engine.connect() as conn:
+        return conn.execute(select(t.topics).where(t.topics.c.name == TOPIC)).one()
+
+
+def test_creation_stamps_last_active_as_a_broker_loading_the_topic(store):
+    assert topic_row(store).last_active_ms == T0
+    with pytest.raises(InputError, match="already exists"):
+        clients.create_topic(store, TOPIC, now_ms=T0)
+
+
+def test_producer_disconnect_and_unsubscribe_refresh_last_active_as_in_pulsar(store):
+    clients.connect_producer(store, TOPIC, now_ms=T0 + 1_000)
+    clients.subscribe(store, TOPIC, "sub", now_ms=T0 + 2_000)
+    clients.disconnect_producer(store, TOPIC, now_ms=T0 + 5_000)
+    assert topic_row(store).last_active_ms == T0 + 5_000
+    assert topic_row(store).producers == 0
+    clients.unsubscribe(store, TOPIC, "sub", now_ms=T0 + 9_000)
+    assert topic_row(store).last_active_ms == T0 + 9_000
+
+
+def test_consumer_disconnect_publish_and_ack_refresh_it_too_and_it_never_moves_back(store):
+    clients.subscribe(store, TOPIC, "sub", now_ms=T0, initial="earliest")
+    clients.connect_producer(store, TOPIC, now_ms=T0)
+    positions = clients.publish(store, TOPIC, [{"key": "a", "value": "1"}, {"value": "2"}], now_ms=T0 + 3_000)
+    assert topic_row(store).last_active_ms == T0 + 3_000
+    clients.connect_consumer(store, TOPIC, "sub", now_ms=T0 + 4_000)
+    assert clients.acknowledge(store, TOPIC, "sub", positions[-1], now_ms=T0 + 6_000) == positions[-1]
+    clients.disconnect_consumer(store, TOPIC, "sub", now_ms=T0 + 8_000)
+    assert topic_row(store).last_active_ms == T0 + 8_000
+    clients.disconnect_producer(store, TOPIC, now_ms=T0 + 7_000)  # a late report of an earlier event
+    assert topic_row(store).last_active_ms == T0 + 8_000, "lastActive only moves forward"
+
+
+def test_publish_appends_real_entries_and_only_a_roll_changes_the_version(store):
+    clients.connect_producer(store, TOPIC, now_ms=T0)
+    first = clients.publish(store, TOPIC, [{"value": "x" * 5}], now_ms=T0 + 1)
+    second = clients.publish(store, TOPIC, [{"value": None, "key": "k"}], now_ms=T0 + 2)
+    assert (first, second) == (["0:0"], ["0:1"])
+    assert topic_row(store).version == 1, "appending to the current ledger leaves the ledger list alone"
+    entries = read_ledger(store.ledger_dir(TOPIC, 0)).to_pylist()
+    assert [(e["entryId"], e["value"], e["size"]) for e in entries] == [(0, b"xxxxx", 5), (1, None, 0)]
+    assert clients.roll_ledger(store, TOPIC, now_ms=T0 + 3) == 1
+    assert topic_row(store).version == 2
+    with pytest.raises(InputError, match="beyond the last entry"):
+        clients.subscribe(store, TOPIC, "s", now_ms=T0 + 4)
+        clients.acknowledge(store, TOPIC, "s", "1:0", now_ms=T0 + 5)
+
+
+def test_a_new_ledger_never_reuses_the_id_of_a_pending_deleted_one(store):
+    with store.engine.begin() as conn:
+        conn.execute(
+            insert(t.pending_deletions).values(
+                topic=TOPIC,
+                ledger_id=7,
+                path="ledgers/x",
+                ledger_row=json.dumps({}),
+                size_bytes=0,
+                run_id="r",
+                deleted_as_of_ms=T0,
+                purge_after_ms=T0,
+                status="pending",
+            )
+        )
+    assert clients.roll_ledger(store, TOPIC, now_ms=T0 + 1) == 8
+
+
+def test_producers_are_refused_while_a_producer_backlog_quota_is_exceeded(store):
+    with store.engine.begin() as conn:
+        conn.execute(
+            insert(t.backlog_quota_states).values(
+                topic=TOPIC,
+                quota_type="destination_storage",
+                policy="producer_exception",
+                exceeded=True,
+                limit_value=10,
+                measured_value=20,
+                as_of_ms=T0,
+                run_id="r",
+            )
+        )
+    with pytest.raises(clients.ProducerBlocked, match="destination_storage is exceeded"):
+        clients.connect_producer(store, TOPIC, now_ms=T0 + 1)
+    assert topic_row(store).producers == 0
+
+
+def test_unsubscribe_with_connected_consumers_is_refused(store):
+    clients.subscribe(store, TOPIC, "sub", now_ms=T0)
+    clients.connect_consumer(store, TOPIC, "sub", now_ms=T0)
+    with pytest.raises(InputError, match="connected consumers"):
+        clients.unsubscribe(store, TOPIC, "sub", now_ms=T0 + 1)

@@ -1,0 +1,96 @@
+"""The storage report page from its data (no Spark): every chart is inline SVG, the page works with nothing
+on record yet, and it never reaches for the network (no script, no external link)."""
+
+from __future__ import annotations
+
+import re
+from pathlib import Path
+
+import pytest
+
+from housekeeping.storage_report import plots, render_html
+
+pytestmark = pytest.mark.unit
+
+DAY = 86_400_000
+T0 = 1_793_491_200_000  # 2026-11-01T00:00:00Z
+
+
+def _data(**overrides):
+    data = {
+        "store": "/s",
+        "asOf": "2026-11-03T00:00:00.000Z",
+        "asOfMs": T0 + 2 * DAY,
+        "namespaceHistory": {
+            "acme/orders": [[T0, 3_000_000], [T0 + DAY, 1_000_000]],
+            "public/default": [[T0, 5]],
+        },
+        "storedBytesNow": {"acme/orders": 1_000_000, "public/default": 5},
+        "reclaimed": {"trim": {"purged": 1_500_000, "pending": 500_000}, "gc": {"purged": 0, "pending": 700}},
+        "reclaimedByDay": {"2026-11-01": {"trim": 1_500_000}, "2026-11-02": {"trim": 500_000, "gc": 700}},
+        "blockersFrom": "run-1",
+        "topBlockers": [
+            {
+                "topic": "persistent://acme/orders/a",
+                "kind": "slowest_subscription",
+                "bytes": 900,
+                "detail": "d <b>",
+            },
+            {"topic": "persistent://acme/orders/b", "kind": "current_ledger", "bytes": 100, "detail": "open"},
+        ],
+        "exceededQuotas": [
+            {
+                "namespace": "acme/orders",
+                "topic": "persistent://acme/orders/a",
+                "quotaType": "destination_storage",
+                "policy": "producer_exception",
+                "measured": 12,
+                "limit": 10,
+                "exceededSince": None,
+            }
+        ],
+        "latestRuns": [
+            {
+                "mechanism": "trim",
+                "runId": "run-1",
+                "asOf": "2026-11-02T00:00:00.000Z",
+                "dryRun": False,
+                "gate": "REJECTED",
+                "report": "/s/runs/trim/run-1/report/report.md",
+                "dataDocs": "/s/runs/trim/run-1/gate/data_docs/index.html",
+            }
+        ],
+        "runs": 3,
+    }
+    data.update(overrides)
+    return data
+
+
+def test_every_chart_is_inline_svg_and_the_page_is_self_contained(tmp_path):
+    data = _data()
+    charts = plots(data)
+    assert set(charts) == {"namespaces", "reclaimed", "blockers", "quotas"}
+    assert all(svg.startswith("<svg") for svg in charts.values())
+    html = render_html(data, charts, Path("/s/reports/storage"))
+    assert html.count("<svg") == 4 and "<script" not in html
+    assert not re.search(r"(src|href)=\"(https?:)?//", html), "nothing may load from the network"
+    assert "d &lt;b&gt;" in html, "text from the store is escaped"
+    assert 'href="../../runs/trim/run-1/gate/data_docs/index.html"' in html, "links are relative to the page"
+    assert 'class="rejected"' in html and "1.4 MiB" in html
+
+
+def test_a_store_with_nothing_on_record_still_gets_a_page(tmp_path):
+    empty = _data(
+        namespaceHistory={},
+        storedBytesNow={},
+        reclaimed={},
+        reclaimedByDay={},
+        blockersFrom=None,
+        topBlockers=[],
+        exceededQuotas=[],
+        latestRuns=[],
+        runs=0,
+    )
+    assert plots(empty) == {}
+    html = render_html(empty, {}, tmp_path)
+    assert "Nothing deleted yet" in html and "No backlog quota is exceeded" in html
