@@ -26,6 +26,7 @@ demo: setup
 lint: setup
 	$(VENV)/bin/ruff check .
 	$(VENV)/bin/ruff format --check .
+	$(VENV)/bin/lint-imports --no-cache
 
 # Two workers by default (CI has two cores); PYTEST_WORKERS=0 runs in one process.
 PYTEST_WORKERS ?= 2

@@ -1,0 +1,113 @@
+"""The contract between the library and the Spark apps (housekeeping.contract): one definition per table that
+refuses what it does not define, and the run directory layout users read (public: report paths, gate verdict)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from housekeeping import contract
+from housekeeping.errors import InputError
+
+pytestmark = pytest.mark.unit
+
+
+def test_a_row_is_written_in_column_order_with_absent_nullable_columns_as_null():
+    row = contract.NAMESPACES.row({"topicCount": 3, "namespace": "public/default", "storedBytes": 10})
+    assert list(row) == ["namespace", "storedBytes", "topicCount"]
+    ledger = contract.LEDGERS.row(
+        {"topic": "persistent://a/b/t", "ledgerId": 1, "entries": 2, "size": 3, "entriesStored": True}
+    )
+    assert ledger["closedAtMs"] is None and ledger["minEntryTsMs"] is None
+
+
+def test_a_misspelt_key_is_refused_before_anything_is_written_naming_table_and_key(tmp_path):
+    with pytest.raises(ValueError, match=r"table ledgers: no column ledgerID"):
+        contract.LEDGERS.row({"topic": "t", "ledgerID": 1, "entries": 2, "size": 3, "entriesStored": True})
+    target = tmp_path / "snapshot" / "ledgers.jsonl"
+    with pytest.raises(ValueError, match="ledgerID"):
+        contract.write_jsonl(target, contract.LEDGERS, [{"topic": "t", "ledgerID": 1}])
+    assert not target.exists()
+
+
+def test_a_required_column_left_out_or_none_is_refused():
+    with pytest.raises(ValueError, match=r"table cursors: required column\(s\) markDeleteEntry"):
+        contract.CURSORS.row(
+            {
+                "topic": "t",
+                "name": "s",
+                "durable": True,
+                "markDeleteLedger": 1,
+                "markDeleteEntry": None,
+                "consumers": 0,
+            }
+        )
+
+
+def test_reading_back_fills_absent_columns_and_refuses_a_file_of_another_table():
+    read = contract.BLOCKERS.read_row({"topic": "t", "kind": "cursor"}, "plan/blockers/part-0.json")
+    assert read == dict.fromkeys(contract.BLOCKERS.names) | {"topic": "t", "kind": "cursor"}
+    with pytest.raises(InputError, match=r"plan/blockers/part-0.json: column\(s\) ledgerId are not in table"):
+        contract.BLOCKERS.read_row({"ledgerId": 4}, "plan/blockers/part-0.json")
+
+
+def test_jsonl_round_trips_through_the_table(tmp_path):
+    rows = [
+        {
+            "target": "public/default",
+            "scope": "namespace",
+            "reason": "audit",
+            "createdBy": "ops",
+            "createdAtMs": 1,
+        },
+    ]
+    path = tmp_path / "holds.jsonl"
+    contract.write_jsonl(path, contract.HOLDS, rows)
+    assert contract.read_jsonl(path) == [contract.HOLDS.row(rows[0])]
+
+
+def test_ddl_names_every_column_once_with_its_type():
+    for table in [*contract.SNAPSHOT_TABLES.values(), contract.ACTIONS, contract.BLOCKERS]:
+        assert len(set(table.names)) == len(table.names), table.name
+        assert table.ddl().count("`") == 2 * len(table.names)
+    assert contract.COMPACTION_DECISIONS.ddl().endswith("`retentionTimeMs` bigint")
+    assert "`rawLedgerIds` array<bigint>" in contract.COMPACTION_DECISIONS.ddl()
+
+
+def test_select_keeps_the_named_columns_in_the_asked_order():
+    picked = contract.TOPICS.select("version", "topic")
+    assert picked.names == ("version", "topic") and picked.name == "topics"
+    with pytest.raises(KeyError):
+        contract.TOPICS.select("no_such_column")
+
+
+def test_the_run_directory_layout_is_the_documented_one(tmp_path):
+    run = contract.RunDir(tmp_path / "runs" / "trim" / "r1")
+    assert contract.RunDir(run) == run and Path(run) == run.path
+    relative = {
+        name: getattr(run, name).relative_to(run.path).as_posix()
+        for name in (
+            "run_info",
+            "plan_summary",
+            "gate_result",
+            "data_docs_index",
+            "apply_result",
+            "purge_result",
+            "report_json",
+            "report_md",
+        )
+    }
+    assert relative == {
+        "run_info": "snapshot/run.json",
+        "plan_summary": "plan/summary.json",
+        "gate_result": "gate/result.json",
+        "data_docs_index": "gate/data_docs/index.html",
+        "apply_result": "apply/result.json",
+        "purge_result": "apply/purge.json",
+        "report_json": "report/report.json",
+        "report_md": "report/report.md",
+    }
+    assert run.snapshot_table(contract.TOPICS) == run.path / "snapshot" / "topics.jsonl"
+    assert run.plan_table(contract.ACTIONS) == run.path / "plan" / "actions"
+    assert run.plan_table(contract.COMPACTION_KEPT) == run.path / "plan" / "compaction" / "kept"
