@@ -34,10 +34,11 @@ PYTEST_WORKERS ?= 2
 test: lint
 	@source scripts/env.sh && $(PY) -m pytest -n $(PYTEST_WORKERS) --dist loadfile
 
-# The fast lane while working: no Airflow runs and no process of the test's own (spark-submit, PostgreSQL,
-# browser); one SparkSession per worker. The full suite (`make test`) stays what CI runs.
+# The fast lane while working: pure rules and the Spark transforms on the one SparkSession per worker; no Airflow
+# run, no process of the test's own (spark-submit, PostgreSQL, browser), no whole plan-and-gate run (`runs`).
+# The full suite (`make test`) stays what CI runs.
 test-fast: lint
-	@source scripts/env.sh && $(PY) -m pytest -n $(PYTEST_WORKERS) --dist loadfile -m "(unit or spark) and not airflow and not processes"
+	@source scripts/env.sh && $(PY) -m pytest -n $(PYTEST_WORKERS) --dist loadfile -m "(unit or spark) and not airflow and not processes and not runs"
 
 airflow: setup
 	@bash scripts/airflow-standalone.sh

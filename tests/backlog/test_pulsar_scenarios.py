@@ -25,7 +25,7 @@ from tests.cursor_scenarios import (
     sizes,
 )
 
-pytestmark = pytest.mark.spark
+pytestmark = [pytest.mark.spark, pytest.mark.runs]
 
 # ---------------------------------------------------------------- BacklogQuotaManagerTest (section 3)
 

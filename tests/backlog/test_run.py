@@ -13,7 +13,7 @@ from housekeeping.manifest import export_manifest, load_manifest
 from housekeeping.registry import mechanism_spec
 from tests.conftest import cursor_positions, ledger_topic, run_steps, write_manifest
 
-pytestmark = pytest.mark.spark
+pytestmark = [pytest.mark.spark, pytest.mark.runs]
 
 AS_OF = 1_793_491_200_000  # 2026-11-01T00:00:00Z
 STAMPS = [AS_OF - 3_600_000 + i for i in range(20)]

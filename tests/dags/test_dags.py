@@ -132,6 +132,14 @@ def test_each_dag_keeps_its_schedule_task_ids_params_and_spark_submit_apps(dagba
     assert SparkSubmitHook(conn_id="spark_default")._resolve_connection()["master"] == "local[2]"
     if dag_id == "backlog_quota":
         assert dag.get_task(report).on_success_callback, "the quota alert hangs on the report task"
+    # A dry run skips apply (and so purge) and the report still runs; through Airflow for trim in
+    # tests/e2e/test_live_airflow.py, and here for compaction's own short circuit before its Spark apply.
+    assert dag.get_task(report).trigger_rule == "none_failed"
+    if dag_id == "compacted_ledger_retention":
+        short_circuit = dag.get_task("skip_apply_on_dry_run")
+        assert short_circuit.ignore_downstream_trigger_rules is False, "it must not skip the report"
+        assert short_circuit.python_callable({"dry_run": True}) is False
+        assert short_circuit.python_callable({"dry_run": False}) is True
 
 
 def _dag(dagbag):

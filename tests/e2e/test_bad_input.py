@@ -245,6 +245,7 @@ def _missing_dir(store: Store, topic: str, ledger_id: int) -> str:
     return str(ledger_id)
 
 
+@pytest.mark.runs
 @pytest.mark.parametrize(
     "damage",
     [_missing_dir, _corrupt, _truncate, _wrong_schema],
@@ -352,6 +353,7 @@ def test_bad_cli_input_exits_2_names_it_and_changes_nothing(store, tmp_path, cap
     assert fingerprint(store.root) == before
 
 
+@pytest.mark.runs
 def test_a_locked_database_is_named_and_nothing_changes(store, capsys, monkeypatch):
     monkeypatch.setenv("HOUSEKEEPING_DB_LOCK_TIMEOUT_SECONDS", "1")
     before = fingerprint(store.root)

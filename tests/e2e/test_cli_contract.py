@@ -60,6 +60,7 @@ def consumed_ledgers_trim_manifest(mark_delete: str) -> dict:
     }
 
 
+@pytest.mark.runs
 def test_consumed_ledgers_trim_unconsumed_ledgers_are_retained(capsys, tmp_path, spark):
     store = load(capsys, tmp_path, consumed_ledgers_trim_manifest("10:-1"))
     plan = plan_json(capsys, store, T0 + 10 * MINUTE)
@@ -68,6 +69,7 @@ def test_consumed_ledgers_trim_unconsumed_ledgers_are_retained(capsys, tmp_path,
     assert plan["mechanism"] == "trim" and plan["asOf"] == iso(T0 + 10 * MINUTE)
 
 
+@pytest.mark.runs
 def test_consumed_ledgers_trim_all_consumed_leaves_only_the_current_ledger(capsys, tmp_path, spark):
     store = load(capsys, tmp_path, consumed_ledgers_trim_manifest("14:1"))
     topic = "persistent://prop/ns-abc/TestConsumedLedgersTrim"
@@ -78,6 +80,7 @@ def test_consumed_ledgers_trim_all_consumed_leaves_only_the_current_ledger(capsy
     assert deleted_ids(plan_json(capsys, store, T0 + 30_000), topic) == [10, 11, 12, 13]
 
 
+@pytest.mark.runs
 def test_consumed_ledgers_trim_no_subscriptions(capsys, tmp_path, spark):
     """testConsumedLedgersTrimNoSubscriptions: no subscription; the recovered ledger (7 entries) is deleted once
     its retention time has passed; the empty current ledger stays."""
@@ -92,6 +95,7 @@ def test_consumed_ledgers_trim_no_subscriptions(capsys, tmp_path, spark):
     assert deleted_ids(plan_json(capsys, store, T0 + MINUTE + 1), "persistent://prop/ns-abc/NoSubs") == [3]
 
 
+@pytest.mark.runs
 def test_admin_trim_ledgers_scenario(capsys, tmp_path, spark):
     """TestAdminTrimLedgers: 50 empty payloads, 2 per ledger, all acknowledged -> one ledger left."""
     ledgers = [(100 + i, 2, 0, T0 + i) for i in range(25)] + [(125, 0, 0, None)]
@@ -107,6 +111,7 @@ def test_admin_trim_ledgers_scenario(capsys, tmp_path, spark):
     ) == list(range(100, 125))
 
 
+@pytest.mark.runs
 def test_stats_internal_4x_sample(capsys, tmp_path, spark):
     """PULSAR_SEMANTICS.md section 6: slowest durable cursor taosx-test at 94:3 pins ledger 94; at 94:9 it goes."""
 
@@ -133,6 +138,7 @@ def test_stats_internal_4x_sample(capsys, tmp_path, spark):
     assert deleted_ids(plan_json(capsys, load(capsys, tmp_path, doc_all), T0 + MINUTE), topic) == [94]
 
 
+@pytest.mark.runs
 def test_plan_document_shape(capsys, tmp_path, spark):
     doc = json.loads(json.dumps(consumed_ledgers_trim_manifest("12:1")))
     doc["topics"]["persistent://prop/ns-abc/TestConsumedLedgersTrim"]["cursors"]["reader"] = {
@@ -160,6 +166,7 @@ def test_plan_document_shape(capsys, tmp_path, spark):
         assert set(blocker) >= {"topic", "kind", "detail", "bytes"}
 
 
+@pytest.mark.runs
 @both_databases
 def test_plan_changes_nothing(capsys, tmp_path, spark):
     store = load(capsys, tmp_path, consumed_ledgers_trim_manifest("14:1"))
@@ -170,6 +177,7 @@ def test_plan_changes_nothing(capsys, tmp_path, spark):
     assert not (tmp_path / "store" / "runs").exists()
 
 
+@pytest.mark.runs
 @both_databases
 def test_apply_rerun_restore_and_purge(capsys, tmp_path, spark, monkeypatch):
     monkeypatch.setenv("HOUSEKEEPING_PURGE_GRACE_SECONDS", "3600")
@@ -239,6 +247,7 @@ def test_bad_input_exits_2_with_a_named_error(capsys, tmp_path, spark, argv, mes
     assert code == 2 and message in err
 
 
+@pytest.mark.runs
 @pytest.mark.parametrize("eager_rollover", [False, True])
 def test_managed_ledger_retention_size_scenario(capsys, tmp_path, spark, eager_rollover):
     """ManagedLedgerTest#testRetentionSize: retention 5 MB / 1 h, one 1 MiB entry per ledger, 10 messages, all

@@ -21,7 +21,7 @@ from housekeeping.store import Store
 from housekeeping.timeutil import format_ms, parse_as_of
 from tests.conftest import run_cli
 
-pytestmark = pytest.mark.spark
+pytestmark = [pytest.mark.spark, pytest.mark.runs]
 
 AS_OF = "2026-11-02T00:00:00Z"
 FORBIDDEN = {

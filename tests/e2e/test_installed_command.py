@@ -2,8 +2,10 @@
 
 Run by its full path, as cron, systemd or another tool runs it, with a PATH that does not hold the virtualenv and
 whose first ``python3`` is a stand-in that refuses to run: Spark's Python workers must start the interpreter the
-command runs in (``spark_apps.shared.session.use_own_interpreter``), never the first ``python3`` on PATH. Every mechanism's
-``plan`` goes through the entry point this way.
+command runs in (``spark_apps.shared.session.use_own_interpreter``), never the first ``python3`` on PATH. The
+``plan`` of every mechanism whose Spark code starts Python workers goes through the entry point this way (found
+in the source, so a planner or gate that starts using them is covered without editing this file); the others
+run in the JVM only, and their CLI runs are in-process in tests/e2e/test_cli_contract.py.
 """
 
 from __future__ import annotations
@@ -21,7 +23,21 @@ from housekeeping.registry import mechanism_names
 
 pytestmark = pytest.mark.processes
 
-MECHANISMS = mechanism_names()
+REPO = Path(__file__).resolve().parents[2]
+# What makes Spark start Python worker processes (a DataFrame built from local Python data does not).
+PYTHON_WORKER_CALLS = ("applyInPandas", "mapInPandas", "mapInArrow", "pandas_udf", "udf(", ".rdd", "foreach(")
+
+
+def mechanisms_with_python_workers() -> list[str]:
+    def starts_workers(folder: Path) -> bool:
+        return any(call in f.read_text() for f in folder.glob("*.py") for call in PYTHON_WORKER_CALLS)
+
+    if starts_workers(REPO / "spark_apps" / "shared") or starts_workers(REPO / "spark_apps"):
+        return mechanism_names()
+    return [name for name in mechanism_names() if starts_workers(REPO / "spark_apps" / name)]
+
+
+MECHANISMS = mechanisms_with_python_workers()
 
 COMMAND = Path(sys.executable).parent / "housekeeping"
 AS_OF = "2026-11-02T00:00:00Z"
@@ -58,6 +74,10 @@ def store_root(tmp_path_factory, bare_env) -> Path:
         capture_output=True,
     )
     return root
+
+
+def test_some_planner_starts_python_workers_so_the_check_below_means_something():
+    assert MECHANISMS, "no mechanism's Spark code starts Python workers: the interpreter check tests nothing"
 
 
 @pytest.mark.parametrize("mechanism", MECHANISMS)

@@ -92,7 +92,7 @@ def _wait(probe, log: Path, timeout_s: float = 90) -> None:
         try:
             if probe():
                 return
-        except OSError:
+        except (OSError, ValueError):  # not listening yet, or its UI serves the HTML page before /json/
             pass
         if time.monotonic() > deadline:
             raise AssertionError(f"Spark standalone not up after {timeout_s} s:\n{log.read_text()[-4000:]}")

@@ -22,7 +22,7 @@ from housekeeping.store import Store
 from housekeeping.timeutil import parse_as_of
 from tests.conftest import run_cli, topic_body, write_manifest
 
-pytestmark = pytest.mark.spark
+pytestmark = [pytest.mark.spark, pytest.mark.runs]
 
 AS_OF = "2026-11-02T00:00:00Z"
 CLOSED = parse_as_of("2026-10-20T00:00:00Z")

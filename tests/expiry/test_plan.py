@@ -121,6 +121,7 @@ def test_reads_only_the_straddling_ledgers(spark, tmp_path):
     assert summary["reads"]["ledgersRead"] == 1 and summary["reads"]["ledgersStored"] == 10
 
 
+@pytest.mark.runs
 def test_apply_keeps_a_newer_ack_and_a_tampered_plan_is_refused(spark, tmp_path):
     stamps = [CUTOFF - 100 + i for i in range(10)]
     store = build(
@@ -179,6 +180,7 @@ def test_apply_keeps_a_newer_ack_and_a_tampered_plan_is_refused(spark, tmp_path)
     assert export_manifest(store)["topics"] == before
 
 
+@pytest.mark.runs
 def test_gate_rejects_moves_past_an_unexpired_entry_or_on_protected_cursors(spark, tmp_path):
     from spark_apps import validate_plan
 

@@ -19,7 +19,7 @@ from tests.cursor_scenarios import (
     producer_timeline,
 )
 
-pytestmark = pytest.mark.spark
+pytestmark = [pytest.mark.spark, pytest.mark.runs]
 
 # ---------------------------------------------------------------- PersistentMessageFinderTest (TTL, section 2)
 

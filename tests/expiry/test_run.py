@@ -9,7 +9,7 @@ from housekeeping.contract import RunDir
 from housekeeping.manifest import export_manifest, load_manifest
 from tests.conftest import cursor_positions, ledger_topic, run_steps, write_manifest
 
-pytestmark = pytest.mark.spark
+pytestmark = [pytest.mark.spark, pytest.mark.runs]
 
 AS_OF = 1_793_491_200_000  # 2026-11-01T00:00:00Z
 S = 1000

@@ -1,6 +1,6 @@
 """inactive_topic_gc under Airflow, the DAG run of the Python apply: a real dag.test() (SparkSubmitOperator ->
 spark-submit local[2], Great Expectations gate, the apply engine in the task) over a generated store, then a
-restore of what it deleted. (The DAG run of the Spark apply: tests/compaction/test_dag.py; dry runs there and in
+restore of what it deleted. (The DAG run of the Spark apply: tests/compaction/test_dag.py; a dry run in
 tests/e2e/test_live_airflow.py; wiring of every DAG: tests/dags/test_dags.py.)"""
 
 from __future__ import annotations

@@ -10,7 +10,7 @@ import pytest
 
 from tests.gate_mutants import delete_topic, kept, mutate_and_check, planned
 
-pytestmark = pytest.mark.spark
+pytestmark = [pytest.mark.spark, pytest.mark.runs]
 
 
 @pytest.fixture(scope="module")

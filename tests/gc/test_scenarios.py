@@ -19,7 +19,7 @@ from housekeeping.runner import apply_step, plan_and_gate_in_process
 from housekeeping.snapshot import take_snapshot
 from tests.conftest import iso, run_cli, write_manifest
 
-pytestmark = pytest.mark.spark
+pytestmark = [pytest.mark.spark, pytest.mark.runs]
 
 T0 = 1_767_225_600_000  # 2026-01-01T00:00:00Z
 S = 1_000

@@ -4,6 +4,7 @@ changed after the gate passed is refused by apply; apply + purge remove exactly 
 from __future__ import annotations
 
 import json
+import shutil
 from pathlib import Path
 
 import pytest
@@ -19,7 +20,7 @@ from spark_apps import validate_plan
 from spark_apps.trim import plan as plan_trim
 from tests.conftest import rewrite_part, topic_body, write_manifest
 
-pytestmark = pytest.mark.spark
+pytestmark = [pytest.mark.spark, pytest.mark.runs]
 
 TOPIC = "persistent://acme/orders/a"
 OTHER = "persistent://acme/orders/b"
@@ -52,14 +53,29 @@ DOC = {
 }
 
 
-@pytest.fixture
-def planned(tmp_path, spark):
-    store = load_manifest(tmp_path / "store", write_manifest(tmp_path, DOC))
+def snapshot(directory: Path) -> tuple[Store, Path]:
+    store = load_manifest(directory / "store", write_manifest(directory, DOC))
     info = take_snapshot(
         store, mechanism="trim", run_id="t", as_of_ms=10_000, scope=None, max_deleted_share=0.9
     )
-    plan_trim.run(spark, info.run_dir)
     return store, info.run_dir
+
+
+@pytest.fixture(scope="module")
+def genuine_plan(tmp_path_factory, spark) -> Path:
+    """The planner's output for DOC, planned once: every store below is loaded from the same manifest, so its
+    snapshot is the same and so is its plan (plan files hold no path and no run id)."""
+    _, run_dir = snapshot(tmp_path_factory.mktemp("genuine"))
+    plan_trim.run(spark, run_dir)
+    return run_dir / "plan"
+
+
+@pytest.fixture
+def planned(tmp_path, genuine_plan):
+    """A fresh store and its snapshot, with the genuine plan in its run directory."""
+    store, run_dir = snapshot(tmp_path)
+    shutil.copytree(genuine_plan, run_dir / "plan")
+    return store, run_dir
 
 
 def actions_file(run_dir: Path) -> Path:
