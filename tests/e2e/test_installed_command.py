@@ -20,10 +20,10 @@ from pathlib import Path
 import pytest
 
 from housekeeping.registry import mechanism_names
+from tests.conftest import REPO
 
 pytestmark = pytest.mark.processes
 
-REPO = Path(__file__).resolve().parents[2]
 # What makes Spark start Python worker processes (a DataFrame built from local Python data does not).
 PYTHON_WORKER_CALLS = ("applyInPandas", "mapInPandas", "mapInArrow", "pandas_udf", "udf(", ".rdd", "foreach(")
 
@@ -33,7 +33,7 @@ def mechanisms_with_python_workers() -> list[str]:
         return any(call in f.read_text() for f in folder.glob("*.py") for call in PYTHON_WORKER_CALLS)
 
     if starts_workers(REPO / "spark_apps" / "shared") or starts_workers(REPO / "spark_apps"):
-        return mechanism_names()
+        return list(mechanism_names())
     return [name for name in mechanism_names() if starts_workers(REPO / "spark_apps" / name)]
 
 

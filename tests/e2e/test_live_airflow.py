@@ -55,10 +55,8 @@ DAG_IDS = [
 ]
 TRIM = "consumed_ledger_trim"
 STORE_OPTIONS = GenerateOptions(topics=14, seed=11, entries_per_ledger=40)
-BACKFILL = (
-    "2026-10-31T23:00:00+00:00",
-    "2026-11-01T00:00:00+00:00",
-)  # hourly: 2 runs, the second sees the first
+# Hourly: two runs, the second sees what the first did.
+BACKFILL = ("2026-10-31T23:00:00+00:00", "2026-11-01T00:00:00+00:00")
 GRACE_SECONDS = 3600
 
 

@@ -62,6 +62,19 @@ def test_the_folders_are_the_registered_mechanisms():
     assert library_modules == set(registry.mechanism_names())
 
 
+def test_the_import_contracts_keep_every_registered_mechanism_independent():
+    """pyproject.toml's import-linter contracts name the mechanisms; a new one must be added there too."""
+    import tomllib
+
+    contracts = tomllib.loads((REPO / "pyproject.toml").read_text(encoding="utf-8"))["tool"]["importlinter"]
+    independent = [c["modules"] for c in contracts["contracts"] if c["type"] == "independence"]
+    names = list(registry.mechanism_names())
+    assert independent == [
+        [f"spark_apps.{n}" for n in names],
+        [f"housekeeping.mechanisms.{n}" for n in names],
+    ]
+
+
 def test_every_dag_file_is_one_factory_call_for_a_registered_mechanism():
     dag_ids = {registry.mechanism_spec(n).dag_id for n in registry.mechanism_names()}
     built = set()
