@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
-# Start Airflow locally (api-server, scheduler, dag-processor, triggerer) with the DAGs, the Spark
-# connection and a demo store ready. UI: http://localhost:8080, user admin (password printed below).
+# Start Airflow locally (api-server, scheduler, dag-processor, triggerer) with the DAGs, a Spark Connect server for
+# their Spark steps and a demo store ready. UI: http://localhost:8080, user admin (password printed below).
+# HOUSEKEEPING_SPARK_CONN_ID=spark_default runs the Spark steps with spark-submit instead (no server).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 source scripts/env.sh
@@ -18,6 +19,13 @@ fi
 airflow db migrate >"$AIRFLOW_HOME/db-migrate.log" 2>&1
 # The one-slot pool of the deleting steps (include/housekeeping/dag_factory.py DELETING_POOL).
 airflow pools set housekeeping_deletes 1 "housekeeping: deleting steps on the store, one at a time" >/dev/null
+export HOUSEKEEPING_SPARK_CONN_ID="${HOUSEKEEPING_SPARK_CONN_ID:-spark_connect_local}"
+if [ "$HOUSEKEEPING_SPARK_CONN_ID" = spark_connect_local ]; then
+  housekeeping spark-connect start --state-dir "$HOUSEKEEPING_SPARK_CONNECT_STATE" \
+    --port "$HOUSEKEEPING_SPARK_CONNECT_PORT" >/dev/null
+  echo "Spark Connect server: sc://localhost:$HOUSEKEEPING_SPARK_CONNECT_PORT (stopped with Airflow; log: $HOUSEKEEPING_SPARK_CONNECT_STATE/server.log)"
+  trap 'housekeeping spark-connect stop --state-dir "$HOUSEKEEPING_SPARK_CONNECT_STATE" >/dev/null' EXIT
+fi
 echo "Airflow UI: http://localhost:$AIRFLOW_PORT  user: admin  password: see $AIRFLOW_HOME/simple_auth_manager_passwords.json.generated"
 echo "Store: $HOUSEKEEPING_STORE_ROOT   (DAGs start paused: unpause consumed_ledger_trim or trigger it with a dry run)"
-exec airflow standalone
+airflow standalone

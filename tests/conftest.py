@@ -47,6 +47,30 @@ def spark():
     session.stop()
 
 
+# The Airflow connection of this worker's Spark Connect server (spark_connect_server below).
+SPARK_CONNECT_CONN_ID = "spark_connect_tests"
+
+
+@pytest.fixture(scope="session")
+def spark_connect_server(tmp_path_factory):
+    """A real Spark Connect server of this pytest worker (housekeeping.spark_connect, as `housekeeping
+    spark-connect start` runs it), registered as the Airflow connection SPARK_CONNECT_CONN_ID. Its JVM keeps
+    the default JIT: it serves every Connect run of the worker. Yields its sc:// URL; stopped at the end."""
+    from housekeeping import spark_connect
+    from tests.pg_server import free_port
+
+    state_dir = tmp_path_factory.mktemp("spark-connect")
+    port = free_port()
+    spark_connect.start(
+        state_dir, port=port, extra_conf={"spark.driver.extraJavaOptions": "-XX:+UseSerialGC"}, wait_s=180
+    )
+    os.environ[f"AIRFLOW_CONN_{SPARK_CONNECT_CONN_ID.upper()}"] = json.dumps(
+        {"conn_type": "spark_connect", "host": "localhost", "port": port}
+    )
+    yield f"sc://localhost:{port}"
+    spark_connect.stop(state_dir)
+
+
 @pytest.fixture(scope="session")
 def airflow_db() -> Path:
     """A migrated Airflow metadata DB in the session's private AIRFLOW_HOME."""

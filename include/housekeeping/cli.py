@@ -409,9 +409,58 @@ def journal_command(
         _emit({"entries": entries}, fmt)
 
 
+spark_connect_app = typer.Typer(
+    no_args_is_help=True,
+    help="A long-lived Spark Connect server the DAGs' Spark steps connect to (a spark_connect Airflow "
+    "connection) instead of starting a Spark application per task.",
+)
+app.add_typer(spark_connect_app, name="spark-connect")
+StateDirOpt = Annotated[
+    Path,
+    typer.Option("--state-dir", help="where the server's pid, port and log live (e.g. $AIRFLOW_HOME/spark)"),
+]
+
+
+@spark_connect_app.command("start")
+def spark_connect_start(
+    state_dir: StateDirOpt,
+    port: Annotated[int, typer.Option("--port", help="gRPC port")] = 15002,
+    master: Annotated[str, typer.Option("--master", help="Spark master of the server's driver")] = "local[2]",
+    driver_memory: Annotated[str, typer.Option("--driver-memory")] = "2g",
+) -> None:
+    """Start the server in the background (no-op when the one recorded in --state-dir runs); waits until it
+    listens and prints its pid and URL."""
+    from housekeeping import spark_connect
+
+    pid = spark_connect.start(state_dir, port=port, master=master, driver_memory=driver_memory)
+    _emit({"pid": pid, "url": f"sc://localhost:{port}", "log": str(state_dir / "server.log")}, "json")
+
+
+@spark_connect_app.command("stop")
+def spark_connect_stop(state_dir: StateDirOpt) -> None:
+    """Stop the server recorded in --state-dir (exit 0 whether or not one ran)."""
+    from housekeeping import spark_connect
+
+    _emit({"stopped": spark_connect.stop(state_dir)}, "json")
+
+
+@spark_connect_app.command("status")
+def spark_connect_status(state_dir: StateDirOpt) -> None:
+    """Whether the server recorded in --state-dir runs and listens; exit 1 when it does not."""
+    from housekeeping import spark_connect
+
+    document = spark_connect.status(state_dir)
+    _emit(document, "json")
+    if not document["listening"]:
+        raise typer.Exit(1)
+
+
 def main(argv: list[str] | None = None) -> int:
     try:
-        app(args=argv, standalone_mode=False)
+        # Outside standalone mode click returns a typer.Exit's code instead of raising it.
+        result = app(args=argv, standalone_mode=False)
+        if isinstance(result, int):
+            return result
     except HousekeepingError as exc:
         typer.echo(f"housekeeping: error: {exc}", err=True)
         return exc.exit_code

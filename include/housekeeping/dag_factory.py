@@ -92,15 +92,15 @@ def housekeeping_params(extra: Mapping[str, Mapping[str, Any]]) -> dict[str, Any
 
 
 def spark_submit(task_id: str, app: str, args: list[str], mechanism: str, **operator_kwargs: Any):
-    """The standard SparkSubmitOperator of this project: runs the Spark app module ``app`` through
-    ``spark_apps/submit.py`` (``housekeeping.launcher``), with the Spark connection from settings, Airflow's own
-    Python (the project's virtualenv) for the driver and the executors unless PYSPARK_DRIVER_PYTHON /
-    PYSPARK_PYTHON are set (on a cluster, PYSPARK_PYTHON names the workers' interpreter), and its bin on PATH
-    (SparkSubmitHook runs a bare ``spark-submit``)."""
-    from airflow.providers.apache.spark.operators.spark_submit import SparkSubmitOperator
-
+    """The Spark step of this project (``SparkAppOperator``, a SparkSubmitOperator): runs the Spark app module
+    ``app`` through ``spark_apps/submit.py`` (``housekeeping.launcher``) with the Spark connection from settings:
+    spark-submit for a ``spark`` connection, a client of the Spark Connect server for a ``spark_connect`` one.
+    Airflow's own Python (the project's virtualenv) is the driver's and the executors' unless
+    PYSPARK_DRIVER_PYTHON / PYSPARK_PYTHON are set (on a cluster, PYSPARK_PYTHON names the workers'
+    interpreter), and its bin is on PATH (SparkSubmitHook runs a bare ``spark-submit``)."""
     from housekeeping import launcher
     from housekeeping.settings import spark_conn_id
+    from housekeeping.spark_operator import SparkAppOperator
 
     python = sys.executable
     env_vars = {
@@ -108,7 +108,7 @@ def spark_submit(task_id: str, app: str, args: list[str], mechanism: str, **oper
         "PYSPARK_PYTHON": os.environ.get("PYSPARK_PYTHON") or python,
         "PYSPARK_DRIVER_PYTHON": os.environ.get("PYSPARK_DRIVER_PYTHON") or python,
     }
-    return SparkSubmitOperator(
+    return SparkAppOperator(
         task_id=task_id,
         application=str(launcher.SUBMIT_APP),
         application_args=launcher.submit_args(app, args),

@@ -1,10 +1,11 @@
-"""The one library module that reaches the Spark apps (``spark_apps``): where spark-submit finds them, and how
-the CLI and the tests run the same apps in-process on one SparkSession. Which app a mechanism runs comes from
+"""The one library module that reaches the Spark apps (``spark_apps``): where spark-submit finds them, the command
+a Spark Connect launch runs, and how the CLI and the tests run the same apps in-process on one SparkSession. Which app a mechanism runs comes from
 its spec (``housekeeping.registry``): the DAG factory and the runner never name an app themselves."""
 
 from __future__ import annotations
 
 import importlib
+import sys
 from pathlib import Path
 from typing import Any
 
@@ -20,6 +21,12 @@ GATE_APP = "spark_apps.validate_plan"
 def submit_args(module: str, args: list[str]) -> list[str]:
     """The application arguments of ``spark-submit SUBMIT_APP ...`` that run ``module`` with ``args``."""
     return [module, *args]
+
+
+def connect_command(application_args: list[str], python: str | None = None) -> list[str]:
+    """The command a Spark Connect launch runs: the same file spark-submit runs, with plain Python (the caller
+    sets ``SPARK_REMOTE``)."""
+    return [python or sys.executable, str(SUBMIT_APP), *application_args]
 
 
 def local_spark(master: str) -> Any:

@@ -10,8 +10,10 @@
 |                                   |                                  | stored bytes one run may delete             |
 | HOUSEKEEPING_MAX_DELETED_TOPIC_SHARE | 0.5                         | GC blast radius: max share of a namespace's |
 |                                   |                                  | topics one run may delete                   |
-| HOUSEKEEPING_SPARK_CONN_ID        | spark_default                    | Airflow Spark connection for spark-submit   |
+| HOUSEKEEPING_SPARK_CONN_ID        | spark_default                    | Airflow connection of the Spark steps:      |
+|                                   |                                  | spark (spark-submit) or spark_connect       |
 | HOUSEKEEPING_SPARK_MASTER         | local[2]                         | master for the CLI's in-process Spark       |
+|                                   |                                  | (sc://host:port: a Spark Connect server)    |
 """
 
 from __future__ import annotations
@@ -53,7 +55,8 @@ SPARK_CONN_ENV = "HOUSEKEEPING_SPARK_CONN_ID"
 
 
 def spark_conn_id() -> str:
-    """The Airflow Spark connection the DAGs submit to (read alone: an operator needs it when the DAG is built)."""
+    """The Airflow connection of the DAGs' Spark steps, of type spark (spark-submit) or spark_connect (read alone:
+    an operator needs it when the DAG is built)."""
     return os.environ.get(SPARK_CONN_ENV) or "spark_default"
 
 

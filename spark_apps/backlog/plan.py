@@ -301,7 +301,9 @@ def plan_backlog(
             ).alias("why"),
         )
     )
-    moves = loop_moves.unionByName(precise_moves)
+    # Materialized: the TTL search's plan is deep, and a Spark Connect client refuses to send a plan nested more
+    # than ~100 levels (protobuf's decoding limit), which the joins below would pass.
+    moves = materialize(loop_moves.unionByName(precise_moves))
     after = position_facts(
         moves.select(
             "topic", "name", F.col("toLedger").alias("posLedger"), F.col("toEntry").alias("posEntry")

@@ -1,5 +1,10 @@
 """The one SparkSession builder, the interpreter its Python workers use, progress logging under spark-submit, and
-run-scoped materialization of intermediate results."""
+run-scoped materialization of intermediate results.
+
+An app runs on one of two kinds of session, with the same code: a classic one (spark-submit starts the driver,
+or an in-process caller passes a master such as ``local[2]``) or a Spark Connect one (``SPARK_REMOTE`` set by the
+Connect launch of a DAG task, or a master ``sc://host:port``), which talks to a long-lived server instead of
+starting a JVM (``housekeeping.spark_connect``)."""
 
 from __future__ import annotations
 
@@ -26,12 +31,47 @@ def progress_line(app_name: str, elapsed_s: float, stages: list) -> str:
     return f"[{app_name}] {elapsed_s:.0f} s: {active or 'driver work (no Spark stage running)'}"
 
 
+def is_connect(spark: SparkSession) -> bool:
+    """A Spark Connect session (no SparkContext in this process)."""
+    return type(spark).__module__.startswith("pyspark.sql.connect")
+
+
+class _ConnectProgress:
+    """Spark Connect's progress handler, printing at most one line per interval (the server reports stages by
+    id and task counts only)."""
+
+    def __init__(self, app_name: str, interval: float) -> None:
+        self.app_name, self.interval = app_name, interval
+        self.started = self.last = time.monotonic()
+
+    def __call__(self, stages, inflight_tasks: int, operation_id, done: bool) -> None:
+        now = time.monotonic()
+        if done or now - self.last < self.interval:
+            return
+        self.last = now
+        active = "; ".join(
+            f"stage {s.stage_id}: {s.num_completed_tasks}/{s.num_tasks} tasks"
+            for s in stages or ()
+            if not s.done
+        )
+        print(
+            f"[{self.app_name}] {now - self.started:.0f} s: {active or 'driver work'}"
+            + (f", {inflight_tasks} running" if inflight_tasks else ""),
+            file=sys.stderr,
+            flush=True,
+        )
+
+
 def start_progress_log(spark: SparkSession, app_name: str) -> None:
-    """Under spark-submit, print the app's Spark progress to stderr every HOUSEKEEPING_PROGRESS_SECONDS (default
-    30; 0 turns it off). SparkSubmitHook streams the app's output into the Airflow task log, so a long plan or
-    gate shows where it is (the console progress bar is off: its carriage returns garble a log)."""
+    """Under spark-submit or a Connect launch, print the app's Spark progress to stderr every
+    HOUSEKEEPING_PROGRESS_SECONDS (default 30; 0 turns it off). The task streams the app's output into the
+    Airflow task log, so a long plan or gate shows where it is (the console progress bar is off: its carriage
+    returns garble a log)."""
     interval = float(os.environ.get(PROGRESS_ENV, "30"))
     if interval <= 0:
+        return
+    if is_connect(spark):
+        spark.registerProgressHandler(_ConnectProgress(app_name, interval))
         return
     tracker = spark.sparkContext.statusTracker()
     started = time.monotonic()
@@ -61,22 +101,29 @@ def use_own_interpreter() -> None:
 
 def get_spark(app_name: str, master: str | None = None) -> SparkSession:
     """The one SparkSession builder of the project. Under spark-submit (the DAGs) the master comes from the
-    submit command; in-process callers (CLI, tests, benchmarks) pass one and get a UI-less, quiet session."""
+    submit command, under a Connect launch from ``SPARK_REMOTE`` (pyspark reads it); in-process callers (CLI,
+    tests, benchmarks) pass one and get a UI-less, quiet session, or a Connect session for ``sc://...``."""
     use_own_interpreter()
     builder = (
         SparkSession.builder.appName(app_name)
         .config("spark.sql.session.timeZone", "UTC")
         .config("spark.sql.shuffle.partitions", "8")
-        .config("spark.ui.showConsoleProgress", "false")
-        # The status store keeps every job's and SQL execution's plan even without a UI; the cursor planners
-        # run many small jobs with large plans, so keep only recent ones (a long-lived session otherwise
-        # fills the driver heap).
-        .config("spark.sql.ui.retainedExecutions", "50")
-        .config("spark.ui.retainedJobs", "200")
-        .config("spark.ui.retainedStages", "200")
         # Plan strings are built for every SQL execution (UI/status store); bound them.
         .config("spark.sql.maxPlanStringLength", "200000")
     )
+    if master is not None and master.startswith("sc://"):
+        # A Connect session takes SQL settings only (the server owns the rest: housekeeping.spark_connect).
+        return builder.remote(master).getOrCreate()
+    if not os.environ.get("SPARK_REMOTE"):
+        builder = (
+            builder.config("spark.ui.showConsoleProgress", "false")
+            # The status store keeps every job's and SQL execution's plan even without a UI; the cursor planners
+            # run many small jobs with large plans, so keep only recent ones (a long-lived session otherwise
+            # fills the driver heap).
+            .config("spark.sql.ui.retainedExecutions", "50")
+            .config("spark.ui.retainedJobs", "200")
+            .config("spark.ui.retainedStages", "200")
+        )
     if master is None:
         session = builder.getOrCreate()
         start_progress_log(session, app_name)
@@ -110,5 +157,42 @@ def run_scoped_cache(spark: SparkSession) -> Iterator[None]:
         yield
     finally:
         spark.catalog.clearCache()
-        for rdd in spark.sparkContext._jsc.getPersistentRDDs().values():
-            rdd.unpersist(False)
+        # A Connect session's checkpoints are released with the session (closed when the launch ends).
+        if not is_connect(spark):
+            for rdd in spark.sparkContext._jsc.getPersistentRDDs().values():
+                rdd.unpersist(False)
+
+
+def interrupt_connect_work_on_sigterm() -> None:
+    """A Connect launch stopped by SIGTERM (Airflow's on_kill, a task timeout) interrupts what its session runs
+    on the server before it exits: the server would otherwise finish a dead client's queries and writes. A
+    no-op under spark-submit, where the application ends with its driver."""
+    if not os.environ.get("SPARK_REMOTE"):
+        return
+    import signal
+
+    def interrupt(signum: int, frame: object) -> None:
+        from pyspark.sql.connect.session import SparkSession as ConnectSession
+
+        active = ConnectSession.getActiveSession()
+        if active is not None:
+            try:
+                active.interruptAll()
+                active.stop()
+            except Exception as exc:  # best effort: the server drops the session at its idle timeout anyway
+                print(f"could not interrupt the Spark Connect session: {exc!r}", file=sys.stderr)
+        sys.exit(128 + signum)
+
+    signal.signal(signal.SIGTERM, interrupt)
+
+
+def stop_connect_session() -> None:
+    """Close this process's Spark Connect session, if it has one, so the server frees what the run left
+    (checkpointed blocks, cached data) now rather than at its idle timeout. A no-op under spark-submit."""
+    if not os.environ.get("SPARK_REMOTE"):
+        return
+    from pyspark.sql.connect.session import SparkSession as ConnectSession
+
+    active = ConnectSession.getActiveSession()
+    if active is not None:
+        active.stop()

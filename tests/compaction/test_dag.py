@@ -1,6 +1,7 @@
-"""compacted_ledger_retention under Airflow, the DAG run of the Spark apply: a real dag.test() (SparkSubmitOperator
--> spark-submit local[2] for plan, gate and apply; Great Expectations gate) over a generated store with keyed
-topics. (A dry run through Airflow: tests/e2e/test_live_airflow.py; every DAG's dry-run wiring:
+"""compacted_ledger_retention under Airflow, the DAG run of the Spark apply: a real dag.test() whose plan, gate and
+apply run on a real Spark Connect server (the spark_connect connection of the default local set-up; the
+spark-submit path of the same operator: tests/dags/test_dags.py, tests/gc/test_dag.py), with the Great
+Expectations gate, over a generated store with keyed topics. (A dry run through Airflow: tests/e2e/test_live_airflow.py; every DAG's dry-run wiring:
 tests/dags/test_dags.py; compaction's dry run in-process: tests/compaction/test_scenarios.py.)"""
 
 from __future__ import annotations
@@ -17,6 +18,7 @@ from housekeeping import metadata_schema as t
 from housekeeping.generate import GenerateOptions, generate_store
 from housekeeping.manifest import export_manifest
 from housekeeping.plan import read_table
+from tests.conftest import SPARK_CONNECT_CONN_ID
 
 pytestmark = pytest.mark.airflow
 
@@ -26,10 +28,13 @@ NAMED = "persistent://globex/tables/t-00006"
 
 
 @pytest.fixture(scope="module")
-def dagbag(airflow_db):
+def dagbag(airflow_db, spark_connect_server):
+    """The DAGs parsed with HOUSEKEEPING_SPARK_CONN_ID naming the worker's Spark Connect server."""
     from airflow.dag_processing.dagbag import DagBag
 
-    return DagBag(dag_folder=str(REPO / "dags"))
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setenv("HOUSEKEEPING_SPARK_CONN_ID", SPARK_CONNECT_CONN_ID)
+        return DagBag(dag_folder=str(REPO / "dags"))
 
 
 def _compacted(store) -> dict[str, tuple]:

@@ -1,14 +1,15 @@
 """A live Airflow, as users run it: `airflow standalone` (api-server, scheduler, dag-processor, triggerer,
-LocalExecutor) with this project's DAGs, the Spark connection (local[2]) and a generated store; Airflow's database
-and the store's metadata are both on the real PostgreSQL server the suite starts.
+LocalExecutor) with this project's DAGs, their Spark steps on a Spark Connect server (as `make airflow` runs
+them) and a generated store; Airflow's database and the store's metadata are both on the real PostgreSQL server
+the suite starts.
 
 - A real browser (Debian's headless Chromium driven by Playwright) logs in, sees the five DAGs and each one's
   docs, opens the trim DAG's trigger form, sees its params, triggers a dry run and sees it succeed; nothing in
   the store changes. Screenshots: test-output/ui/ (kept after the run, to look at).
-- `airflow backfill create` over past dates of the trim DAG: the scheduler runs them (spark-submit, Great
+- `airflow backfill create` over past dates of the trim DAG: the scheduler runs them (Spark Connect, Great
   Expectations, apply, purge) and the final state equals the same decisions applied one by one outside Airflow
-  on a SQLite copy of the store; backfilling the same dates again changes nothing; every apply emitted an
-  event of the store Asset.
+  on a SQLite copy of the store (by the classic in-process session: the two kinds of session decide the same);
+  backfilling the same dates again changes nothing; every apply emitted an event of the store Asset.
 - The storage_report DAG writes its HTML page, which a browser with the network refused shows whole.
 
 The scheduler's own time-based runs are off (`[scheduler] use_job_schedule = False`): only the runs the test
@@ -37,6 +38,7 @@ from housekeeping.runner import apply_step, plan_and_gate_in_process, purge_step
 from housekeeping.snapshot import take_snapshot
 from housekeeping.store import Store
 from housekeeping.timeutil import parse_as_of
+from tests.conftest import SPARK_CONNECT_CONN_ID
 from tests.pg_server import free_port
 from tests.store_invariants import store_state
 
@@ -108,7 +110,7 @@ class LiveAirflow:
 
 
 @pytest.fixture(scope="module")
-def live_airflow(tmp_path_factory, postgres_server):
+def live_airflow(tmp_path_factory, postgres_server, spark_connect_server):
     base = tmp_path_factory.mktemp("live-airflow")
     metadata_url = postgres_server.create_database("live")
     store = generate_store(base / "store", STORE_OPTIONS, metadata_url)
@@ -135,6 +137,8 @@ def live_airflow(tmp_path_factory, postgres_server):
         "AIRFLOW__DAG_PROCESSOR__MIN_FILE_PROCESS_INTERVAL": "3600",
         "HOUSEKEEPING_STORE_ROOT": str(store.root),
         "HOUSEKEEPING_METADATA_URL": metadata_url,
+        # As `make airflow` runs it: the Spark steps on the Spark Connect server.
+        "HOUSEKEEPING_SPARK_CONN_ID": SPARK_CONNECT_CONN_ID,
         "HOUSEKEEPING_MAX_DELETED_SHARE": "1.0",
         "HOUSEKEEPING_PURGE_GRACE_SECONDS": str(GRACE_SECONDS),
     }

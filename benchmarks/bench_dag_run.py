@@ -1,0 +1,108 @@
+"""Benchmark: the fixed cost of a DAG run. `airflow dags test consumed_ledger_trim` on a freshly generated demo
+store, with the Spark steps on spark-submit and on a Spark Connect server, side by side in one invocation.
+
+    source scripts/env.sh
+    python benchmarks/bench_dag_run.py [--topics 40] [--runs 2] [--modes submit,connect] [--json OUT]
+
+Each run regenerates the store (same seed), so every run plans and applies the same thing. Prints the whole
+command's wall time and each task's (from the `[DAG TEST] starting/end task` lines). With `connect`, the server
+is started once before the first run (its start is reported apart): run 1 meets a fresh server, later runs a
+warm one, which is what a long-lived deployment sees.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import re
+import subprocess
+import sys
+import tempfile
+import time
+from datetime import datetime
+from pathlib import Path
+
+DAG_ID = "consumed_ledger_trim"
+LOGICAL_DATE = "2026-11-01T00:00:00+00:00"
+TASK_LINE = re.compile(r"^(\S+Z) .*\[DAG TEST\] (starting|end task) task_id=(\w+)")
+
+
+def task_seconds(log: str) -> dict[str, float]:
+    started: dict[str, datetime] = {}
+    seconds: dict[str, float] = {}
+    for line in log.splitlines():
+        match = TASK_LINE.match(line)
+        if not match:
+            continue
+        moment = datetime.fromisoformat(match.group(1).replace("Z", "+00:00"))
+        if match.group(2) == "starting":
+            started[match.group(3)] = moment
+        else:
+            seconds[match.group(3)] = round((moment - started[match.group(3)]).total_seconds(), 1)
+    return seconds
+
+
+def dag_run(env: dict[str, str], store: Path, topics: int) -> dict[str, object]:
+    subprocess.run(["rm", "-rf", str(store)], check=True)
+    subprocess.run(
+        ["housekeeping", "generate", "--store", str(store), "--topics", str(topics), "--seed", "7"],
+        env=env,
+        check=True,
+        capture_output=True,
+    )
+    started = time.perf_counter()
+    done = subprocess.run(
+        ["airflow", "dags", "test", DAG_ID, LOGICAL_DATE], env=env, capture_output=True, text=True
+    )
+    wall = round(time.perf_counter() - started, 1)
+    log = done.stdout + done.stderr
+    if done.returncode != 0 or "state=success" not in log:
+        raise SystemExit(f"the DAG run failed:\n{log[-4000:]}")
+    return {"wall_s": wall, "tasks_s": task_seconds(log)}
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--topics", type=int, default=40)
+    parser.add_argument("--runs", type=int, default=2)
+    parser.add_argument("--modes", default="submit,connect")
+    parser.add_argument("--port", type=int, default=15077)
+    parser.add_argument("--json", type=Path)
+    args = parser.parse_args(argv)
+    from housekeeping import spark_connect
+
+    base = Path(tempfile.mkdtemp(prefix="bench-dag-run-"))
+    env = {
+        **os.environ,
+        "AIRFLOW_HOME": str(base / "airflow"),
+        "HOUSEKEEPING_STORE_ROOT": str(base / "store"),
+        "AIRFLOW_CONN_SPARK_CONNECT_BENCH": json.dumps(
+            {"conn_type": "spark_connect", "host": "localhost", "port": args.port}
+        ),
+    }
+    subprocess.run(["airflow", "db", "migrate"], env=env, check=True, capture_output=True)
+    results: dict[str, object] = {"topics": args.topics}
+    for mode in args.modes.split(","):
+        mode_env = dict(env)
+        if mode == "connect":
+            started = time.perf_counter()
+            spark_connect.start(base / "spark-connect", port=args.port)
+            results["connect_server_start_s"] = round(time.perf_counter() - started, 1)
+            mode_env["HOUSEKEEPING_SPARK_CONN_ID"] = "spark_connect_bench"
+        else:
+            mode_env["HOUSEKEEPING_SPARK_CONN_ID"] = "spark_default"
+        try:
+            results[mode] = [dag_run(mode_env, base / "store", args.topics) for _ in range(args.runs)]
+        finally:
+            if mode == "connect":
+                spark_connect.stop(base / "spark-connect")
+        for number, run in enumerate(results[mode], 1):
+            print(f"{mode} run {number}: {run['wall_s']} s  {run['tasks_s']}", flush=True)
+    if args.json:
+        args.json.write_text(json.dumps(results, indent=2))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,230 @@
+"""The Spark steps on a Spark Connect server (include/housekeeping/spark_connect.py, spark_operator.py): the same
+apps, launched by the DAGs' operator against a real server, plan and gate exactly as the classic session does; the
+server's command-line lifecycle; a task whose server is down fails naming its connection. (A DAG run on Connect,
+with compaction's Spark apply: tests/compaction/test_dag.py; the live Airflow runs on it too.)"""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import signal
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from housekeeping.contract import RunDir
+from housekeeping.generate import GenerateOptions, generate_store
+from housekeeping.plan import read_table
+from housekeeping.registry import mechanism_names, mechanism_spec
+from housekeeping.runner import plan_and_gate_in_process
+from housekeeping.snapshot import take_snapshot
+from housekeeping.timeutil import parse_as_of
+from tests.conftest import SPARK_CONNECT_CONN_ID, run_cli
+from tests.pg_server import free_port
+
+AS_OF = "2026-11-01T00:00:00Z"
+COMPACT = "persistent://globex/tables/t-00006"
+
+
+def operator(task_id: str, module: str, args: list[str]):
+    from housekeeping import launcher
+    from housekeeping.spark_operator import SparkAppOperator
+
+    return SparkAppOperator(
+        task_id=task_id,
+        application=str(launcher.SUBMIT_APP),
+        application_args=launcher.submit_args(module, args),
+        conn_id=SPARK_CONNECT_CONN_ID,
+    )
+
+
+def _canonical(rows: list[dict]) -> list[str]:
+    return sorted(json.dumps(row, sort_keys=True) for row in rows)
+
+
+def _verdict(run_dir: Path) -> list[tuple]:
+    document = json.loads(RunDir(run_dir).gate_result.read_text())
+    return sorted(
+        (o["frame"], o["expectation"], json.dumps(o["kwargs"], sort_keys=True), o["success"], o["rows"])
+        for o in document["expectations"]
+    )
+
+
+@pytest.mark.spark
+@pytest.mark.processes
+@pytest.mark.runs
+@pytest.mark.parametrize("mechanism", mechanism_names())
+def test_the_plan_and_the_gate_on_spark_connect_equal_the_classic_session(
+    mechanism, spark, spark_connect_server, tmp_path
+):
+    """One snapshot, copied: the classic in-process session plans and gates one copy, the DAG operator's Spark
+    Connect launch (plain Python, SPARK_REMOTE, the server's executors) the other. Every action, blocker and
+    expectation outcome is the same, and the plan is not empty."""
+    from airflow.providers.apache.spark.hooks.spark_connect import SparkConnectHook
+
+    from housekeeping import launcher
+
+    store = generate_store(tmp_path / "store", GenerateOptions(topics=28, seed=7, entries_per_ledger=60))
+    info = take_snapshot(
+        store,
+        mechanism=mechanism,
+        run_id=f"connect-{mechanism}",
+        as_of_ms=parse_as_of(AS_OF),
+        max_deleted_share=1.0,
+        compact_topics=[COMPACT],
+    )
+    classic = info.run_dir
+    remote = classic.with_name(classic.name + "-connect")
+    shutil.copytree(classic, remote)
+
+    plan_and_gate_in_process(classic, mechanism, "local[2]")
+    url = SparkConnectHook(SPARK_CONNECT_CONN_ID).get_connection_url()
+    spec = mechanism_spec(mechanism)
+    operator("plan", spec.plan_app, ["--run-dir", str(remote)]).run_on_connect(url)
+    operator("gate", launcher.GATE_APP, ["--run-dir", str(remote), "--mechanism", mechanism]).run_on_connect(
+        url
+    )
+
+    actions = read_table(classic, "actions")
+    assert actions, f"the {mechanism} plan of this store acts on something"
+    assert _canonical(read_table(remote, "actions")) == _canonical(actions)
+    assert _canonical(read_table(remote, "blockers")) == _canonical(read_table(classic, "blockers"))
+    assert _verdict(remote) == _verdict(classic)
+    assert json.loads(RunDir(remote).gate_result.read_text())["success"]
+
+
+@pytest.mark.unit
+def test_a_connect_task_without_a_server_fails_naming_its_connection_and_the_way_out(monkeypatch):
+    from airflow.exceptions import AirflowException
+
+    port = free_port()  # nothing listens there
+    monkeypatch.setenv(
+        f"AIRFLOW_CONN_{SPARK_CONNECT_CONN_ID.upper()}",
+        json.dumps({"conn_type": "spark_connect", "host": "localhost", "port": port}),
+    )
+    task = operator("plan", "spark_apps.trim.plan", ["--run-dir", "/nonexistent"])
+    with pytest.raises(AirflowException) as failure:
+        task.execute(context={})
+    message = str(failure.value)
+    assert f"localhost:{port}" in message and repr(SPARK_CONNECT_CONN_ID) in message
+    assert "housekeeping spark-connect start" in message and "HOUSEKEEPING_SPARK_CONN_ID" in message
+
+
+@pytest.mark.unit
+def test_a_spark_connection_still_goes_to_spark_submit(monkeypatch):
+    """The operator decides by the connection's type at run time: a `spark` connection runs SparkSubmitHook
+    (here caught before it starts a process), never the Connect launch."""
+    from airflow.providers.apache.spark.operators.spark_submit import SparkSubmitOperator
+
+    submitted = []
+    monkeypatch.setattr(SparkSubmitOperator, "execute", lambda self, context: submitted.append(self.task_id))
+    task = operator("plan", "spark_apps.trim.plan", ["--run-dir", "/nonexistent"])
+    task._conn_id = "spark_default"
+    monkeypatch.setattr(
+        type(task), "run_on_connect", lambda self, url: pytest.fail("not a Connect connection")
+    )
+    task.execute(context={})
+    assert submitted == ["plan"]
+
+
+@pytest.mark.processes
+def test_the_cli_starts_one_server_per_state_dir_and_stops_it(tmp_path, capsys):
+    state = tmp_path / "spark-connect"
+    port = free_port()
+    code, out, err = run_cli(capsys, "spark-connect", "start", "--state-dir", str(state), "--port", str(port))
+    try:
+        assert code == 0, err
+        started = json.loads(out)
+        assert started["url"] == f"sc://localhost:{port}"
+        code, out, _ = run_cli(capsys, "spark-connect", "status", "--state-dir", str(state))
+        assert code == 0 and json.loads(out)["listening"] and json.loads(out)["pid"] == started["pid"]
+        # Starting again is a no-op that names the same server; another port while it runs is refused.
+        code, out, _ = run_cli(
+            capsys, "spark-connect", "start", "--state-dir", str(state), "--port", str(port)
+        )
+        assert code == 0 and json.loads(out)["pid"] == started["pid"]
+        code, _, err = run_cli(
+            capsys, "spark-connect", "start", "--state-dir", str(state), "--port", str(free_port())
+        )
+        assert code == 2 and f"port {port}" in err and "stop it first" in err
+    finally:
+        code, out, _ = run_cli(capsys, "spark-connect", "stop", "--state-dir", str(state))
+    assert code == 0 and json.loads(out) == {"stopped": True}
+    code, out, _ = run_cli(capsys, "spark-connect", "status", "--state-dir", str(state))
+    assert code == 1 and not json.loads(out)["running"]
+    assert (state / "server.pid").read_text() == ""
+
+
+@pytest.mark.unit
+def test_connect_progress_prints_at_most_one_line_per_interval(capsys, monkeypatch):
+    """A Connect launch's progress in the task log: Spark Connect's handler is called on every progress message;
+    the app prints the open stages' task counts at most once per HOUSEKEEPING_PROGRESS_SECONDS."""
+    from types import SimpleNamespace
+
+    from spark_apps.shared import session
+
+    clock = iter([0.0, 1.0, 31.0, 40.0, 62.0])
+    monkeypatch.setattr(session.time, "monotonic", lambda: next(clock))
+    handler = session._ConnectProgress("housekeeping-plan-trim", 30.0)
+    stage = SimpleNamespace(stage_id=3, num_tasks=8, num_completed_tasks=5, done=False)
+    finished = SimpleNamespace(stage_id=2, num_tasks=8, num_completed_tasks=8, done=True)
+    handler([stage, finished], 2, "op", False)  # 1 s: too soon
+    handler([stage, finished], 2, "op", False)  # 31 s: printed
+    handler([stage], 0, "op", False)  # 40 s: too soon
+    handler([], 0, "op", True)  # done: never printed
+    lines = capsys.readouterr().err.splitlines()
+    assert lines == ["[housekeeping-plan-trim] 31 s: stage 3: 5/8 tasks, 2 running"]
+
+
+LONG_QUERY = """
+import os, sys
+from spark_apps.shared.session import get_spark, interrupt_connect_work_on_sigterm
+interrupt_connect_work_on_sigterm()
+os.environ["HOUSEKEEPING_PROGRESS_SECONDS"] = "0"
+spark = get_spark("housekeeping-test-long-query")
+started = []
+def executing(stages, inflight_tasks, operation_id, done):
+    # The server reports the query's tasks: it is registered and running there.
+    if inflight_tasks and not started:
+        started.append(operation_id)
+        print("executing", flush=True)
+spark.registerProgressHandler(executing)
+spark.range(0, 10**14, numPartitions=2).selectExpr("max(id)").collect()
+print("finished", flush=True)
+"""
+
+
+@pytest.mark.processes
+def test_a_terminated_connect_launch_interrupts_its_work_on_the_server(spark_connect_server):
+    """SIGTERM (what the operator's on_kill sends) makes a Connect launch interrupt its session's queries before
+    it exits: the server is free for the next task, not busy for hours with a dead client's query (a query over
+    10^14 rows that holds both of the server's cores)."""
+    launch = subprocess.Popen(
+        [sys.executable, "-c", LONG_QUERY],
+        env={**os.environ, "SPARK_REMOTE": spark_connect_server},
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+        text=True,
+    )
+    assert launch.stdout is not None
+    for line in launch.stdout:
+        if line.strip() == "executing":
+            break
+    launch.send_signal(signal.SIGTERM)
+    assert launch.wait(timeout=60) == 128 + signal.SIGTERM, launch.stdout.read()[-2000:]
+
+    probe = subprocess.run(
+        [
+            sys.executable,
+            "-c",
+            "from spark_apps.shared.session import get_spark; print(get_spark('probe').range(10).count())",
+        ],
+        env={**os.environ, "SPARK_REMOTE": spark_connect_server},
+        capture_output=True,
+        text=True,
+        timeout=120,  # a liveness bound, not a speed target: an uninterrupted query would hold the cores for hours
+    )
+    assert probe.stdout.strip().endswith("10"), probe.stderr[-2000:]
