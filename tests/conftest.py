@@ -72,6 +72,17 @@ def spark_connect_server(tmp_path_factory):
 
 
 @pytest.fixture(scope="session")
+def dagbag_on_spark_connect(airflow_db, spark_connect_server):
+    """The DAGs parsed with HOUSEKEEPING_SPARK_CONN_ID naming this worker's Spark Connect server: their Spark
+    steps connect to it, as in `make airflow` (the spark-submit path: tests/dags/test_dags.py)."""
+    from airflow.dag_processing.dagbag import DagBag
+
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setenv("HOUSEKEEPING_SPARK_CONN_ID", SPARK_CONNECT_CONN_ID)
+        return DagBag(dag_folder=str(REPO / "dags"))
+
+
+@pytest.fixture(scope="session")
 def airflow_db() -> Path:
     """A migrated Airflow metadata DB in the session's private AIRFLOW_HOME."""
     subprocess.run(

@@ -1,14 +1,14 @@
 """compacted_ledger_retention under Airflow, the DAG run of the Spark apply: a real dag.test() whose plan, gate and
 apply run on a real Spark Connect server (the spark_connect connection of the default local set-up; the
-spark-submit path of the same operator: tests/dags/test_dags.py, tests/gc/test_dag.py), with the Great
-Expectations gate, over a generated store with keyed topics. (A dry run through Airflow: tests/e2e/test_live_airflow.py; every DAG's dry-run wiring:
-tests/dags/test_dags.py; compaction's dry run in-process: tests/compaction/test_scenarios.py.)"""
+spark-submit path of the same operator: tests/dags/test_dags.py, tests/e2e/test_spark_cluster.py), with the Great
+Expectations gate, over a generated store with keyed topics. (A dry run through Airflow:
+tests/e2e/test_live_airflow.py; every DAG's dry-run wiring: tests/dags/test_dags.py; compaction's dry run
+in-process: tests/compaction/test_scenarios.py.)"""
 
 from __future__ import annotations
 
 import json
 from datetime import UTC, datetime
-from pathlib import Path
 
 import pyarrow.parquet as pq
 import pytest
@@ -18,23 +18,16 @@ from housekeeping import metadata_schema as t
 from housekeeping.generate import GenerateOptions, generate_store
 from housekeeping.manifest import export_manifest
 from housekeeping.plan import read_table
-from tests.conftest import SPARK_CONNECT_CONN_ID
 
 pytestmark = pytest.mark.airflow
 
-REPO = Path(__file__).resolve().parents[2]
 AS_OF = datetime(2026, 11, 1, tzinfo=UTC)
 NAMED = "persistent://globex/tables/t-00006"
 
 
 @pytest.fixture(scope="module")
-def dagbag(airflow_db, spark_connect_server):
-    """The DAGs parsed with HOUSEKEEPING_SPARK_CONN_ID naming the worker's Spark Connect server."""
-    from airflow.dag_processing.dagbag import DagBag
-
-    with pytest.MonkeyPatch.context() as patch:
-        patch.setenv("HOUSEKEEPING_SPARK_CONN_ID", SPARK_CONNECT_CONN_ID)
-        return DagBag(dag_folder=str(REPO / "dags"))
+def dagbag(dagbag_on_spark_connect):
+    return dagbag_on_spark_connect
 
 
 def _compacted(store) -> dict[str, tuple]:

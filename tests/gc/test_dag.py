@@ -1,13 +1,12 @@
-"""inactive_topic_gc under Airflow, the DAG run of the Python apply: a real dag.test() (SparkSubmitOperator ->
-spark-submit local[2], Great Expectations gate, the apply engine in the task) over a generated store, then a
-restore of what it deleted. (The DAG run of the Spark apply: tests/compaction/test_dag.py; a dry run in
+"""inactive_topic_gc under Airflow, the DAG run of the Python apply: a real dag.test() (plan and gate on the
+worker's Spark Connect server as `make airflow` runs them, the Great Expectations gate, the apply engine in the
+task) over a generated store, then a restore of what it deleted. (The DAG run of the Spark apply: tests/compaction/test_dag.py; a dry run in
 tests/e2e/test_live_airflow.py; wiring of every DAG: tests/dags/test_dags.py.)"""
 
 from __future__ import annotations
 
 import json
 from datetime import UTC, datetime
-from pathlib import Path
 
 import pytest
 
@@ -18,15 +17,12 @@ from tests.conftest import run_cli
 
 pytestmark = pytest.mark.airflow
 
-REPO = Path(__file__).resolve().parents[2]
 AS_OF = datetime(2026, 11, 1, tzinfo=UTC)
 
 
 @pytest.fixture(scope="module")
-def dagbag(airflow_db):
-    from airflow.dag_processing.dagbag import DagBag
-
-    return DagBag(dag_folder=str(REPO / "dags"))
+def dagbag(dagbag_on_spark_connect):
+    return dagbag_on_spark_connect
 
 
 def test_gc_dag_deletes_exactly_the_planned_topics_and_they_can_be_restored(
