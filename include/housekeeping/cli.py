@@ -274,6 +274,45 @@ def apply(
     _emit({"runDir": str(run_dir), "report": str(report), **result}, fmt)
 
 
+@app.command("what-if")
+def what_if_command(
+    mechanism: Annotated[str, typer.Argument(help=" | ".join(mechanism_names()) + " | all")],
+    store: StoreOpt,
+    as_of: AsOfOpt,
+    policies: Annotated[
+        Path,
+        typer.Option(
+            "--policies",
+            help="overlay JSON in the manifest's shape: broker, namespaces.<ns>.<policy>, "
+            "topics.<topic>.policies.<policy> (null removes a policy)",
+        ),
+    ],
+    fmt: FormatOpt = "text",
+    scope: ScopeOpt = None,
+    metadata_url: MetadataOpt = None,
+    compact_topic: CompactTopicsOpt = None,
+) -> None:
+    """What a policy change would delete, move or keep: the plan now, the plan with the overlay, and their
+    difference per namespace (same Spark apps and gate), changing nothing in the store."""
+    from housekeeping.policy_overlay import PolicyOverlay
+    from housekeeping.what_if import format_text, what_if
+
+    if fmt not in ("json", "text"):
+        raise typer.BadParameter(f"--format must be json or text, got {fmt!r}")
+    overlay = PolicyOverlay.read(policies)
+    opened = _open(store, metadata_url)
+    names = mechanism_names() if mechanism == "all" else [mechanism]
+    results = [
+        what_if(opened, name, overlay, as_of=as_of, scope=scope, compact_topics=compact_topic)
+        for name in names
+    ]
+    document = results[0] if mechanism != "all" else {"asOf": results[0]["asOf"], "mechanisms": results}
+    if fmt == "text":
+        typer.echo(format_text(document))
+    else:
+        _emit(document, "json")
+
+
 @app.command()
 def purge(store: StoreOpt, as_of: AsOfOpt, metadata_url: MetadataOpt = None) -> None:
     """Delete the files of pending deletions whose grace period has passed as of the given time."""

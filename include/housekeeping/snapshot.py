@@ -25,7 +25,7 @@ import time
 from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from sqlalchemy import select
 
@@ -41,6 +41,9 @@ from housekeeping.policies import RetentionPolicy, resolve_policies
 from housekeeping.registry import mechanism_spec
 from housekeeping.store import Store, read_transaction
 from housekeeping.timeutil import format_ms
+
+if TYPE_CHECKING:
+    from housekeeping.policy_overlay import PolicyOverlay
 
 
 def parse_scope(scope: str | Sequence[str] | None) -> list[str]:
@@ -93,12 +96,17 @@ def take_snapshot(
     schedule_interval_ms: int | None = None,
     run_dir: Path | None = None,
     actor: str | None = None,
+    policy_overlay: PolicyOverlay | None = None,
 ) -> SnapshotInfo:
+    """One consistent read of the store into a run directory. ``policy_overlay`` (a what-if) resolves the
+    policies as if it had been applied; the store itself is only read."""
     tables = mechanism_spec(mechanism).all_snapshot_tables
     patterns = parse_scope(scope)
     for name in compact_topics:
         TopicName.parse(name)
     broker = store.broker_config()
+    if policy_overlay is not None:
+        broker = policy_overlay.broker_config(broker)
     with read_transaction(store.engine) as conn:
         namespaces = {r.name: json.loads(r.policies) for r in conn.execute(select(t.namespaces))}
         topic_rows = list(conn.execute(select(t.topics).order_by(t.topics.c.name)))
@@ -141,13 +149,11 @@ def take_snapshot(
         if row.name not in selected:
             continue
         parsed = TopicName.parse(row.name)
-        effective = resolve_policies(
-            row.name,
-            json.loads(row.policies),
-            row.namespace,
-            namespaces[row.namespace],
-            broker,
-        )
+        topic_policies, namespace_policies = json.loads(row.policies), namespaces[row.namespace]
+        if policy_overlay is not None:
+            topic_policies = policy_overlay.topic_policies(row.name, topic_policies)
+            namespace_policies = policy_overlay.namespace_policies(row.namespace, namespace_policies)
+        effective = resolve_policies(row.name, topic_policies, row.namespace, namespace_policies, broker)
         versions[row.name] = row.version
         compacted = effective.compacted_retention or RetentionPolicy(-1, -1)
         hold = hold_for(row.name, holds)

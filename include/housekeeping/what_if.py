@@ -1,0 +1,218 @@
+"""Policy what-if: what a policy change would delete, move or keep, before anyone changes it.
+
+An overlay (``PolicyOverlay``) is a JSON object in the manifest's own shape: ``broker`` settings,
+``namespaces.<tenant/ns>.<policy>`` and ``topics.<topic>.policies.<policy>``. A policy it names replaces that
+policy at that level (``null`` removes it, so the level below applies); every other policy stays as stored. The
+snapshot resolves the overlaid policies topic > namespace > broker exactly as it resolves the stored ones, and
+the real planners and the real gate run on it, so the candidate plan is the plan the store would get after the
+change. Nothing is written to the store: both runs live in a directory outside it, nothing is journaled.
+"""
+
+from __future__ import annotations
+
+import tempfile
+import uuid
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from housekeeping.policy_overlay import PolicyOverlay
+
+MEASURES = ("ledgers", "bytes", "topics", "cursors", "entries")
+
+
+def validate_overlay(store: Any, overlay: PolicyOverlay) -> None:
+    """The rules ``load`` applies (the manifest schema, then Pulsar's semantic rules), to the store's metadata
+    with the overlay in place: a bad overlay is refused naming the namespace or topic, before any plan runs."""
+    from housekeeping.manifest import content_from_manifest, export_manifest, validate_content
+
+    manifest = export_manifest(store)
+    manifest.pop("store", None)
+    content, _ = content_from_manifest(overlay.applied_to(manifest), "the store's policies with the overlay")
+    validate_content(content)
+
+
+def _position(text: str | None) -> tuple[int, int] | None:
+    if not text:
+        return None
+    ledger, entry = text.split(":")
+    return int(ledger), int(entry)
+
+
+def entries_between(ledgers: Iterable[tuple[int, int]], after: tuple[int, int], upto: tuple[int, int]) -> int:
+    """Entries at positions in (after, upto] of a topic whose ledgers are (ledgerId, entries): what moving a
+    mark-delete position from ``after`` to ``upto`` acknowledges."""
+    count = 0
+    for ledger_id, entries in ledgers:
+        low = after[1] + 1 if ledger_id == after[0] else (0 if ledger_id > after[0] else entries)
+        high = upto[1] if ledger_id == upto[0] else (entries - 1 if ledger_id < upto[0] else -1)
+        count += max(0, min(high, entries - 1) - low + 1)
+    return count
+
+
+@dataclass(frozen=True)
+class Effect:
+    """What one planned action does, by what it acts on (``key``): the measures it frees or moves."""
+
+    namespace: str
+    key: tuple
+    measures: dict[str, int]
+
+
+def plan_effects(run_dir: Path) -> dict[tuple, Effect]:
+    """Every deleting or cursor-moving action of a run's plan, measured from the plan and its snapshot:
+    ``delete_ledger`` a ledger (its bytes and entries), ``delete_topic`` a topic (all its ledgers),
+    ``move_cursor`` a cursor (the entries between its old and new mark-delete positions),
+    ``rewrite_compacted`` the entries leaving the topic's compacted view. Quota flags and lastActive refreshes
+    neither delete nor move anything."""
+    from housekeeping.contract import RunDir, read_jsonl
+    from housekeeping.plan import read_table
+
+    run = RunDir(run_dir)
+    topics = {row["topic"]: row for row in read_jsonl(run.snapshot_table("topics"))}
+    ledgers: dict[str, list[dict[str, Any]]] = {}
+    for row in read_jsonl(run.snapshot_table("ledgers")):
+        ledgers.setdefault(row["topic"], []).append(row)
+    effects: dict[tuple, Effect] = {}
+    for action in read_table(run_dir, "actions"):
+        topic, kind = action.get("topic"), action["action"]
+        namespace = (
+            topics[topic]["namespace"] if topic in topics else topic.split("://", 1)[-1].rsplit("/", 1)[0]
+        )
+        own = sorted(ledgers.get(topic, []), key=lambda r: r["ledgerId"])
+        if kind == "delete_ledger":
+            ledger = next((r for r in own if r["ledgerId"] == action["ledgerId"]), {})
+            measures = {
+                "ledgers": 1,
+                "bytes": int(action.get("bytes") or 0),
+                "entries": int(ledger.get("entries", 0)),
+            }
+            key = (kind, topic, action["ledgerId"])
+        elif kind == "delete_topic":
+            measures = {
+                "topics": 1,
+                "ledgers": len(own),
+                "bytes": sum(int(r["size"]) for r in own),
+                "entries": sum(int(r["entries"]) for r in own),
+            }
+            key = (kind, topic)
+        elif kind == "move_cursor":
+            moved_from, moved_to = _position(action.get("from")), _position(action.get("to"))
+            layout = [(int(r["ledgerId"]), int(r["entries"])) for r in own]
+            entries = entries_between(layout, moved_from, moved_to) if moved_from and moved_to else 0
+            measures = {"cursors": 1, "entries": entries, "bytes": int(action.get("bytes") or 0)}
+            key = (kind, topic, action.get("subscription"))
+        elif kind == "rewrite_compacted":
+            read = int(action.get("entriesRead") or 0)
+            measures = {"topics": 1, "entries": max(0, read - int(action.get("entriesKept") or 0))}
+            key = (kind, topic)
+        else:
+            continue
+        effects[key] = Effect(namespace, key, {m: int(measures.get(m, 0)) for m in MEASURES})
+    return effects
+
+
+def _zero() -> dict[str, dict[str, int]]:
+    return {m: {"added": 0, "removed": 0} for m in MEASURES}
+
+
+def difference(current: Mapping[tuple, Effect], candidate: Mapping[tuple, Effect]) -> dict[str, Any]:
+    """Per namespace and in total, what the candidate plan adds to or removes from the current one, action by
+    action: an action only one plan has counts whole; one both have counts by how much its measures differ
+    (a cursor the candidate moves further acknowledges more entries)."""
+    total = _zero()
+    per_namespace: dict[str, dict[str, dict[str, int]]] = {}
+    for key in sorted(set(current) | set(candidate), key=repr):
+        before, after = current.get(key), candidate.get(key)
+        namespace = (after or before).namespace  # type: ignore[union-attr]
+        row = per_namespace.setdefault(namespace, _zero())
+        for measure in MEASURES:
+            delta = (after.measures[measure] if after else 0) - (before.measures[measure] if before else 0)
+            if delta:
+                side = "added" if delta > 0 else "removed"
+                row[measure][side] += abs(delta)
+                total[measure][side] += abs(delta)
+    return {"total": total, "perNamespace": dict(sorted(per_namespace.items()))}
+
+
+def what_if(
+    store: Any,
+    mechanism: str,
+    overlay: PolicyOverlay,
+    *,
+    as_of: str,
+    scope: str | None = None,
+    compact_topics: list[str] | None = None,
+    work_dir: Path | None = None,
+) -> dict[str, Any]:
+    """The current and the candidate plan (each exactly what ``plan MECHANISM --format json`` prints) and their
+    difference. Both runs go to ``work_dir`` (a temporary directory by default), never under the store."""
+    from housekeeping.plan import plan_document
+    from housekeeping.registry import mechanism_spec
+    from housekeeping.runner import plan_and_gate_in_process
+    from housekeeping.settings import Settings
+    from housekeeping.snapshot import take_snapshot
+    from housekeeping.timeutil import format_ms, parse_as_of
+
+    mechanism_spec(mechanism)
+    validate_overlay(store, overlay)
+    settings = Settings.from_env()
+    as_of_ms = parse_as_of(as_of)
+    with tempfile.TemporaryDirectory(prefix="housekeeping-what-if-") as tmp:
+        base = Path(work_dir or tmp)
+        documents: dict[str, dict[str, Any]] = {}
+        effects: dict[str, dict[tuple, Effect]] = {}
+        for side, policy_overlay in (("current", None), ("candidate", overlay)):
+            run_id = f"what-if-{side}-{uuid.uuid4().hex[:8]}"
+            run_dir = base / mechanism / side
+            take_snapshot(
+                store,
+                mechanism=mechanism,
+                run_id=run_id,
+                as_of_ms=as_of_ms,
+                scope=scope,
+                max_deleted_share=settings.max_deleted_share,
+                max_deleted_topic_share=settings.max_deleted_topic_share,
+                compact_topics=compact_topics or (),
+                run_dir=run_dir,
+                policy_overlay=policy_overlay,
+            )
+            gate = plan_and_gate_in_process(run_dir, mechanism, settings.spark_master)
+            document = plan_document(run_dir, mechanism, as_of_ms, run_id)
+            document["gate"] = {"success": gate["success"], "failed": gate["failed"]}
+            documents[side] = document
+            effects[side] = plan_effects(run_dir)
+    return {
+        "mechanism": mechanism,
+        "asOf": format_ms(as_of_ms),
+        "current": documents["current"],
+        "candidate": documents["candidate"],
+        "difference": difference(effects["current"], effects["candidate"]),
+    }
+
+
+def format_text(document: Mapping[str, Any]) -> str:
+    """A what-if for a person: the two plans' sizes and verdicts, then what the candidate adds (+) and removes
+    (-) per namespace."""
+    parts = []
+    for one in document.get("mechanisms", [document]):
+        current, candidate = one["current"], one["candidate"]
+
+        def verdict(plan: Mapping[str, Any]) -> str:
+            return "gate passed" if plan["gate"]["success"] else "GATE REJECTED"
+
+        lines = [
+            f"{one['mechanism']} what-if as of {one['asOf']}: current plan {len(current['actions'])} actions "
+            f"({verdict(current)}), candidate {len(candidate['actions'])} actions ({verdict(candidate)})"
+        ]
+        rows = {**one["difference"]["perNamespace"], "total": one["difference"]["total"]}
+        for namespace, measures in rows.items():
+            changes = [
+                f"{measure} +{counts['added']}/-{counts['removed']}"
+                for measure, counts in measures.items()
+                if counts["added"] or counts["removed"]
+            ]
+            lines.append(f"  {namespace:<24} {', '.join(changes) or 'no change'}")
+        parts.append("\n".join(lines))
+    return "\n\n".join(parts)
