@@ -222,8 +222,7 @@ def plan(
         _, as_of_ms, gate = _plan(
             mechanism, opened, as_of, scope, target, run_id, None, compact_topics=compact_topic
         )
-        document = plan_document(target, mechanism, as_of_ms, run_id)
-        document["gate"] = {"success": gate["success"], "failed": gate["failed"]}
+        document = plan_document(target, mechanism, as_of_ms, run_id, gate)
         _emit(document, fmt)
 
 

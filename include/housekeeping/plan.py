@@ -65,10 +65,16 @@ def read_summary(run_dir: Path) -> dict[str, Any]:
     return json.loads(path.read_text(encoding="utf-8"))
 
 
-def plan_document(run_dir: Path, mechanism: str, as_of_ms: int, run_id: str) -> dict[str, Any]:
+def plan_document(
+    run_dir: Path, mechanism: str, as_of_ms: int, run_id: str, gate: dict[str, Any] | None = None
+) -> dict[str, Any]:
+    """What ``plan MECHANISM --format json`` prints (docs/cli.md), with the gate's verdict when ``gate`` (the
+    gate's result document) is given; ``what-if`` prints its two plans in this shape too."""
+
     def present(table, row: dict[str, Any]) -> dict[str, Any]:
         return {k: v for k, v in table.read_row(row, f"{run_dir} plan/{table.name}").items() if v is not None}
 
+    verdict = {} if gate is None else {"gate": {"success": gate["success"], "failed": gate["failed"]}}
     return {
         "mechanism": mechanism,
         "asOf": format_ms(as_of_ms),
@@ -78,4 +84,5 @@ def plan_document(run_dir: Path, mechanism: str, as_of_ms: int, run_id: str) -> 
         "summary": {
             k: v for k, v in read_summary(run_dir).items() if k not in ("mechanism", "runId", "asOfMs")
         },
+        **verdict,
     }

@@ -179,9 +179,7 @@ def what_if(
                 policy_overlay=policy_overlay,
             )
             gate = plan_and_gate_in_process(run_dir, mechanism, settings.spark_master)
-            document = plan_document(run_dir, mechanism, as_of_ms, run_id)
-            document["gate"] = {"success": gate["success"], "failed": gate["failed"]}
-            documents[side] = document
+            documents[side] = plan_document(run_dir, mechanism, as_of_ms, run_id, gate)
             effects[side] = plan_effects(run_dir)
     return {
         "mechanism": mechanism,
