@@ -17,6 +17,7 @@ import typer
 
 from housekeeping.errors import HousekeepingError, InputError
 from housekeeping.registry import mechanism_names
+from housekeeping.spark_connect import DEFAULT_PORT
 
 app = typer.Typer(
     add_completion=False,
@@ -59,6 +60,10 @@ def _emit(document: object, fmt: str) -> None:
 
 
 def _as_text(document: object) -> str:
+    if isinstance(document, dict) and ("difference" in document or "mechanisms" in document):
+        from housekeeping.what_if import format_text
+
+        return format_text(document)
     if isinstance(document, dict) and "actions" in document:
         lines = [f"{document['mechanism']} plan as of {document['asOf']}: {len(document['actions'])} actions"]
         lines += [
@@ -294,22 +299,16 @@ def what_if_command(
     """What a policy change would delete, move or keep: the plan now, the plan with the overlay, and their
     difference per namespace (same Spark apps and gate), changing nothing in the store."""
     from housekeeping.policy_overlay import PolicyOverlay
-    from housekeeping.what_if import format_text, what_if
+    from housekeeping.what_if import what_if
 
-    if fmt not in ("json", "text"):
+    if fmt not in ("json", "text"):  # before minutes of planning, not after
         raise typer.BadParameter(f"--format must be json or text, got {fmt!r}")
     overlay = PolicyOverlay.read(policies)
-    opened = _open(store, metadata_url)
     names = mechanism_names() if mechanism == "all" else [mechanism]
-    results = [
-        what_if(opened, name, overlay, as_of=as_of, scope=scope, compact_topics=compact_topic)
-        for name in names
-    ]
-    document = results[0] if mechanism != "all" else {"asOf": results[0]["asOf"], "mechanisms": results}
-    if fmt == "text":
-        typer.echo(format_text(document))
-    else:
-        _emit(document, "json")
+    results = what_if(
+        _open(store, metadata_url), names, overlay, as_of=as_of, scope=scope, compact_topics=compact_topic
+    )
+    _emit(results[0] if mechanism != "all" else {"asOf": results[0]["asOf"], "mechanisms": results}, fmt)
 
 
 @app.command()
@@ -462,7 +461,7 @@ StateDirOpt = Annotated[
 @spark_connect_app.command("start")
 def spark_connect_start(
     state_dir: StateDirOpt,
-    port: Annotated[int, typer.Option("--port", help="gRPC port")] = 15002,
+    port: Annotated[int, typer.Option("--port", help="gRPC port")] = DEFAULT_PORT,
     master: Annotated[str, typer.Option("--master", help="Spark master of the server's driver")] = "local[2]",
     driver_memory: Annotated[str, typer.Option("--driver-memory")] = "2g",
 ) -> None:

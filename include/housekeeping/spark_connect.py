@@ -26,14 +26,19 @@ from housekeeping.errors import HousekeepingError, InputError
 
 SERVER_CLASS = "org.apache.spark.sql.connect.service.SparkConnectServer"
 DEFAULT_PORT = 15002  # Spark Connect's own default
-# The driver of every Connect session: a long-lived JVM, so the status store keeps only recent executions (the
-# cursor planners run many small jobs with large plans) and the heap has room for several concurrent runs.
-SERVER_CONF = {
-    "spark.sql.session.timeZone": "UTC",
+# A driver that runs many runs (this server, and the in-process session of the CLI and the tests, which
+# spark_apps.shared.session builds with the same settings): the status store keeps every job's and SQL execution's
+# plan even without a UI, and the cursor planners run many small jobs with large plans, so it keeps only recent
+# ones (else the driver heap fills); the console progress bar is off (its carriage returns garble a log).
+LONG_LIVED_DRIVER_CONF = {
     "spark.ui.showConsoleProgress": "false",
     "spark.sql.ui.retainedExecutions": "50",
     "spark.ui.retainedJobs": "200",
     "spark.ui.retainedStages": "200",
+}
+SERVER_CONF = {
+    **LONG_LIVED_DRIVER_CONF,
+    "spark.sql.session.timeZone": "UTC",
     "spark.sql.maxPlanStringLength": "200000",
     # A session whose client died without closing it is dropped after this long (Spark's default is 60 min).
     "spark.connect.session.manager.defaultSessionTimeout": "10min",

@@ -21,9 +21,11 @@ CONNECT_CONN_TYPE = "spark_connect"
 
 
 def connect_target(url: str) -> tuple[str, int]:
-    """Host and port of an ``sc://host:port/;params`` URL (15002, Spark Connect's default, when absent)."""
+    """Host and port of an ``sc://host:port/;params`` URL (Spark Connect's default port when absent)."""
+    from housekeeping.spark_connect import DEFAULT_PORT
+
     parsed = urlparse(url)
-    return parsed.hostname or "localhost", parsed.port or 15002
+    return parsed.hostname or "localhost", parsed.port or DEFAULT_PORT
 
 
 class SparkAppOperator(SparkSubmitOperator):

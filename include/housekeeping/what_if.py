@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import tempfile
 import uuid
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -67,19 +67,15 @@ def plan_effects(run_dir: Path) -> dict[tuple, Effect]:
     ``rewrite_compacted`` the entries leaving the topic's compacted view. Quota flags and lastActive refreshes
     neither delete nor move anything."""
     from housekeeping.contract import RunDir, read_jsonl
+    from housekeeping.names import TopicName
     from housekeeping.plan import read_table
 
-    run = RunDir(run_dir)
-    topics = {row["topic"]: row for row in read_jsonl(run.snapshot_table("topics"))}
     ledgers: dict[str, list[dict[str, Any]]] = {}
-    for row in read_jsonl(run.snapshot_table("ledgers")):
+    for row in read_jsonl(RunDir(run_dir).snapshot_table("ledgers")):
         ledgers.setdefault(row["topic"], []).append(row)
     effects: dict[tuple, Effect] = {}
     for action in read_table(run_dir, "actions"):
         topic, kind = action.get("topic"), action["action"]
-        namespace = (
-            topics[topic]["namespace"] if topic in topics else topic.split("://", 1)[-1].rsplit("/", 1)[0]
-        )
         own = sorted(ledgers.get(topic, []), key=lambda r: r["ledgerId"])
         if kind == "delete_ledger":
             ledger = next((r for r in own if r["ledgerId"] == action["ledgerId"]), {})
@@ -109,6 +105,7 @@ def plan_effects(run_dir: Path) -> dict[tuple, Effect]:
             key = (kind, topic)
         else:
             continue
+        namespace = str(TopicName.parse(topic).namespace_name)
         effects[key] = Effect(namespace, key, {m: int(measures.get(m, 0)) for m in MEASURES})
     return effects
 
@@ -138,16 +135,16 @@ def difference(current: Mapping[tuple, Effect], candidate: Mapping[tuple, Effect
 
 def what_if(
     store: Any,
-    mechanism: str,
+    mechanisms: Sequence[str],
     overlay: PolicyOverlay,
     *,
     as_of: str,
     scope: str | None = None,
     compact_topics: list[str] | None = None,
-    work_dir: Path | None = None,
-) -> dict[str, Any]:
-    """The current and the candidate plan (each exactly what ``plan MECHANISM --format json`` prints) and their
-    difference. Both runs go to ``work_dir`` (a temporary directory by default), never under the store."""
+) -> list[dict[str, Any]]:
+    """Per mechanism, the current and the candidate plan (each exactly what ``plan MECHANISM --format json``
+    prints) and their difference. The overlay is checked once, before any plan; both runs of each mechanism go
+    to a temporary directory, never under the store."""
     from housekeeping.plan import plan_document
     from housekeeping.registry import mechanism_spec
     from housekeeping.runner import plan_and_gate_in_process
@@ -155,39 +152,43 @@ def what_if(
     from housekeeping.snapshot import take_snapshot
     from housekeeping.timeutil import format_ms, parse_as_of
 
-    mechanism_spec(mechanism)
+    for mechanism in mechanisms:
+        mechanism_spec(mechanism)
     validate_overlay(store, overlay)
     settings = Settings.from_env()
     as_of_ms = parse_as_of(as_of)
+    results = []
     with tempfile.TemporaryDirectory(prefix="housekeeping-what-if-") as tmp:
-        base = Path(work_dir or tmp)
-        documents: dict[str, dict[str, Any]] = {}
-        effects: dict[str, dict[tuple, Effect]] = {}
-        for side, policy_overlay in (("current", None), ("candidate", overlay)):
-            run_id = f"what-if-{side}-{uuid.uuid4().hex[:8]}"
-            run_dir = base / mechanism / side
-            take_snapshot(
-                store,
-                mechanism=mechanism,
-                run_id=run_id,
-                as_of_ms=as_of_ms,
-                scope=scope,
-                max_deleted_share=settings.max_deleted_share,
-                max_deleted_topic_share=settings.max_deleted_topic_share,
-                compact_topics=compact_topics or (),
-                run_dir=run_dir,
-                policy_overlay=policy_overlay,
+        for mechanism in mechanisms:
+            documents: dict[str, dict[str, Any]] = {}
+            effects: dict[str, dict[tuple, Effect]] = {}
+            for side, policy_overlay in (("current", None), ("candidate", overlay)):
+                run_id = f"what-if-{side}-{uuid.uuid4().hex[:8]}"
+                run_dir = Path(tmp) / mechanism / side
+                take_snapshot(
+                    store,
+                    mechanism=mechanism,
+                    run_id=run_id,
+                    as_of_ms=as_of_ms,
+                    scope=scope,
+                    max_deleted_share=settings.max_deleted_share,
+                    max_deleted_topic_share=settings.max_deleted_topic_share,
+                    compact_topics=compact_topics or (),
+                    run_dir=run_dir,
+                    policy_overlay=policy_overlay,
+                )
+                gate = plan_and_gate_in_process(run_dir, mechanism, settings.spark_master)
+                documents[side] = plan_document(run_dir, mechanism, as_of_ms, run_id, gate)
+                effects[side] = plan_effects(run_dir)
+            results.append(
+                {
+                    "mechanism": mechanism,
+                    "asOf": format_ms(as_of_ms),
+                    **documents,
+                    "difference": difference(effects["current"], effects["candidate"]),
+                }
             )
-            gate = plan_and_gate_in_process(run_dir, mechanism, settings.spark_master)
-            documents[side] = plan_document(run_dir, mechanism, as_of_ms, run_id, gate)
-            effects[side] = plan_effects(run_dir)
-    return {
-        "mechanism": mechanism,
-        "asOf": format_ms(as_of_ms),
-        "current": documents["current"],
-        "candidate": documents["candidate"],
-        "difference": difference(effects["current"], effects["candidate"]),
-    }
+    return results
 
 
 def format_text(document: Mapping[str, Any]) -> str:

@@ -17,6 +17,8 @@ from contextlib import contextmanager
 
 from pyspark.sql import DataFrame, SparkSession
 
+from housekeeping.spark_connect import LONG_LIVED_DRIVER_CONF
+
 PROGRESS_ENV = "HOUSEKEEPING_PROGRESS_SECONDS"
 
 
@@ -115,15 +117,8 @@ def get_spark(app_name: str, master: str | None = None) -> SparkSession:
         # A Connect session takes SQL settings only (the server owns the rest: housekeeping.spark_connect).
         return builder.remote(master).getOrCreate()
     if not os.environ.get("SPARK_REMOTE"):
-        builder = (
-            builder.config("spark.ui.showConsoleProgress", "false")
-            # The status store keeps every job's and SQL execution's plan even without a UI; the cursor planners
-            # run many small jobs with large plans, so keep only recent ones (a long-lived session otherwise
-            # fills the driver heap).
-            .config("spark.sql.ui.retainedExecutions", "50")
-            .config("spark.ui.retainedJobs", "200")
-            .config("spark.ui.retainedStages", "200")
-        )
+        for key, value in LONG_LIVED_DRIVER_CONF.items():
+            builder = builder.config(key, value)
     if master is None:
         session = builder.getOrCreate()
         start_progress_log(session, app_name)
@@ -172,9 +167,7 @@ def interrupt_connect_work_on_sigterm() -> None:
     import signal
 
     def interrupt(signum: int, frame: object) -> None:
-        from pyspark.sql.connect.session import SparkSession as ConnectSession
-
-        active = ConnectSession.getActiveSession()
+        active = _active_connect_session()
         if active is not None:
             try:
                 active.interruptAll()
@@ -189,10 +182,12 @@ def interrupt_connect_work_on_sigterm() -> None:
 def stop_connect_session() -> None:
     """Close this process's Spark Connect session, if it has one, so the server frees what the run left
     (checkpointed blocks, cached data) now rather than at its idle timeout. A no-op under spark-submit."""
-    if not os.environ.get("SPARK_REMOTE"):
-        return
-    from pyspark.sql.connect.session import SparkSession as ConnectSession
-
-    active = ConnectSession.getActiveSession()
+    active = _active_connect_session() if os.environ.get("SPARK_REMOTE") else None
     if active is not None:
         active.stop()
+
+
+def _active_connect_session():
+    from pyspark.sql.connect.session import SparkSession as ConnectSession
+
+    return ConnectSession.getActiveSession()
