@@ -60,6 +60,10 @@ def _emit(document: object, fmt: str) -> None:
 
 
 def _as_text(document: object) -> str:
+    if isinstance(document, dict) and "sweep" in document:
+        from housekeeping.policy_sweep import format_text
+
+        return format_text(document)
     if isinstance(document, dict) and ("difference" in document or "mechanisms" in document):
         from housekeeping.what_if import format_text
 
@@ -284,31 +288,54 @@ def what_if_command(
     store: StoreOpt,
     as_of: AsOfOpt,
     policies: Annotated[
-        Path,
+        Path | None,
         typer.Option(
             "--policies",
             help="overlay JSON in the manifest's shape: broker, namespaces.<ns>.<policy>, "
-            "topics.<topic>.policies.<policy> (null removes a policy)",
+            "topics.<topic>.policies.<policy> (null removes a policy); required unless --sweep is given",
         ),
-    ],
+    ] = None,
+    sweep: Annotated[
+        str | None,
+        typer.Option(
+            "--sweep",
+            help="retention-time=1h,1d,7d | retention-size=1G,5G | ttl=1h,1d: every value's bytes freed and kept "
+            "per namespace (set in every namespace, on top of --policies), in one Spark application",
+        ),
+    ] = None,
+    report_dir: Annotated[
+        Path | None,
+        typer.Option(
+            "--report-dir", help="also write report.json and an offline index.html (with the plot) here"
+        ),
+    ] = None,
     fmt: FormatOpt = "text",
     scope: ScopeOpt = None,
     metadata_url: MetadataOpt = None,
     compact_topic: CompactTopicsOpt = None,
 ) -> None:
     """What a policy change would delete, move or keep: the plan now, the plan with the overlay, and their
-    difference per namespace (same Spark apps and gate), changing nothing in the store."""
+    difference per namespace (same Spark apps and gate), changing nothing in the store. With --sweep: bytes
+    freed and kept per namespace at each value of one policy."""
     from housekeeping.policy_overlay import PolicyOverlay
-    from housekeeping.what_if import what_if
+    from housekeeping.what_if import run_what_if
 
     if fmt not in ("json", "text"):  # before minutes of planning, not after
         raise typer.BadParameter(f"--format must be json or text, got {fmt!r}")
-    overlay = PolicyOverlay.read(policies)
-    names = mechanism_names() if mechanism == "all" else [mechanism]
-    results = what_if(
-        _open(store, metadata_url), names, overlay, as_of=as_of, scope=scope, compact_topics=compact_topic
+    if policies is None and sweep is None:
+        raise typer.BadParameter("give --policies FILE (a what-if), --sweep POLICY=VALUES, or both")
+    overlay = PolicyOverlay.read(policies) if policies is not None else PolicyOverlay()
+    document = run_what_if(
+        _open(store, metadata_url),
+        mechanism,
+        overlay,
+        as_of=as_of,
+        scope=scope,
+        sweep=sweep,
+        compact_topics=compact_topic,
+        report_dir=report_dir,
     )
-    _emit(results[0] if mechanism != "all" else {"asOf": results[0]["asOf"], "mechanisms": results}, fmt)
+    _emit(document, fmt)
 
 
 @app.command()
@@ -505,10 +532,11 @@ def main(argv: list[str] | None = None) -> int:
         return exc.exit_code
     except typer.Abort:
         return 1
-    except Exception as exc:  # click usage errors
+    except Exception as exc:  # usage errors
         import click
 
-        if isinstance(exc, click.ClickException):
+        # Typer raises its own copy of click's exceptions (typer._click), which are not click's.
+        if isinstance(exc, click.ClickException | typer.TyperException) and hasattr(exc, "show"):
             exc.show()
             return 2
         raise

@@ -16,6 +16,7 @@ SPARK_APPS_DIR = Path(spark_apps.__file__).resolve().parent
 # spark-submit runs this file with the app's module as its first argument (spark_apps/submit.py).
 SUBMIT_APP = SPARK_APPS_DIR / "submit.py"
 GATE_APP = "spark_apps.validate_plan"
+SWEEP_APP = "spark_apps.sweep"
 
 
 def submit_args(module: str, args: list[str]) -> list[str]:
@@ -55,3 +56,8 @@ def apply_in_process(
     """A mechanism whose spec names an apply app (compaction writes ledgers with Spark)."""
     assert spec.apply_app is not None
     return app(spec.apply_app).run(spark, run_dir, store, purge_grace_seconds)
+
+
+def sweep_in_process(spark: Any, run_dirs: list[Path], spec: MechanismSpec) -> list[dict[str, Any]]:
+    """A policy sweep's points, one snapshot directory each, measured in this one Spark session."""
+    return app(SWEEP_APP).run(spark, run_dirs, spec.plan_app)

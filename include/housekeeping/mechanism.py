@@ -48,6 +48,9 @@ class MechanismSpec:
     # Notifiers run after the report task succeeds (alerts that must not fail the run); built lazily because
     # they are Airflow objects and the spec is read outside Airflow too.
     report_notifiers: Callable[[], tuple[Any, ...]] = tuple
+    # Policies a what-if sweep varies for it (``housekeeping.policy_sweep.KNOBS``); its plan app then defines
+    # ``sweep_point(spark, snapshot, info)``: per namespace bytesFreed, bytesKept and its counts.
+    sweeps: tuple[str, ...] = ()
 
     def __post_init__(self) -> None:
         ids = [self.task_ids.plan, self.task_ids.validate, self.task_ids.apply, self.task_ids.report]

@@ -29,7 +29,7 @@ class PolicyOverlay:
 
     @classmethod
     def from_document(cls, document: Any, source: str) -> PolicyOverlay:
-        """The overlay's shape (its values are checked against the store by ``validate_overlay``)."""
+        """The overlay's shape (its values are checked against the store by ``validate_against``)."""
         if not isinstance(document, dict):
             raise InputError(f"{source}: a policy overlay is a JSON object with {', '.join(OVERLAY_KEYS)}")
         unknown = sorted(set(document) - set(OVERLAY_KEYS))
@@ -73,6 +73,18 @@ class PolicyOverlay:
         except json.JSONDecodeError as exc:
             raise InputError(f"policy overlay {path} is not valid JSON: {exc}") from None
         return cls.from_document(document, f"policy overlay {path}")
+
+    def validate_against(self, store: Any, manifest: Mapping[str, Any] | None = None) -> None:
+        """The rules ``load`` applies (the manifest schema, then Pulsar's semantic rules), to the store's
+        metadata with this overlay in place: a bad overlay is refused naming the namespace or topic, before any
+        plan runs. ``manifest``: the store's, already exported (``export_manifest``), to check several overlays."""
+        from housekeeping.manifest import content_from_manifest, export_manifest, validate_content
+
+        if manifest is None:
+            manifest = export_manifest(store)
+        manifest = {key: value for key, value in manifest.items() if key != "store"}
+        content, _ = content_from_manifest(self.applied_to(manifest), "the store's policies with the overlay")
+        validate_content(content)
 
     def namespace_policies(self, namespace: str, stored: Mapping[str, Any]) -> dict[str, Any]:
         return _merged(stored, self.namespaces.get(namespace, {}))

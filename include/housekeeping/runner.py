@@ -47,9 +47,10 @@ def local_spark(master: str):
     return launcher.local_spark(master)
 
 
-def plan_and_gate_in_process(run_dir: Path, mechanism: str, master: str) -> dict[str, Any]:
+def plan_and_gate_in_process(run_dir: Path, mechanism: str, master: str, spark: Any = None) -> dict[str, Any]:
+    """``spark``: a session the caller already has (a Spark app's); else this process's local one."""
     spec = mechanism_spec(mechanism)
-    spark = local_spark(master)
+    spark = spark or local_spark(master)
     launcher.plan_in_process(spark, Path(run_dir), spec)
     checkpoint("plan_after_write")
     return launcher.gate_in_process(spark, Path(run_dir), spec)

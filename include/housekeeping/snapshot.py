@@ -37,7 +37,7 @@ from housekeeping.faults import checkpoint
 from housekeeping.holds import describe as describe_hold
 from housekeeping.holds import hold_for, load_holds
 from housekeeping.names import TopicName
-from housekeeping.policies import RetentionPolicy, resolve_policies
+from housekeeping.policies import BrokerConfig, RetentionPolicy, resolve_policies
 from housekeeping.registry import mechanism_spec
 from housekeeping.store import Store, read_transaction
 from housekeeping.timeutil import format_ms
@@ -83,30 +83,24 @@ class SnapshotInfo:
         return self.run_dir / "snapshot"
 
 
-def take_snapshot(
-    store: Store,
-    *,
-    mechanism: str,
-    run_id: str,
-    as_of_ms: int,
-    scope: str | Sequence[str] | None = None,
-    max_deleted_share: float = 0.9,
-    max_deleted_topic_share: float = 0.5,
-    compact_topics: Sequence[str] = (),
-    schedule_interval_ms: int | None = None,
-    run_dir: Path | None = None,
-    actor: str | None = None,
-    policy_overlay: PolicyOverlay | None = None,
-) -> SnapshotInfo:
-    """One consistent read of the store into a run directory. ``policy_overlay`` (a what-if) resolves the
-    policies as if it had been applied; the store itself is only read."""
-    tables = mechanism_spec(mechanism).all_snapshot_tables
-    patterns = parse_scope(scope)
-    for name in compact_topics:
-        TopicName.parse(name)
+@dataclass(frozen=True)
+class StoreState:
+    """One consistent read of the metadata a snapshot is made of. Several snapshots of one read (a policy
+    sweep's points) differ only by the policies resolved into them."""
+
+    broker: BrokerConfig
+    namespaces: dict[str, dict[str, Any]]
+    topic_rows: list[Any]
+    ledger_rows: list[Any]
+    cursor_rows: list[Any]
+    partitioned_rows: list[Any]
+    compacted_rows: list[Any]
+    holds: dict[str, Any]
+    quota_rows: list[Any]
+
+
+def read_store_state(store: Store) -> StoreState:
     broker = store.broker_config()
-    if policy_overlay is not None:
-        broker = policy_overlay.broker_config(broker)
     with read_transaction(store.engine) as conn:
         namespaces = {r.name: json.loads(r.policies) for r in conn.execute(select(t.namespaces))}
         topic_rows = list(conn.execute(select(t.topics).order_by(t.topics.c.name)))
@@ -130,6 +124,51 @@ def take_snapshot(
                 )
             )
         )
+    return StoreState(
+        broker,
+        namespaces,
+        topic_rows,
+        ledger_rows,
+        cursor_rows,
+        partitioned_rows,
+        compacted_rows,
+        holds,
+        quota_rows,
+    )
+
+
+def take_snapshot(
+    store: Store,
+    *,
+    mechanism: str,
+    run_id: str,
+    as_of_ms: int,
+    scope: str | Sequence[str] | None = None,
+    max_deleted_share: float = 0.9,
+    max_deleted_topic_share: float = 0.5,
+    compact_topics: Sequence[str] = (),
+    schedule_interval_ms: int | None = None,
+    run_dir: Path | None = None,
+    actor: str | None = None,
+    policy_overlay: PolicyOverlay | None = None,
+    state: StoreState | None = None,
+) -> SnapshotInfo:
+    """One consistent read of the store into a run directory. ``policy_overlay`` (a what-if) resolves the
+    policies as if it had been applied; the store itself is only read. ``state``: an earlier read to write
+    again (with another overlay) instead of reading the store."""
+    tables = mechanism_spec(mechanism).all_snapshot_tables
+    patterns = parse_scope(scope)
+    for name in compact_topics:
+        TopicName.parse(name)
+    state = state or read_store_state(store)
+    broker = state.broker if policy_overlay is None else policy_overlay.broker_config(state.broker)
+    namespaces, topic_rows, ledger_rows = state.namespaces, state.topic_rows, state.ledger_rows
+    cursor_rows, partitioned_rows, compacted_rows = (
+        state.cursor_rows,
+        state.partitioned_rows,
+        state.compacted_rows,
+    )
+    holds, quota_rows = state.holds, state.quota_rows
 
     if not topic_rows:
         raise InputError(f"store {store.root} has no topics")

@@ -16,9 +16,7 @@ JavaScript and no CDN. Written to ``<store>/reports/storage/index.html`` (plus `
 
 from __future__ import annotations
 
-import io
 import json
-import os
 from collections import defaultdict
 from pathlib import Path
 from typing import Any
@@ -27,7 +25,7 @@ from sqlalchemy import func, select
 
 from housekeeping import metadata_schema as t
 from housekeeping.contract import NAMESPACES, RunDir, read_json, read_jsonl, read_run_info
-from housekeeping.report import human_bytes
+from housekeeping.pages import bytes_formatter, pyplot, render, svg
 from housekeeping.store import RUNS_DIR, Store, read_transaction
 from housekeeping.timeutil import format_ms
 
@@ -160,30 +158,11 @@ def _runs(store: Store) -> list[dict[str, Any]]:
 # ----------------------------------------------------------------------------------------------- plots
 
 
-def _svg(figure) -> str:
-    buffer = io.StringIO()
-    figure.savefig(buffer, format="svg", bbox_inches="tight")
-    import matplotlib.pyplot as plt
-
-    plt.close(figure)
-    text = buffer.getvalue()
-    return text[text.index("<svg") :]  # inline: drop the XML prolog and doctype
-
-
-def _mib(value: float, _position: Any = None) -> str:
-    return human_bytes(value)
-
-
 def plots(data: dict[str, Any]) -> dict[str, str]:
     """Inline SVG per chart (empty string when there is nothing to draw)."""
-    import matplotlib
-
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
     from matplotlib.dates import AutoDateLocator, ConciseDateFormatter
-    from matplotlib.ticker import FuncFormatter
 
-    plt.rcParams.update({"svg.fonttype": "none", "font.size": 9})
+    plt = pyplot()
     charts: dict[str, str] = {}
 
     history = {ns: pts for ns, pts in data["namespaceHistory"].items() if pts}
@@ -199,14 +178,14 @@ def plots(data: dict[str, Any]) -> dict[str, str]:
                 markersize=3,
                 label=namespace,
             )
-        axes.yaxis.set_major_formatter(FuncFormatter(_mib))
+        axes.yaxis.set_major_formatter(bytes_formatter())
         locator = AutoDateLocator(maxticks=8)
         axes.xaxis.set_major_locator(locator)
         axes.xaxis.set_major_formatter(ConciseDateFormatter(locator))
         axes.set_title("Stored bytes per namespace (at each run's as-of, UTC)")
         axes.grid(alpha=0.3)
         axes.legend(fontsize=7, ncol=2, loc="upper left", bbox_to_anchor=(1.01, 1))
-        charts["namespaces"] = _svg(figure)
+        charts["namespaces"] = svg(figure)
 
     by_day = data["reclaimedByDay"]
     if by_day:
@@ -218,11 +197,11 @@ def plots(data: dict[str, Any]) -> dict[str, str]:
             values = [by_day[d].get(mechanism, 0) for d in days]
             axes.bar(days, values, bottom=bottom, label=mechanism)
             bottom = [b + v for b, v in zip(bottom, values, strict=True)]
-        axes.yaxis.set_major_formatter(FuncFormatter(_mib))
+        axes.yaxis.set_major_formatter(bytes_formatter())
         axes.set_title("Bytes reclaimed per mechanism, by day of the decisions' as-of")
         axes.legend(fontsize=8)
         axes.grid(axis="y", alpha=0.3)
-        charts["reclaimed"] = _svg(figure)
+        charts["reclaimed"] = svg(figure)
 
     blockers = data["topBlockers"]
     if blockers:
@@ -230,10 +209,10 @@ def plots(data: dict[str, Any]) -> dict[str, str]:
         labels = [f"{b['topic'].split('://', 1)[-1]} ({b['kind']})" for b in blockers][::-1]
         colors = ["#c0392b" if b["kind"] == "slowest_subscription" else "#7f8c8d" for b in blockers][::-1]
         axes.barh(labels, [b["bytes"] for b in blockers][::-1], color=colors)
-        axes.xaxis.set_major_formatter(FuncFormatter(_mib))
+        axes.xaxis.set_major_formatter(bytes_formatter())
         axes.set_title("Top blockers: bytes kept (red: a subscription that has not consumed them)")
         axes.grid(axis="x", alpha=0.3)
-        charts["blockers"] = _svg(figure)
+        charts["blockers"] = svg(figure)
 
     quotas = data["exceededQuotas"]
     if quotas:
@@ -244,7 +223,7 @@ def plots(data: dict[str, Any]) -> dict[str, str]:
         axes.barh(list(per_namespace), list(per_namespace.values()), color="#e67e22")
         axes.set_title("Exceeded backlog quotas per namespace (now)")
         axes.xaxis.get_major_locator().set_params(integer=True)
-        charts["quotas"] = _svg(figure)
+        charts["quotas"] = svg(figure)
     return charts
 
 
@@ -252,16 +231,7 @@ def plots(data: dict[str, Any]) -> dict[str, str]:
 
 
 def render_html(data: dict[str, Any], charts: dict[str, str], out_dir: Path) -> str:
-    from jinja2 import Environment, PackageLoader, StrictUndefined, select_autoescape
-
-    env = Environment(
-        loader=PackageLoader("housekeeping", "templates"),
-        undefined=StrictUndefined,
-        autoescape=select_autoescape(["html", "j2"]),
-    )
-    env.filters["human"] = human_bytes
-    env.filters["relative"] = lambda path: os.path.relpath(path, out_dir) if path else None
-    return env.get_template("storage_report.html.j2").render(r=data, charts=charts)
+    return render("storage_report.html.j2", out_dir, r=data, charts=charts)
 
 
 def write_storage_report(store: Store, as_of_ms: int) -> Path:

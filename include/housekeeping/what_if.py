@@ -22,17 +22,6 @@ from housekeeping.policy_overlay import PolicyOverlay
 MEASURES = ("ledgers", "bytes", "topics", "cursors", "entries")
 
 
-def validate_overlay(store: Any, overlay: PolicyOverlay) -> None:
-    """The rules ``load`` applies (the manifest schema, then Pulsar's semantic rules), to the store's metadata
-    with the overlay in place: a bad overlay is refused naming the namespace or topic, before any plan runs."""
-    from housekeeping.manifest import content_from_manifest, export_manifest, validate_content
-
-    manifest = export_manifest(store)
-    manifest.pop("store", None)
-    content, _ = content_from_manifest(overlay.applied_to(manifest), "the store's policies with the overlay")
-    validate_content(content)
-
-
 def _position(text: str | None) -> tuple[int, int] | None:
     if not text:
         return None
@@ -141,6 +130,7 @@ def what_if(
     as_of: str,
     scope: str | None = None,
     compact_topics: list[str] | None = None,
+    spark: Any = None,
 ) -> list[dict[str, Any]]:
     """Per mechanism, the current and the candidate plan (each exactly what ``plan MECHANISM --format json``
     prints) and their difference. The overlay is checked once, before any plan; both runs of each mechanism go
@@ -154,7 +144,7 @@ def what_if(
 
     for mechanism in mechanisms:
         mechanism_spec(mechanism)
-    validate_overlay(store, overlay)
+    overlay.validate_against(store)
     settings = Settings.from_env()
     as_of_ms = parse_as_of(as_of)
     results = []
@@ -177,7 +167,7 @@ def what_if(
                     run_dir=run_dir,
                     policy_overlay=policy_overlay,
                 )
-                gate = plan_and_gate_in_process(run_dir, mechanism, settings.spark_master)
+                gate = plan_and_gate_in_process(run_dir, mechanism, settings.spark_master, spark)
                 documents[side] = plan_document(run_dir, mechanism, as_of_ms, run_id, gate)
                 effects[side] = plan_effects(run_dir)
             results.append(
@@ -189,6 +179,46 @@ def what_if(
                 }
             )
     return results
+
+
+def run_what_if(
+    store: Any,
+    mechanism: str,
+    overlay: PolicyOverlay,
+    *,
+    as_of: str,
+    scope: str | None = None,
+    sweep: str | None = None,
+    compact_topics: list[str] | None = None,
+    report_dir: Path | None = None,
+    spark: Any = None,
+) -> dict[str, Any]:
+    """What ``housekeeping what-if`` and the policy_what_if DAG print: a sweep's points (``sweep`` given), one
+    mechanism's what-if, or ``all``'s under ``mechanisms``; written as report.json and index.html to
+    ``report_dir`` when given."""
+    from housekeeping.registry import mechanism_names
+
+    if sweep:
+        from housekeeping.errors import InputError
+        from housekeeping.policy_sweep import Sweep, run_sweep
+
+        parsed = Sweep.parse(sweep)
+        if mechanism != parsed.mechanism:
+            raise InputError(
+                f"--sweep {parsed.knob.name} is a {parsed.mechanism} policy; the mechanism given is {mechanism}"
+            )
+        document = run_sweep(store, parsed, overlay, as_of=as_of, scope=scope, spark=spark)
+    else:
+        names = list(mechanism_names()) if mechanism == "all" else [mechanism]
+        results = what_if(
+            store, names, overlay, as_of=as_of, scope=scope, compact_topics=compact_topics, spark=spark
+        )
+        document = results[0] if mechanism != "all" else {"asOf": results[0]["asOf"], "mechanisms": results}
+    if report_dir is not None:
+        from housekeeping.what_if_report import write_what_if_report
+
+        write_what_if_report(document, Path(report_dir))
+    return document
 
 
 def format_text(document: Mapping[str, Any]) -> str:

@@ -246,22 +246,37 @@ def held_expiry_reset() -> dict:
     }
 
 
+def expiry_decisions(spark, snapshot: dict[str, DataFrame], info: dict, reads: EntryReads) -> DataFrame:
+    """Every durable subscription's decision, a held topic's kept."""
+    return keep_held(
+        plan_expiry(spark, snapshot, info, reads),
+        snapshot["topics"],
+        decision="decision",
+        keep="keep",
+        reset=held_expiry_reset(),
+    )
+
+
+def sweep_point(spark, snapshot: dict[str, DataFrame], info: dict) -> DataFrame:
+    """A TTL sweep's point (``spark_apps.sweep``): per namespace, the backlog bytes this plan expires (its
+    cursors acknowledge them) and the backlog bytes it keeps, with the cursors moved and entries expired."""
+    subscriptions = expiry_decisions(spark, snapshot, info, EntryReads())
+    moved = F.col("decision") == "move"
+    return subscriptions.groupBy("namespace").agg(
+        F.sum("bytesExpired").cast("long").alias("bytesFreed"),
+        F.sum("backlogBytesAfter").cast("long").alias("bytesKept"),
+        F.sum(moved.cast("long")).alias("cursorsMoved"),
+        F.sum("entriesExpired").cast("long").alias("entriesExpired"),
+    )
+
+
 def run(spark, run_dir: str | Path) -> dict:
     run = RunDir(run_dir)
     with run_scoped_cache(spark):
         info = read_run_info(run)
         snapshot = read_snapshot(spark, run)
         reads = EntryReads()
-        planned = plan_expiry(spark, snapshot, info, reads)
-        subscriptions = materialize(
-            keep_held(
-                planned,
-                snapshot["topics"],
-                decision="decision",
-                keep="keep",
-                reset=held_expiry_reset(),
-            )
-        )
+        subscriptions = materialize(expiry_decisions(spark, snapshot, info, reads))
         write_table(subscriptions, run, EXPIRY_SUBSCRIPTIONS, ["topic", "subscription"])
         write_table(cursor_actions(subscriptions), run, ACTIONS, ["topic", "action", "subscription"])
         write_table(cursor_blockers(subscriptions), run, BLOCKERS, ["topic", "subscription"])

@@ -354,6 +354,20 @@ def plan_summary(decisions: DataFrame) -> dict:
     }
 
 
+def sweep_point(spark, snapshot: dict[str, DataFrame], info: dict) -> DataFrame:
+    """A policy sweep's point (``spark_apps.sweep``): per namespace, the bytes and ledgers this plan frees and
+    the bytes it keeps, from the same decisions ``run`` writes (holds included)."""
+    decisions = plan_ledger_decisions(
+        snapshot["topics"], snapshot["ledgers"], snapshot["cursors"], int(info["asOfMs"])
+    ).transform(lambda d: keep_held(d, snapshot["topics"], decision="decision", keep="keep"))
+    deleted = F.col("decision") == "delete"
+    return decisions.groupBy("namespace").agg(
+        F.sum(F.when(deleted, F.col("size")).otherwise(0)).cast("long").alias("bytesFreed"),
+        F.sum(F.when(deleted, 0).otherwise(F.col("size"))).cast("long").alias("bytesKept"),
+        F.sum(deleted.cast("long")).alias("ledgersDeleted"),
+    )
+
+
 def run(spark, run_dir: str | Path) -> dict:
     run = RunDir(run_dir)
     with run_scoped_cache(spark):

@@ -24,4 +24,5 @@ SPEC = MechanismSpec(
     actions=("move_cursor",),
     report=build_cursor_report,
     report_template="expiry_report.md.j2",
+    sweeps=("ttl",),
 )

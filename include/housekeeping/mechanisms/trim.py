@@ -115,4 +115,5 @@ SPEC = MechanismSpec(
     actions=("delete_ledger", "move_cursor"),
     report=build_report,
     report_template="trim_report.md.j2",
+    sweeps=("retention-time", "retention-size"),
 )

@@ -1,0 +1,45 @@
+"""A policy sweep's points in one Spark application (``housekeeping.policy_sweep``).
+
+Each point is a snapshot of the same read of the store (``housekeeping.snapshot.read_store_state``) that differs
+only in the policies resolved into its topics table. The ledgers, cursors and other tables are read once, from
+the first point; each point's topics are read from its own directory; the mechanism's ``sweep_point`` (the same
+decisions its planner writes) measures each point, and one union of the points is collected.
+"""
+
+from __future__ import annotations
+
+import importlib
+from collections.abc import Sequence
+from functools import reduce
+from pathlib import Path
+from typing import Any
+
+from pyspark.sql import functions as F
+
+from housekeeping.contract import SNAPSHOT_TABLES, RunDir, read_run_info
+from spark_apps.shared.io import read_snapshot
+from spark_apps.shared.session import run_scoped_cache
+
+
+def run(spark, run_dirs: Sequence[str | Path], plan_app: str) -> list[dict[str, dict[str, int]]]:
+    """Per point (in ``run_dirs``' order): namespace -> the mechanism's measures (``bytesFreed``,
+    ``bytesKept`` and its counts), for every namespace with a topic in scope."""
+    if not run_dirs:
+        return []
+    planner = importlib.import_module(plan_app)
+    with run_scoped_cache(spark):
+        shared = read_snapshot(spark, run_dirs[0])
+        topics_ddl = SNAPSHOT_TABLES["topics"].ddl()
+        frames = []
+        for index, run_dir in enumerate(run_dirs):
+            run = RunDir(run_dir)
+            topics = spark.read.schema(topics_ddl).json(str(run.snapshot_table("topics")))
+            point = planner.sweep_point(spark, {**shared, "topics": topics}, read_run_info(run))
+            frames.append(point.withColumn("point", F.lit(index)))
+        rows = reduce(lambda left, right: left.unionByName(right), frames).collect()
+    points: list[dict[str, dict[str, Any]]] = [{} for _ in run_dirs]
+    for row in rows:
+        measures = row.asDict()
+        index, namespace = measures.pop("point"), measures.pop("namespace")
+        points[index][namespace] = {name: int(value or 0) for name, value in measures.items()}
+    return [dict(sorted(point.items())) for point in points]
