@@ -77,12 +77,13 @@ def dag_docs(page, url: str, dag_id: str, shot: Path | None = None) -> str:
     return text
 
 
-def open_trigger_form(page, url: str, dag_id: str):
-    """The DAG's Trigger dialog (its params form), opened from the DAG page's Trigger button."""
+def open_trigger_form(page, url: str, dag_id: str, field: str = "dry_run"):
+    """The DAG's Trigger dialog (its params form), opened from the DAG page's Trigger button; ready once the
+    param ``field`` is there."""
     page.goto(f"{url}/dags/{dag_id}")
     page.get_by_role("button", name="Trigger").first.click()
     form = page.get_by_role("dialog")
-    form.locator("input[name=element_dry_run]").wait_for(state="attached", timeout=30_000)
+    form.locator(f"[name=element_{field}]").first.wait_for(state="attached", timeout=30_000)
     return form
 
 

@@ -7,6 +7,7 @@ are wiring only. Nothing here does work at parse time: settings are read and lib
 
 from __future__ import annotations
 
+import json
 import os
 import sys
 from collections.abc import Mapping
@@ -333,4 +334,134 @@ def build_storage_report_dag(doc_md: str):
             return str(page)
 
         write_storage_report()
+    return dag
+
+
+def what_if_params() -> dict[str, Any]:
+    """The policy_what_if trigger form."""
+    from airflow.sdk import Param
+
+    from housekeeping.policy_sweep import KNOBS
+    from housekeeping.registry import mechanism_names
+
+    return {
+        "mechanism": Param(
+            "trim",
+            type="string",
+            enum=[*mechanism_names(), "all"],
+            title="Mechanism",
+            description="The mechanism whose plan the change would alter, or all of them (a sweep: the "
+            "mechanism of its policy).",
+        ),
+        "policies": Param(
+            {},
+            type="object",
+            title="Policy overlay",
+            description='Policies in the manifest\'s shape: {"broker": {...}, "namespaces": {"acme/orders": '
+            '{"retention_policies": {"retentionTimeInMinutes": 4320, "retentionSizeInMB": 5120}}}, "topics": '
+            '{"persistent://...": {"policies": {...}}}}; null removes a policy. May be empty with a sweep.',
+        ),
+        "as_of": Param(
+            None,
+            type=["null", "string"],
+            title="As of (UTC)",
+            description="Logical 'now' for the decisions, ISO 8601 with timezone. Empty = the run's time.",
+        ),
+        "sweep": Param(
+            None,
+            type=["null", "string"],
+            pattern=f"^({'|'.join(KNOBS)})=[^=]+$",
+            title="Sweep",
+            description="One policy at several values, e.g. retention-time=1h,6h,1d,3d,7d (or retention-size="
+            "1G,5G,-1, ttl=1h,1d): bytes freed and kept per namespace at each, set in every namespace in scope.",
+        ),
+        "scope": Param(
+            None,
+            type=["null", "string"],
+            title="Scope",
+            description="Comma-separated globs: a tenant (acme), a namespace (acme/orders) or topics "
+            "(persistent://acme/orders/*). Empty = all topics.",
+        ),
+    }
+
+
+def build_policy_what_if_dag(doc_md: str):
+    """The policy_what_if DAG: manual only; the what-if (or sweep) runs as a Spark step of its own and its report
+    is drawn after. No apply, no purge, no slot of the deleting pool: it changes nothing in the store."""
+    from airflow.sdk import DAG, get_current_context, task
+
+    from housekeeping import launcher
+
+    with DAG(
+        dag_id="policy_what_if",
+        schedule=None,
+        start_date=datetime(2026, 1, 1, tzinfo=UTC),
+        catchup=False,
+        doc_md=doc_md,
+        tags=["housekeeping", "what-if"],
+        params=what_if_params(),
+        default_args={"owner": DEFAULT_OWNER, "retries": 0},
+    ) as dag:
+
+        @task(task_id="prepare_what_if")
+        def prepare_what_if() -> dict[str, Any]:
+            """Checks the form before Spark starts and writes the request the Spark step reads."""
+            import re
+
+            from housekeeping.errors import InputError
+            from housekeeping.policy_overlay import PolicyOverlay
+            from housekeeping.policy_sweep import Sweep
+            from housekeeping.settings import Settings
+            from housekeeping.timeutil import format_ms
+            from housekeeping.what_if_report import REPORTS_DIR
+
+            context = get_current_context()
+            params = context["params"]
+            policies = params.get("policies") or {}
+            PolicyOverlay.from_document(policies, "the policies param")
+            sweep = params.get("sweep") or None
+            if sweep is None and not policies:
+                raise InputError("give the policies param (an overlay), the sweep param, or both")
+            if sweep is not None and Sweep.parse(sweep).mechanism != params["mechanism"]:
+                raise InputError(
+                    f"sweep {sweep}: a {Sweep.parse(sweep).mechanism} policy; the mechanism param is "
+                    f"{params['mechanism']}"
+                )
+            store = Settings.from_env().open_store()
+            report_dir = store.root / REPORTS_DIR / re.sub(r"[^A-Za-z0-9._-]", "_", context["run_id"])
+            report_dir.mkdir(parents=True, exist_ok=True)
+            request = {
+                "mechanism": params["mechanism"],
+                "policies": policies,
+                "asOf": format_ms(resolve_as_of_ms(params, context)),
+                "sweep": sweep,
+                "scope": params.get("scope") or None,
+                "reportDir": str(report_dir),
+            }
+            path = report_dir / "request.json"
+            path.write_text(json.dumps(request, indent=2), encoding="utf-8")
+            return {"request": str(path), "report_dir": str(report_dir)}
+
+        @task(task_id="write_what_if_report")
+        def write_what_if_report(prepared: dict[str, Any]) -> str:
+            from housekeeping.settings import Settings
+            from housekeeping.what_if_report import WHAT_IF_JSON, record_latest, write_what_if_report
+
+            report_dir = Path(prepared["report_dir"])
+            document = json.loads((report_dir / WHAT_IF_JSON).read_text(encoding="utf-8"))
+            page = write_what_if_report(document, report_dir)
+            record_latest(
+                Settings.from_env().open_store().root, report_dir, document, get_current_context()["run_id"]
+            )
+            print(f"WHAT-IF REPORT: {page}")
+            return str(page)
+
+        prepared = prepare_what_if()
+        run_what_if = spark_submit(
+            "run_what_if",
+            launcher.WHAT_IF_APP,
+            ["--request", "{{ ti.xcom_pull(task_ids='prepare_what_if')['request'] }}"],
+            "what-if",
+        )
+        prepared >> run_what_if >> write_what_if_report(prepared)
     return dag

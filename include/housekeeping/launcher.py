@@ -17,6 +17,7 @@ SPARK_APPS_DIR = Path(spark_apps.__file__).resolve().parent
 SUBMIT_APP = SPARK_APPS_DIR / "submit.py"
 GATE_APP = "spark_apps.validate_plan"
 SWEEP_APP = "spark_apps.sweep"
+WHAT_IF_APP = "spark_apps.what_if"  # the policy_what_if DAG's Spark step
 
 
 def submit_args(module: str, args: list[str]) -> list[str]:

@@ -81,6 +81,7 @@ class Knob:
 
     name: str
     policy: str  # the namespace policy it sets
+    field: str  # the stored field the value is
     unit: str  # what the stored value counts
     parse: Any  # str -> the stored value
 
@@ -102,9 +103,9 @@ class Knob:
 KNOBS = {
     knob.name: knob
     for knob in (
-        Knob("retention-time", "retention_policies", "minutes", _retention_minutes),
-        Knob("retention-size", "retention_policies", "MB", _retention_mb),
-        Knob("ttl", "message_ttl_in_seconds", "seconds", parse_seconds),
+        Knob("retention-time", "retention_policies", "retentionTimeInMinutes", "minutes", _retention_minutes),
+        Knob("retention-size", "retention_policies", "retentionSizeInMB", "MB", _retention_mb),
+        Knob("ttl", "message_ttl_in_seconds", "message_ttl_in_seconds", "seconds", parse_seconds),
     )
 }
 
@@ -235,7 +236,7 @@ def run_sweep(
         points.append(
             {
                 "value": label,
-                "setting": {sweep.knob.policy: value},
+                "setting": {sweep.knob.field: value},
                 "perNamespace": per_namespace,
                 "total": total,
             }

@@ -28,6 +28,7 @@ from housekeeping.contract import NAMESPACES, RunDir, read_json, read_jsonl, rea
 from housekeeping.pages import bytes_formatter, pyplot, render, svg
 from housekeeping.store import RUNS_DIR, Store, read_transaction
 from housekeeping.timeutil import format_ms
+from housekeeping.what_if_report import read_latest
 
 REPORT_DIR = Path("reports") / "storage"
 TOP_BLOCKERS = 15
@@ -125,6 +126,8 @@ def collect(store: Store, as_of_ms: int) -> dict[str, Any]:
             for mechanism, run in sorted(latest.items())
         ],
         "runs": len(runs),
+        # The policy_what_if DAG's latest report (what a policy change would free), if any.
+        "latestWhatIf": read_latest(store.root),
     }
 
 

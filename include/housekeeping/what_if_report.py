@@ -11,6 +11,12 @@ from typing import Any
 
 from housekeeping.pages import bytes_formatter, pyplot, render, svg
 
+WHAT_IF_JSON = "report.json"
+WHAT_IF_HTML = "index.html"
+# The policy_what_if DAG's reports: <store>/reports/what-if/<DAG run>/, and latest.json naming the newest.
+REPORTS_DIR = Path("reports") / "what-if"
+LATEST = "latest.json"
+
 
 def sweep_chart(document: Mapping[str, Any]) -> str:
     """Bytes freed against the policy value, one line per namespace (values in the order given, evenly
@@ -39,12 +45,40 @@ def sweep_chart(document: Mapping[str, Any]) -> str:
 def write_what_if_report(document: Mapping[str, Any], out_dir: Path) -> Path:
     """Writes report.json and index.html into ``out_dir``; returns index.html."""
     out_dir.mkdir(parents=True, exist_ok=True)
-    (out_dir / "report.json").write_text(json.dumps(document, indent=2), encoding="utf-8")
+    (out_dir / WHAT_IF_JSON).write_text(json.dumps(document, indent=2), encoding="utf-8")
     chart = sweep_chart(document) if "sweep" in document else ""
     mechanisms = [] if "sweep" in document else list(document.get("mechanisms", [document]))
-    page = out_dir / "index.html"
+    page = out_dir / WHAT_IF_HTML
     page.write_text(
         render("what_if_report.html.j2", out_dir, d=document, mechanisms=mechanisms, chart=chart),
         encoding="utf-8",
     )
     return page
+
+
+def record_latest(store_root: Path, report_dir: Path, document: Mapping[str, Any], run_id: str) -> Path:
+    """Name ``report_dir`` the latest what-if of the store (the storage report links it)."""
+    latest = Path(store_root) / REPORTS_DIR / LATEST
+    latest.parent.mkdir(parents=True, exist_ok=True)
+    body = {
+        "runId": run_id,
+        "page": str(Path(report_dir) / WHAT_IF_HTML),
+        "asOf": document["asOf"],
+        "what": describe(document),
+    }
+    latest.write_text(json.dumps(body, indent=2), encoding="utf-8")
+    return latest
+
+
+def read_latest(store_root: Path) -> dict[str, Any] | None:
+    latest = Path(store_root) / REPORTS_DIR / LATEST
+    return json.loads(latest.read_text(encoding="utf-8")) if latest.is_file() else None
+
+
+def describe(document: Mapping[str, Any]) -> str:
+    """One line: what was asked."""
+    if "sweep" in document:
+        sweep = document["sweep"]
+        return f"{document['mechanism']} sweep of {sweep['policy']} over {', '.join(sweep['values'])}"
+    names = [m["mechanism"] for m in document.get("mechanisms", [document])]
+    return f"what-if of {', '.join(names)}"

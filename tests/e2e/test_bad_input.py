@@ -383,7 +383,9 @@ def test_dag_params_that_fail_the_schema_are_refused(airflow_db):
         {"scope": ["acme/*"]},
         {"max_deleted_share": 7},
     ]
-    housekeeping = {dag_id: dag for dag_id, dag in bag.dags.items() if dag_id != "storage_report"}
+    housekeeping = {
+        dag_id: dag for dag_id, dag in bag.dags.items() if dag_id not in ("storage_report", "policy_what_if")
+    }
     assert len(housekeeping) == 5
     for dag_id, dag in housekeeping.items():
         good = copy.deepcopy(dag.params)
@@ -395,3 +397,15 @@ def test_dag_params_that_fail_the_schema_are_refused(airflow_db):
                 params.update(conf)
                 params.validate()
         assert dag_id
+    what_if = bag.dags["policy_what_if"]
+    for conf in (
+        {"mechanism": "everything"},
+        {"policies": "retention 1d"},
+        {"sweep": "retention=1d"},
+        {"as_of": 12},
+        {"scope": ["acme/*"]},
+    ):
+        params = copy.deepcopy(what_if.params)
+        with pytest.raises(ParamValidationError, match=next(iter(conf))):
+            params.update(conf)
+            params.validate()

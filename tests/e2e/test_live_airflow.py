@@ -53,9 +53,11 @@ DAG_IDS = [
     "consumed_ledger_trim",
     "inactive_topic_gc",
     "message_expiry",
+    "policy_what_if",
     "storage_report",
 ]
 TRIM = "consumed_ledger_trim"
+WHAT_IF = "policy_what_if"
 STORE_OPTIONS = GenerateOptions(topics=14, seed=11, entries_per_ledger=40)
 # Hourly: two runs, the second sees what the first did.
 BACKFILL = ("2026-10-31T23:00:00+00:00", "2026-11-01T00:00:00+00:00")
@@ -252,6 +254,51 @@ def test_browser_sees_the_dags_their_docs_and_params_and_a_dry_run_succeeds(live
     assert parse_as_of(as_of) == parse_as_of("2026-11-01T00:00:00Z"), "the form's as_of is the decisions' now"
 
 
+def test_a_sweep_triggered_from_the_what_if_form_writes_its_report_and_changes_nothing(live_airflow):
+    """policy_what_if from its trigger form, as an operator asks "what would each retention time free?": the run
+    succeeds, its page opens offline with the plot, and the store is as it was."""
+    from playwright.sync_api import sync_playwright
+
+    ui = _ui_driver()
+    before = store_state(live_airflow.store)
+    live_airflow.cli("dags", "unpause", WHAT_IF)
+    api = live_airflow.api()
+    with sync_playwright() as playwright:
+        browser = playwright.chromium.launch(executable_path="/usr/bin/chromium", args=ui.CHROMIUM_ARGS)
+        page = browser.new_page(viewport={"width": 1400, "height": 1000})
+        ui.login(page, live_airflow.url, live_airflow.user, live_airflow.password)
+        form = ui.open_trigger_form(page, live_airflow.url, WHAT_IF, field="sweep")
+        text = form.inner_text()
+        for label in ("Mechanism", "Policy overlay", "As of (UTC)", "Sweep", "Scope"):
+            assert label in text, f"trigger form lacks the {label!r} param: {text[:500]}"
+        form.locator("#element_sweep").fill("retention-time=0,2h,-1")
+        form.locator("#element_as_of").fill("2026-11-01T00:00:00Z")
+        page.screenshot(path=str(SHOTS / "07-what-if-form.png"), full_page=True)
+        existing = {r["dag_run_id"] for r in api.get(f"/api/v2/dags/{WHAT_IF}/dagRuns")["dag_runs"]}
+        run_id, state = ui.submit_and_wait(page, form, api, WHAT_IF, existing, timeout_s=600)
+        tasks = {
+            t["task_id"]: t["state"]
+            for t in api.get(f"/api/v2/dags/{WHAT_IF}/dagRuns/{run_id}/taskInstances")["task_instances"]
+        }
+        assert state == "success", tasks
+        assert tasks == dict.fromkeys(["prepare_what_if", "run_what_if", "write_what_if_report"], "success")
+        run = api.get(f"/api/v2/dags/{WHAT_IF}/dagRuns/{run_id}")
+        assert (run["conf"]["mechanism"], run["conf"]["sweep"]) == ("trim", "retention-time=0,2h,-1")
+
+        latest = json.loads((live_airflow.store.root / "reports" / "what-if" / "latest.json").read_text())
+        report = json.loads((Path(latest["page"]).parent / "report.json").read_text())
+        assert [p["value"] for p in report["points"]] == ["0", "2h", "-1"]
+        freed = [p["total"]["bytesFreed"] for p in report["points"]]
+        assert freed[0] > 0 and freed[-1] == 0, freed  # no retention frees the most; infinite frees nothing
+        offline = browser.new_context(viewport={"width": 1300, "height": 1000}, offline=True).new_page()
+        offline.goto(Path(latest["page"]).as_uri())
+        offline.get_by_role("heading", name="Policy sweep: retention-time").wait_for(timeout=10_000)
+        assert offline.locator("svg").count() >= 1 and offline.locator("#sweep tr").count() > 2
+        offline.screenshot(path=str(SHOTS / "08-what-if-report.png"), full_page=True)
+        browser.close()
+    assert store_state(live_airflow.store) == before, "a what-if changed the store"
+
+
 def test_backfill_create_equals_the_decisions_made_one_by_one_and_again_changes_nothing(
     live_airflow, tmp_path, spark
 ):
@@ -351,6 +398,10 @@ def test_storage_report_runs_and_its_page_reads_offline(live_airflow):
             page.get_by_role("heading", name=heading).wait_for(timeout=10_000)
         assert page.locator("svg").count() >= 3, "the plots are inline SVG"
         page.screenshot(path=str(SHOTS / "05-storage-report.png"), full_page=True)
+        # the latest what-if (the sweep the form ran), linked from the report
+        page.locator("#latest-what-if").click()
+        page.get_by_role("heading", name="Policy sweep: retention-time").wait_for(timeout=10_000)
+        page.go_back()
         # the latest gate run's Great Expectations Data Docs, linked from the report, offline too
         page.get_by_role("link", name="Data Docs").first.click()
         page.get_by_role("heading", name=re.compile("Great Expectations gate: trim")).wait_for(timeout=10_000)

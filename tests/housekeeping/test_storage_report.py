@@ -61,6 +61,12 @@ def _data(**overrides):
             }
         ],
         "runs": 3,
+        "latestWhatIf": {
+            "runId": "manual__1",
+            "page": "/s/reports/what-if/manual__1/index.html",
+            "asOf": "2026-11-03T00:00:00.000Z",
+            "what": "trim sweep of retention-time over 1h, 1d",
+        },
     }
     data.update(overrides)
     return data
@@ -77,6 +83,9 @@ def test_every_chart_is_inline_svg_and_the_page_is_self_contained(tmp_path):
     assert "d &lt;b&gt;" in html, "text from the store is escaped"
     assert 'href="../../runs/trim/run-1/gate/data_docs/index.html"' in html, "links are relative to the page"
     assert 'class="rejected"' in html and "1.4 MiB" in html
+    assert (
+        '<a id="latest-what-if" href="../what-if/manual__1/index.html">trim sweep of retention-time' in html
+    )
 
 
 def test_a_store_with_nothing_on_record_still_gets_a_page(tmp_path):
@@ -90,7 +99,10 @@ def test_a_store_with_nothing_on_record_still_gets_a_page(tmp_path):
         exceededQuotas=[],
         latestRuns=[],
         runs=0,
+        latestWhatIf=None,
     )
     assert plots(empty) == {}
     html = render_html(empty, {}, tmp_path)
-    assert "Nothing deleted yet" in html and "No backlog quota is exceeded" in html
+    assert (
+        "Nothing deleted yet" in html and "No backlog quota is exceeded" in html and "No what-if yet" in html
+    )
