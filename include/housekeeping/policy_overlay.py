@@ -77,12 +77,22 @@ class PolicyOverlay:
     def validate_against(self, store: Any, manifest: Mapping[str, Any] | None = None) -> None:
         """The rules ``load`` applies (the manifest schema, then Pulsar's semantic rules), to the store's
         metadata with this overlay in place: a bad overlay is refused naming the namespace or topic, before any
-        plan runs. ``manifest``: the store's, already exported (``export_manifest``), to check several overlays."""
+        plan runs. ``manifest``: the store's, already exported (``export_manifest``), to check several overlays.
+
+        An overlay without broker settings changes policies only, so the check reads each topic's policies and
+        one of its ledgers (the schema wants one) and leaves out the cursors, the other ledgers and the
+        compacted ledger, which no policy rule reads and which the store already holds valid; a broker setting
+        can bear on those (``topicCompactionRetainNullKey``), so with one the whole store is checked."""
         from housekeeping.manifest import content_from_manifest, export_manifest, validate_content
 
         if manifest is None:
             manifest = export_manifest(store)
         manifest = {key: value for key, value in manifest.items() if key != "store"}
+        if not self.broker:
+            manifest["topics"] = {
+                name: {"policies": body.get("policies", {}), "ledgers": body["ledgers"][-1:]}
+                for name, body in manifest.get("topics", {}).items()
+            }
         content, _ = content_from_manifest(self.applied_to(manifest), "the store's policies with the overlay")
         validate_content(content)
 

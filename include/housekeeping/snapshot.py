@@ -152,11 +152,13 @@ def take_snapshot(
     actor: str | None = None,
     policy_overlay: PolicyOverlay | None = None,
     state: StoreState | None = None,
+    tables: Sequence[str] | None = None,
 ) -> SnapshotInfo:
     """One consistent read of the store into a run directory. ``policy_overlay`` (a what-if) resolves the
     policies as if it had been applied; the store itself is only read. ``state``: an earlier read to write
-    again (with another overlay) instead of reading the store."""
-    tables = mechanism_spec(mechanism).all_snapshot_tables
+    again (with another overlay) instead of reading the store. ``tables``: write only these (a sweep's later
+    points differ from the first only in their topics); default, every table the mechanism reads."""
+    tables = tuple(tables) if tables is not None else mechanism_spec(mechanism).all_snapshot_tables
     patterns = parse_scope(scope)
     for name in compact_topics:
         TopicName.parse(name)

@@ -213,3 +213,21 @@ def test_a_bad_overlay_exits_2_naming_the_namespace_and_changes_nothing(tmp_path
     )  # fmt: skip
     assert code == 2 and "acme/orders" in err, err
     assert _store_bytes(store.root) == before
+
+
+@pytest.mark.unit
+def test_an_overlay_is_checked_across_the_levels_it_touches(tmp_path):
+    """A topic's backlog quota must stay below the retention in force at the topic, which an overlay of the
+    namespace changes: refused naming the topic (the policies-only check still resolves every level)."""
+    from housekeeping.generate import GenerateOptions, generate_store
+
+    store = generate_store(tmp_path / "store", GenerateOptions(topics=8, seed=7, entries_per_ledger=10))
+    topic = "persistent://acme/orders/t-00002"
+    quota = {"destination_storage": {"limitSize": 3 * 2**20, "limitTime": -1, "policy": "producer_exception"}}
+    PolicyOverlay(topics={topic: {"backlog_quota_map": quota}}).validate_against(store)  # retention size -1
+    too_small = {"retention_policies": {"retentionTimeInMinutes": 60, "retentionSizeInMB": 2}}
+    with pytest.raises(InputError) as refused:
+        PolicyOverlay(
+            namespaces={"acme/orders": too_small}, topics={topic: {"backlog_quota_map": quota}}
+        ).validate_against(store)
+    assert f"topic {topic}" in str(refused.value) and "retention size" in str(refused.value)
