@@ -52,6 +52,20 @@ class DagDefaults:
             raise ValueError("start_date must be timezone-aware (UTC)")
 
 
+def scope_param() -> Any:
+    """The scope param of every DAG that reads topics."""
+    from airflow.sdk import Param
+
+    # Nullable: the UI trigger form treats a plain "string" param as required and refuses an empty one.
+    return Param(
+        None,
+        type=["null", "string"],
+        title="Scope",
+        description="Comma-separated globs: a tenant (acme), a namespace (acme/orders) or topics "
+        "(persistent://acme/orders/*). Empty = all topics.",
+    )
+
+
 def housekeeping_params(extra: Mapping[str, Mapping[str, Any]]) -> dict[str, Any]:
     """The trigger form (JSON schema per param): the common params, then the mechanism's (``extra``: name ->
     {"default": ..., JSON-schema keywords}). Scheduled runs get these safe defaults."""
@@ -61,14 +75,7 @@ def housekeeping_params(extra: Mapping[str, Mapping[str, Any]]) -> dict[str, Any
         "dry_run": Param(
             False, type="boolean", title="Dry run", description="Plan, gate and report only; change nothing."
         ),
-        # Nullable: the UI trigger form treats a plain "string" param as required and refuses an empty one.
-        "scope": Param(
-            None,
-            type=["null", "string"],
-            title="Scope",
-            description="Comma-separated globs: a tenant (acme), a namespace (acme/orders) or topics "
-            "(persistent://acme/orders/*). Empty = all topics.",
-        ),
+        "scope": scope_param(),
         "as_of": Param(
             None,
             type=["null", "string"],
@@ -375,13 +382,7 @@ def what_if_params() -> dict[str, Any]:
             description="One policy at several values, e.g. retention-time=1h,6h,1d,3d,7d (or retention-size="
             "1G,5G,-1, ttl=1h,1d): bytes freed and kept per namespace at each, set in every namespace in scope.",
         ),
-        "scope": Param(
-            None,
-            type=["null", "string"],
-            title="Scope",
-            description="Comma-separated globs: a tenant (acme), a namespace (acme/orders) or topics "
-            "(persistent://acme/orders/*). Empty = all topics.",
-        ),
+        "scope": scope_param(),
     }
 
 
