@@ -161,9 +161,11 @@ def main(argv: list[str] | None = None) -> int:
     args = parser.parse_args(argv)
     sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-    from housekeeping.runner import local_spark
+    from housekeeping import launcher
+    from housekeeping.registry import mechanism_spec
     from housekeeping.snapshot import take_snapshot
-    from spark_apps import apply_compaction, plan_compaction, validate_plan
+
+    spec = mechanism_spec("compaction")
 
     root = args.store or Path(tempfile.mkdtemp(prefix="bench-compaction-"))
     started = time.perf_counter()
@@ -180,20 +182,20 @@ def main(argv: list[str] | None = None) -> int:
     duck = duckdb_compaction(root, root / "duckdb-out", as_of_ms)
     print(f"duckdb compaction (decide + write kept entries): {duck['seconds']} s, kept {duck['kept']:,}")
 
-    spark = local_spark("local[2]")
+    spark = launcher.local_spark("local[2]")
     timings = {}
     started = time.perf_counter()
     info = take_snapshot(store, mechanism="compaction", run_id="bench", as_of_ms=as_of_ms)
     timings["snapshot"] = time.perf_counter() - started
     started = time.perf_counter()
-    summary = plan_compaction.run(spark, info.run_dir)
+    summary = launcher.plan_in_process(spark, info.run_dir, spec)
     timings["spark_plan"] = time.perf_counter() - started
     started = time.perf_counter()
-    gate = validate_plan.run(spark, info.run_dir, "compaction")
+    gate = launcher.gate_in_process(spark, info.run_dir, spec)
     timings["spark_gate"] = time.perf_counter() - started
     assert gate["success"], gate["failed"]
     started = time.perf_counter()
-    result = apply_compaction.run(spark, info.run_dir, store, 3600)
+    result = launcher.apply_in_process(spark, info.run_dir, spec, store, 3600)
     timings["spark_apply"] = time.perf_counter() - started
     timings = {k: round(v, 2) for k, v in timings.items()}
     print(f"spark (local[2]): {timings}; kept {summary['entriesKept']:,} of {summary['entriesRead']:,}")
