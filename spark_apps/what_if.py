@@ -29,7 +29,9 @@ def run(spark, request_path: str | Path) -> dict:
     document = run_what_if(
         Settings.from_env().open_store(),
         request["mechanism"],
-        PolicyOverlay.from_document(request["policies"], "the policies param"),
+        PolicyOverlay.from_document(request["policies"], "the policies param")
+        if request["policies"]
+        else None,
         as_of=request["asOf"],
         scope=request.get("scope"),
         sweep=request.get("sweep"),

@@ -322,9 +322,7 @@ def what_if_command(
 
     if fmt not in ("json", "text"):  # before minutes of planning, not after
         raise typer.BadParameter(f"--format must be json or text, got {fmt!r}")
-    if policies is None and sweep is None:
-        raise typer.BadParameter("give --policies FILE (a what-if), --sweep POLICY=VALUES, or both")
-    overlay = PolicyOverlay.read(policies) if policies is not None else PolicyOverlay()
+    overlay = PolicyOverlay.read(policies) if policies is not None else None
     document = run_what_if(
         _open(store, metadata_url),
         mechanism,

@@ -409,25 +409,18 @@ def build_policy_what_if_dag(doc_md: str):
             """Checks the form before Spark starts and writes the request the Spark step reads."""
             import re
 
-            from housekeeping.errors import InputError
             from housekeeping.policy_overlay import PolicyOverlay
-            from housekeeping.policy_sweep import Sweep
             from housekeeping.settings import Settings
             from housekeeping.timeutil import format_ms
+            from housekeeping.what_if import check_request
             from housekeeping.what_if_report import REPORTS_DIR
 
             context = get_current_context()
             params = context["params"]
             policies = params.get("policies") or {}
-            PolicyOverlay.from_document(policies, "the policies param")
             sweep = params.get("sweep") or None
-            if sweep is None and not policies:
-                raise InputError("give the policies param (an overlay), the sweep param, or both")
-            if sweep is not None and Sweep.parse(sweep).mechanism != params["mechanism"]:
-                raise InputError(
-                    f"sweep {sweep}: a {Sweep.parse(sweep).mechanism} policy; the mechanism param is "
-                    f"{params['mechanism']}"
-                )
+            overlay = PolicyOverlay.from_document(policies, "the policies param") if policies else None
+            check_request(params["mechanism"], overlay, sweep)
             store = Settings.from_env().open_store()
             report_dir = store.root / REPORTS_DIR / re.sub(r"[^A-Za-z0-9._-]", "_", context["run_id"])
             report_dir.mkdir(parents=True, exist_ok=True)
@@ -446,11 +439,11 @@ def build_policy_what_if_dag(doc_md: str):
         @task(task_id="write_what_if_report")
         def write_what_if_report(prepared: dict[str, Any]) -> str:
             from housekeeping.settings import Settings
-            from housekeeping.what_if_report import WHAT_IF_JSON, record_latest, write_what_if_report
+            from housekeeping.what_if_report import WHAT_IF_JSON, record_latest, write_page
 
             report_dir = Path(prepared["report_dir"])
             document = json.loads((report_dir / WHAT_IF_JSON).read_text(encoding="utf-8"))
-            page = write_what_if_report(document, report_dir)
+            page = write_page(document, report_dir)
             record_latest(
                 Settings.from_env().open_store().root, report_dir, document, get_current_context()["run_id"]
             )

@@ -152,10 +152,8 @@ def _in_force(stored: Mapping[str, Any], broker: Any) -> dict[str, Any]:
     own = stored.get("retention_policies")
     if own:
         return dict(own)
-    return {
-        "retentionTimeInMinutes": broker["defaultRetentionTimeInMinutes"],
-        "retentionSizeInMB": broker["defaultRetentionSizeInMB"],
-    }
+    default = broker.retention
+    return {"retentionTimeInMinutes": default.time_minutes, "retentionSizeInMB": default.size_mb}
 
 
 def point_overlays(

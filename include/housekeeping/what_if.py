@@ -133,13 +133,13 @@ def what_if(
     spark: Any = None,
 ) -> list[dict[str, Any]]:
     """Per mechanism, the current and the candidate plan (each exactly what ``plan MECHANISM --format json``
-    prints) and their difference. The overlay is checked once, before any plan; both runs of each mechanism go
-    to a temporary directory, never under the store."""
+    prints) and their difference. The overlay is checked once, before any plan; the store is read once; both
+    runs of each mechanism go to a temporary directory, never under the store."""
     from housekeeping.plan import plan_document
     from housekeeping.registry import mechanism_spec
     from housekeeping.runner import plan_and_gate_in_process
     from housekeeping.settings import Settings
-    from housekeeping.snapshot import take_snapshot
+    from housekeeping.snapshot import read_store_state, take_snapshot
     from housekeeping.timeutil import format_ms, parse_as_of
 
     for mechanism in mechanisms:
@@ -147,6 +147,9 @@ def what_if(
     overlay.validate_against(store)
     settings = Settings.from_env()
     as_of_ms = parse_as_of(as_of)
+    # One read of the store for both sides of every mechanism: a write landing between them cannot show up as
+    # a difference the overlay made.
+    state = read_store_state(store)
     results = []
     with tempfile.TemporaryDirectory(prefix="housekeeping-what-if-") as tmp:
         for mechanism in mechanisms:
@@ -166,6 +169,7 @@ def what_if(
                     compact_topics=compact_topics or (),
                     run_dir=run_dir,
                     policy_overlay=policy_overlay,
+                    state=state,
                 )
                 gate = plan_and_gate_in_process(run_dir, mechanism, settings.spark_master, spark)
                 documents[side] = plan_document(run_dir, mechanism, as_of_ms, run_id, gate)
@@ -181,10 +185,29 @@ def what_if(
     return results
 
 
+def check_request(mechanism: str, overlay: PolicyOverlay | None, sweep: str | None) -> None:
+    """What a what-if request must be before anything runs (the CLI, and the DAG's form before Spark starts):
+    an overlay, a sweep or both, and a sweep of the mechanism's own policy."""
+    from housekeeping.errors import InputError
+    from housekeeping.policy_sweep import Sweep
+
+    if overlay is None and not sweep:
+        raise InputError(
+            "give a policy overlay (--policies FILE, or the policies param), a sweep (--sweep POLICY=VALUES, "
+            "or the sweep param), or both"
+        )
+    if sweep:
+        parsed = Sweep.parse(sweep)
+        if mechanism != parsed.mechanism:
+            raise InputError(
+                f"--sweep {parsed.knob.name} is a {parsed.mechanism} policy; the mechanism given is {mechanism}"
+            )
+
+
 def run_what_if(
     store: Any,
     mechanism: str,
-    overlay: PolicyOverlay,
+    overlay: PolicyOverlay | None,
     *,
     as_of: str,
     scope: str | None = None,
@@ -195,19 +218,15 @@ def run_what_if(
 ) -> dict[str, Any]:
     """What ``housekeeping what-if`` and the policy_what_if DAG print: a sweep's points (``sweep`` given), one
     mechanism's what-if, or ``all``'s under ``mechanisms``; written as report.json and index.html to
-    ``report_dir`` when given."""
+    ``report_dir`` when given. ``overlay`` None: none was given (a sweep alone)."""
     from housekeeping.registry import mechanism_names
 
+    check_request(mechanism, overlay, sweep)
+    overlay = overlay or PolicyOverlay()
     if sweep:
-        from housekeeping.errors import InputError
         from housekeeping.policy_sweep import Sweep, run_sweep
 
-        parsed = Sweep.parse(sweep)
-        if mechanism != parsed.mechanism:
-            raise InputError(
-                f"--sweep {parsed.knob.name} is a {parsed.mechanism} policy; the mechanism given is {mechanism}"
-            )
-        document = run_sweep(store, parsed, overlay, as_of=as_of, scope=scope, spark=spark)
+        document = run_sweep(store, Sweep.parse(sweep), overlay, as_of=as_of, scope=scope, spark=spark)
     else:
         names = list(mechanism_names()) if mechanism == "all" else [mechanism]
         results = what_if(

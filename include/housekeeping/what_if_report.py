@@ -46,6 +46,11 @@ def write_what_if_report(document: Mapping[str, Any], out_dir: Path) -> Path:
     """Writes report.json and index.html into ``out_dir``; returns index.html."""
     out_dir.mkdir(parents=True, exist_ok=True)
     (out_dir / WHAT_IF_JSON).write_text(json.dumps(document, indent=2), encoding="utf-8")
+    return write_page(document, out_dir)
+
+
+def write_page(document: Mapping[str, Any], out_dir: Path) -> Path:
+    """index.html for a report.json already in ``out_dir``."""
     chart = sweep_chart(document) if "sweep" in document else ""
     mechanisms = [] if "sweep" in document else list(document.get("mechanisms", [document]))
     page = out_dir / WHAT_IF_HTML

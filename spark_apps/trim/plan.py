@@ -354,12 +354,17 @@ def plan_summary(decisions: DataFrame) -> dict:
     }
 
 
+def trim_decisions(snapshot: dict[str, DataFrame], info: dict) -> DataFrame:
+    """Every ledger's decision, a held topic's kept."""
+    return plan_ledger_decisions(
+        snapshot["topics"], snapshot["ledgers"], snapshot["cursors"], int(info["asOfMs"])
+    ).transform(lambda d: keep_held(d, snapshot["topics"], decision="decision", keep="keep"))
+
+
 def sweep_point(spark, snapshot: dict[str, DataFrame], info: dict) -> DataFrame:
     """A policy sweep's point (``spark_apps.sweep``): per namespace, the bytes and ledgers this plan frees and
     the bytes it keeps, from the same decisions ``run`` writes (holds included)."""
-    decisions = plan_ledger_decisions(
-        snapshot["topics"], snapshot["ledgers"], snapshot["cursors"], int(info["asOfMs"])
-    ).transform(lambda d: keep_held(d, snapshot["topics"], decision="decision", keep="keep"))
+    decisions = trim_decisions(snapshot, info)
     deleted = F.col("decision") == "delete"
     return decisions.groupBy("namespace").agg(
         F.sum(F.when(deleted, F.col("size")).otherwise(0)).cast("long").alias("bytesFreed"),
@@ -373,13 +378,7 @@ def run(spark, run_dir: str | Path) -> dict:
     with run_scoped_cache(spark):
         info = read_run_info(run)
         snapshot = read_snapshot(spark, run)
-        decisions = (
-            plan_ledger_decisions(
-                snapshot["topics"], snapshot["ledgers"], snapshot["cursors"], int(info["asOfMs"])
-            )
-            .transform(lambda d: keep_held(d, snapshot["topics"], decision="decision", keep="keep"))
-            .transform(materialize)
-        )
+        decisions = trim_decisions(snapshot, info).transform(materialize)
         write_table(decisions, run, TRIM_DECISIONS, ["topic", "ledgerId"])
         actions = ledger_deletions(decisions).unionByName(
             cursor_fast_forwards(decisions, snapshot["cursors"])
