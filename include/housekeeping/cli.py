@@ -372,6 +372,52 @@ def restore(
     _emit({"topic": topic, "restoredLedgers": restored}, "json")
 
 
+PerTopicOpt = Annotated[
+    bool,
+    typer.Option(
+        "--per-topic",
+        help="storage and backlog series per topic and subscription instead of per namespace (cardinality)",
+    ),
+]
+MetricsAsOfOpt = Annotated[
+    str | None,
+    typer.Option("--as-of", help="measure ages at this time (ISO 8601); default: the clock at each scrape"),
+]
+
+
+@app.command()
+def metrics(
+    store: StoreOpt,
+    as_of: MetricsAsOfOpt = None,
+    per_topic: PerTopicOpt = False,
+    metadata_url: MetadataOpt = None,
+) -> None:
+    """Print the store's metrics in the Prometheus text exposition format (docs/metrics.md)."""
+    from housekeeping.metrics import exposition
+    from housekeeping.timeutil import parse_as_of
+
+    as_of_ms = parse_as_of(as_of) if as_of is not None else None
+    text = exposition(_open(store, metadata_url), as_of_ms=as_of_ms, per_topic=per_topic)
+    typer.echo(text.decode("utf-8"), nl=False)
+
+
+@app.command("serve-metrics")
+def serve_metrics(
+    store: StoreOpt,
+    port: Annotated[int, typer.Option("--port", help="TCP port of the /metrics endpoint")],
+    host: Annotated[str, typer.Option("--host", help="address to listen on")] = "0.0.0.0",
+    as_of: MetricsAsOfOpt = None,
+    per_topic: PerTopicOpt = False,
+    metadata_url: MetadataOpt = None,
+) -> None:
+    """Serve the store's metrics on http://HOST:PORT/metrics for a Prometheus to scrape (read at each scrape)."""
+    from housekeeping.metrics import serve
+    from housekeeping.timeutil import parse_as_of
+
+    as_of_ms = parse_as_of(as_of) if as_of is not None else None
+    serve(_open(store, metadata_url), host=host, port=port, as_of_ms=as_of_ms, per_topic=per_topic)
+
+
 hold_app = typer.Typer(
     no_args_is_help=True,
     help="Protect a namespace (tenant/ns) or topic (persistent://...) from every deleting or cursor-moving "
