@@ -273,10 +273,16 @@ def build_housekeeping_dag(mechanism: str, *, doc_md: str, defaults: DagDefaults
             on_success_callback=list(spec.report_notifiers()) or None,
         )
         def write_report(snapshot_info: dict[str, Any]) -> str:
+            from airflow.sdk.observability import stats
+
+            from housekeeping.run_figures import emit_run_figures
             from housekeeping.runner import report_step
 
             path = report_step(Path(snapshot_info["run_dir"]), dry_run=snapshot_info["dry_run"])
             print(f"REPORT: {path}")
+            # Through Airflow's [metrics] backend (StatsD / OpenTelemetry), where its own metrics go.
+            figures = emit_run_figures(snapshot_info["run_dir"], stats)
+            print(f"RUN FIGURES: {figures}")
             return str(path)
 
         purged = purge_pending(snapshot)

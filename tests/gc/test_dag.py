@@ -6,6 +6,7 @@ tests/e2e/test_live_airflow.py; wiring of every DAG: tests/dags/test_dags.py.)""
 from __future__ import annotations
 
 import json
+import socket
 from datetime import UTC, datetime
 
 import pytest
@@ -25,8 +26,39 @@ def dagbag(dagbag_on_spark_connect):
     return dagbag_on_spark_connect
 
 
+@pytest.fixture
+def statsd_packets(monkeypatch):
+    """Airflow's [metrics] StatsD backend pointed at a UDP socket of the test, initialised the way the task runner
+    initialises it (dag.test() runs tasks in this process); yields a function returning the lines received."""
+    from airflow.sdk.observability import stats
+    from airflow.sdk.observability.metrics import stats_utils
+
+    receiver = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
+    receiver.bind(("127.0.0.1", 0))
+    receiver.settimeout(0.2)
+    monkeypatch.setenv("AIRFLOW__METRICS__STATSD_ON", "True")
+    monkeypatch.setenv("AIRFLOW__METRICS__STATSD_HOST", "127.0.0.1")
+    monkeypatch.setenv("AIRFLOW__METRICS__STATSD_PORT", str(receiver.getsockname()[1]))
+    monkeypatch.setenv("AIRFLOW__METRICS__STATSD_PREFIX", "airflow")
+    stats.initialize(factory=stats_utils.get_stats_factory(), export_legacy_names=False)
+    lines: list[str] = []
+
+    def received() -> list[str]:
+        while True:
+            try:
+                lines.extend(receiver.recv(65536).decode().splitlines())
+            except TimeoutError:
+                return lines
+
+    yield received
+    from airflow.sdk._shared.observability.metrics.stats import NoStatsLogger
+
+    stats.initialize(factory=NoStatsLogger, export_legacy_names=False)
+    receiver.close()
+
+
 def test_gc_dag_deletes_exactly_the_planned_topics_and_they_can_be_restored(
-    dagbag, tmp_path, monkeypatch, capsys
+    dagbag, tmp_path, monkeypatch, capsys, statsd_packets
 ):
     store = generate_store(tmp_path / "store", GenerateOptions(topics=12, seed=7, entries_per_ledger=40))
     monkeypatch.setenv("HOUSEKEEPING_STORE_ROOT", str(store.root))
@@ -48,6 +80,14 @@ def test_gc_dag_deletes_exactly_the_planned_topics_and_they_can_be_restored(
     assert "persistent://public/default/__change_events" in after["topics"]
     stamped = {a["topic"] for a in read_table(run_dir, "actions") if a["action"] == "refresh_last_active"}
     assert stamped and all(after["topics"][t]["lastActive"] == int(AS_OF.timestamp() * 1000) for t in stamped)
+    # The run's figures went out through Airflow's own metrics path (StatsD here).
+    packets = statsd_packets()
+    assert f"airflow.housekeeping.gc.topics_deleted:{len(planned)}|c" in packets, packets
+    assert "airflow.housekeeping.gc.gate_passed:1.0|g" in packets
+    assert "airflow.housekeeping.gc.runs:1|c" in packets
+    assert any(p.startswith("airflow.ti.finish") or p.startswith("airflow.ti_successes") for p in packets), (
+        "Airflow's own metrics travel the same way"
+    )
     report = (run_dir / "report" / "report.md").read_text()
     assert "Inactive-topic GC report" in report and "Kept topics and why" in report
     # The journal names the DAG run as the actor of every row the run wrote, with the plan rows.
