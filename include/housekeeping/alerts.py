@@ -1,6 +1,6 @@
 """Airflow alerts: raised by notifiers on the DAGs' tasks, never failing (or un-failing) a run.
 
-Two alerts:
+Three alerts:
 
 - ``backlog_quota_exceeded`` (the backlog_quota DAG's report task, on success): a topic's backlog quota with a
   producer policy (producer_request_hold / producer_exception) is exceeded. Pulsar blocks its producers; here
@@ -8,6 +8,8 @@ Two alerts:
 - ``gate_failed`` (every DAG's validate task, on failure): the Great Expectations gate rejected the plan (which
   expectations, on which frame), or produced no verdict at all (the Spark app failed). Nothing was applied; a
   person has to look.
+- ``deletion_lag_breached`` (the storage_report DAG's task, on success): a namespace's deletion lag is above its
+  objective (``HOUSEKEEPING_DELETION_LAG_OBJECTIVES``): deletable data is being kept too long.
 
 Each goes to every sink: a WARNING in the task log; one JSON line appended to ``<store>/alerts/``
 (``ALERT_FILES``, for log shippers); a JSON POST to ``HOUSEKEEPING_ALERT_WEBHOOK_URL`` when set (Slack/Teams/PagerDuty-style).
@@ -31,7 +33,11 @@ log = logging.getLogger(__name__)
 
 WEBHOOK_ENV = "HOUSEKEEPING_ALERT_WEBHOOK_URL"
 # <store>/alerts/<file> per alert (backlog_quota.jsonl is the name log shippers already read).
-ALERT_FILES = {"backlog_quota_exceeded": "backlog_quota.jsonl", "gate_failed": "gate_failed.jsonl"}
+ALERT_FILES = {
+    "backlog_quota_exceeded": "backlog_quota.jsonl",
+    "gate_failed": "gate_failed.jsonl",
+    "deletion_lag_breached": "deletion_lag.jsonl",
+}
 
 
 def backlog_quota_alert(report: dict[str, Any]) -> dict[str, Any] | None:
@@ -102,6 +108,39 @@ def gate_summary(alert: dict[str, Any]) -> str:
     )
 
 
+def deletion_lag_alert(report: dict[str, Any]) -> dict[str, Any] | None:
+    """The alert a storage report calls for, or None when every namespace is within its objective."""
+    breached = [row for row in report.get("deletionLag", []) if row["breached"]]
+    if not breached:
+        return None
+    return {
+        "alert": "deletion_lag_breached",
+        "asOf": report["asOf"],
+        "store": report["store"],
+        "breached": [
+            {
+                "namespace": row["namespace"],
+                "lagSeconds": row["lagSeconds"],
+                "objectiveSeconds": row["objectiveSeconds"],
+                "deletableBytes": row["deletableBytes"],
+            }
+            for row in breached
+        ],
+    }
+
+
+def lag_summary(alert: dict[str, Any]) -> str:
+    return "DELETION LAG OBJECTIVE BREACHED as of {} in {} namespace(s): {}".format(
+        alert["asOf"],
+        len(alert["breached"]),
+        "; ".join(
+            f"{b['namespace']} waited {b['lagSeconds']:.0f} s > {b['objectiveSeconds']} s "
+            f"({b['deletableBytes']} bytes deletable)"
+            for b in alert["breached"]
+        ),
+    )
+
+
 def deliver(alert: dict[str, Any], store_root: str | None, summary: str) -> list[str]:
     """Send an alert to every configured sink; returns what was done (for the log and tests)."""
     done = []
@@ -156,3 +195,17 @@ class GateFailedNotifier(BaseNotifier):
             deliver(alert, store, gate_summary(alert))
         except Exception:  # the task has failed already; the alert must not hide why
             log.exception("gate-failed alert could not be raised")
+
+
+class DeletionLagNotifier(BaseNotifier):
+    """on_success_callback of the storage_report DAG's task (its return value is the page's path)."""
+
+    def notify(self, context: Any) -> None:
+        try:
+            page = Path(context["ti"].xcom_pull(task_ids="write_storage_report"))
+            report = read_json(page.parent / "report.json")
+            alert = deletion_lag_alert(report)
+            if alert is not None:
+                deliver(alert, report.get("store"), lag_summary(alert))
+        except Exception:  # an alert must never fail the run
+            log.exception("deletion-lag alert could not be raised")

@@ -394,10 +394,14 @@ def metrics(
 ) -> None:
     """Print the store's metrics in the Prometheus text exposition format (docs/metrics.md)."""
     from housekeeping.metrics import exposition
+    from housekeeping.settings import Settings
     from housekeeping.timeutil import parse_as_of
 
     as_of_ms = parse_as_of(as_of) if as_of is not None else None
-    text = exposition(_open(store, metadata_url), as_of_ms=as_of_ms, per_topic=per_topic)
+    objectives = Settings.from_env().deletion_lag_objectives
+    text = exposition(
+        _open(store, metadata_url), as_of_ms=as_of_ms, per_topic=per_topic, objectives=objectives
+    )
     typer.echo(text.decode("utf-8"), nl=False)
 
 
@@ -412,10 +416,19 @@ def serve_metrics(
 ) -> None:
     """Serve the store's metrics on http://HOST:PORT/metrics for a Prometheus to scrape (read at each scrape)."""
     from housekeeping.metrics import serve
+    from housekeeping.settings import Settings
     from housekeeping.timeutil import parse_as_of
 
     as_of_ms = parse_as_of(as_of) if as_of is not None else None
-    serve(_open(store, metadata_url), host=host, port=port, as_of_ms=as_of_ms, per_topic=per_topic)
+    objectives = Settings.from_env().deletion_lag_objectives
+    serve(
+        _open(store, metadata_url),
+        host=host,
+        port=port,
+        as_of_ms=as_of_ms,
+        per_topic=per_topic,
+        objectives=objectives,
+    )
 
 
 hold_app = typer.Typer(

@@ -326,8 +326,9 @@ def build_storage_report_dag(doc_md: str):
         tags=["housekeeping", "report"],
         default_args={"owner": DEFAULT_OWNER, "retries": 1, "retry_delay": timedelta(minutes=1)},
     ) as dag:
+        from housekeeping.alerts import DeletionLagNotifier
 
-        @task(task_id="write_storage_report")
+        @task(task_id="write_storage_report", on_success_callback=[DeletionLagNotifier()])
         def write_storage_report() -> str:
             from housekeeping.settings import Settings
             from housekeeping.storage_report import write_storage_report
@@ -340,7 +341,10 @@ def build_storage_report_dag(doc_md: str):
                 or getattr(dag_run, "run_after", None)
                 or getattr(dag_run, "data_interval_end", None)
             )
-            page = write_storage_report(Settings.from_env().open_store(), int(moment.timestamp() * 1000))
+            settings = Settings.from_env()
+            page = write_storage_report(
+                settings.open_store(), int(moment.timestamp() * 1000), settings.deletion_lag_objectives
+            )
             events = context.get("triggering_asset_events") or {}
             changed = sum(len(v) for v in events.values())
             print(f"STORAGE REPORT: {page} ({changed} store change event(s) since the last report)")

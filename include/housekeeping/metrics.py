@@ -20,10 +20,9 @@ from __future__ import annotations
 import json
 import time
 from collections import defaultdict
-from collections.abc import Iterable, Iterator
+from collections.abc import Iterable, Iterator, Mapping
 from dataclasses import dataclass, field
 from functools import lru_cache
-from pathlib import Path
 from typing import Any
 
 from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, Metric
@@ -36,6 +35,7 @@ from housekeeping.holds import hold_for, load_holds
 from housekeeping.names import COMPACTION_SUBSCRIPTION, TopicName
 from housekeeping.policies import resolve_policies
 from housekeeping.registry import MECHANISMS
+from housekeeping.settings import lag_objective, parse_lag_objectives
 from housekeeping.snapshot import in_scope
 from housekeeping.store import RUNS_DIR, Store, read_transaction
 from housekeeping.topic_ledgers import Ledger, TopicLedgers
@@ -81,8 +81,12 @@ def _seconds(ms: int) -> float:
     return ms / 1000
 
 
-def store_metrics(store: Store, *, as_of_ms: int, per_topic: bool = False) -> list[Family]:
-    """Every family, read from the store at ``as_of_ms``."""
+def store_metrics(
+    store: Store, *, as_of_ms: int, per_topic: bool = False, objectives: Mapping[str, int] | None = None
+) -> list[Family]:
+    """Every family, read from the store at ``as_of_ms``. ``objectives``: the deletion-lag objectives
+    (``HOUSEKEEPING_DELETION_LAG_OBJECTIVES``; default, the settings' default)."""
+    objectives = objectives if objectives is not None else parse_lag_objectives(None)
     with read_transaction(store.engine) as conn:
         namespaces = {r.name: json.loads(r.policies) for r in conn.execute(select(t.namespaces))}
         topics = list(conn.execute(select(t.topics).order_by(t.topics.c.name)))
@@ -348,9 +352,17 @@ def store_metrics(store: Store, *, as_of_ms: int, per_topic: bool = False) -> li
         "Bytes deletable under the policies in force and still stored.",
         ("namespace",),
     )
+    lag_objective_seconds = family(
+        "housekeeping_deletion_lag_objective_seconds",
+        "The namespace's deletion-lag objective (HOUSEKEEPING_DELETION_LAG_OBJECTIVES).",
+        ("namespace",),
+    )
     for namespace, (seconds, size) in sorted(lag.items()):
         lag_seconds.set((namespace,), seconds)
         deletable_bytes.set((namespace,), size)
+        objective = lag_objective(namespace, objectives)
+        if objective is not None:
+            lag_objective_seconds.set((namespace,), objective)
 
     as_of = family(
         "housekeeping_metrics_as_of_timestamp_seconds", "The time these metrics are measured at.", ()
@@ -365,6 +377,22 @@ class PlanRun:
     mechanism: str
     as_of_ms: int
     scope: tuple[str, ...]
+
+
+def read_deletion_lag(store: Store, as_of_ms: int) -> dict[str, tuple[float, int]]:
+    """:func:`deletion_lag` of every namespace of the store at ``as_of_ms`` (the storage report's SLO check)."""
+    with read_transaction(store.engine) as conn:
+        namespaces = [r.name for r in conn.execute(select(t.namespaces.c.name))]
+        stored_ids: dict[str, dict[int, int]] = defaultdict(dict)
+        for row in conn.execute(select(t.ledgers.c.topic, t.ledgers.c.ledger_id, t.ledgers.c.size_bytes)):
+            stored_ids[row.topic][row.ledger_id] = row.size_bytes
+        pending = list(
+            conn.execute(select(t.pending_deletions).where(t.pending_deletions.c.status == "pending"))
+        )
+        holds = load_holds(conn)
+    return deletion_lag(
+        _runs(store, as_of_ms), stored_ids, pending, holds, as_of_ms=as_of_ms, namespaces=namespaces
+    )
 
 
 def _runs(store: Store, as_of_ms: int) -> list[PlanRun]:
@@ -466,40 +494,62 @@ def deletion_lag(
 class StoreCollector(Collector):
     """Reads the store at every scrape (``as_of_ms`` None: the scrape's clock time)."""
 
-    def __init__(self, store: Store, *, as_of_ms: int | None, per_topic: bool) -> None:
-        self.store, self.as_of_ms, self.per_topic = store, as_of_ms, per_topic
+    def __init__(
+        self, store: Store, *, as_of_ms: int | None, per_topic: bool, objectives: Mapping[str, int] | None
+    ) -> None:
+        self.store, self.as_of_ms, self.per_topic, self.objectives = store, as_of_ms, per_topic, objectives
 
     def describe(self) -> list[Metric]:
         return []  # no collection at registration: the first scrape reads the store
 
     def collect(self) -> Iterator[Metric]:
         as_of_ms = self.as_of_ms if self.as_of_ms is not None else int(time.time() * 1000)
-        for made in store_metrics(self.store, as_of_ms=as_of_ms, per_topic=self.per_topic):
+        for made in store_metrics(
+            self.store, as_of_ms=as_of_ms, per_topic=self.per_topic, objectives=self.objectives
+        ):
             yield made.to_metric()
 
 
-def registry_for(store: Store, *, as_of_ms: int | None, per_topic: bool) -> CollectorRegistry:
+def registry_for(
+    store: Store, *, as_of_ms: int | None, per_topic: bool, objectives: Mapping[str, int] | None = None
+) -> CollectorRegistry:
     registry = CollectorRegistry(auto_describe=False)
-    registry.register(StoreCollector(store, as_of_ms=as_of_ms, per_topic=per_topic))
+    registry.register(StoreCollector(store, as_of_ms=as_of_ms, per_topic=per_topic, objectives=objectives))
     return registry
 
 
-def exposition(store: Store, *, as_of_ms: int | None, per_topic: bool = False) -> bytes:
+def exposition(
+    store: Store,
+    *,
+    as_of_ms: int | None,
+    per_topic: bool = False,
+    objectives: Mapping[str, int] | None = None,
+) -> bytes:
     """The Prometheus text exposition format of the store's metrics."""
     from prometheus_client import generate_latest
 
-    return generate_latest(registry_for(store, as_of_ms=as_of_ms, per_topic=per_topic))
+    return generate_latest(registry_for(store, as_of_ms=as_of_ms, per_topic=per_topic, objectives=objectives))
 
 
-def serve(store: Store, *, host: str, port: int, as_of_ms: int | None, per_topic: bool = False) -> None:
+def serve(
+    store: Store,
+    *,
+    host: str,
+    port: int,
+    as_of_ms: int | None,
+    per_topic: bool = False,
+    objectives: Mapping[str, int] | None = None,
+) -> None:
     """Serve ``/metrics`` until interrupted (prometheus_client's HTTP server; the store is read per scrape)."""
     import sys
 
     from prometheus_client import start_http_server
 
-    registry = registry_for(store, as_of_ms=as_of_ms, per_topic=per_topic)
+    registry = registry_for(store, as_of_ms=as_of_ms, per_topic=per_topic, objectives=objectives)
     # Read once before listening: a store that cannot be read fails here, not on the first scrape.
-    store_metrics(store, as_of_ms=as_of_ms or int(time.time() * 1000), per_topic=per_topic)
+    store_metrics(
+        store, as_of_ms=as_of_ms or int(time.time() * 1000), per_topic=per_topic, objectives=objectives
+    )
     server, thread = start_http_server(port, addr=host, registry=registry)
     print(f"housekeeping: serving metrics of {store.root} on http://{host}:{port}/metrics", file=sys.stderr)
     try:
@@ -508,10 +558,3 @@ def serve(store: Store, *, host: str, port: int, as_of_ms: int | None, per_topic
         pass
     finally:
         server.shutdown()
-
-
-def write_textfile(path: Path, store: Store, *, as_of_ms: int | None, per_topic: bool = False) -> None:
-    """For node_exporter's textfile collector (written atomically by prometheus_client)."""
-    from prometheus_client import write_to_textfile
-
-    write_to_textfile(str(path), registry_for(store, as_of_ms=as_of_ms, per_topic=per_topic))

@@ -9,6 +9,7 @@ from pathlib import Path
 from typing import Any
 
 from housekeeping.report import human_bytes
+from housekeeping.timeutil import format_duration_ms
 
 
 def pyplot() -> Any:
@@ -48,5 +49,6 @@ def render(template: str, out_dir: Path, **context: Any) -> str:
         autoescape=select_autoescape(["html", "j2"]),
     )
     env.filters["human"] = human_bytes
+    env.filters["duration"] = lambda seconds: format_duration_ms(int(seconds * 1000))
     env.filters["relative"] = lambda path: os.path.relpath(path, out_dir) if path else None
     return env.get_template(template).render(**context)

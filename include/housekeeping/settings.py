@@ -14,12 +14,18 @@
 |                                   |                                  | spark (spark-submit) or spark_connect       |
 | HOUSEKEEPING_SPARK_MASTER         | local[2]                         | master for the CLI's in-process Spark       |
 |                                   |                                  | (sc://host:port: a Spark Connect server)    |
+| HOUSEKEEPING_DELETION_LAG_OBJECTIVES | {"*": 21600}                  | deletion-lag objective per namespace, in    |
+|                                   |                                  | seconds: JSON, keys a namespace, a glob     |
+|                                   |                                  | (tenant/*) or "*" (docs/metrics.md)         |
 """
 
 from __future__ import annotations
 
+import fnmatch
+import json
 import os
-from dataclasses import dataclass
+from collections.abc import Mapping
+from dataclasses import dataclass, field
 
 from housekeeping.errors import InputError
 
@@ -50,7 +56,44 @@ ENV_FIELDS = {
     "HOUSEKEEPING_MAX_DELETED_TOPIC_SHARE": "max_deleted_topic_share",
     "HOUSEKEEPING_SPARK_CONN_ID": "spark_conn_id",
     "HOUSEKEEPING_SPARK_MASTER": "spark_master",
+    "HOUSEKEEPING_DELETION_LAG_OBJECTIVES": "deletion_lag_objectives",
 }
+# Hourly trim and purge keep deletable data waiting under about two hours; six leaves room for a slow run.
+DEFAULT_DELETION_LAG_OBJECTIVES = {"*": 21600}
+
+
+def parse_lag_objectives(
+    text: str | None, where: str = "HOUSEKEEPING_DELETION_LAG_OBJECTIVES"
+) -> dict[str, int]:
+    """``{"<namespace or glob or *>": seconds}``; unset or empty: the default."""
+    if text in (None, ""):
+        return dict(DEFAULT_DELETION_LAG_OBJECTIVES)
+    try:
+        value = json.loads(text)
+    except json.JSONDecodeError as exc:
+        raise InputError(f"{where} is not JSON: {exc}") from None
+    if not isinstance(value, dict):
+        raise InputError(f"{where} must be a JSON object of namespace (or glob, or *) -> seconds")
+    for key, seconds in value.items():
+        if key != "*" and key.count("/") != 1:
+            raise InputError(f"{where}: {key!r} is not a namespace (tenant/namespace), a glob of one, or *")
+        if isinstance(seconds, bool) or not isinstance(seconds, int) or seconds <= 0:
+            raise InputError(
+                f"{where}: the objective of {key} must be a whole number of seconds > 0, got {seconds!r}"
+            )
+    return value
+
+
+def lag_objective(namespace: str, objectives: Mapping[str, int]) -> int | None:
+    """The objective of ``namespace``: its own entry, else the most specific matching glob, else ``*``."""
+    if namespace in objectives:
+        return objectives[namespace]
+    globs = [k for k in objectives if k != "*" and fnmatch.fnmatchcase(namespace, k)]
+    if globs:
+        return objectives[max(globs, key=lambda k: (len(k) - k.count("*"), k))]
+    return objectives.get("*")
+
+
 SPARK_CONN_ENV = "HOUSEKEEPING_SPARK_CONN_ID"
 
 
@@ -69,6 +112,9 @@ class Settings:
     max_deleted_topic_share: float
     spark_conn_id: str
     spark_master: str
+    deletion_lag_objectives: dict[str, int] = field(
+        default_factory=lambda: dict(DEFAULT_DELETION_LAG_OBJECTIVES)
+    )
 
     @classmethod
     def from_env(cls) -> Settings:
@@ -80,6 +126,9 @@ class Settings:
             max_deleted_topic_share=_float("HOUSEKEEPING_MAX_DELETED_TOPIC_SHARE", 0.5),
             spark_conn_id=spark_conn_id(),
             spark_master=os.environ.get("HOUSEKEEPING_SPARK_MASTER", "local[2]"),
+            deletion_lag_objectives=parse_lag_objectives(
+                os.environ.get("HOUSEKEEPING_DELETION_LAG_OBJECTIVES")
+            ),
         )
         if settings.purge_grace_seconds < 0:
             raise InputError("HOUSEKEEPING_PURGE_GRACE_SECONDS must be >= 0")

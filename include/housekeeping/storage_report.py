@@ -8,7 +8,9 @@ From the store alone (no Spark; the metadata and the run directories are small):
   that deleted them; restored ones excluded), split into purged and still restorable;
 - the top blockers: what keeps the most bytes in the newest trim run (stale subscriptions first);
 - backlog-quota states: the exceeded quotas now, per namespace;
-- the latest run of each mechanism, with its gate verdict and a link to its Great Expectations Data Docs.
+- the latest run of each mechanism, with its gate verdict and a link to its Great Expectations Data Docs;
+- deletion lag per namespace against its objective (``HOUSEKEEPING_DELETION_LAG_OBJECTIVES``), now and over time
+  (each report adds its as-of's figures to ``deletion_lag_history.json``); a breach is alerted by the DAG.
 
 Plots are static SVG drawn by matplotlib and inlined into the page: it opens from disk, offline, with no
 JavaScript and no CDN. Written to ``<store>/reports/storage/index.html`` (plus ``report.json``).
@@ -18,14 +20,17 @@ from __future__ import annotations
 
 import json
 from collections import defaultdict
+from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
 from sqlalchemy import func, select
 
 from housekeeping import metadata_schema as t
-from housekeeping.contract import NAMESPACES, RunDir, read_json, read_jsonl, read_run_info
+from housekeeping.contract import NAMESPACES, RunDir, read_json, read_jsonl, read_run_info, write_json
+from housekeeping.metrics import read_deletion_lag
 from housekeeping.pages import bytes_formatter, pyplot, render, svg
+from housekeeping.settings import lag_objective, parse_lag_objectives
 from housekeeping.store import RUNS_DIR, Store, read_transaction
 from housekeeping.timeutil import format_ms
 from housekeeping.what_if_report import read_latest
@@ -34,8 +39,10 @@ REPORT_DIR = Path("reports") / "storage"
 TOP_BLOCKERS = 15
 
 
-def collect(store: Store, as_of_ms: int) -> dict[str, Any]:
-    """Everything the page shows, as data (also written as report.json)."""
+def collect(store: Store, as_of_ms: int, objectives: Mapping[str, int] | None = None) -> dict[str, Any]:
+    """Everything the page shows, as data (also written as report.json). ``objectives``: deletion-lag
+    objectives per namespace (default: the settings' default)."""
+    objectives = objectives if objectives is not None else parse_lag_objectives(None)
     runs = _runs(store)
     with read_transaction(store.engine) as conn:
         run_mechanism = dict(conn.execute(select(t.journal.c.run_id, t.journal.c.mechanism).distinct()).all())
@@ -128,7 +135,43 @@ def collect(store: Store, as_of_ms: int) -> dict[str, Any]:
         "runs": len(runs),
         # The policy_what_if DAG's latest report (what a policy change would free), if any.
         "latestWhatIf": read_latest(store.root),
+        "deletionLag": deletion_lag_status(store, as_of_ms, objectives),
     }
+
+
+def deletion_lag_status(store: Store, as_of_ms: int, objectives: Mapping[str, int]) -> list[dict[str, Any]]:
+    """Per namespace: the deletion lag at ``as_of_ms`` (housekeeping.metrics), its objective, and whether it is
+    breached (lag above the objective)."""
+    rows = []
+    for namespace, (seconds, deletable) in sorted(read_deletion_lag(store, as_of_ms).items()):
+        objective = lag_objective(namespace, objectives)
+        rows.append(
+            {
+                "namespace": namespace,
+                "lagSeconds": seconds,
+                "deletableBytes": deletable,
+                "objectiveSeconds": objective,
+                "breached": objective is not None and seconds > objective,
+            }
+        )
+    return rows
+
+
+LAG_HISTORY = "deletion_lag_history.json"
+
+
+def record_lag_history(out_dir: Path, data: dict[str, Any]) -> dict[str, list[list[float]]]:
+    """Add this report's lag per namespace at its as-of to the history (a rerun of the same as-of replaces its
+    point, so a backfill replays the same history); returns namespace -> [[as-of ms, lag seconds], ...]."""
+    path = out_dir / LAG_HISTORY
+    history: dict[str, dict[str, float]] = read_json(path) or {}
+    history[str(data["asOfMs"])] = {row["namespace"]: row["lagSeconds"] for row in data["deletionLag"]}
+    write_json(path, history)
+    series: dict[str, list[list[float]]] = defaultdict(list)
+    for as_of, lags in sorted(history.items(), key=lambda item: int(item[0])):
+        for namespace, seconds in lags.items():
+            series[namespace].append([int(as_of), seconds])
+    return dict(sorted(series.items()))
 
 
 def _runs(store: Store) -> list[dict[str, Any]]:
@@ -217,6 +260,33 @@ def plots(data: dict[str, Any]) -> dict[str, str]:
         axes.grid(axis="x", alpha=0.3)
         charts["blockers"] = svg(figure)
 
+    lag_history = {ns: pts for ns, pts in (data.get("deletionLagHistory") or {}).items() if pts}
+    if lag_history:
+        from datetime import UTC, datetime
+
+        figure, axes = plt.subplots(figsize=(9, 3.2))
+        for namespace, points in lag_history.items():
+            axes.plot(
+                [datetime.fromtimestamp(ms / 1000, UTC) for ms, _ in points],
+                [seconds / 3600 for _, seconds in points],
+                marker="o",
+                markersize=3,
+                label=namespace,
+            )
+        objectives = sorted(
+            {row["objectiveSeconds"] for row in data["deletionLag"] if row["objectiveSeconds"]}
+        )
+        for objective in objectives:
+            axes.axhline(objective / 3600, color="#c0392b", linestyle="--", linewidth=1)
+        locator = AutoDateLocator(maxticks=8)
+        axes.xaxis.set_major_locator(locator)
+        axes.xaxis.set_major_formatter(ConciseDateFormatter(locator))
+        axes.set_ylabel("hours")
+        axes.set_title("Deletion lag per namespace (dashed: objective)")
+        axes.grid(alpha=0.3)
+        axes.legend(fontsize=7, ncol=2, loc="upper left", bbox_to_anchor=(1.01, 1))
+        charts["deletion_lag"] = svg(figure)
+
     quotas = data["exceededQuotas"]
     if quotas:
         per_namespace: dict[str, int] = defaultdict(int)
@@ -237,11 +307,12 @@ def render_html(data: dict[str, Any], charts: dict[str, str], out_dir: Path) -> 
     return render("storage_report.html.j2", out_dir, r=data, charts=charts)
 
 
-def write_storage_report(store: Store, as_of_ms: int) -> Path:
+def write_storage_report(store: Store, as_of_ms: int, objectives: Mapping[str, int] | None = None) -> Path:
     """Build the page and its data; returns the path of index.html."""
     out_dir = store.root / REPORT_DIR
     out_dir.mkdir(parents=True, exist_ok=True)
-    data = collect(store, as_of_ms)
+    data = collect(store, as_of_ms, objectives)
+    data["deletionLagHistory"] = record_lag_history(out_dir, data)
     (out_dir / "report.json").write_text(json.dumps(data, indent=2, sort_keys=True), encoding="utf-8")
     page = out_dir / "index.html"
     page.write_text(render_html(data, plots(data), out_dir), encoding="utf-8")

@@ -102,6 +102,69 @@ def test_storage_report_dag_is_scheduled_on_the_store_asset_and_daily(dagbag):
     assert [t.task_id for t in dag.tasks] == ["write_storage_report"]
 
 
+def test_storage_report_run_alerts_when_a_namespace_breaches_its_deletion_lag_objective(
+    dagbag, tmp_path, monkeypatch
+):
+    """A deleted ledger whose grace period ended at 2026-11-01T00:00 and is still stored: at the run's logical
+    time, 06:00, it has waited 6 h. acme/orders's objective is 1 h (breached), every other namespace's 1 day."""
+    from housekeeping import metadata_schema as t
+    from housekeeping.manifest import load_manifest
+    from housekeeping.store import record_pending_deletion, write_transaction
+    from tests.conftest import topic_body, write_manifest
+
+    grace_end = int(datetime(2026, 11, 1, tzinfo=UTC).timestamp() * 1000)
+    document = {
+        "namespaces": {"acme/orders": {}, "acme/audit": {}},
+        "topics": {
+            "persistent://acme/orders/a": topic_body(
+                [(1, 10, 1000, grace_end - 7_200_000), (2, 5, 500, None)]
+            ),
+            "persistent://acme/audit/b": topic_body([(1, 10, 1000, None)]),
+        },
+    }
+    store = load_manifest(tmp_path / "store", write_manifest(tmp_path, document))
+    with write_transaction(store.engine) as conn:
+        row = conn.execute(
+            t.ledgers.select().where(t.ledgers.c.topic == "persistent://acme/orders/a")
+        ).first()
+        conn.execute(t.ledgers.delete().where(t.ledgers.c.ledger_id == 1))
+        record_pending_deletion(
+            conn, dict(row._mapping), run_id="r", as_of_ms=grace_end - 3_600_000, purge_after_ms=grace_end
+        )
+    monkeypatch.setenv("HOUSEKEEPING_STORE_ROOT", str(store.root))
+    monkeypatch.setenv("HOUSEKEEPING_DELETION_LAG_OBJECTIVES", '{"*": 86400, "acme/orders": 3600}')
+    run = dagbag.get_dag("storage_report").test(logical_date=datetime(2026, 11, 1, 6, tzinfo=UTC))
+    assert run.state == "success"
+    report = json.loads((store.root / "reports" / "storage" / "report.json").read_text())
+    lag = {row["namespace"]: row for row in report["deletionLag"]}
+    assert lag["acme/orders"] == {
+        "namespace": "acme/orders",
+        "lagSeconds": 6 * 3600,
+        "deletableBytes": 1000,
+        "objectiveSeconds": 3600,
+        "breached": True,
+    }
+    assert lag["acme/audit"]["lagSeconds"] == 0 and not lag["acme/audit"]["breached"]
+    assert report["deletionLagHistory"]["acme/orders"] == [
+        [int(run.logical_date.timestamp() * 1000), 6 * 3600]
+    ]
+    alerts = [
+        json.loads(line) for line in (store.root / "alerts" / "deletion_lag.jsonl").read_text().splitlines()
+    ]
+    assert [a["breached"] for a in alerts] == [
+        [
+            {
+                "namespace": "acme/orders",
+                "lagSeconds": 6 * 3600,
+                "objectiveSeconds": 3600,
+                "deletableBytes": 1000,
+            }
+        ]
+    ]
+    page = (store.root / "reports" / "storage" / "index.html").read_text()
+    assert "Deletion lag per namespace" in page and "BREACHED" in page
+
+
 @pytest.mark.parametrize("dag_id", sorted(PUBLIC))
 def test_each_dag_keeps_its_schedule_task_ids_params_and_spark_submit_apps(dagbag, dag_id):
     """snapshot -> plan -> validate -> apply -> purge -> report (compaction skips its Spark apply on a dry run);

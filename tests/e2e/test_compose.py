@@ -104,3 +104,54 @@ def test_compose_topology_is_consistent_with_the_code():
     assert "@store-postgres/" in env["HOUSEKEEPING_METADATA_URL"] and "store-postgres" in services
     for name in ("airflow-apiserver", "airflow-scheduler", "airflow-dag-processor", "airflow-triggerer"):
         assert services[name]["depends_on"]["airflow-init"]["condition"] == "service_completed_successfully"
+
+
+def test_compose_prometheus_scrapes_the_store_metrics_and_airflows_statsd_figures():
+    """The metrics wiring: the metrics service runs `housekeeping serve-metrics` on the store every DAG writes, on
+    the port Prometheus's scrape config names; Airflow's StatsD backend points at the exporter Prometheus also
+    scrapes; the configuration and rules are valid for Prometheus's own checker."""
+    import shutil
+    import subprocess
+
+    compose = yaml.safe_load((REPO / "docker-compose.yaml").read_text())
+    services = compose["services"]
+    airflow_env = services["airflow-scheduler"]["environment"]
+    metrics = services["housekeeping-metrics"]
+    command = " ".join(metrics["command"])
+    assert "housekeeping serve-metrics" in command and '--store "$$HOUSEKEEPING_STORE_ROOT"' in command
+    assert metrics["environment"]["HOUSEKEEPING_STORE_ROOT"] == airflow_env["HOUSEKEEPING_STORE_ROOT"]
+    assert f"store:{airflow_env['HOUSEKEEPING_STORE_ROOT']}" in metrics["volumes"]
+    assert metrics["environment"]["HOUSEKEEPING_METADATA_URL"] == airflow_env["HOUSEKEEPING_METADATA_URL"]
+    metrics_port = re.search(r"--port (\d+)", command).group(1)
+
+    prometheus = services["prometheus"]
+    # ./source:/target:ro -> {source: target}
+    mounts = dict(v.rsplit(":", 1)[0].split(":", 1) for v in prometheus["volumes"] if v.startswith("./"))
+    config_file = next(REPO / s for s, t in mounts.items() if t == "/etc/prometheus/prometheus.yml")
+    config = yaml.safe_load(config_file.read_text())
+    targets = {
+        job["job_name"]: [t for sc in job["static_configs"] for t in sc["targets"]]
+        for job in config["scrape_configs"]
+    }
+    assert targets["housekeeping-store"] == [f"housekeeping-metrics:{metrics_port}"]
+    assert airflow_env["AIRFLOW__METRICS__STATSD_ON"] == "true"
+    assert airflow_env["AIRFLOW__METRICS__STATSD_HOST"] == "statsd-exporter" and "statsd-exporter" in services
+    assert targets["airflow"] == ["statsd-exporter:9102"]  # the exporter's metrics port (9125: StatsD in)
+    assert airflow_env["AIRFLOW__METRICS__STATSD_PORT"] == "9125"
+    for rule_file in config["rule_files"]:
+        assert rule_file in mounts.values(), f"{rule_file} is not mounted into the container"
+
+    promtool = shutil.which("promtool")
+    if promtool is None:
+        pytest.fail("promtool (Debian's prometheus package) is missing: run `make setup`")
+    checked = subprocess.run(
+        [promtool, "check", "config", "--syntax-only", str(config_file)], capture_output=True, text=True
+    )
+    assert checked.returncode == 0, checked.stdout + checked.stderr
+    rules = next(REPO / s for s, t in mounts.items() if t.endswith("housekeeping-rules.yml"))
+    checked = subprocess.run([promtool, "check", "rules", str(rules)], capture_output=True, text=True)
+    assert checked.returncode == 0 and "3 rules found" in checked.stdout, checked.stdout + checked.stderr
+    # Every metric the rules use is one the store's metrics define (docs/metrics.md lists them).
+    documented = (REPO / "docs" / "metrics.md").read_text()
+    for name in set(re.findall(r"\b(housekeeping_[a-z_]+|pulsar_[a-z_]+)\b", rules.read_text())):
+        assert f"`{name}`" in documented, f"{name} (used by the alert rules) is not documented"

@@ -236,3 +236,30 @@ def test_deletion_lag_follows_plans_policies_applies_and_the_grace_period(tmp_pa
     assert value(found, "housekeeping_purged_bytes_total", mechanism="trim", namespace="acme/orders") == 200
     assert value(found, "housekeeping_pending_purge_bytes", namespace="acme/orders") == 0
     assert value(found, "pulsar_storage_size", namespace="acme/orders") == 100
+
+
+@pytest.mark.unit
+def test_deletion_lag_objectives_most_specific_wins_and_bad_settings_name_the_key(tmp_path):
+    from housekeeping.errors import InputError
+    from housekeeping.settings import lag_objective, parse_lag_objectives
+
+    objectives = parse_lag_objectives('{"*": 7200, "acme/*": 3600, "acme/orders": 600}')
+    assert lag_objective("acme/orders", objectives) == 600
+    assert lag_objective("acme/audit", objectives) == 3600
+    assert lag_objective("public/default", objectives) == 7200
+    assert lag_objective("public/default", {"acme/*": 1}) is None
+    assert parse_lag_objectives(None) == parse_lag_objectives("") == {"*": 21600}
+    for text, named in (
+        ('{"acme": 60}', "'acme'"),
+        ('{"*": 0}', "of *"),
+        ('{"acme/orders": "1h"}', "acme/orders"),
+        ("[60]", "JSON object"),
+        ("{", "not JSON"),
+    ):
+        with pytest.raises(InputError, match="HOUSEKEEPING_DELETION_LAG_OBJECTIVES") as raised:
+            parse_lag_objectives(text)
+        assert named in str(raised.value)
+    store = load_manifest(tmp_path / "store", write_manifest(tmp_path, DOCUMENT))
+    found = samples(exposition(store, as_of_ms=T, objectives=objectives))
+    assert value(found, "housekeeping_deletion_lag_objective_seconds", namespace="acme/orders") == 600
+    assert value(found, "housekeeping_deletion_lag_objective_seconds", namespace="public/default") == 7200
