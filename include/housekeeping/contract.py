@@ -8,6 +8,8 @@ A run of a mechanism lives in one directory (``<store>/runs/<mechanism>/<run>/``
     plan/compaction/*           compaction's entry tables (Parquet)
     plan/summary.json           the planner's totals
     gate/result.json            the gate's verdict; gate/data_docs/index.html its Great Expectations pages
+    approval/request.json       whether the plan needs a person's approval (thresholds), request.md what they see;
+    approval/decision.json      who approved or rejected it, and when
     apply/result.json           what apply did; apply/purge.json what purge did
     report/report.json          the report's data; report/report.md the page a person reads
 
@@ -321,6 +323,23 @@ class RunDir:
     @property
     def data_docs_index(self) -> Path:
         return self.data_docs_dir / "index.html"
+
+    # approval (housekeeping.approval): what was asked of a person, and what they decided
+    @property
+    def approval_dir(self) -> Path:
+        return self.path / "approval"
+
+    @property
+    def approval_request(self) -> Path:
+        return self.approval_dir / "request.json"
+
+    @property
+    def approval_request_md(self) -> Path:
+        return self.approval_dir / "request.md"
+
+    @property
+    def approval_decision(self) -> Path:
+        return self.approval_dir / "decision.json"
 
     # apply and purge
     @property

@@ -92,6 +92,38 @@ def housekeeping_params(extra: Mapping[str, Mapping[str, Any]]) -> dict[str, Any
             description="Max share of a namespace's stored bytes this run may delete "
             "(empty = HOUSEKEEPING_MAX_DELETED_SHARE, default 0.9).",
         ),
+        # Approval thresholds (housekeeping.approval): a run may only tighten the deployment's settings.
+        "approval_bytes": Param(
+            None,
+            type=["null", "integer"],
+            minimum=0,
+            title="Approval above bytes",
+            description="Ask a person before applying a plan that deletes more bytes than this "
+            "(empty = HOUSEKEEPING_APPROVAL_BYTES; can only lower it).",
+        ),
+        "approval_namespace_share": Param(
+            None,
+            type=["null", "number"],
+            minimum=0,
+            maximum=1,
+            title="Approval above namespace share",
+            description="... that deletes more than this share of one namespace's stored bytes "
+            "(empty = HOUSEKEEPING_APPROVAL_NAMESPACE_SHARE; can only lower it).",
+        ),
+        "approval_topics": Param(
+            None,
+            type=["null", "integer"],
+            minimum=0,
+            title="Approval above topics deleted",
+            description="... that deletes more topics (empty = HOUSEKEEPING_APPROVAL_TOPICS; can only lower it).",
+        ),
+        "approval_cursors": Param(
+            None,
+            type=["null", "integer"],
+            minimum=0,
+            title="Approval above cursors moved",
+            description="... that moves more cursors (empty = HOUSEKEEPING_APPROVAL_CURSORS; can only lower it).",
+        ),
         **{
             name: Param(definition.get("default"), **{k: v for k, v in definition.items() if k != "default"})
             for name, definition in extra.items()
@@ -238,6 +270,10 @@ def build_housekeeping_dag(mechanism: str, *, doc_md: str, defaults: DagDefaults
             retries=0,
             on_failure_callback=[GateFailedNotifier()],
         )
+        from housekeeping.approval_operator import DeletionApprovalOperator
+
+        # Between the gate and apply: a person says yes to a plan over the approval thresholds.
+        approve = DeletionApprovalOperator(task_id=ids.approve, mechanism=spec.name, retries=0)
 
         @task(task_id=ids.apply, pool=DELETING_POOL, outlets=[store_asset()])
         def apply_plan(snapshot_info: dict[str, Any]) -> dict[str, Any]:
@@ -289,7 +325,7 @@ def build_housekeeping_dag(mechanism: str, *, doc_md: str, defaults: DagDefaults
         report = write_report(snapshot)
         if spec.apply_app is None:
             applied = apply_plan(snapshot)
-            snapshot >> plan >> validate >> applied >> purged >> report
+            snapshot >> plan >> validate >> approve >> applied >> purged >> report
         else:
             # Skips only the Spark apply on a dry run; purge then skips too, the report still runs.
             @task.short_circuit(task_id="skip_apply_on_dry_run", ignore_downstream_trigger_rules=False)
@@ -304,7 +340,7 @@ def build_housekeeping_dag(mechanism: str, *, doc_md: str, defaults: DagDefaults
                 pool=DELETING_POOL,
                 outlets=[store_asset()],
             )
-            snapshot >> plan >> validate >> not_dry_run(snapshot) >> applied >> purged >> report
+            snapshot >> plan >> validate >> approve >> not_dry_run(snapshot) >> applied >> purged >> report
     return dag
 
 

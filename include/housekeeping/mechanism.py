@@ -26,6 +26,11 @@ class TaskIds:
     apply: str
     report: str
 
+    @property
+    def approve(self) -> str:
+        """The approval step's id: ``approve_<what apply_... applies>`` (approve_ledger_trim, ...)."""
+        return "approve_" + self.apply.removeprefix("apply_")
+
 
 @dataclass(frozen=True)
 class MechanismSpec:

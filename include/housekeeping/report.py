@@ -59,6 +59,12 @@ def run_section(run_dir: Path, info: dict[str, Any], dry_run: bool) -> dict[str,
             "failed": gate.get("failed", []),
         },
         "apply": read_json(run.apply_result),
+        # The approval step's request (thresholds, reasons) and decision (who, when); None without one.
+        "approval": (
+            None
+            if not run.approval_request.is_file()
+            else {"request": read_json(run.approval_request), "decision": read_json(run.approval_decision)}
+        ),
         # nextPurgeAfter is always there (None when nothing waits: a purge that emptied the log).
         "purge": (
             dict(

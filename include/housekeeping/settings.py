@@ -17,6 +17,13 @@
 | HOUSEKEEPING_DELETION_LAG_OBJECTIVES | {"*": 21600}                  | deletion-lag objective per namespace, in    |
 |                                   |                                  | seconds: JSON, keys a namespace, a glob     |
 |                                   |                                  | (tenant/*) or "*" (docs/metrics.md)         |
+| HOUSEKEEPING_APPROVAL_BYTES       | (none)                           | a plan deleting more bytes waits for a      |
+|                                   |                                  | person's approval (docs/deployment.md)      |
+| HOUSEKEEPING_APPROVAL_NAMESPACE_SHARE | (none)                       | ... more than this share of a namespace's   |
+|                                   |                                  | stored bytes (0-1)                          |
+| HOUSEKEEPING_APPROVAL_TOPICS      | (none)                           | ... deleting more topics                    |
+| HOUSEKEEPING_APPROVAL_CURSORS     | (none)                           | ... moving more cursors                     |
+| HOUSEKEEPING_APPROVAL_TIMEOUT_SECONDS | 86400                        | unanswered that long: rejected              |
 """
 
 from __future__ import annotations
@@ -38,6 +45,19 @@ def _float(name: str, default: float) -> float:
         raise InputError(f"environment variable {name}={raw!r} is not a number") from None
 
 
+def _optional(name: str, kind: type) -> int | float | None:
+    """An optional threshold: unset or empty is None (no threshold)."""
+    raw = os.environ.get(name)
+    if raw in (None, ""):
+        return None
+    try:
+        return kind(raw)
+    except ValueError:
+        raise InputError(
+            f"environment variable {name}={raw!r} is not {'an integer' if kind is int else 'a number'}"
+        ) from None
+
+
 def _int(name: str, default: int) -> int:
     raw = os.environ.get(name)
     try:
@@ -57,6 +77,11 @@ ENV_FIELDS = {
     "HOUSEKEEPING_SPARK_CONN_ID": "spark_conn_id",
     "HOUSEKEEPING_SPARK_MASTER": "spark_master",
     "HOUSEKEEPING_DELETION_LAG_OBJECTIVES": "deletion_lag_objectives",
+    "HOUSEKEEPING_APPROVAL_BYTES": "approval_bytes",
+    "HOUSEKEEPING_APPROVAL_NAMESPACE_SHARE": "approval_namespace_share",
+    "HOUSEKEEPING_APPROVAL_TOPICS": "approval_topics",
+    "HOUSEKEEPING_APPROVAL_CURSORS": "approval_cursors",
+    "HOUSEKEEPING_APPROVAL_TIMEOUT_SECONDS": "approval_timeout_seconds",
 }
 # Hourly trim and purge keep deletable data waiting under about two hours; six leaves room for a slow run.
 DEFAULT_DELETION_LAG_OBJECTIVES = {"*": 21600}
@@ -115,6 +140,12 @@ class Settings:
     deletion_lag_objectives: dict[str, int] = field(
         default_factory=lambda: dict(DEFAULT_DELETION_LAG_OBJECTIVES)
     )
+    # Approval thresholds (None: no threshold); housekeeping.approval.
+    approval_bytes: int | None = None
+    approval_namespace_share: float | None = None
+    approval_topics: int | None = None
+    approval_cursors: int | None = None
+    approval_timeout_seconds: int = 86400
 
     @classmethod
     def from_env(cls) -> Settings:
@@ -129,6 +160,11 @@ class Settings:
             deletion_lag_objectives=parse_lag_objectives(
                 os.environ.get("HOUSEKEEPING_DELETION_LAG_OBJECTIVES")
             ),
+            approval_bytes=_optional("HOUSEKEEPING_APPROVAL_BYTES", int),
+            approval_namespace_share=_optional("HOUSEKEEPING_APPROVAL_NAMESPACE_SHARE", float),
+            approval_topics=_optional("HOUSEKEEPING_APPROVAL_TOPICS", int),
+            approval_cursors=_optional("HOUSEKEEPING_APPROVAL_CURSORS", int),
+            approval_timeout_seconds=_int("HOUSEKEEPING_APPROVAL_TIMEOUT_SECONDS", 86400),
         )
         if settings.purge_grace_seconds < 0:
             raise InputError("HOUSEKEEPING_PURGE_GRACE_SECONDS must be >= 0")
@@ -136,6 +172,16 @@ class Settings:
             raise InputError("HOUSEKEEPING_MAX_DELETED_SHARE must be between 0 and 1")
         if not 0.0 <= settings.max_deleted_topic_share <= 1.0:
             raise InputError("HOUSEKEEPING_MAX_DELETED_TOPIC_SHARE must be between 0 and 1")
+        for name in ("approval_bytes", "approval_topics", "approval_cursors"):
+            if (getattr(settings, name) or 0) < 0:
+                raise InputError(f"HOUSEKEEPING_{name.upper()} must be >= 0")
+        if (
+            settings.approval_namespace_share is not None
+            and not 0.0 <= settings.approval_namespace_share <= 1.0
+        ):
+            raise InputError("HOUSEKEEPING_APPROVAL_NAMESPACE_SHARE must be between 0 and 1")
+        if settings.approval_timeout_seconds <= 0:
+            raise InputError("HOUSEKEEPING_APPROVAL_TIMEOUT_SECONDS must be > 0")
         return settings
 
     def open_store(self):

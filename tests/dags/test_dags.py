@@ -19,31 +19,70 @@ pytestmark = pytest.mark.airflow
 REPO = Path(__file__).resolve().parents[2]
 # The public interface users script against (DAG ids, schedules, task ids in order, params): written out here, not
 # read from the registry, so a change to any of them fails this test.
-COMMON_PARAMS = {"dry_run", "scope", "as_of", "max_deleted_share"}
+COMMON_PARAMS = {
+    "dry_run",
+    "scope",
+    "as_of",
+    "max_deleted_share",
+    "approval_bytes",
+    "approval_namespace_share",
+    "approval_topics",
+    "approval_cursors",
+}
 PUBLIC = {
     "consumed_ledger_trim": (
         "@hourly",
-        ["plan_ledger_trim", "validate_trim_plan", "apply_ledger_trim", "write_trim_report"],
+        [
+            "plan_ledger_trim",
+            "validate_trim_plan",
+            "approve_ledger_trim",
+            "apply_ledger_trim",
+            "write_trim_report",
+        ],
         set(),
     ),
     "message_expiry": (
         "*/15 * * * *",
-        ["plan_message_expiry", "validate_expiry_plan", "apply_message_expiry", "write_expiry_report"],
+        [
+            "plan_message_expiry",
+            "validate_expiry_plan",
+            "approve_message_expiry",
+            "apply_message_expiry",
+            "write_expiry_report",
+        ],
         set(),
     ),
     "backlog_quota": (
         "*/5 * * * *",
-        ["plan_backlog_quota", "validate_backlog_plan", "apply_backlog_quota", "write_backlog_report"],
+        [
+            "plan_backlog_quota",
+            "validate_backlog_plan",
+            "approve_backlog_quota",
+            "apply_backlog_quota",
+            "write_backlog_report",
+        ],
         set(),
     ),
     "inactive_topic_gc": (
         "@hourly",
-        ["plan_inactive_topic_gc", "validate_gc_plan", "apply_inactive_topic_gc", "write_gc_report"],
+        [
+            "plan_inactive_topic_gc",
+            "validate_gc_plan",
+            "approve_inactive_topic_gc",
+            "apply_inactive_topic_gc",
+            "write_gc_report",
+        ],
         {"max_deleted_topic_share"},
     ),
     "compacted_ledger_retention": (
         "@hourly",
-        ["plan_compaction", "validate_compaction_plan", "apply_compaction", "write_compaction_report"],
+        [
+            "plan_compaction",
+            "validate_compaction_plan",
+            "approve_compaction",
+            "apply_compaction",
+            "write_compaction_report",
+        ],
         {"compact_topics"},
     ),
 }
@@ -167,18 +206,20 @@ def test_storage_report_run_alerts_when_a_namespace_breaches_its_deletion_lag_ob
 
 @pytest.mark.parametrize("dag_id", sorted(PUBLIC))
 def test_each_dag_keeps_its_schedule_task_ids_params_and_spark_submit_apps(dagbag, dag_id):
-    """snapshot -> plan -> validate -> apply -> purge -> report (compaction skips its Spark apply on a dry run);
+    """snapshot -> plan -> validate -> approve -> apply -> purge -> report (compaction skips its Spark apply on a dry run);
     plan and validate (and compaction's apply) are spark-submits of an app module that exists."""
     import importlib
 
     from airflow.providers.apache.spark.hooks.spark_submit import SparkSubmitHook
     from airflow.providers.apache.spark.operators.spark_submit import SparkSubmitOperator
 
-    schedule, (plan, validate, apply, report), extra = PUBLIC[dag_id]
+    from airflow.providers.standard.operators.hitl import ApprovalOperator
+
+    schedule, (plan, validate, approve, apply, report), extra = PUBLIC[dag_id]
     dag = dagbag.get_dag(dag_id)
     assert dag.schedule == schedule
     assert set(dag.params) == COMMON_PARAMS | extra
-    order = ["take_snapshot", plan, validate]
+    order = ["take_snapshot", plan, validate, approve]
     order += ["skip_apply_on_dry_run"] if dag_id == "compacted_ledger_retention" else []
     order += [apply, "purge_pending_deletions", report]
     assert {t.task_id for t in dag.tasks} == set(order)
@@ -191,6 +232,9 @@ def test_each_dag_keeps_its_schedule_task_ids_params_and_spark_submit_apps(dagba
         assert Path(task.application).is_file()
         module = importlib.import_module(task.application_args[0])
         assert callable(module.main) and "--run-dir" in task.application_args
+    # The approval step is Airflow's own human-in-the-loop operator; no answer means Reject.
+    approval = dag.get_task(approve)
+    assert isinstance(approval, ApprovalOperator) and approval.defaults == ["Reject"]
     # the JSON connection resolves to local Spark, not the hook's silent yarn fallback
     assert SparkSubmitHook(conn_id="spark_default")._resolve_connection()["master"] == "local[2]"
     if dag_id == "backlog_quota":

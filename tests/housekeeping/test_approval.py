@@ -1,0 +1,136 @@
+"""Approval thresholds (housekeeping.approval): what a plan measures, when it needs a person, how a run's params may
+only tighten the deployment's thresholds, and what a decision records."""
+
+from __future__ import annotations
+
+import json
+from types import SimpleNamespace
+
+import pytest
+
+from housekeeping.approval import (
+    ApprovalThresholds,
+    measure_plan,
+    over_thresholds,
+    record_decision,
+    request_approval,
+)
+from housekeeping.contract import ACTIONS, NAMESPACES, RunDir, write_json, write_jsonl
+from housekeeping.journal_view import journal_entries
+from housekeeping.manifest import load_manifest
+from housekeeping.store import read_transaction
+from tests.conftest import topic_body, write_manifest
+
+pytestmark = pytest.mark.unit
+
+AS_OF = 1_793_491_200_000
+
+
+def _run(tmp_path, actions: list[dict], stored: dict[str, int]) -> RunDir:
+    run = RunDir(tmp_path / "run")
+    run.snapshot_dir.mkdir(parents=True)
+    write_json(
+        run.run_info,
+        {
+            "runId": "r-1",
+            "mechanism": "trim",
+            "asOfMs": AS_OF,
+            "asOf": "2026-11-01T00:00:00.000Z",
+            "scope": [],
+        },
+    )
+    write_jsonl(
+        run.snapshot_table(NAMESPACES),
+        NAMESPACES,
+        [{"namespace": ns, "storedBytes": b, "topicCount": 1} for ns, b in stored.items()],
+    )
+    table = run.plan_table(ACTIONS)
+    table.mkdir(parents=True)
+    (table / "part-00000.json").write_text("\n".join(json.dumps(a) for a in actions) + "\n")
+    return run
+
+
+ACTIONS_ = [
+    {
+        "topic": "persistent://acme/orders/a",
+        "action": "delete_ledger",
+        "ledgerId": 1,
+        "bytes": 600,
+        "reason": "r",
+    },
+    {
+        "topic": "persistent://acme/orders/a",
+        "action": "delete_ledger",
+        "ledgerId": 2,
+        "bytes": 200,
+        "reason": "r",
+    },
+    {"topic": "persistent://acme/audit/b", "action": "delete_topic", "bytes": 100, "reason": "idle"},
+    {
+        "topic": "persistent://acme/orders/a",
+        "action": "move_cursor",
+        "subscription": "r",
+        "from": "1:0",
+        "to": "3:-1",
+    },
+]
+
+
+def test_a_plan_is_measured_per_namespace_and_over_a_threshold_means_strictly_greater(tmp_path):
+    run = _run(tmp_path, ACTIONS_, {"acme/orders": 1000, "acme/audit": 1000})
+    m = measure_plan(run)
+    assert (m.bytes, m.ledgers, m.topics, m.cursors) == (900, 2, 1, 1)
+    assert m.namespace_bytes == {"acme/audit": 100, "acme/orders": 800}
+    assert m.namespace_share == {"acme/audit": 0.1, "acme/orders": 0.8}
+    assert over_thresholds(m, ApprovalThresholds()) == []
+    assert over_thresholds(m, ApprovalThresholds(bytes=900, namespace_share=0.8, topics=1, cursors=1)) == []
+    reasons = over_thresholds(m, ApprovalThresholds(bytes=899, namespace_share=0.5, topics=0, cursors=0))
+    assert len(reasons) == 4
+    assert "900 bytes" in reasons[0] and "80.0% of acme/orders" in reasons[1]
+    assert "1 topics" in reasons[2] and "1 cursors" in reasons[3]
+
+
+def test_params_only_tighten_the_settings():
+    settings = SimpleNamespace(
+        approval_bytes=1000, approval_namespace_share=None, approval_topics=5, approval_cursors=None
+    )
+    thresholds = ApprovalThresholds.of(
+        settings, {"approval_bytes": 10**12, "approval_namespace_share": 0.3, "approval_topics": 2}
+    )
+    assert thresholds == ApprovalThresholds(bytes=1000, namespace_share=0.3, topics=2, cursors=None)
+    assert ApprovalThresholds.of(settings, {}) == ApprovalThresholds(bytes=1000, topics=5)
+
+
+def test_the_request_and_each_decision_are_recorded_in_the_run_and_the_journal(tmp_path):
+    store = load_manifest(
+        tmp_path / "store",
+        write_manifest(
+            tmp_path,
+            {
+                "namespaces": {"acme/orders": {}},
+                "topics": {"persistent://acme/orders/a": topic_body([(1, 1, 10, None)])},
+            },
+        ),
+    )
+    run = _run(tmp_path, ACTIONS_, {"acme/orders": 1000, "acme/audit": 1000})
+    request = request_approval(run, ApprovalThresholds(namespace_share=0.5))
+    assert request["required"] and request["reasons"] == [
+        "deletes 80.0% of acme/orders's stored bytes, over the threshold of 50.0%"
+    ]
+    page = run.approval_request_md.read_text()
+    assert "| acme/orders | 800 B | 80.0% |" in page and "No answer in time counts as Reject" in page
+    assert not request_approval(run, ApprovalThresholds(namespace_share=0.9))["required"]
+
+    record_decision(store, run, approved=True, decided_by="ops-alice", decided_at_ms=AS_OF + 1000)
+    record_decision(store, run, approved=False, decided_by="ops-bob", decided_at_ms=AS_OF + 2000)
+    timed_out = record_decision(store, run, approved=False, decided_by=None, decided_at_ms=AS_OF + 3000)
+    assert timed_out["decision"] == "timed_out" and timed_out["decidedBy"] == "nobody (timed out)"
+    assert json.loads(run.approval_decision.read_text()) == timed_out
+    with read_transaction(store.engine) as conn:
+        entries = [e for e in journal_entries(conn, run="r-1") if e["action"] == "approval"]
+    assert [(e["status"], e["actor"]) for e in entries] == [
+        ("approved", "ops-alice"),
+        ("rejected", "ops-bob"),
+        ("timed_out", "approval timeout"),
+    ]
+    assert entries[0]["detail"]["decidedAt"] == "2026-11-01T00:00:01.000Z"
