@@ -86,7 +86,8 @@ journal = Table(
     Column("mechanism", String(40), nullable=False),
     Column("topic", String(NAME), nullable=True),
     Column("action", String(40), nullable=False),
-    # started | applied | skipped_conflict | already_applied | purged | restored | finished | failed
+    # started | applied | skipped_conflict | already_applied | purged | restored | finished | failed;
+    # approval (action "approval"): approved | rejected | timed_out
     Column("status", String(40), nullable=False),
     Column("detail", Text, nullable=False),  # JSON
     Column("as_of_ms", BigInteger, nullable=False),
