@@ -101,6 +101,12 @@ def fill_trigger_form(form, *, as_of: str | None, scope: str | None, dry_run: bo
 
 def submit_and_wait(page, form, api: Api, dag_id: str, before: set[str], timeout_s: float) -> tuple[str, str]:
     """Click the form's Trigger, find the run it created, follow it until it ends: (run id, final state)."""
+    run_id = submit(form, api, dag_id, before)
+    return run_id, wait_for_run(api, dag_id, run_id, timeout_s)
+
+
+def submit(form, api: Api, dag_id: str, before: set[str]) -> str:
+    """Click the form's Trigger and find the run it created: its run id."""
     form.get_by_role("button", name="Trigger").last.click()
     run = None
     for _ in range(60):
@@ -115,6 +121,11 @@ def submit_and_wait(page, form, api: Api, dag_id: str, before: set[str], timeout
         raise SystemExit(f"{dag_id}: the form created no run")
     run_id = run["dag_run_id"]
     print(f"{dag_id}: run {run_id} conf {json.dumps(run['conf'], sort_keys=True)}")
+    return run_id
+
+
+def wait_for_run(api: Api, dag_id: str, run_id: str, timeout_s: float) -> str:
+    """Follow a run until it ends (or the timeout): its state."""
     started = time.monotonic()
     while True:
         state = api.get(f"/api/v2/dags/{dag_id}/dagRuns/{run_id}")["state"]
@@ -122,7 +133,43 @@ def submit_and_wait(page, form, api: Api, dag_id: str, before: set[str], timeout
             break
         time.sleep(3)
     print(f"{dag_id}: {state} after {time.monotonic() - started:.0f} s")
-    return run_id, state
+    return state
+
+
+def wait_for_task(
+    api: Api, dag_id: str, run_id: str, task_id: str, states: set[str], timeout_s: float
+) -> str:
+    """Until the task instance is in one of ``states`` (the run failing first ends the wait): its state."""
+    started = time.monotonic()
+    while True:
+        task = api.get(f"/api/v2/dags/{dag_id}/dagRuns/{run_id}/taskInstances/{task_id}")
+        if task["state"] in states:
+            return task["state"]
+        run_state = api.get(f"/api/v2/dags/{dag_id}/dagRuns/{run_id}")["state"]
+        if run_state in ("success", "failed") or time.monotonic() - started > timeout_s:
+            raise SystemExit(f"{dag_id} {run_id}: {task_id} is {task['state']} and the run {run_state}")
+        time.sleep(2)
+
+
+def answer_required_action(
+    page,
+    url: str,
+    dag_id: str,
+    run_id: str,
+    task_id: str,
+    choice: str,
+    subject: str,
+    shot: Path | None = None,
+):
+    """The task's Required Action page, as a person answers it: the request (``subject`` shown; screenshot to
+    ``shot``), then the ``choice`` button (Approve / Reject)."""
+    from urllib.parse import quote
+
+    page.goto(f"{url}/dags/{dag_id}/runs/{quote(run_id, safe='')}/tasks/{task_id}/required_actions")
+    page.get_by_text(subject).first.wait_for(timeout=60_000)
+    if shot is not None:
+        page.screenshot(path=str(shot), full_page=True)
+    page.get_by_role("button", name=choice, exact=True).first.click()
 
 
 def main(

@@ -46,7 +46,11 @@ def _interpolated(value: str) -> str:
 def test_every_housekeeping_setting_of_compose_is_read_by_the_code(monkeypatch):
     """Each HOUSEKEEPING_ variable compose sets is read by the code: set alone to a value of its own, it reaches
     its Settings field (a misspelt or unread variable fails here); and compose's values together are valid."""
+    import typing
+
     from housekeeping.settings import ENV_FIELDS, Settings
+
+    hints = typing.get_type_hints(Settings)
 
     env = yaml.safe_load((REPO / "docker-compose.yaml").read_text())["services"]["airflow-scheduler"][
         "environment"
@@ -55,12 +59,19 @@ def test_every_housekeeping_setting_of_compose_is_read_by_the_code(monkeypatch):
     assert ours, "compose sets the store's settings"
     for name in ENV_FIELDS:
         monkeypatch.delenv(name, raising=False)
-    defaults = Settings.from_env()
     for name in ours:
         assert name in ENV_FIELDS, f"{name} is set in compose but the code reads no such setting"
-        default = getattr(defaults, ENV_FIELDS[name])
-        sentinel = {int: 4321, float: 0.321}.get(type(default), f"sentinel-{name.lower()}")
-        monkeypatch.setenv(name, str(sentinel))
+        # A value of the field's own type (an optional threshold by its number type, objectives as JSON).
+        kind = hints[ENV_FIELDS[name]]
+        if kind in (int, int | None):
+            sentinel, text = 4321, "4321"
+        elif kind in (float, float | None):
+            sentinel, text = 0.321, "0.321"
+        elif typing.get_origin(kind) is dict:
+            sentinel, text = {"*": 4321}, '{"*": 4321}'
+        else:
+            sentinel = text = f"sentinel-{name.lower()}"
+        monkeypatch.setenv(name, text)
         assert getattr(Settings.from_env(), ENV_FIELDS[name]) == sentinel, f"{name} does not reach the code"
         monkeypatch.delenv(name)
     for name, value in ours.items():

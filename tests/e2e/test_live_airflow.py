@@ -411,3 +411,84 @@ def test_storage_report_runs_and_its_page_reads_offline(live_airflow):
         page.screenshot(path=str(SHOTS / "06-gate-data-docs.png"), full_page=True)
         browser.close()
     assert all(url.startswith("file://") for url in requests), requests
+
+
+APPROVE_TASK = "approve_ledger_trim"
+
+
+@pytest.mark.parametrize(
+    ("choice", "as_of", "user_decision"),
+    [("Reject", "2026-11-04T00:00:00Z", "rejected"), ("Approve", "2026-11-08T00:00:00Z", "approved")],
+)
+def test_a_person_rejects_or_approves_a_large_deletion_in_required_actions(
+    live_airflow, capsys, choice, as_of, user_decision
+):
+    """The form's approval_namespace_share param set to 0 makes every deleting plan wait for a person. In the
+    browser: the task's Required Action shows the request; Reject leaves the store as it was and the run succeeds
+    with apply skipped; Approve applies exactly the plan. The journal names the person and the decision."""
+    from playwright.sync_api import sync_playwright
+
+    from tests.conftest import run_cli
+
+    ui = _ui_driver()
+    store = live_airflow.store
+    code, out, err = run_cli(
+        capsys, "plan", "trim", "--store", str(store.root), "--as-of", as_of, "--format", "json",
+        "--metadata-url", live_airflow.env["HOUSEKEEPING_METADATA_URL"],
+    )  # fmt: skip
+    assert code == 0, err
+    planned = [a for a in json.loads(out)["actions"] if a["action"] == "delete_ledger"]
+    assert planned, f"nothing deletable at {as_of}: the scenario must delete something to be a test"
+    live_airflow.cli("dags", "unpause", TRIM)
+    before = store_state(store)
+    api = live_airflow.api()
+    request_shot = SHOTS / "09-approval-request.png" if choice == "Reject" else None
+    answered_shot = SHOTS / ("10-approval-rejected.png" if choice == "Reject" else "11-approval-approved.png")
+    with sync_playwright() as playwright:
+        browser = playwright.chromium.launch(executable_path="/usr/bin/chromium", args=ui.CHROMIUM_ARGS)
+        page = browser.new_page(viewport={"width": 1400, "height": 1100})
+        ui.login(page, live_airflow.url, live_airflow.user, live_airflow.password)
+        form = ui.open_trigger_form(page, live_airflow.url, TRIM, field="approval_namespace_share")
+        assert "Approval above namespace share" in form.inner_text()
+        ui.fill_trigger_form(form, as_of=as_of, scope=None, dry_run=False)
+        # A number param is Chakra's NumberInput: its <input> sits inside the element of that id.
+        share = form.locator(
+            "input[name=element_approval_namespace_share], #element_approval_namespace_share input"
+        ).first
+        share.fill("0")
+        share.press("Tab")
+        existing = {r["dag_run_id"] for r in api.get(f"/api/v2/dags/{TRIM}/dagRuns")["dag_runs"]}
+        run_id = ui.submit(form, api, TRIM, existing)
+        assert ui.wait_for_task(api, TRIM, run_id, APPROVE_TASK, {"awaiting_input"}, 600) == "awaiting_input"
+        assert store_state(store) == before, "nothing is applied while the request waits"
+        ui.answer_required_action(
+            page, live_airflow.url, TRIM, run_id, APPROVE_TASK, choice, "Approve trim run", request_shot
+        )
+        page.get_by_text("Response received").first.wait_for(timeout=30_000)
+        page.screenshot(path=str(answered_shot), full_page=True)
+        state = ui.wait_for_run(api, TRIM, run_id, 600)
+        browser.close()
+
+    tasks = {
+        t["task_id"]: t["state"]
+        for t in api.get(f"/api/v2/dags/{TRIM}/dagRuns/{run_id}/taskInstances")["task_instances"]
+    }
+    assert state == "success", tasks
+    run_dir = store.run_dir("trim", f"{TRIM}__{run_id}")
+    decision = json.loads((run_dir / "approval" / "decision.json").read_text())
+    assert (decision["decision"], decision["decidedBy"]) == (user_decision, live_airflow.user)
+    code, out, _ = run_cli(
+        capsys, "journal", "--store", str(store.root), "--run", run_id, "--format", "json",
+        "--metadata-url", live_airflow.env["HOUSEKEEPING_METADATA_URL"],
+    )  # fmt: skip
+    approvals = [e for e in json.loads(out)["entries"] if e["action"] == "approval"]
+    assert [(e["status"], e["actor"]) for e in approvals] == [(user_decision, live_airflow.user)]
+    if choice == "Reject":
+        assert tasks["apply_ledger_trim"] == "skipped" and tasks["write_trim_report"] == "success", tasks
+        assert store_state(store) == before, "a rejected plan changed the store"
+        assert "**REJECTED** by admin" in (run_dir / "report" / "report.md").read_text()
+    else:
+        assert tasks["apply_ledger_trim"] == "success", tasks
+        applied = json.loads((run_dir / "apply" / "result.json").read_text())
+        assert applied["ledgersDeleted"] == len(planned)
+        assert "**APPROVED** by admin" in (run_dir / "report" / "report.md").read_text()
