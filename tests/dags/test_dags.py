@@ -212,7 +212,6 @@ def test_each_dag_keeps_its_schedule_task_ids_params_and_spark_submit_apps(dagba
 
     from airflow.providers.apache.spark.hooks.spark_submit import SparkSubmitHook
     from airflow.providers.apache.spark.operators.spark_submit import SparkSubmitOperator
-
     from airflow.providers.standard.operators.hitl import ApprovalOperator
 
     schedule, (plan, validate, approve, apply, report), extra = PUBLIC[dag_id]
