@@ -14,7 +14,8 @@ from housekeeping import metadata_schema as t
 from housekeeping.actor import current_actor
 from housekeeping.store import Store, write_transaction
 
-PLAN_ROW_KEYS = ("action", "ledgerId", "subscription", "from", "to", "bytes", "reason")
+# quotaType: which backlog quota a cursor move (an eviction) or a quota flag was for.
+PLAN_ROW_KEYS = ("action", "ledgerId", "subscription", "from", "to", "bytes", "reason", "quotaType")
 
 
 def plan_rows(actions: list[dict[str, Any]]) -> list[dict[str, Any]]:

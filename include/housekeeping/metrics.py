@@ -312,13 +312,14 @@ def store_metrics(
         moved = int(detail.get("cursorsMoved") or 0)
         if moved:
             cursors_moved.add((row.mechanism, namespace_of(row.topic)), moved)
-        if row.mechanism == "backlog" and moved:
-            types = {
-                r.get("quotaType") or "unknown"
-                for r in detail.get("planRows", [])
-                if r.get("action") == "move_cursor"
-            }
-            for quota_type in sorted(types):
+        # A cursor move made for a backlog quota (an eviction) names its quota type in the plan row.
+        evicted = {
+            r["quotaType"]
+            for r in detail.get("planRows", [])
+            if r.get("action") == "move_cursor" and r.get("quotaType")
+        }
+        if moved:
+            for quota_type in sorted(evicted):
                 evictions.add((namespace_of(row.topic), quota_type), 1)
 
     # ------------------------------------------------------------------ runs: verdicts and deletion lag

@@ -263,3 +263,42 @@ def test_deletion_lag_objectives_most_specific_wins_and_bad_settings_name_the_ke
     found = samples(exposition(store, as_of_ms=T, objectives=objectives))
     assert value(found, "housekeeping_deletion_lag_objective_seconds", namespace="acme/orders") == 600
     assert value(found, "housekeeping_deletion_lag_objective_seconds", namespace="public/default") == 7200
+
+
+@pytest.mark.spark
+@pytest.mark.runs
+def test_a_backlog_eviction_counts_once_per_topic_and_quota_type(tmp_path, spark):
+    """A consumer_backlog_eviction run that moves the slowest subscription of one topic (2000 bytes over a
+    1000-byte quota): one destination_storage eviction in its namespace, one cursor moved by backlog."""
+    stamps = [T - 3 * H + i * S for i in range(20)]
+    document = {
+        "namespaces": {
+            "acme/evict": {
+                "backlog_quota_map": {
+                    "destination_storage": {"limitSize": 1000, "policy": "consumer_backlog_eviction"}
+                }
+            }
+        },
+        "topics": {
+            "persistent://acme/evict/big": ledger_topic(
+                [(1, stamps, stamps[-1] + 1), (2, [], None)],
+                {"sub": {"markDeletePosition": "1:-1"}},
+                entry_size=100,
+            ),
+            "persistent://acme/evict/small": ledger_topic(
+                [(1, stamps[:5], stamps[4] + 1), (2, [], None)],
+                {"sub": {"markDeletePosition": "1:-1"}},
+                entry_size=100,
+            ),
+        },
+    }
+    store = load_manifest(tmp_path / "store", write_manifest(tmp_path, document))
+    run_steps(store, "backlog", T, "backlog-1")
+    found = samples(exposition(store, as_of_ms=T))
+    evictions = {
+        labels: v
+        for (name, labels), v in found.items()
+        if name == "pulsar_storage_backlog_quota_exceeded_evictions_total"
+    }
+    assert evictions == {(("namespace", "acme/evict"), ("quota_type", "destination_storage")): 1}
+    assert value(found, "housekeeping_cursors_moved_total", mechanism="backlog", namespace="acme/evict") == 1

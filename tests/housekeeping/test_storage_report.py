@@ -61,6 +61,23 @@ def _data(**overrides):
             }
         ],
         "runs": 3,
+        "deletionLag": [
+            {
+                "namespace": "acme/orders",
+                "lagSeconds": 7200.0,
+                "deletableBytes": 900,
+                "objectiveSeconds": 3600,
+                "breached": True,
+            },
+            {
+                "namespace": "public/default",
+                "lagSeconds": 0.0,
+                "deletableBytes": 0,
+                "objectiveSeconds": 21600,
+                "breached": False,
+            },
+        ],
+        "deletionLagHistory": {"acme/orders": [[T0, 0.0], [T0 + DAY, 3600.0], [T0 + 2 * DAY, 7200.0]]},
         "latestWhatIf": {
             "runId": "manual__1",
             "page": "/s/reports/what-if/manual__1/index.html",
@@ -75,10 +92,12 @@ def _data(**overrides):
 def test_every_chart_is_inline_svg_and_the_page_is_self_contained(tmp_path):
     data = _data()
     charts = plots(data)
-    assert set(charts) == {"namespaces", "reclaimed", "blockers", "quotas"}
+    assert set(charts) == {"namespaces", "reclaimed", "blockers", "quotas", "deletion_lag"}
     assert all(svg.startswith("<svg") for svg in charts.values())
     html = render_html(data, charts, Path("/s/reports/storage"))
-    assert html.count("<svg") == 4 and "<script" not in html
+    assert html.count("<svg") == 5 and "<script" not in html
+    # The deletion lag against its objective: acme/orders has waited 2 h for a 1 h objective.
+    assert "Deletion lag per namespace" in html and "BREACHED" in html and "2h" in html
     assert not re.search(r"(src|href)=\"(https?:)?//", html), "nothing may load from the network"
     assert "d &lt;b&gt;" in html, "text from the store is escaped"
     assert 'href="../../runs/trim/run-1/gate/data_docs/index.html"' in html, "links are relative to the page"
@@ -100,6 +119,8 @@ def test_a_store_with_nothing_on_record_still_gets_a_page(tmp_path):
         latestRuns=[],
         runs=0,
         latestWhatIf=None,
+        deletionLag=[],
+        deletionLagHistory={},
     )
     assert plots(empty) == {}
     html = render_html(empty, {}, tmp_path)
