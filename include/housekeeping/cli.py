@@ -431,6 +431,63 @@ def serve_metrics(
     )
 
 
+erase_app = typer.Typer(
+    no_args_is_help=True,
+    help="Key erasure: forget one key everywhere a topic (or a namespace) stores it, raw and compacted ledgers.",
+)
+app.add_typer(erase_app, name="erase")
+
+
+@erase_app.command("request")
+def erase_request(
+    key: Annotated[str, typer.Argument(help="the message key to erase")],
+    store: StoreOpt,
+    reason: Annotated[str, typer.Option("--reason", help="why (kept with the request and in the journal)")],
+    topic: Annotated[
+        str | None, typer.Option("--topic", help="persistent://tenant/ns/topic (a partitioned topic: all)")
+    ] = None,
+    namespace: Annotated[
+        str | None, typer.Option("--namespace", help="tenant/namespace: every topic")
+    ] = None,
+    requested_at: Annotated[
+        str | None,
+        typer.Option(
+            "--requested-at",
+            help="when it takes effect, ISO 8601 (default: now); runs as of then or later act",
+        ),
+    ] = None,
+    metadata_url: MetadataOpt = None,
+) -> None:
+    """Record a request to erase KEY from a topic or a namespace; prints the request."""
+    from housekeeping.actor import current_actor
+    from housekeeping.erasure_requests import add_request
+    from housekeeping.timeutil import parse_as_of
+
+    requested_at_ms = parse_as_of(requested_at) if requested_at is not None else None
+    request = add_request(
+        _open(store, metadata_url),
+        key=key,
+        topic=topic,
+        namespace=namespace,
+        reason=reason,
+        requested_at_ms=requested_at_ms,
+        actor=current_actor(),
+    )
+    _emit(request, "json")
+
+
+@erase_app.command("list")
+def erase_list(store: StoreOpt, metadata_url: MetadataOpt = None, fmt: FormatOpt = "text") -> None:
+    """Every erasure request with its state: pending, held (and by what), done (and its proof), failed (and why)."""
+    from housekeeping.erasure_requests import format_text, list_requests
+
+    requests = list_requests(_open(store, metadata_url))
+    if fmt == "text":
+        typer.echo(format_text(requests))
+    else:
+        _emit({"requests": requests}, fmt)
+
+
 hold_app = typer.Typer(
     no_args_is_help=True,
     help="Protect a namespace (tenant/ns) or topic (persistent://...) from every deleting or cursor-moving "

@@ -203,3 +203,26 @@ holds = Table(
     Column("created_by", String(250), nullable=False),
     Column("created_at_ms", BigInteger, nullable=False),  # wall clock, audit only
 )
+
+
+# A request to forget one key (``housekeeping erase request``) in a topic (``persistent://...``; a partitioned
+# topic's name covers its partitions) or a namespace (``tenant/ns``). It counts for a run once ``requested_at_ms``
+# is at or before the run's as-of. ``state``: pending | held (a hold covers the target; ``state_detail`` says
+# which) | done (``state_detail``: the proof-of-erasure report's path) | failed (``state_detail``: why).
+erasure_requests = Table(
+    "erasure_requests",
+    metadata,
+    Column("id", Integer, primary_key=True, autoincrement=True),
+    Column("key", Text, nullable=False),
+    Column("scope", String(20), nullable=False),  # topic | namespace
+    Column("target", String(NAME), nullable=False),
+    Column("reason", Text, nullable=False),
+    Column("requested_at_ms", BigInteger, nullable=False),  # logical: when the request takes effect
+    Column("requested_by", String(250), nullable=False),
+    Column("recorded_at_ms", BigInteger, nullable=False),  # wall clock, audit only
+    Column("state", String(20), nullable=False),
+    Column("state_detail", Text, nullable=True),
+    Column("run_id", String(250), nullable=True),  # the erasure run that last changed the state
+    Column("updated_as_of_ms", BigInteger, nullable=True),
+    Index("ix_erasure_requests_state", "state", "requested_at_ms"),
+)

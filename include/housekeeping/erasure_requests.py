@@ -1,0 +1,164 @@
+"""Key erasure requests: "forget key K in topic T (or namespace NS)".
+
+A request is recorded in the metadata store (``erasure_requests``) and journaled with who asked; the key erasure
+mechanism (the ``key_erasure`` DAG) acts on every request whose ``requested_at`` is at or before its run's as-of.
+States: ``pending`` (waiting for a run), ``held`` (a hold covers the target: the hold wins, the request waits),
+``done`` (with the path of its proof-of-erasure report), ``failed`` (with why).
+
+The journal never holds the key itself, only its SHA-256 (``keyDigest``): the journal is kept for ever, and an
+erasure log that repeated the erased key would defeat it. The request row keeps the key until the request is done.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import time
+import uuid
+from typing import Any
+
+from sqlalchemy import insert, select
+
+from housekeeping import metadata_schema as t
+from housekeeping.errors import InputError
+from housekeeping.holds import describe as describe_hold
+from housekeeping.holds import hold_for, load_holds
+from housekeeping.journal import journal
+from housekeeping.names import NamespaceName, TopicName
+from housekeeping.store import Store, read_transaction, write_transaction
+from housekeeping.timeutil import format_ms
+
+PENDING, HELD, DONE, FAILED = "pending", "held", "done", "failed"
+MAX_KEY_BYTES = 64 * 1024  # a message key, not a document
+
+
+def key_digest(key: str) -> str:
+    return hashlib.sha256(key.encode("utf-8")).hexdigest()
+
+
+def _target(topic: str | None, namespace: str | None) -> tuple[str, str]:
+    if (topic is None) == (namespace is None):
+        raise InputError("an erasure request names exactly one of --topic or --namespace")
+    if topic is not None:
+        return "topic", str(TopicName.parse(topic))
+    return "namespace", str(NamespaceName.parse(namespace))
+
+
+def add_request(
+    store: Store,
+    *,
+    key: str,
+    topic: str | None = None,
+    namespace: str | None = None,
+    reason: str,
+    requested_at_ms: int | None = None,
+    actor: str,
+) -> dict[str, Any]:
+    """Record a request (checked first: nothing is written for a bad one). ``requested_at_ms`` default: now (the
+    request takes effect for runs at or after the moment it was made)."""
+    scope, target = _target(topic, namespace)
+    if not key:
+        raise InputError("an erasure request needs the key to erase (an empty key is not a key)")
+    if len(key.encode("utf-8")) > MAX_KEY_BYTES:
+        raise InputError(f"the key to erase is longer than {MAX_KEY_BYTES} bytes: not a message key")
+    if not reason.strip():
+        raise InputError(
+            f"erasure of a key in {target}: give a reason (--reason), it is kept with the request"
+        )
+    recorded_at_ms = int(time.time() * 1000)  # wall clock: when it was asked (audit)
+    effective_ms = requested_at_ms if requested_at_ms is not None else recorded_at_ms
+    with write_transaction(store.engine) as conn:
+        if scope == "namespace":
+            known = conn.execute(select(t.namespaces.c.name).where(t.namespaces.c.name == target)).first()
+            if known is None:
+                raise InputError(f"erasure in namespace {target}: no such namespace in store {store.root}")
+        else:
+            known = (
+                conn.execute(select(t.topics.c.name).where(t.topics.c.name == target)).first()
+                or conn.execute(
+                    select(t.partitioned_topics.c.name).where(t.partitioned_topics.c.name == target)
+                ).first()
+            )
+            if known is None:
+                raise InputError(
+                    f"erasure in topic {target}: no such topic or partitioned topic in store {store.root}"
+                )
+        request_id = conn.execute(
+            insert(t.erasure_requests).values(
+                key=key,
+                scope=scope,
+                target=target,
+                reason=reason.strip(),
+                requested_at_ms=effective_ms,
+                requested_by=actor,
+                recorded_at_ms=recorded_at_ms,
+                state=PENDING,
+            )
+        ).inserted_primary_key[0]
+        journal(
+            conn,
+            run_id=f"cli-erase-{uuid.uuid4().hex[:8]}",
+            mechanism="erasure",
+            topic=target if scope == "topic" else None,
+            action="erase_request",
+            status="requested",
+            detail={
+                "requestId": request_id,
+                "keyDigest": key_digest(key),
+                "scope": scope,
+                "target": target,
+                "why": reason.strip(),
+                "requestedAt": format_ms(effective_ms),
+            },
+            as_of_ms=effective_ms,
+            actor=actor,
+        )
+    return next(r for r in list_requests(store) if r["id"] == request_id)
+
+
+def list_requests(store: Store) -> list[dict[str, Any]]:
+    """Every request, oldest first. A pending request whose target a hold covers now shows as ``held`` with the
+    hold (the erasure run records the same when it meets it)."""
+    with read_transaction(store.engine) as conn:
+        rows = list(conn.execute(select(t.erasure_requests).order_by(t.erasure_requests.c.id)))
+        holds = load_holds(conn)
+    requests = []
+    for row in rows:
+        state, detail = row.state, row.state_detail
+        if state in (PENDING, HELD):
+            hold = _hold_covering(row.scope, row.target, holds)
+            state, detail = (HELD, describe_hold(hold)) if hold is not None else (PENDING, None)
+        requests.append(
+            {
+                "id": row.id,
+                "key": row.key,
+                "keyDigest": key_digest(row.key),
+                "scope": row.scope,
+                "target": row.target,
+                "reason": row.reason,
+                "requestedAt": format_ms(row.requested_at_ms),
+                "requestedBy": row.requested_by,
+                "recordedAt": format_ms(row.recorded_at_ms),
+                "state": state,
+                "detail": detail,
+                "runId": row.run_id,
+            }
+        )
+    return requests
+
+
+def _hold_covering(scope: str, target: str, holds: dict[str, Any]) -> Any:
+    return holds.get(target) if scope == "namespace" else hold_for(target, holds)
+
+
+def format_text(requests: list[dict[str, Any]]) -> str:
+    if not requests:
+        return "no erasure requests"
+    lines = []
+    for r in requests:
+        lines.append(
+            f"#{r['id']}  {r['state']:<8} {r['scope']:<9} {r['target']}  key sha256 {r['keyDigest'][:12]}  "
+            f"requested at {r['requestedAt']} by {r['requestedBy']}: {r['reason']}"
+        )
+        if r["detail"]:
+            lines.append(f"    {r['detail']}")
+    return "\n".join(lines)
