@@ -167,6 +167,13 @@ def interrupt_connect_work_on_sigterm() -> None:
     import signal
 
     def interrupt(signum: int, frame: object) -> None:
+        import threading
+
+        # Exit whatever happens: the interrupt is a gRPC call to a possibly busy server, and a normal exit would
+        # wait for the client's own threads (reattach, release, progress), which once held a launch for minutes.
+        watchdog = threading.Timer(30, os._exit, (128 + signum,))
+        watchdog.daemon = True
+        watchdog.start()
         active = _active_connect_session()
         if active is not None:
             try:
@@ -174,7 +181,9 @@ def interrupt_connect_work_on_sigterm() -> None:
                 active.stop()
             except Exception as exc:  # best effort: the server drops the session at its idle timeout anyway
                 print(f"could not interrupt the Spark Connect session: {exc!r}", file=sys.stderr)
-        sys.exit(128 + signum)
+        sys.stdout.flush()
+        sys.stderr.flush()
+        os._exit(128 + signum)
 
     signal.signal(signal.SIGTERM, interrupt)
 
