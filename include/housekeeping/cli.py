@@ -385,6 +385,14 @@ MetricsAsOfOpt = Annotated[
 ]
 
 
+def _metrics_options(as_of: str | None) -> tuple[int | None, dict[str, int]]:
+    """The measuring time (None: each scrape's clock) and the deletion-lag objectives the DAGs use."""
+    from housekeeping.settings import Settings
+    from housekeeping.timeutil import parse_as_of
+
+    return (parse_as_of(as_of) if as_of is not None else None), Settings.from_env().deletion_lag_objectives
+
+
 @app.command()
 def metrics(
     store: StoreOpt,
@@ -394,11 +402,8 @@ def metrics(
 ) -> None:
     """Print the store's metrics in the Prometheus text exposition format (docs/metrics.md)."""
     from housekeeping.metrics import exposition
-    from housekeeping.settings import Settings
-    from housekeeping.timeutil import parse_as_of
 
-    as_of_ms = parse_as_of(as_of) if as_of is not None else None
-    objectives = Settings.from_env().deletion_lag_objectives
+    as_of_ms, objectives = _metrics_options(as_of)
     text = exposition(
         _open(store, metadata_url), as_of_ms=as_of_ms, per_topic=per_topic, objectives=objectives
     )
@@ -416,11 +421,8 @@ def serve_metrics(
 ) -> None:
     """Serve the store's metrics on http://HOST:PORT/metrics for a Prometheus to scrape (read at each scrape)."""
     from housekeeping.metrics import serve
-    from housekeeping.settings import Settings
-    from housekeeping.timeutil import parse_as_of
 
-    as_of_ms = parse_as_of(as_of) if as_of is not None else None
-    objectives = Settings.from_env().deletion_lag_objectives
+    as_of_ms, objectives = _metrics_options(as_of)
     serve(
         _open(store, metadata_url),
         host=host,

@@ -21,7 +21,7 @@ from sqlalchemy import insert, select
 from housekeeping import metadata_schema as t
 from housekeeping.errors import InputError
 from housekeeping.holds import describe as describe_hold
-from housekeeping.holds import hold_for, load_holds
+from housekeeping.holds import hold_for, load_holds, target_exists
 from housekeeping.journal import journal
 from housekeeping.names import NamespaceName, TopicName
 from housekeeping.store import Store, read_transaction, write_transaction
@@ -67,21 +67,12 @@ def add_request(
     recorded_at_ms = int(time.time() * 1000)  # wall clock: when it was asked (audit)
     effective_ms = requested_at_ms if requested_at_ms is not None else recorded_at_ms
     with write_transaction(store.engine) as conn:
-        if scope == "namespace":
-            known = conn.execute(select(t.namespaces.c.name).where(t.namespaces.c.name == target)).first()
-            if known is None:
-                raise InputError(f"erasure in namespace {target}: no such namespace in store {store.root}")
-        else:
-            known = (
-                conn.execute(select(t.topics.c.name).where(t.topics.c.name == target)).first()
-                or conn.execute(
-                    select(t.partitioned_topics.c.name).where(t.partitioned_topics.c.name == target)
-                ).first()
+        if not target_exists(conn, scope, target):
+            raise InputError(
+                f"erasure in namespace {target}: no such namespace in store {store.root}"
+                if scope == "namespace"
+                else f"erasure in topic {target}: no such topic or partitioned topic in store {store.root}"
             )
-            if known is None:
-                raise InputError(
-                    f"erasure in topic {target}: no such topic or partitioned topic in store {store.root}"
-                )
         request_id = conn.execute(
             insert(t.erasure_requests).values(
                 key=key,

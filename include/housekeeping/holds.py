@@ -96,23 +96,31 @@ def current_hold(conn: Any, name: str) -> Hold | None:
     return hold_for(name, {r.target: _row_to_hold(r) for r in row})
 
 
+def target_exists(conn: Any, scope: str, canonical: str) -> bool:
+    """Whether the store has the namespace (scope ``namespace``) or the topic or partitioned topic named."""
+    if scope == "namespace":
+        return (
+            conn.execute(select(t.namespaces.c.name).where(t.namespaces.c.name == canonical)).first()
+            is not None
+        )
+    return (
+        conn.execute(select(t.topics.c.name).where(t.topics.c.name == canonical)).first()
+        or conn.execute(
+            select(t.partitioned_topics.c.name).where(t.partitioned_topics.c.name == canonical)
+        ).first()
+    ) is not None
+
+
 def add_hold(conn: Any, target: str, *, reason: str, actor: str) -> Hold:
     canonical, scope = parse_target(target)
     if not reason.strip():
         raise InputError(f"hold on {canonical}: give a reason (--reason) so others know why it is held")
-    if scope == "namespace":
-        known = conn.execute(select(t.namespaces.c.name).where(t.namespaces.c.name == canonical)).first()
-        if known is None:
-            raise InputError(f"hold on namespace {canonical}: no such namespace in the store")
-    else:
-        known = (
-            conn.execute(select(t.topics.c.name).where(t.topics.c.name == canonical)).first()
-            or conn.execute(
-                select(t.partitioned_topics.c.name).where(t.partitioned_topics.c.name == canonical)
-            ).first()
+    if not target_exists(conn, scope, canonical):
+        raise InputError(
+            f"hold on namespace {canonical}: no such namespace in the store"
+            if scope == "namespace"
+            else f"hold on topic {canonical}: no such topic or partitioned topic in the store"
         )
-        if known is None:
-            raise InputError(f"hold on topic {canonical}: no such topic or partitioned topic in the store")
     existing = conn.execute(select(t.holds).where(t.holds.c.target == canonical)).first()
     if existing is not None:
         raise InputError(f"{canonical} is already held ({existing.created_by}: {existing.reason})")
