@@ -34,7 +34,8 @@ from housekeeping.report import human_bytes
 from housekeeping.store import Store, write_transaction
 from housekeeping.timeutil import format_ms
 
-DELETING = ("delete_ledger", "delete_topic")
+# Actions whose bytes leave the store (key erasure's redactions count: the payloads they remove).
+DELETING = ("delete_ledger", "delete_topic", "redact_ledger", "redact_compacted")
 APPROVED, REJECTED, TIMED_OUT = "approved", "rejected", "timed_out"
 
 

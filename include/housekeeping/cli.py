@@ -16,7 +16,7 @@ from typing import Annotated
 import typer
 
 from housekeeping.errors import HousekeepingError, InputError
-from housekeeping.registry import mechanism_names
+from housekeeping.registry import mechanism_names, mechanism_spec
 from housekeeping.spark_connect import DEFAULT_PORT
 
 app = typer.Typer(
@@ -180,7 +180,6 @@ def _plan(
     max_deleted_topic_share: float | None = None,
     compact_topics: list[str] | None = None,
 ):
-    from housekeeping.registry import mechanism_spec
     from housekeeping.runner import plan_and_gate_in_process
     from housekeeping.settings import Settings
     from housekeeping.snapshot import take_snapshot
@@ -256,7 +255,6 @@ def apply(
 ) -> None:
     """Plan -> gate -> apply -> report. Files are only removed later by `purge`, after the grace period."""
     from housekeeping.gate import raise_if_rejected
-    from housekeeping.registry import mechanism_spec
     from housekeeping.runner import apply_step, report_step
 
     mechanism_spec(mechanism)
@@ -277,7 +275,8 @@ def apply(
     if not gate["success"]:
         report_step(run_dir, dry_run=True)
     raise_if_rejected(gate, run_dir)
-    result = apply_step(opened, run_dir, purge_grace_seconds=settings.purge_grace_seconds)
+    grace = getattr(settings, mechanism_spec(mechanism).purge_grace_setting)
+    result = apply_step(opened, run_dir, purge_grace_seconds=grace)
     report = report_step(run_dir, dry_run=False)
     _emit({"runDir": str(run_dir), "report": str(report), **result}, fmt)
 

@@ -162,7 +162,7 @@ def publish(store: Store, topic: str, messages: Iterable[Mapping[str, Any]], *, 
             raise InputError(
                 f"topic {topic} ledger {ledger.ledger_id}: entries are metadata only; cannot append"
             )
-        ledger_dir = store.ledger_dir(topic, ledger.ledger_id)
+        ledger_dir = store.ledger_dir(topic, ledger.ledger_id, ledger.files_generation)
         existing = read_ledger(ledger_dir) if ledger.entries > 0 else None
         values = [None if m.get("value") is None else str(m["value"]).encode() for m in batch]
         publish_times = [int(m.get("publishTime", now_ms)) for m in batch]

@@ -50,7 +50,8 @@ def compacted_view(store: Store, topics: list[str] | None = None) -> dict[str, A
         sequence: list[tuple[str, dict[str, Any]]] = []
         if row is not None:
             sequence += [
-                ("compacted", r) for r in read_ledger(store.ledger_dir(name, row.ledger_id)).to_pylist()
+                ("compacted", r)
+                for r in read_ledger(store.ledger_dir(name, row.ledger_id, row.files_generation)).to_pylist()
             ]
         tail = 0
         for ledger in raw:
@@ -60,7 +61,9 @@ def compacted_view(store: Store, topics: list[str] | None = None) -> dict[str, A
                 raise InputError(
                     f"topic {name} ledger {ledger.ledger_id}: entries are not stored; no compacted view"
                 )
-            for entry in read_ledger(store.ledger_dir(name, ledger.ledger_id)).to_pylist():
+            for entry in read_ledger(
+                store.ledger_dir(name, ledger.ledger_id, ledger.files_generation)
+            ).to_pylist():
                 if horizon is None or (entry["ledgerId"], entry["entryId"]) > horizon:
                     sequence.append(("raw", entry))
                     tail += 1

@@ -140,6 +140,16 @@ COMPACTED_LEDGERS = _table(
     "minEntryTsMs bigint, maxEntryTsMs bigint, tombstones bigint!, oldestTombstoneTsMs bigint, "
     "compactedAsOfMs bigint!",
 )
+# Key erasure: the requests to act on (the key's SHA-256 only) and the files waiting for purge (they may hold a key).
+ERASURE_REQUESTS = _table(
+    "erasure_requests",
+    "requestId bigint!, keyDigest string!, scope string!, target string!, requestedAtMs bigint!",
+)
+PENDING_FILES = _table(
+    "pending_files",
+    "pendingId bigint!, topic string!, ledgerId bigint!, path string!, kind string!, size bigint!, "
+    "purgeAfterMs bigint!, erasedBy string",
+)
 SNAPSHOT_TABLES: dict[str, Table] = {
     t.name: t
     for t in (
@@ -151,6 +161,8 @@ SNAPSHOT_TABLES: dict[str, Table] = {
         PARTITIONED_TOPICS,
         COMPACTED_LEDGERS,
         HOLDS,
+        ERASURE_REQUESTS,
+        PENDING_FILES,
     )
 }
 # Every mechanism reads these; a mechanism's spec names the others it needs.
@@ -174,6 +186,7 @@ RUN_INFO_KEYS = (
     "takenAtWallClockMs",
     "actor",
     "snapshotTables",
+    "fileGenerations",
 )
 
 
@@ -192,7 +205,10 @@ ACTIONS = _table(
     "lastActiveMs bigint, "
     # rewrite_compacted: where the raw read started (previous horizon) and the counts that reconcile
     "readFrom string, entriesRead bigint, entriesKept bigint, entriesSuperseded bigint, entriesTombstoned bigint, "
-    "entriesExpiredTime bigint, entriesExpiredSize bigint, entriesKeylessDropped bigint, entriesExpired bigint",
+    "entriesExpiredTime bigint, entriesExpiredSize bigint, entriesKeylessDropped bigint, entriesExpired bigint, "
+    # redact_ledger / redact_compacted: the files generation replaced and the entries redacted; expedite_purge:
+    # the pending deletion whose purge is brought forward
+    "fromGeneration bigint, entriesRedacted bigint, pendingId bigint",
     sparse=True,
 )
 # Why what remains was kept: per topic (ledgers) or per subscription (entries).
@@ -251,15 +267,39 @@ COMPACTION_DECISIONS = _table(
     "compactedRetentionTimeMs bigint, compactedRetentionSizeBytes bigint, compactedRetentionDescription string, "
     "tombstoneGraceMs bigint, retentionTimeMs bigint",
 )
-# The entries of each new compacted ledger (without payloads) and the keys that leave the compacted view.
+# The entries of each new compacted ledger (without payloads) and the keys that leave the compacted view. Keys are
+# named by their SHA-256 (``keyDigest``, null: keyless): no run artefact holds a message key, so key erasure has
+# only the ledgers to rewrite.
 COMPACTION_KEPT = _table(
     "compaction/kept",
-    "topic string, ledgerId bigint, entryId bigint, key string, entryTs bigint, size int, source string",
+    "topic string, ledgerId bigint, entryId bigint, keyDigest string, entryTs bigint, size int, source string",
     "parquet",
 )
 COMPACTION_DROPPED_KEYS = _table(
     "compaction/dropped_keys",
-    "topic string, key string, ledgerId bigint, entryId bigint, entryTs bigint, size int, reason string",
+    "topic string, keyDigest string, ledgerId bigint, entryId bigint, entryTs bigint, size int, reason string",
+    "parquet",
+)
+
+# Key erasure: per request and topic what was found and decided; per rewritten ledger its staged files and counts;
+# per redacted entry (positions only: no key, no payload) which request it answers. ``ledgerId`` is the ledger
+# whose files are rewritten, ``entryLedgerId:entryId`` the entry's position (a compacted ledger holds entries of
+# many raw ledgers at their original positions).
+ERASURE_DECISIONS = _table(
+    "decisions",
+    "requestId bigint!, keyDigest string!, scope string!, target string!, topic string, namespace string, "
+    "decision string!, kind string!, reason string, ledgers bigint, entries bigint, bytes bigint, "
+    "pendingFiles bigint",
+)
+ERASURE_LEDGERS = _table(
+    "erasure/ledgers",
+    "topic string!, ledgerId bigint!, source string!, fromGeneration bigint!, toGeneration bigint!, "
+    "entries bigint!, sizeBefore bigint!, sizeAfter bigint!, entriesRedacted bigint!, bytesRedacted bigint!, "
+    "tombstonesRedacted bigint!, requestIds array<bigint>!, staged string!, stagedSha256 string",
+)
+ERASURE_ENTRIES = _table(
+    "erasure/entries",
+    "topic string, ledgerId bigint, source string, entryLedgerId bigint, entryId bigint, requestId bigint, size int",
     "parquet",
 )
 
@@ -343,6 +383,15 @@ class RunDir:
 
     # apply and purge
     @property
+    def staged_ledgers_dir(self) -> Path:
+        """Key erasure's redacted ledgers, written by the plan and moved into the store by apply (outside
+        ``plan/``: the plan's ``erasure/ledgers`` table binds each one by its SHA-256)."""
+        return self.path / "staged"
+
+    def staged_ledger(self, name: str) -> Path:
+        return self.staged_ledgers_dir / name
+
+    @property
     def apply_dir(self) -> Path:
         return self.path / "apply"
 
@@ -362,6 +411,10 @@ class RunDir:
     @property
     def report_json(self) -> Path:
         return self.report_dir / "report.json"
+
+    def erasure_proof(self, request_id: int) -> Path:
+        """Key erasure's proof-of-erasure document of one request (``housekeeping.erasure_proof``)."""
+        return self.report_dir / "proofs" / f"request-{int(request_id)}.json"
 
     @property
     def report_md(self) -> Path:

@@ -234,6 +234,8 @@ def build_housekeeping_dag(mechanism: str, *, doc_md: str, defaults: DagDefaults
             actor = f"airflow {spec.dag_id} ({context['run_id']})" + (f" triggered by {user}" if user else "")
             start = getattr(dag_run, "data_interval_start", None)
             end = getattr(dag_run, "data_interval_end", None)
+            if spec.before_snapshot is not None:
+                spec.before_snapshot(store, params, as_of_ms, actor)
             info = take_snapshot(
                 store,
                 mechanism=spec.name,
@@ -287,7 +289,9 @@ def build_housekeeping_dag(mechanism: str, *, doc_md: str, defaults: DagDefaults
             settings = Settings.from_env()
             store = settings.open_store()
             return apply_step(
-                store, Path(snapshot_info["run_dir"]), purge_grace_seconds=settings.purge_grace_seconds
+                store,
+                Path(snapshot_info["run_dir"]),
+                purge_grace_seconds=getattr(settings, spec.purge_grace_setting),
             )
 
         @task(task_id="purge_pending_deletions", pool=DELETING_POOL)

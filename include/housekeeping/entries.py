@@ -20,6 +20,7 @@ properties          map<string,string>     message properties
 from __future__ import annotations
 
 import contextlib
+import hashlib
 import os
 import uuid
 from pathlib import Path
@@ -44,6 +45,9 @@ ENTRY_SCHEMA = pa.schema(
 )
 
 PART_FILE = "part-00000.parquet"
+# Key erasure's redaction marker: a redacted entry keeps its position and times, loses its key and payload (size 0)
+# and carries this one property, whose value is the erasure run's id.
+ERASED_PROPERTY = "housekeeping.erased"
 
 
 def write_ledger(ledger_dir: Path, table: pa.Table) -> None:
@@ -62,6 +66,17 @@ def write_ledger(ledger_dir: Path, table: pa.Table) -> None:
     finally:
         with contextlib.suppress(OSError):
             remove_tree(staging, within=ledger_dir.parent)
+
+
+def files_sha256(ledger_dir: Path) -> str:
+    """SHA-256 over a ledger directory's Parquet files in name order (key erasure binds the redacted ledger the
+    gate passed to the bytes apply installs)."""
+    digest = hashlib.sha256()
+    for path in sorted(ledger_dir.glob("*.parquet")):
+        with path.open("rb") as handle:
+            for block in iter(lambda: handle.read(1 << 20), b""):
+                digest.update(block)
+    return digest.hexdigest()
 
 
 def read_ledger(ledger_dir: Path) -> pa.Table:

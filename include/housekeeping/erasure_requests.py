@@ -5,13 +5,17 @@ mechanism (the ``key_erasure`` DAG) acts on every request whose ``requested_at``
 States: ``pending`` (waiting for a run), ``held`` (a hold covers the target: the hold wins, the request waits),
 ``done`` (with the path of its proof-of-erasure report), ``failed`` (with why).
 
-The journal never holds the key itself, only its SHA-256 (``keyDigest``): the journal is kept for ever, and an
-erasure log that repeated the erased key would defeat it. The request row keeps the key until the request is done.
+Neither the request row nor the journal holds the key itself, only its SHA-256 (``keyDigest``): the metadata
+(SQLite by default, a file under the store root) and the journal are kept for ever, and an erasure log that
+repeated the erased key would defeat it. Entries are matched by the digest of their key, so the key is needed
+nowhere after the request is recorded. (The digest of a guessable key is not anonymous; it is what proves which
+key was erased.)
 """
 
 from __future__ import annotations
 
 import hashlib
+import re
 import time
 import uuid
 from typing import Any
@@ -46,26 +50,49 @@ def _target(topic: str | None, namespace: str | None) -> tuple[str, str]:
 def add_request(
     store: Store,
     *,
-    key: str,
+    key: str | None = None,
+    key_sha256: str | None = None,
     topic: str | None = None,
     namespace: str | None = None,
     reason: str,
     requested_at_ms: int | None = None,
     actor: str,
+    once: bool = False,
 ) -> dict[str, Any]:
-    """Record a request (checked first: nothing is written for a bad one). ``requested_at_ms`` default: now (the
-    request takes effect for runs at or after the moment it was made)."""
+    """Record a request (checked first: nothing is written for a bad one) for ``key`` or for the key whose SHA-256
+    (hex) is ``key_sha256`` (so the key need not be typed where it would be kept, as an Airflow run's conf).
+    ``requested_at_ms`` default: now (the request takes effect for runs at or after the moment it was made).
+    ``once``: an identical request already recorded (same digest, target, requested-at) is returned instead (a
+    retried DAG task records its form's request once)."""
     scope, target = _target(topic, namespace)
-    if not key:
+    if (key is None) == (key_sha256 is None):
+        raise InputError("an erasure request names the key or its SHA-256, one of the two")
+    if key is not None and not key:
         raise InputError("an erasure request needs the key to erase (an empty key is not a key)")
-    if len(key.encode("utf-8")) > MAX_KEY_BYTES:
+    if key is not None and len(key.encode("utf-8")) > MAX_KEY_BYTES:
         raise InputError(f"the key to erase is longer than {MAX_KEY_BYTES} bytes: not a message key")
+    if key_sha256 is not None and not re.fullmatch(r"[0-9a-f]{64}", key_sha256):
+        raise InputError(f"{key_sha256!r} is not a SHA-256 in hex (64 characters 0-9a-f)")
+    digest = key_digest(key) if key is not None else str(key_sha256)
     if not reason.strip():
         raise InputError(
             f"erasure of a key in {target}: give a reason (--reason), it is kept with the request"
         )
     recorded_at_ms = int(time.time() * 1000)  # wall clock: when it was asked (audit)
     effective_ms = requested_at_ms if requested_at_ms is not None else recorded_at_ms
+    if once:
+        with read_transaction(store.engine) as conn:
+            c = t.erasure_requests.c
+            same = conn.execute(
+                select(c.id).where(
+                    (c.key_sha256 == digest)
+                    & (c.scope == scope)
+                    & (c.target == target)
+                    & (c.requested_at_ms == effective_ms)
+                )
+            ).first()
+        if same is not None:
+            return next(r for r in list_requests(store) if r["id"] == same.id)
     with write_transaction(store.engine) as conn:
         if not target_exists(conn, scope, target):
             raise InputError(
@@ -75,7 +102,7 @@ def add_request(
             )
         request_id = conn.execute(
             insert(t.erasure_requests).values(
-                key=key,
+                key_sha256=digest,
                 scope=scope,
                 target=target,
                 reason=reason.strip(),
@@ -94,7 +121,7 @@ def add_request(
             status="requested",
             detail={
                 "requestId": request_id,
-                "keyDigest": key_digest(key),
+                "keyDigest": digest,
                 "scope": scope,
                 "target": target,
                 "why": reason.strip(),
@@ -117,12 +144,14 @@ def list_requests(store: Store) -> list[dict[str, Any]]:
         state, detail = row.state, row.state_detail
         if state in (PENDING, HELD):
             hold = _hold_covering(row.scope, row.target, holds)
-            state, detail = (HELD, describe_hold(hold)) if hold is not None else (PENDING, None)
+            if hold is not None:
+                state, detail = HELD, describe_hold(hold)
+            elif state == HELD:  # the hold was released since: waits for the next run
+                state, detail = PENDING, None
         requests.append(
             {
                 "id": row.id,
-                "key": row.key,
-                "keyDigest": key_digest(row.key),
+                "keyDigest": row.key_sha256,
                 "scope": row.scope,
                 "target": row.target,
                 "reason": row.reason,

@@ -23,6 +23,10 @@ FAULT_POINTS = (
     "compaction_apply_between_ledger_renames",
     "compaction_apply_before_switch",
     "compaction_apply_after_switch",
+    "erasure_apply_after_stage",  # a topic's new generations recorded, not yet installed
+    "erasure_apply_after_install",  # a redacted ledger renamed into place, its topic not switched
+    "erasure_apply_inside_topic_transaction",  # a topic's switch made, not committed
+    "erasure_apply_after_topic_commit",  # a topic switched and journaled, the next not started
 )
 
 _reached: Counter[str] = Counter()

@@ -34,6 +34,9 @@ HELD_FORBIDDEN_ACTIONS = (
     "delete_topic",
     "rewrite_compacted",
     "delete_partitioned_metadata",
+    "redact_ledger",
+    "redact_compacted",
+    "expedite_purge",
 )
 
 

@@ -59,6 +59,13 @@ def apply_in_process(
     return app(spec.apply_app).run(spark, run_dir, store, purge_grace_seconds)
 
 
+def library_apply(spec: MechanismSpec) -> Any:
+    """The ``apply_plan`` of a mechanism whose spec names a library apply (imported when used: it stands on the
+    apply engine, which reads the registry)."""
+    assert spec.library_apply is not None
+    return importlib.import_module(spec.library_apply).apply_plan
+
+
 def sweep_in_process(spark: Any, run_dirs: list[Path], spec: MechanismSpec) -> list[dict[str, Any]]:
     """A policy sweep's points, one snapshot directory each, measured in this one Spark session."""
     return app(SWEEP_APP).run(spark, run_dirs, spec.plan_app)

@@ -669,6 +669,14 @@ def export_manifest(store: Store, *, with_messages: bool = False) -> dict[str, A
         cursors: dict[str, list] = {}
         for r in conn.execute(select(t.cursors).order_by(t.cursors.c.topic, t.cursors.c.name)):
             cursors.setdefault(r.topic, []).append(r)
+        compacted_rows = list(
+            conn.execute(
+                select(t.compacted_ledgers)
+                .where(t.compacted_ledgers.c.status == "current")
+                .order_by(t.compacted_ledgers.c.topic)
+            )
+        )
+        compacted_generation = {r.topic: r.files_generation for r in compacted_rows}
         compacted = {
             r.topic: {
                 "ledgerId": r.ledger_id,
@@ -677,11 +685,7 @@ def export_manifest(store: Store, *, with_messages: bool = False) -> dict[str, A
                 "size": r.size_bytes,
                 "compactedAsOfMs": r.compacted_as_of_ms,
             }
-            for r in conn.execute(
-                select(t.compacted_ledgers)
-                .where(t.compacted_ledgers.c.status == "current")
-                .order_by(t.compacted_ledgers.c.topic)
-            )
+            for r in compacted_rows
         }
         quota_states = [
             {
@@ -739,7 +743,9 @@ def export_manifest(store: Store, *, with_messages: bool = False) -> dict[str, A
                     "entries": facts["entries"],
                     "size": facts["size"],
                     "compactedAt": facts["compactedAsOfMs"],
-                    "messages": _ledger_messages(store, topic.name, facts["ledgerId"]),
+                    "messages": _ledger_messages(
+                        store, topic.name, facts["ledgerId"], compacted_generation[topic.name]
+                    ),
                 }
         out_topics[topic.name] = body
         versions[topic.name] = topic.version
@@ -766,15 +772,15 @@ def _read_messages(store: Store, topic: str, ledger_rows: list) -> list[dict[str
     out: list[dict[str, Any]] = []
     for row in ledger_rows:
         if row.entries_stored and row.entries > 0:
-            out += _ledger_messages(store, topic, row.ledger_id)
+            out += _ledger_messages(store, topic, row.ledger_id, row.files_generation)
     return out
 
 
-def _ledger_messages(store: Store, topic: str, ledger_id: int) -> list[dict[str, Any]]:
+def _ledger_messages(store: Store, topic: str, ledger_id: int, generation: int) -> list[dict[str, Any]]:
     """A ledger's entries as manifest messages (a compacted ledger's at their original positions)."""
     from housekeeping.entries import read_ledger
 
-    ledger_dir = store.ledger_dir(topic, ledger_id)
+    ledger_dir = store.ledger_dir(topic, ledger_id, generation)
     if not ledger_dir.is_dir():
         raise InputError(f"topic {topic} ledger {ledger_id}: directory {ledger_dir} is missing")
     out: list[dict[str, Any]] = []

@@ -56,6 +56,14 @@ class MechanismSpec:
     # Policies a what-if sweep varies for it (``housekeeping.policy_sweep.KNOBS``); its plan app then defines
     # ``sweep_point(spark, snapshot, info)``: per namespace bytesFreed, bytesKept and its counts.
     sweeps: tuple[str, ...] = ()
+    # The library module whose ``apply_plan(store, run_dir, purge_grace_seconds=...)`` applies its plans when
+    # the shared Python apply (``housekeeping.apply.apply_plan``) does not (it commits through ``ApplyRun``).
+    library_apply: str | None = None
+    # The Settings field of the grace period before the files its apply replaced are purged.
+    purge_grace_setting: str = "purge_grace_seconds"
+    # Records what the run's trigger form asks of the store before the snapshot reads it (key erasure: a request):
+    # (store, params, as_of_ms, actor) -> None; idempotent (a retried snapshot task calls it again).
+    before_snapshot: Callable[..., None] | None = None
 
     def __post_init__(self) -> None:
         ids = [self.task_ids.plan, self.task_ids.validate, self.task_ids.apply, self.task_ids.report]
@@ -66,6 +74,8 @@ class MechanismSpec:
         unknown = [t for t in self.snapshot_tables if t not in SNAPSHOT_TABLES]
         if unknown:
             raise ValueError(f"mechanism {self.name}: no snapshot table {', '.join(unknown)}")
+        if self.apply_app is not None and self.library_apply is not None:
+            raise ValueError(f"mechanism {self.name}: one apply, a Spark app or a library one")
         for module in (self.plan_app, self.gate_checks, self.apply_app):
             if module is not None and not module.startswith("spark_apps."):
                 raise ValueError(f"mechanism {self.name}: {module} is not a module of spark_apps")

@@ -63,6 +63,8 @@ ledgers = Table(
     Column("max_entry_ts_ms", BigInteger, nullable=True),
     # True when the ledger's entries exist as Parquet under the store root.
     Column("entries_stored", Boolean, nullable=False),
+    # Which directory holds the entries (0: <ledgerId>, n: <ledgerId>.<n>); key erasure writes n + 1.
+    Column("files_generation", BigInteger, nullable=False, server_default="0"),
 )
 
 cursors = Table(
@@ -114,6 +116,8 @@ pending_deletions = Table(
     # ledger: a ledger of the topic's ledger list (restorable into it); compacted_ledger: a superseded or
     # abandoned compacted ledger (never put back into the ledger list).
     Column("kind", String(20), nullable=False, server_default="ledger"),
+    # The key-erasure run whose request covers these files: restore refuses them (an erased key never comes back).
+    Column("erased_by", String(250), nullable=True),
     Index("ix_pending_status", "status", "purge_after_ms"),
     Index("ix_pending_deletions_topic", "topic", "status"),
 )
@@ -187,6 +191,7 @@ compacted_ledgers = Table(
     Column("oldest_tombstone_ts_ms", BigInteger, nullable=True),
     Column("run_id", String(250), nullable=False),
     Column("compacted_as_of_ms", BigInteger, nullable=False),  # logical time of the compaction
+    Column("files_generation", BigInteger, nullable=False, server_default="0"),  # as ledgers.files_generation
     Index("ix_compacted_ledgers_status", "topic", "status"),
 )
 
@@ -213,7 +218,8 @@ erasure_requests = Table(
     "erasure_requests",
     metadata,
     Column("id", Integer, primary_key=True, autoincrement=True),
-    Column("key", Text, nullable=False),
+    # The key's SHA-256 (hex) only: the store never keeps a key it was asked to forget.
+    Column("key_sha256", String(64), nullable=False),
     Column("scope", String(20), nullable=False),  # topic | namespace
     Column("target", String(NAME), nullable=False),
     Column("reason", Text, nullable=False),

@@ -9,6 +9,7 @@ directories go too.
 
 from __future__ import annotations
 
+import json
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -62,11 +63,17 @@ def purge(store: Store, *, as_of_ms: int, run_id: str, actor: str | None = None)
                 result.next_purge_after_ms = row.purge_after_ms
             continue
         with write_transaction(store.engine) as conn:
-            # A ledger back in a topic's ledger list (restored), or a compacted ledger in use again: live data.
+            # A ledger back in a topic's ledger list (restored), or a compacted ledger in use again: live data. A
+            # ledger whose files key erasure rewrote is live at its new files generation, not at this one.
             live_table = t.compacted_ledgers if row.kind == COMPACTED_KIND else t.ledgers
+            generation = json.loads(row.ledger_row).get("files_generation") or 0
             live = conn.execute(
                 select(live_table.c.ledger_id).where(
-                    and_(live_table.c.topic == row.topic, live_table.c.ledger_id == row.ledger_id)
+                    and_(
+                        live_table.c.topic == row.topic,
+                        live_table.c.ledger_id == row.ledger_id,
+                        live_table.c.files_generation == generation,
+                    )
                 )
             ).first()
             if live is not None:

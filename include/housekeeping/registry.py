@@ -6,10 +6,10 @@ from __future__ import annotations
 
 from housekeeping.errors import InputError
 from housekeeping.mechanism import MechanismSpec
-from housekeeping.mechanisms import backlog, compaction, expiry, gc, trim
+from housekeeping.mechanisms import backlog, compaction, erasure, expiry, gc, trim
 
 MECHANISMS: dict[str, MechanismSpec] = {
-    spec.name: spec for spec in (trim.SPEC, expiry.SPEC, backlog.SPEC, gc.SPEC, compaction.SPEC)
+    spec.name: spec for spec in (trim.SPEC, expiry.SPEC, backlog.SPEC, gc.SPEC, compaction.SPEC, erasure.SPEC)
 }
 
 

@@ -50,6 +50,7 @@ def restore(
             raise InputError(
                 f"nothing to restore for {what}: no pending deletion (purged already, or never deleted)"
             )
+        _refuse_erased(rows, topic)
         restored: list[int] = []
         for row in rows:
             ledger_row = json.loads(row.ledger_row)
@@ -124,6 +125,7 @@ def restore_topic(store: Store, name: str, *, as_of_ms: int, run_id: str) -> lis
                 raise InputError(
                     f"topic {name}: {wanted - len(pending)} of its ledgers were purged already; cannot restore"
                 )
+            _refuse_erased(pending, name)
             for row in pending:
                 if json.loads(row.ledger_row).get("entries_stored") and not (store.root / row.path).is_dir():
                     raise InputError(
@@ -173,6 +175,17 @@ def restore_topic(store: Store, name: str, *, as_of_ms: int, run_id: str) -> lis
             as_of_ms=as_of_ms,
         )
     return sorted(restored)
+
+
+def _refuse_erased(rows: list[Any], topic: str) -> None:
+    """Files a key erasure covers never come back: the erased key would return with them."""
+    erased = [row for row in rows if row.erased_by]
+    if erased:
+        row = erased[0]
+        raise InputError(
+            f"topic {topic} ledger {row.ledger_id}: files at {row.path} hold a key that key-erasure run "
+            f"{row.erased_by} erased; they are never restored (nothing was changed)"
+        )
 
 
 def _restore_partitioned_metadata(conn: Any, record: Any, saved: dict[str, Any], as_of_ms: int) -> None:

@@ -25,6 +25,8 @@ def apply_step(store: Store, run_dir: Path, *, purge_grace_seconds: int) -> dict
 
         spark = local_spark(Settings.from_env().spark_master)
         return launcher.apply_in_process(spark, Path(run_dir), spec, store, purge_grace_seconds)
+    if spec.library_apply is not None:
+        return launcher.library_apply(spec)(store, Path(run_dir), purge_grace_seconds=purge_grace_seconds)
     return apply_plan(store, Path(run_dir), purge_grace_seconds=purge_grace_seconds).to_json()
 
 

@@ -72,6 +72,7 @@ ENV_FIELDS = {
     "HOUSEKEEPING_STORE_ROOT": "store_root",
     "HOUSEKEEPING_METADATA_URL": "metadata_url",
     "HOUSEKEEPING_PURGE_GRACE_SECONDS": "purge_grace_seconds",
+    "HOUSEKEEPING_ERASURE_GRACE_SECONDS": "erasure_grace_seconds",
     "HOUSEKEEPING_MAX_DELETED_SHARE": "max_deleted_share",
     "HOUSEKEEPING_MAX_DELETED_TOPIC_SHARE": "max_deleted_topic_share",
     "HOUSEKEEPING_SPARK_CONN_ID": "spark_conn_id",
@@ -146,6 +147,8 @@ class Settings:
     approval_topics: int | None = None
     approval_cursors: int | None = None
     approval_timeout_seconds: int = 86400
+    # How long the files a key erasure replaced wait for purge (short: they hold the key the request erases).
+    erasure_grace_seconds: int = 3600
 
     @classmethod
     def from_env(cls) -> Settings:
@@ -165,9 +168,12 @@ class Settings:
             approval_topics=_optional("HOUSEKEEPING_APPROVAL_TOPICS", int),
             approval_cursors=_optional("HOUSEKEEPING_APPROVAL_CURSORS", int),
             approval_timeout_seconds=_int("HOUSEKEEPING_APPROVAL_TIMEOUT_SECONDS", 86400),
+            erasure_grace_seconds=_int("HOUSEKEEPING_ERASURE_GRACE_SECONDS", 3600),
         )
         if settings.purge_grace_seconds < 0:
             raise InputError("HOUSEKEEPING_PURGE_GRACE_SECONDS must be >= 0")
+        if settings.erasure_grace_seconds < 0:
+            raise InputError("HOUSEKEEPING_ERASURE_GRACE_SECONDS must be >= 0")
         if not 0.0 <= settings.max_deleted_share <= 1.0:
             raise InputError("HOUSEKEEPING_MAX_DELETED_SHARE must be between 0 and 1")
         if not 0.0 <= settings.max_deleted_topic_share <= 1.0:

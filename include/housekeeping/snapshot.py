@@ -23,7 +23,7 @@ import fnmatch
 import json
 import time
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -97,6 +97,8 @@ class StoreState:
     compacted_rows: list[Any]
     holds: dict[str, Any]
     quota_rows: list[Any]
+    erasure_rows: list[Any] = field(default_factory=list)  # open requests (pending, held or failed)
+    pending_rows: list[Any] = field(default_factory=list)  # files waiting for purge
 
 
 def read_store_state(store: Store) -> StoreState:
@@ -124,6 +126,20 @@ def read_store_state(store: Store) -> StoreState:
                 )
             )
         )
+        erasure_rows = list(
+            conn.execute(
+                select(t.erasure_requests)
+                .where(t.erasure_requests.c.state.in_(("pending", "held", "failed")))
+                .order_by(t.erasure_requests.c.id)
+            )
+        )
+        pending_rows = list(
+            conn.execute(
+                select(t.pending_deletions)
+                .where(t.pending_deletions.c.status == "pending")
+                .order_by(t.pending_deletions.c.id)
+            )
+        )
     return StoreState(
         broker,
         namespaces,
@@ -134,6 +150,8 @@ def read_store_state(store: Store) -> StoreState:
         compacted_rows,
         holds,
         quota_rows,
+        erasure_rows,
+        pending_rows,
     )
 
 
@@ -334,6 +352,36 @@ def take_snapshot(
         for r in compacted_rows
         if r.topic in selected
     ]
+    # Key erasure: every open request (the planner decides which count at the as-of and which topics they name),
+    # and the files waiting for purge of the topics in scope or of deleted topics in the namespaces in scope.
+    rows_of["erasure_requests"] = lambda: [
+        {
+            "requestId": r.id,
+            "keyDigest": r.key_sha256,
+            "scope": r.scope,
+            "target": r.target,
+            "requestedAtMs": r.requested_at_ms,
+        }
+        for r in state.erasure_rows
+    ]
+    rows_of["pending_files"] = lambda: [
+        {
+            "pendingId": r.id,
+            "topic": r.topic,
+            "ledgerId": r.ledger_id,
+            "path": r.path,
+            "kind": r.kind,
+            "size": r.size_bytes,
+            "purgeAfterMs": r.purge_after_ms,
+            "erasedBy": r.erased_by,
+        }
+        for r in state.pending_rows
+        if r.topic in selected
+        or (
+            r.topic not in topic_namespace
+            and str(TopicName.parse(r.topic).namespace_name) in touched_namespaces
+        )
+    ]
     # The raw holds, for the gate to re-derive on its own which planned actions they cover.
     rows_of["holds"] = lambda: [hold.to_json() for _, hold in sorted(holds.items())]
     rows_of["namespaces"] = lambda: [
@@ -364,6 +412,13 @@ def take_snapshot(
         "actor": actor or current_actor(),
         # The snapshot tables written (what the mechanism reads).
         "snapshotTables": list(tables),
+        # Ledgers (raw or compacted) whose files key erasure rewrote: [topic, ledgerId, generation]; every other
+        # ledger's files are at generation 0 (``store.ledger_rel_path``).
+        "fileGenerations": [
+            [r.topic, r.ledger_id, r.files_generation]
+            for r in (*ledger_rows, *compacted_rows)
+            if r.files_generation and r.topic in selected
+        ],
     }
     contract.write_json(run.run_info, info)
     checkpoint("snapshot_after_write")

@@ -3,10 +3,14 @@
 Layout under the root::
 
     ledgers/persistent/<tenant>/<namespace>/<topic>/<ledgerId>/part-00000.parquet   one directory per ledger
+    ledgers/persistent/<tenant>/<namespace>/<topic>/<ledgerId>.<n>/...                 its files' generation n > 0
     runs/<mechanism>/<run_id>/{snapshot,plan,gate,report}                            per-run artefacts
     metadata.db                                                                      SQLite (default)
 
-A ledger is removed as a unit (its directory), as BookKeeper removes a ledger. The only function in the
+A ledger is removed as a unit (its directory), as BookKeeper removes a ledger. A ledger's files are rewritten
+(key erasure) as a new generation beside the old one, never in place: the metadata row names the generation in
+force (``files_generation``), so a reader of an older snapshot keeps reading the files it planned on until they
+are purged. The only function in the
 project that deletes files is :func:`Store.remove_ledger_dir`; it refuses any path outside ``ledgers/``.
 """
 
@@ -176,10 +180,18 @@ def migrate(engine: Engine) -> None:
         command.upgrade(config, "head")
 
 
-def ledger_rel_path(topic: str, ledger_id: int) -> str:
-    """Where a ledger's entries live, relative to the store root (one directory per ledger)."""
+LEDGER_DIR_NAME = re.compile(r"^\d+(\.[1-9]\d*)?$")  # <ledgerId> or <ledgerId>.<generation>
+
+
+def ledger_dir_name(ledger_id: int, generation: int = 0) -> str:
+    return str(int(ledger_id)) if not generation else f"{int(ledger_id)}.{int(generation)}"
+
+
+def ledger_rel_path(topic: str, ledger_id: int, generation: int = 0) -> str:
+    """Where a ledger's entries live, relative to the store root (one directory per ledger and files
+    generation; generation 0 is the ledger's first and usually only one)."""
     tenant, namespace, local = topic_dir_parts(TopicName.parse(topic))
-    return f"{LEDGERS_DIR}/persistent/{tenant}/{namespace}/{local}/{int(ledger_id)}"
+    return f"{LEDGERS_DIR}/persistent/{tenant}/{namespace}/{local}/{ledger_dir_name(ledger_id, generation)}"
 
 
 def record_pending_deletion(
@@ -190,6 +202,7 @@ def record_pending_deletion(
     as_of_ms: int,
     purge_after_ms: int,
     kind: str = "ledger",
+    erased_by: str | None = None,
 ) -> None:
     """Log a ledger (a ``ledgers`` or ``compacted_ledgers`` row, kept whole for restore) for purge after its
     grace period, in the caller's transaction. The caller removes the row itself."""
@@ -197,7 +210,7 @@ def record_pending_deletion(
         t.pending_deletions.insert().values(
             topic=row["topic"],
             ledger_id=row["ledger_id"],
-            path=ledger_rel_path(row["topic"], row["ledger_id"]),
+            path=ledger_rel_path(row["topic"], row["ledger_id"], row.get("files_generation") or 0),
             ledger_row=json.dumps(row, sort_keys=True),
             size_bytes=row["size_bytes"],
             run_id=run_id,
@@ -205,6 +218,7 @@ def record_pending_deletion(
             purge_after_ms=purge_after_ms,
             status="pending",
             kind=kind,
+            erased_by=erased_by,
         )
     )
 
@@ -319,11 +333,11 @@ class Store:
     def ledgers_root(self) -> Path:
         return self.root / LEDGERS_DIR
 
-    def ledger_rel_path(self, topic: str, ledger_id: int) -> str:
-        return ledger_rel_path(topic, ledger_id)
+    def ledger_rel_path(self, topic: str, ledger_id: int, generation: int = 0) -> str:
+        return ledger_rel_path(topic, ledger_id, generation)
 
-    def ledger_dir(self, topic: str, ledger_id: int) -> Path:
-        return self.root / self.ledger_rel_path(topic, ledger_id)
+    def ledger_dir(self, topic: str, ledger_id: int, generation: int = 0) -> Path:
+        return self.root / self.ledger_rel_path(topic, ledger_id, generation)
 
     def run_dir(self, mechanism: str, run_id: str) -> Path:
         safe = "".join(ch if ch.isalnum() or ch in "-_.+" else "_" for ch in run_id).strip(".")
@@ -348,10 +362,10 @@ class Store:
             raise PathOutsideStore(f"refusing to delete {raw}: a ledger is a real directory, not a link")
         target = self.contained(Path(rel_path))
         depth = target.relative_to(self.ledgers_root.resolve()).parts
-        if len(depth) != 5 or depth[0] != "persistent" or not depth[4].isdigit():
+        if len(depth) != 5 or depth[0] != "persistent" or not LEDGER_DIR_NAME.match(depth[4]):
             raise PathOutsideStore(
                 f"refusing to delete {target}: not a ledger directory "
-                "(ledgers/persistent/<tenant>/<namespace>/<topic>/<ledgerId>)"
+                "(ledgers/persistent/<tenant>/<namespace>/<topic>/<ledgerId>[.<generation>])"
             )
         if target.exists() and not target.is_dir():
             raise PathOutsideStore(f"refusing to delete {target}: a ledger is a real directory, not a file")

@@ -29,7 +29,14 @@ from spark_apps.shared.cursor_checks import (
     stored_read_keys,
     summary_checks,
 )
-from spark_apps.shared.io import EntryReads, read_actions, read_entries, read_snapshot, read_table
+from spark_apps.shared.io import (
+    EntryReads,
+    LedgerFiles,
+    read_actions,
+    read_entries,
+    read_snapshot,
+    read_table,
+)
 from spark_apps.shared.positions import position_key
 from spark_apps.shared.session import materialize
 from spark_apps.shared.topic_names import topic_name_facts
@@ -55,7 +62,9 @@ def rederived_quota_state(spark, info: dict, snapshot: dict, reads: EntryReads) 
     if info["broker"]["preciseTimeBasedBacklogQuotaCheck"]:
         keys = stored_read_keys(holding)
         ts = holding.join(
-            read_entries(spark, info["store"], keys, reads).select("topic", "ledgerId", "entryId", "entryTs"),
+            read_entries(spark, LedgerFiles.of(info), keys, reads).select(
+                "topic", "ledgerId", "entryId", "entryTs"
+            ),
             ["topic", "ledgerId", "entryId"],
             "left",
         ).select("topic", F.col("entryTs").alias("ageTs"))
@@ -138,7 +147,7 @@ def backlog_move_checks(
         precise_moves = frame.where(F.col("quotaType") == "message_age").withColumn(
             "cutoffMs", F.lit(as_of) - (F.col("timeQuotaLimitSeconds") * F.lit(0.9)).cast("long") * 1000
         )
-        expired = acknowledged_entries_expired(spark, info["store"], precise_moves, ledgers, reads)
+        expired = acknowledged_entries_expired(spark, LedgerFiles.of(info), precise_moves, ledgers, reads)
     else:
         expired = frame.limit(0).select("topic", "name", F.lit(True).alias("acknowledged_entries_expired"))
     replayed = frame.join(last_step, ["topic", "name"], "left").join(expired, ["topic", "name"], "left")

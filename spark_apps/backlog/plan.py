@@ -51,6 +51,7 @@ from spark_apps.shared.cursors import (
 from spark_apps.shared.holds import keep_held
 from spark_apps.shared.io import (
     EntryReads,
+    LedgerFiles,
     action_rows,
     read_entries,
     read_snapshot,
@@ -233,7 +234,7 @@ def slowest_first_unacked_ts(
             "topic", F.col("atLedger").alias("ledgerId"), F.col("atSize").alias("size")
         )
     )
-    entries = read_entries(spark, info["store"], keys, reads)
+    entries = read_entries(spark, LedgerFiles.of(info), keys, reads)
     return at.join(
         entries.select(
             "topic", F.col("ledgerId").alias("atLedger"), F.col("entryId").alias("atEntry"), "entryTs"
@@ -274,7 +275,7 @@ def plan_backlog(
     precise_subs = subs.join(precise, "topic").where(
         (F.col("name") != COMPACTION_SUBSCRIPTION) & (F.col("backlogEntries") > 0)
     )
-    targets, _ = expire(spark, info["store"], precise_subs, layout, reads, [])
+    targets, _ = expire(spark, LedgerFiles.of(info), precise_subs, layout, reads, [])
     precise_moves = expiry_moves(targets, layout).select(
         "topic",
         "name",

@@ -36,6 +36,7 @@ from housekeeping.journal import plan_rows
 from housekeeping.manifest import parse_position
 from housekeeping.plan import read_table
 from spark_apps.compaction.entries import read_compaction_input, topic_inputs
+from spark_apps.shared.io import LedgerFiles
 from spark_apps.shared.io import read_table as read_plan_frame
 from spark_apps.shared.session import get_spark, run_scoped_cache
 
@@ -48,7 +49,7 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
 
 def _planned_ledgers(spark, run: RunDir, actions: list[dict]) -> dict:
     kept = read_plan_frame(spark, run, COMPACTION_KEPT)
-    tombstone = (F.col("size") == 0) & F.col("key").isNotNull()
+    tombstone = (F.col("size") == 0) & F.col("keyDigest").isNotNull()
     stats = {
         r["topic"]: r
         for r in kept.groupBy("topic")
@@ -96,7 +97,7 @@ def _write_ledgers(spark, store, run: RunDir, info: dict, to_write: dict[str, in
     run_dir = run.path
     slots = {topic: index for index, topic in enumerate(sorted(to_write))}
     decisions = [r for r in read_table(run_dir, COMPACTION_DECISIONS.name) if r["topic"] in slots]
-    entries = read_compaction_input(spark, info["store"], topic_inputs(decisions), full=True)
+    entries = read_compaction_input(spark, LedgerFiles.of(info), topic_inputs(decisions), full=True)
     kept = read_plan_frame(spark, run, COMPACTION_KEPT).select("topic", "ledgerId", "entryId")
     slot_frame = spark.createDataFrame(list(slots.items()), "topic string, slot int")
     staging = run.apply_dir / f"compacted-{uuid.uuid4().hex}"

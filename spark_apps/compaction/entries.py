@@ -9,11 +9,12 @@ strictly safer than starting at a ``__compaction`` cursor that has no compacted 
 from __future__ import annotations
 
 from dataclasses import dataclass
-from pathlib import Path
 
 from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as F
 from pyspark.sql import types as T
+
+from spark_apps.shared.io import LedgerFiles
 
 # The entry columns compaction decides on (no payload: a tombstone is an entry of payload size 0).
 DECISION_COLUMNS = T.StructType(
@@ -50,32 +51,23 @@ class TopicInput:
     raw_ledger_ids: tuple[int, ...]  # the stored raw ledgers that can hold entries in (read_from, horizon]
 
 
-def _ledger_paths(store_root: Path, topic: str, ledger_ids: list[int]) -> list[str]:
-    from housekeeping.entries import check_ledger_files
-    from housekeeping.store import ledger_rel_path
-
-    paths = []
-    for ledger_id in ledger_ids:
-        ledger_dir = store_root / ledger_rel_path(topic, ledger_id)
-        check_ledger_files(topic, ledger_id, ledger_dir)
-        paths.append(str(ledger_dir))
-    return paths
+def _ledger_paths(files: LedgerFiles, topic: str, ledger_ids: list[int]) -> list[str]:
+    return [str(files.checked_dir(topic, ledger_id)[0]) for ledger_id in ledger_ids]
 
 
 def read_compaction_input(
-    spark: SparkSession, store_root: str | Path, inputs: list[TopicInput], *, full: bool = False
+    spark: SparkSession, files: LedgerFiles, inputs: list[TopicInput], *, full: bool = False
 ) -> DataFrame:
     """The entries compaction reads, with ``source`` (compacted | raw) and ``entryTs`` (broker timestamp when
     stored, else publish time). ``full`` adds the payload and properties (the apply app's copy)."""
-    root = Path(store_root)
     schema = FULL_COLUMNS if full else DECISION_COLUMNS
     bounds_rows = []
     compacted_paths: list[str] = []
     raw_paths: list[str] = []
     for item in inputs:
         if item.compacted_ledger_id is not None:
-            compacted_paths += _ledger_paths(root, item.topic, [item.compacted_ledger_id])
-        raw_paths += _ledger_paths(root, item.topic, list(item.raw_ledger_ids))
+            compacted_paths += _ledger_paths(files, item.topic, [item.compacted_ledger_id])
+        raw_paths += _ledger_paths(files, item.topic, list(item.raw_ledger_ids))
         low = item.read_from or (-1, -1)
         bounds_rows.append((item.topic, low[0], low[1], item.horizon[0], item.horizon[1]))
     bounds = spark.createDataFrame(

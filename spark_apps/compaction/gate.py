@@ -36,7 +36,7 @@ from housekeeping.gate import CheckFrame, must_be_true
 from housekeeping.mechanism import MechanismSpec
 from housekeeping.names import COMPACTION_SUBSCRIPTION
 from spark_apps.compaction.entries import TopicInput, read_compaction_input
-from spark_apps.shared.io import read_snapshot, read_table
+from spark_apps.shared.io import LedgerFiles, read_snapshot, read_table
 from spark_apps.shared.positions import position_text
 from spark_apps.shared.session import materialize
 
@@ -385,12 +385,20 @@ def checks(spark, run_dir: str | Path, spec: MechanismSpec) -> list[CheckFrame]:
     retain_null_key = bool(info["broker"]["topicCompactionRetainNullKey"])
     snapshot = read_snapshot(spark, run)
     actions = materialize(read_table(spark, run, ACTIONS))
-    kept = materialize(read_table(spark, run, COMPACTION_KEPT))
-    dropped = materialize(read_table(spark, run, COMPACTION_DROPPED_KEYS))
+    # The plan names keys by their SHA-256; the gate compares keys in that form throughout (``key`` below is the
+    # digest, of the plan's entries and of the entries read here alike).
+    kept = materialize(read_table(spark, run, COMPACTION_KEPT).withColumnRenamed("keyDigest", "key"))
+    dropped = materialize(
+        read_table(spark, run, COMPACTION_DROPPED_KEYS).withColumnRenamed("keyDigest", "key")
+    )
     facts = materialize(snapshot_facts(snapshot, list(info.get("compactTopics", []))))
     topics = [r["topic"] for r in actions.select("topic").distinct().collect()]
     inputs = gate_inputs(facts, snapshot["ledgers"], topics)
-    entries = materialize(read_compaction_input(spark, info["store"], inputs))
+    entries = materialize(
+        read_compaction_input(spark, LedgerFiles.of(info), inputs).withColumn(
+            "key", F.sha2(F.col("key"), 256)
+        )
+    )
     horizons = spark.createDataFrame(
         [(i.topic, i.horizon[0], i.horizon[1]) for i in inputs], "topic string, hLedger long, hEntry long"
     )

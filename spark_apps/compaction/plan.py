@@ -50,7 +50,7 @@ from housekeeping.contract import (
 from housekeeping.names import COMPACTION_SUBSCRIPTION
 from spark_apps.compaction.entries import read_compaction_input, topic_inputs
 from spark_apps.shared.holds import keep_held
-from spark_apps.shared.io import read_snapshot, write_summary, write_table
+from spark_apps.shared.io import LedgerFiles, read_snapshot, write_summary, write_table
 from spark_apps.shared.positions import position_key, position_text
 from spark_apps.shared.session import get_spark, materialize, run_scoped_cache
 
@@ -352,7 +352,15 @@ def dropped_keys(decisions: DataFrame) -> DataFrame:
     """Keys that leave the compacted view this run: their latest entry is not kept, with the reason."""
     return decisions.where(
         F.col("latestForKey") & F.col("decision").isin("tombstoned", "expired_time", "expired_size")
-    ).select("topic", "key", "ledgerId", "entryId", "entryTs", "size", F.col("decision").alias("reason"))
+    ).select(
+        "topic",
+        F.sha2(F.col("key"), 256).alias("keyDigest"),
+        "ledgerId",
+        "entryId",
+        "entryTs",
+        "size",
+        F.col("decision").alias("reason"),
+    )
 
 
 def compaction_blockers(candidates: DataFrame) -> DataFrame:
@@ -383,16 +391,20 @@ def run(spark, run_dir: str | Path) -> dict:
         params = candidates.where(F.col("decision") == "compact").select(
             "topic", "compactedRetentionTimeMs", "compactedRetentionSizeBytes", "tombstoneGraceMs"
         )
-        entries = read_compaction_input(spark, info["store"], topic_inputs(planned))
+        entries = read_compaction_input(spark, LedgerFiles.of(info), topic_inputs(planned))
         decisions = materialize(entry_decisions(entries, params, as_of_ms, retain_null_key))
         counts = materialize(decision_counts(decisions))
         write_table(candidates, run, COMPACTION_DECISIONS, ["topic"])
         write_table(compaction_actions(candidates, counts), run, ACTIONS, ["topic", "action"])
         write_table(compaction_blockers(candidates), run, BLOCKERS, ["topic", "kind"])
-        kept = decisions.where(F.col("decision") == "kept").select(*COMPACTION_KEPT.names)
+        kept = (
+            decisions.where(F.col("decision") == "kept")
+            .withColumn("keyDigest", F.sha2(F.col("key"), 256))
+            .select(*COMPACTION_KEPT.names)
+        )
         # Parquet: the gate and the apply app read the entries back.
         write_table(kept, run, COMPACTION_KEPT, ["topic", "ledgerId", "entryId"])
-        write_table(dropped_keys(decisions), run, COMPACTION_DROPPED_KEYS, ["topic", "key"])
+        write_table(dropped_keys(decisions), run, COMPACTION_DROPPED_KEYS, ["topic", "keyDigest"])
         totals = counts.agg(*[F.sum(c).alias(c) for c in counts.columns if c != "topic"]).first()
         per_namespace = {
             r["namespace"]: {"topics": int(r["topics"]), "keptBytes": int(r["keptBytes"] or 0)}

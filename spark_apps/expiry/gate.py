@@ -25,7 +25,7 @@ from spark_apps.shared.cursor_checks import (
     stored_read_keys,
     summary_checks,
 )
-from spark_apps.shared.io import EntryReads, read_actions, read_entries, read_snapshot
+from spark_apps.shared.io import EntryReads, LedgerFiles, read_actions, read_entries, read_snapshot
 from spark_apps.shared.session import materialize
 from spark_apps.shared.topic_names import topic_name_facts
 
@@ -42,7 +42,7 @@ def expiry_move_checks(spark, info: dict, actions: DataFrame, snapshot: dict, re
         snapshot["cursors"],
     ).withColumn("cutoffMs", F.lit(as_of) - F.col("messageTtlSeconds") * 1000)
     frame = materialize(frame)
-    expired = acknowledged_entries_expired(spark, info["store"], frame, ledgers, reads)
+    expired = acknowledged_entries_expired(spark, LedgerFiles.of(info), frame, ledgers, reads)
     # Guard: re-read the oldest unacknowledged entry of guarded subscriptions.
     backlog = ordinal(ledgers, frame, ["topic", "name"], "fromL", "fromE", "ackedBefore").join(
         ledgers.groupBy("topic").agg(F.sum("entries").alias("topicEntries")), "topic"
@@ -60,7 +60,7 @@ def expiry_move_checks(spark, info: dict, actions: DataFrame, snapshot: dict, re
     )
     first = materialize(entry_holding(ledgers, guarded, ["topic", "name"], "ackedBefore"))
     keys = stored_read_keys(first)
-    oldest = read_entries(spark, info["store"], keys, reads).select(
+    oldest = read_entries(spark, LedgerFiles.of(info), keys, reads).select(
         "topic", "ledgerId", "entryId", "publishTime"
     )
     factor = float(broker["housekeepingExpiryGuardAgeFactor"])

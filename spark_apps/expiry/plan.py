@@ -44,7 +44,14 @@ from spark_apps.shared.cursors import (
     read_cost,
 )
 from spark_apps.shared.holds import keep_held
-from spark_apps.shared.io import EntryReads, action_rows, read_snapshot, write_summary, write_table
+from spark_apps.shared.io import (
+    EntryReads,
+    LedgerFiles,
+    action_rows,
+    read_snapshot,
+    write_summary,
+    write_table,
+)
 from spark_apps.shared.positions import position_text
 from spark_apps.shared.session import get_spark, materialize, run_scoped_cache
 
@@ -112,7 +119,9 @@ def plan_expiry(spark, snapshot: dict[str, DataFrame], info: dict, reads: EntryR
             "topic", F.col("atLedger").alias("ledgerId"), F.col("atSize").alias("size")
         )
     )
-    targets, entries = expire(spark, info["store"], subs.where(F.col("eligible")), layout, reads, guard_keys)
+    targets, entries = expire(
+        spark, LedgerFiles.of(info), subs.where(F.col("eligible")), layout, reads, guard_keys
+    )
     verdicts = guard_verdicts(guarded_at, entries, as_of_ms, age_factor)
     targets = targets.join(verdicts, ["topic", "name"], "left").withColumn(
         "guardBlocks", F.coalesce("guardBlocks", F.lit(False))

@@ -27,7 +27,7 @@ from pyspark.sql import Column, DataFrame, SparkSession, Window
 from pyspark.sql import functions as F
 
 from housekeeping.names import COMPACTION_SUBSCRIPTION as COMPACTION
-from spark_apps.shared.io import EntryReads, read_entries
+from spark_apps.shared.io import EntryReads, LedgerFiles, read_entries
 from spark_apps.shared.positions import position_key, position_part
 from spark_apps.shared.session import materialize
 
@@ -208,7 +208,7 @@ def common_move_checks(frame: DataFrame, allow_ledger_start: bool) -> list[Colum
 
 
 def acknowledged_entries_expired(
-    spark, store_root: str, moves: DataFrame, ledgers: DataFrame, reads: EntryReads
+    spark, files: LedgerFiles, moves: DataFrame, ledgers: DataFrame, reads: EntryReads
 ) -> DataFrame:
     """Per move with a ``cutoffMs``: is every entry in (from, to] expired? Ledgers closed before the cutoff or
     whose newest entry is before it pass as a whole; any other ledger in the range is read."""
@@ -234,7 +234,7 @@ def acknowledged_entries_expired(
     )
     to_read = span.where(~F.col("wholeLedgerExpired"))
     keys = stored_read_keys(to_read.select("topic", "ledgerId", "size", "entriesStored"))
-    entries = read_entries(spark, store_root, keys, reads).select(
+    entries = read_entries(spark, files, keys, reads).select(
         F.col("topic").alias("eTopic"), F.col("ledgerId").alias("eLedger"), "entryId", "entryTs"
     )
     checked = (

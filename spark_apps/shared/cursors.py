@@ -22,7 +22,7 @@ from __future__ import annotations
 from pyspark.sql import Column, DataFrame, Window
 from pyspark.sql import functions as F
 
-from spark_apps.shared.io import EntryReads, read_entries
+from spark_apps.shared.io import EntryReads, LedgerFiles, read_entries
 from spark_apps.shared.positions import position_text
 from spark_apps.shared.session import materialize
 
@@ -356,14 +356,14 @@ def entry_read_requests(*frames: DataFrame) -> list[tuple[str, int, int]]:
 
 
 def expire(
-    spark, store_root: str, subs: DataFrame, layout: DataFrame, reads: EntryReads, extra_keys: list
+    spark, files: LedgerFiles, subs: DataFrame, layout: DataFrame, reads: EntryReads, extra_keys: list
 ) -> tuple[DataFrame, DataFrame]:
     """The TTL search for subscriptions with a ``cutoffMs``; returns (targets, entries read). Reads only the
     stop ledgers (and ``extra_keys``) in one pass."""
     scan = expiry_scan(subs, layout)
     stops = materialize(expiry_stops(scan))
     keys = entry_read_requests(expiry_read_keys(subs, stops)) + list(extra_keys)
-    entries = materialize(read_entries(spark, store_root, keys, reads))
+    entries = materialize(read_entries(spark, files, keys, reads))
     return expiry_targets(subs, stops, entries), entries
 
 

@@ -120,6 +120,38 @@ ENTRY_READ_SCHEMA = T.StructType(
 )
 
 
+@dataclass(frozen=True)
+class LedgerFiles:
+    """Where each ledger's entries are at the run's snapshot: ``<ledgerId>`` unless key erasure rewrote the ledger
+    (``fileGenerations`` in run.json lists the ledgers whose files are at a later generation)."""
+
+    root: Path
+    generations: dict[tuple[str, int], int] = field(default_factory=dict)
+
+    @classmethod
+    def of(cls, info: dict) -> LedgerFiles:
+        return cls(
+            Path(info["store"]),
+            {(topic, int(ledger)): int(gen) for topic, ledger, gen in info.get("fileGenerations") or []},
+        )
+
+    def generation(self, topic: str, ledger_id: int) -> int:
+        return self.generations.get((topic, int(ledger_id)), 0)
+
+    def dir(self, topic: str, ledger_id: int) -> Path:
+        from housekeeping.store import ledger_rel_path
+
+        return self.root / ledger_rel_path(topic, ledger_id, self.generation(topic, ledger_id))
+
+    def checked_dir(self, topic: str, ledger_id: int) -> tuple[Path, list[Path]]:
+        """The ledger's directory and its Parquet files, checked (``check_ledger_files``: the error names the
+        topic, ledger and file)."""
+        from housekeeping.entries import check_ledger_files
+
+        ledger_dir = self.dir(topic, ledger_id)
+        return ledger_dir, check_ledger_files(topic, ledger_id, ledger_dir)
+
+
 @dataclass
 class EntryReads:
     """What a run read from the entry store (the cost the cursor mechanisms report)."""
@@ -131,23 +163,18 @@ class EntryReads:
 
 
 def read_entries(
-    spark: SparkSession, store_root: str | Path, keys: list[tuple[str, int, int]], reads: EntryReads
+    spark: SparkSession, files: LedgerFiles, keys: list[tuple[str, int, int]], reads: EntryReads
 ) -> DataFrame:
     """Entries of the given ledgers only: (topic, ledgerId, payload bytes) -> topic, ledgerId, entryId,
     publishTime, entryTs (broker timestamp when stored, else publish time), size.
 
     A ledger the metadata says is stored but whose directory is missing is bad input: the error names it."""
-    from housekeeping.entries import check_ledger_files
-    from housekeeping.store import ledger_rel_path
-
-    root = Path(store_root)
     paths = []
     for topic, ledger_id, payload_bytes in sorted(set(keys)):
-        ledger_dir = root / ledger_rel_path(topic, ledger_id)
-        files = check_ledger_files(topic, ledger_id, ledger_dir)
+        ledger_dir, parquet_files = files.checked_dir(topic, ledger_id)
         paths.append(str(ledger_dir))
         reads.ledgers += 1
-        reads.file_bytes += sum(f.stat().st_size for f in files)
+        reads.file_bytes += sum(f.stat().st_size for f in parquet_files)
         reads.entry_bytes += int(payload_bytes)
         reads.keys.append((topic, ledger_id))
     if not paths:

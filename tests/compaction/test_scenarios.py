@@ -16,6 +16,7 @@ from sqlalchemy import select
 
 from housekeeping import clients, launcher
 from housekeeping import metadata_schema as t
+from housekeeping.erasure_requests import key_digest
 from housekeeping.registry import mechanism_spec
 from housekeeping.snapshot import take_snapshot
 from housekeeping.store import Store
@@ -324,12 +325,13 @@ def test_the_gate_blocks_a_wrong_compacted_ledger_and_apply_refuses(
     (part,) = [p for p in kept_dir.glob("*.parquet") if pq.read_metadata(p).num_rows]
     table = pq.read_table(part)
     rows = table.to_pylist()
+    digest = {k: key_digest(k) for k in "abc"}  # the plan names keys by their SHA-256
     if mutation == "keep_superseded":  # a2 (10:3) instead of a3 (12:0)
-        rows = [dict(r, entryId=3, ledgerId=10) if r["key"] == "a" else r for r in rows]
+        rows = [dict(r, entryId=3, ledgerId=10) if r["keyDigest"] == digest["a"] else r for r in rows]
     elif mutation == "drop_a_kept_entry":
-        rows = [r for r in rows if r["key"] != "c"]
+        rows = [r for r in rows if r["keyDigest"] != digest["c"]]
     else:  # b's tombstone (11:0) stays although its grace is 0
-        rows.append(dict(rows[0], key="b", ledgerId=11, entryId=0, size=0))
+        rows.append(dict(rows[0], keyDigest=digest["b"], ledgerId=11, entryId=0, size=0))
     part.with_name(f".{part.name}.crc").unlink(missing_ok=True)
     pq.write_table(pa.Table.from_pylist(rows, schema=table.schema), part)
     gate = validate_plan.run(spark, run_dir, "compaction")

@@ -386,7 +386,7 @@ def test_dag_params_that_fail_the_schema_are_refused(airflow_db):
     housekeeping = {
         dag_id: dag for dag_id, dag in bag.dags.items() if dag_id not in ("storage_report", "policy_what_if")
     }
-    assert len(housekeeping) == 5
+    assert len(housekeeping) == 6
     for dag_id, dag in housekeeping.items():
         good = copy.deepcopy(dag.params)
         good.update({"dry_run": True, "as_of": "2026-11-02T00:00:00Z", "max_deleted_share": 0.5})

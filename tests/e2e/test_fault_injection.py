@@ -13,7 +13,6 @@ the suite on more generated stores.
 
 from __future__ import annotations
 
-import hashlib
 import json
 import os
 import shutil
@@ -52,10 +51,17 @@ TRIM_POINTS = [
 ]  # the first two kill a whole CLI run; the others the apply step of a planned run
 PURGE_POINTS = ["purge_after_file_removed", "purge_between_files@2"]
 COMPACTION_POINTS = [p for p in FAULT_POINTS if p.startswith("compaction_apply_")]
+# The second install and the first commit fall between two topics' switches.
+ERASURE_POINTS = [
+    "erasure_apply_after_stage",
+    "erasure_apply_after_install@2",
+    "erasure_apply_inside_topic_transaction",
+    "erasure_apply_after_topic_commit",
+]
 
 
 def test_every_fault_point_is_exercised_here():
-    exercised = {p.split("@")[0] for p in TRIM_POINTS + PURGE_POINTS + COMPACTION_POINTS}
+    exercised = {p.split("@")[0] for p in TRIM_POINTS + PURGE_POINTS + COMPACTION_POINTS + ERASURE_POINTS}
     assert exercised == set(FAULT_POINTS)
     assert len(FAULT_POINTS) >= 8
 
@@ -122,13 +128,19 @@ def _ok(capsys, *argv: str) -> dict:
 
 
 def _entry_files(store: Store) -> dict[str, str]:
-    """Every raw ledger's entry files with content hashes (what 'still readable' means, byte for byte)."""
+    """Every raw ledger's entry files (at the generation in force) with a hash of their content in name order (what
+    'still readable' means, byte for byte; a rewritten ledger's file names differ between runs, not its bytes)."""
+    from housekeeping.entries import files_sha256
+
     with read_transaction(store.engine) as conn:
-        rows = list(conn.execute(select(t.ledgers.c.topic, t.ledgers.c.ledger_id)))
+        rows = list(
+            conn.execute(select(t.ledgers.c.topic, t.ledgers.c.ledger_id, t.ledgers.c.files_generation))
+        )
     files = {}
     for row in rows:
-        for part in store.ledger_dir(row.topic, row.ledger_id).glob("*.parquet"):
-            files[str(part.relative_to(store.root))] = hashlib.sha256(part.read_bytes()).hexdigest()
+        ledger_dir = store.ledger_dir(row.topic, row.ledger_id, row.files_generation)
+        if any(ledger_dir.glob("*.parquet")):
+            files[str(ledger_dir.relative_to(store.root))] = files_sha256(ledger_dir)
     return files
 
 
@@ -265,3 +277,82 @@ def test_compaction_apply_killed_at_each_point_keeps_old_or_new_view_and_converg
     _ok(capsys, "purge", "--store", str(store.root), "--as-of", PURGE_AS_OF)
     assert_no_orphans_and_no_dangling_metadata(store)
     assert _compacted_view(capsys, store) == new_view
+
+
+ERASED_KEY = "key-0001"
+
+
+def _erasure_requests(store: Store, template: Path) -> None:
+    """One request per keyed topic (topic-scoped: two topics to switch, so a crash can fall between them)."""
+    from housekeeping.erasure_requests import add_request
+
+    for topic in _keyed(template):
+        add_request(
+            store,
+            key=ERASED_KEY,
+            topic=topic,
+            reason="fault injection",
+            requested_at_ms=parse_as_of(AS_OF) - 1,
+            actor="test",
+        )
+
+
+@pytest.fixture(scope="module")
+def erasure_reference(template, tmp_path_factory) -> dict:
+    reference = _copy(template, tmp_path_factory.mktemp("erasure-reference") / "store")
+    _erasure_requests(reference, template)
+    before = _state(reference)
+    apply_step(reference, _planned(reference, "erasure", "reference"), purge_grace_seconds=GRACE)
+    state = _state(reference)
+    assert state["entryFiles"] != before["entryFiles"], "the reference run must rewrite ledgers"
+    return state
+
+
+def _keys_in_force(capsys, store: Store) -> dict[str, set[str]]:
+    """Per keyed topic, the keys its ledgers in force and its compacted view hold."""
+    import pyarrow.parquet as pq
+
+    keys: dict[str, set[str]] = {}
+    with read_transaction(store.engine) as conn:
+        rows = list(conn.execute(select(t.ledgers).where(t.ledgers.c.topic.like("%/globex/tables/%"))))
+    for row in rows:
+        ledger_dir = store.ledger_dir(row.topic, row.ledger_id, row.files_generation)
+        if any(ledger_dir.glob("*.parquet")):
+            keys.setdefault(row.topic, set()).update(
+                k for k in pq.read_table(ledger_dir, columns=["key"]).column("key").to_pylist() if k
+            )
+    return keys
+
+
+@pytest.mark.parametrize("point", ERASURE_POINTS)
+def test_erasure_apply_killed_at_each_point_keeps_old_or_new_files_and_converges(
+    template, erasure_reference, tmp_path, capsys, point
+):
+    store = _copy(template, tmp_path / "store")
+    _erasure_requests(store, template)
+    before = _state(store)
+    run_dir = _planned(store, "erasure", "faulty")
+    _killed_apply_step(store, run_dir, point)
+    assert_no_orphans_and_no_dangling_metadata(store)
+    crashed = _state(store)
+    # Each topic is wholly before or wholly after its switch: positions and counts never change either way.
+    assert crashed["manifest"]["topics"].keys() == before["manifest"]["topics"].keys()
+    for topic, body in before["manifest"]["topics"].items():
+        after = crashed["manifest"]["topics"][topic]
+        assert after["cursors"] == body["cursors"]
+        assert [(x["ledgerId"], x["entries"]) for x in after["ledgers"]] == [
+            (x["ledgerId"], x["entries"]) for x in body["ledgers"]
+        ]
+        switched = after["ledgers"] != body["ledgers"]
+        if switched:
+            assert after["ledgers"] == erasure_reference["manifest"]["topics"][topic]["ledgers"], topic
+
+    apply_step(store, run_dir, purge_grace_seconds=GRACE)  # the retry of the same run
+    assert_no_orphans_and_no_dangling_metadata(store)
+    assert _state(store) == erasure_reference
+    assert all(ERASED_KEY not in keys for keys in _keys_in_force(capsys, store).values())
+    assert [s for s in _runs(store).values()] == [{"started", "finished"}]
+    # Whatever the crash left staged or replaced waits in the pending-deletion log; purge removes it all.
+    _ok(capsys, "purge", "--store", str(store.root), "--as-of", PURGE_AS_OF)
+    assert_no_orphans_and_no_dangling_metadata(store)
+    assert _state(store)["entryFiles"] == erasure_reference["entryFiles"]

@@ -68,6 +68,17 @@ def test_the_plan_and_the_gate_on_spark_connect_equal_the_classic_session(
     from housekeeping import launcher
 
     store = generate_store(tmp_path / "store", GenerateOptions(topics=28, seed=7, entries_per_ledger=60))
+    if mechanism == "erasure":  # something to erase: a key of the generated keyed topics
+        from housekeeping.erasure_requests import add_request
+
+        add_request(
+            store,
+            key="key-0001",
+            namespace="globex/tables",
+            reason="connect equality",
+            requested_at_ms=parse_as_of(AS_OF) - 1,
+            actor="test",
+        )
     info = take_snapshot(
         store,
         mechanism=mechanism,

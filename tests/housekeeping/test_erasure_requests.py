@@ -43,9 +43,8 @@ def test_a_request_is_recorded_listed_and_journaled_without_the_key(store, capsy
     request = json.loads(out)
     digest = hashlib.sha256(b"customer-42").hexdigest()
     assert {
-        k: request[k] for k in ("key", "keyDigest", "scope", "target", "state", "requestedAt", "requestedBy")
+        k: request[k] for k in ("keyDigest", "scope", "target", "state", "requestedAt", "requestedBy")
     } == {
-        "key": "customer-42",
         "keyDigest": digest,
         "scope": "topic",
         "target": "persistent://acme/orders/payments",
@@ -77,6 +76,9 @@ def test_a_request_is_recorded_listed_and_journaled_without_the_key(store, capsy
         ("dpo@example", digest, "same ticket"),
     ]
     assert "customer-42" not in out, "the journal never holds the key"
+    # Nor does the metadata database (its files under the store root, the WAL included): only the digest.
+    databases = [p for p in store.root.iterdir() if p.name.startswith("metadata.db")]
+    assert databases and all(b"customer-42" not in p.read_bytes() for p in databases)
 
 
 def test_a_hold_on_the_target_or_its_namespace_shows_the_request_as_held(store, capsys):

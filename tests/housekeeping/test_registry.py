@@ -22,8 +22,8 @@ LIBRARY = REPO / "include" / "housekeeping"
 SPARK_APPS = REPO / "spark_apps"
 
 
-def test_the_five_mechanisms_in_order():
-    assert registry.mechanism_names() == ("trim", "expiry", "backlog", "gc", "compaction")
+def test_the_six_mechanisms_in_order():
+    assert registry.mechanism_names() == ("trim", "expiry", "backlog", "gc", "compaction", "erasure")
 
 
 def test_an_unknown_mechanism_is_bad_input_naming_the_known_ones():

@@ -36,7 +36,9 @@ def build_report(run_dir: Path, *, dry_run: bool) -> dict[str, Any]:
     dropped: dict[str, dict[str, int]] = defaultdict(lambda: defaultdict(int))
     samples: dict[str, list[dict[str, Any]]] = defaultdict(list)
     if dropped_dir.is_dir() and any(dropped_dir.glob("*.parquet")):
-        for row in pq.read_table(dropped_dir, columns=["topic", "key", "reason", "entryTs"]).to_pylist():
+        for row in pq.read_table(
+            dropped_dir, columns=["topic", "keyDigest", "reason", "entryTs"]
+        ).to_pylist():
             dropped[row["topic"]][row["reason"]] += 1
             if len(samples[row["topic"]]) < 10:
                 samples[row["topic"]].append(dict(row, entryTime=format_ms(row["entryTs"])))

@@ -1,0 +1,466 @@
+"""Quality-gate checks for key erasure, re-derived from the snapshot and the files apart from the planner.
+
+- **Which entries**: the gate finds on its own every entry of a live file (the stored raw ledgers and the
+  compacted ledger in force the snapshot names) whose key's SHA-256 is the digest of a request in effect at the
+  as-of that covers the entry's topic (by its name: the topic, its partitioned topic, its namespace) while no
+  hold covers it, and compares with the planned entries both ways: no requested entry is left out (a requested
+  key left in a ledger), no other entry is planned (another key's entry changed).
+- **The staged files, entry by entry** (the bytes apply installs): the same entries as the ledger's files in
+  force, by position; every entry not planned is identical in every column (key, payload, size, properties,
+  publish and broker time); every planned one has no key, no payload, size 0 and only the redaction marker; no
+  staged entry's key is a covering request's; the staged files' SHA-256 is the one the plan binds.
+- **Each rewritten ledger**: its source, files generation, entries and size are the snapshot's; the new
+  generation is the next one; the size after is the size before less the planned entries' payload bytes; one
+  redact action per rewritten ledger with its counts.
+- **Each brought-forward purge**: a pending file of the snapshot no erasure covered yet, holding an entry of a
+  covering request's key (read here), of a topic no hold covers.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from pyspark.sql import Column, DataFrame, SparkSession
+from pyspark.sql import functions as F
+from pyspark.sql import types as T
+
+from housekeeping.contract import ERASURE_ENTRIES, ERASURE_LEDGERS, RunDir, read_run_info
+from housekeeping.entries import ERASED_PROPERTY, files_sha256
+from housekeeping.gate import CheckFrame, must_be_true
+from housekeeping.mechanism import MechanismSpec
+from spark_apps.shared.io import LedgerFiles, read_actions, read_snapshot, read_table
+from spark_apps.shared.session import materialize
+from spark_apps.shared.topic_names import topic_name_facts
+
+ENTRY = T.StructType(
+    [
+        T.StructField("topic", T.StringType(), False),
+        T.StructField("ledgerId", T.LongType(), False),
+        T.StructField("entryId", T.LongType(), False),
+        T.StructField("publishTime", T.LongType(), False),
+        T.StructField("brokerTimestamp", T.LongType(), True),
+        T.StructField("key", T.StringType(), True),
+        T.StructField("value", T.BinaryType(), True),
+        T.StructField("size", T.IntegerType(), False),
+        T.StructField("properties", T.MapType(T.StringType(), T.StringType()), True),
+    ]
+)
+
+
+def covering_digests(snapshot: dict, names: DataFrame, as_of_ms: int) -> DataFrame:
+    """(topic, keyDigest) for every request in effect and every topic of ``names`` it covers, when no hold of the
+    snapshot's raw holds covers the topic."""
+    requests = snapshot["erasure_requests"].where(F.col("requestedAtMs") <= F.lit(as_of_ms))
+    targets = names.select(
+        "topic",
+        F.explode(
+            F.array(
+                F.struct(F.lit("topic").alias("scope"), F.col("topic").alias("target")),
+                F.struct(F.lit("topic").alias("scope"), F.col("partitionedTopic").alias("target")),
+                F.struct(F.lit("namespace").alias("scope"), F.col("namespace").alias("target")),
+            )
+        ).alias("t"),
+    ).select("topic", "t.scope", "t.target")
+    held = (
+        names.select("topic", F.explode(F.array("topic", "namespace", "partitionedTopic")).alias("target"))
+        .join(snapshot["holds"].select("target"), "target")
+        .select("topic")
+        .distinct()
+    )
+    return (
+        targets.join(requests, ["scope", "target"])
+        .join(held, "topic", "left_anti")
+        .select("topic", "keyDigest")
+        .distinct()
+    )
+
+
+def _live_files(spark: SparkSession, snapshot: dict, files: LedgerFiles) -> list[tuple[str, int, str, str]]:
+    """(topic, ledgerId, source, directory) of every live file of the snapshot that can hold an entry."""
+    out = []
+    for r in snapshot["ledgers"].where(F.col("entriesStored") & (F.col("entries") > 0)).collect():
+        out.append((r["topic"], r["ledgerId"], "raw", str(files.dir(r["topic"], r["ledgerId"]))))
+    for r in snapshot["compacted_ledgers"].where(F.col("entries") > 0).collect():
+        out.append((r["topic"], r["ledgerId"], "compacted", str(files.dir(r["topic"], r["ledgerId"]))))
+    return out
+
+
+def _read_by_file(spark: SparkSession, files: list[tuple[str, int, str, str]]) -> DataFrame:
+    """Entries of the given files (one read per file's directory, tagged with the file's ledger and source;
+    ``ledgerId`` of the entry itself is its position's ledger, kept as ``entryLedgerId``)."""
+    frames = []
+    for start in range(0, len(files), 500):
+        chunk = files[start : start + 500]
+        paths = [f[3] for f in chunk]
+        tags = spark.createDataFrame(
+            [(f[3], f[0], f[1], f[2]) for f in chunk],
+            "dir string, fileTopic string, fileLedger long, source string",
+        )
+        frame = (
+            spark.read.schema(ENTRY)
+            .parquet(*paths)
+            .withColumn(
+                "dir",
+                F.regexp_replace(
+                    F.url_decode(F.regexp_replace(F.input_file_name(), "^file:/*", "/")), "/[^/]*$", ""
+                ),
+            )
+            .join(F.broadcast(tags), "dir")
+        )
+        frames.append(frame)
+    if not frames:
+        empty = spark.createDataFrame([], ENTRY)
+        return empty.select(
+            "*",
+            F.lit(None).cast("string").alias("dir"),
+            F.lit(None).cast("string").alias("fileTopic"),
+            F.lit(None).cast("long").alias("fileLedger"),
+            F.lit(None).cast("string").alias("source"),
+        )
+    out = frames[0]
+    for frame in frames[1:]:
+        out = out.unionByName(frame)
+    return out
+
+
+def _same(a: str, b: str) -> Column:
+    return F.col(a).eqNullSafe(F.col(b))
+
+
+def entry_set_checks(expected: DataFrame, planned: DataFrame) -> DataFrame:
+    """Both ways: every entry of a requested key is planned, every planned entry has a requested key."""
+    key = ["topic", "ledgerId", "source", "entryLedgerId", "entryId"]
+    return (
+        expected.select(*key, F.lit(True).alias("requested"))
+        .join(planned.select(*key).distinct().withColumn("planned", F.lit(True)), key, "full")
+        .select(
+            *key,
+            F.coalesce(F.col("planned"), F.lit(False)).alias("requested_entry_is_planned"),
+            F.coalesce(F.col("requested"), F.lit(False)).alias("planned_entry_has_a_requested_key"),
+        )
+    )
+
+
+def staged_entry_checks(
+    original: DataFrame, staged: DataFrame, planned: DataFrame, digests: DataFrame
+) -> DataFrame:
+    """Per rewritten ledger: the staged entries against the files in force, position by position."""
+    key = ["fileTopic", "fileLedger", "source", "ledgerId", "entryId"]
+    o = original.select(
+        *key,
+        *[
+            F.col(c).alias(f"o_{c}")
+            for c in ("topic", "publishTime", "brokerTimestamp", "key", "value", "size")
+        ],
+        F.to_json(F.col("properties")).alias("o_properties"),
+        F.lit(True).alias("inOriginal"),
+    )
+    s = staged.select(
+        *key,
+        *[
+            F.col(c).alias(f"s_{c}")
+            for c in ("topic", "publishTime", "brokerTimestamp", "key", "value", "size")
+        ],
+        F.col("properties").alias("s_propertiesMap"),
+        F.to_json(F.col("properties")).alias("s_properties"),
+        F.lit(True).alias("inStaged"),
+    )
+    marked = planned.select(
+        F.col("topic").alias("fileTopic"),
+        F.col("ledgerId").alias("fileLedger"),
+        "source",
+        F.col("entryLedgerId").alias("ledgerId"),
+        "entryId",
+        F.lit(True).alias("redact"),
+    ).distinct()
+    staged_digests = digests.select(
+        F.col("topic").alias("fileTopic"), "keyDigest", F.lit(True).alias("requested")
+    )
+    joined = (
+        o.join(s, key, "full")
+        .join(marked, key, "left")
+        .withColumn("redact", F.coalesce(F.col("redact"), F.lit(False)))
+        .withColumn("s_keyDigest", F.sha2(F.col("s_key"), 256))
+        .join(
+            staged_digests.withColumnRenamed("keyDigest", "s_keyDigest"), ["fileTopic", "s_keyDigest"], "left"
+        )
+    )
+    unchanged = (
+        _same("o_topic", "s_topic")
+        & _same("o_publishTime", "s_publishTime")
+        & _same("o_brokerTimestamp", "s_brokerTimestamp")
+    )
+    untouched = (
+        _same("o_key", "s_key")
+        & _same("o_value", "s_value")
+        & _same("o_size", "s_size")
+        & _same("o_properties", "s_properties")
+    )
+    redacted = (
+        F.col("s_key").isNull()
+        & F.col("s_value").isNull()
+        & (F.col("s_size") == 0)
+        & (F.size(F.col("s_propertiesMap")) == 1)
+        & F.col("s_propertiesMap").getItem(ERASED_PROPERTY).isNotNull()
+    )
+    per_entry = joined.select(
+        "fileTopic",
+        "fileLedger",
+        "source",
+        (F.col("inOriginal").isNotNull() & F.col("inStaged").isNotNull()).alias("position_in_both"),
+        F.coalesce(unchanged, F.lit(False)).alias("positions_and_times_unchanged"),
+        F.when(F.col("redact"), F.coalesce(redacted, F.lit(False)))
+        .otherwise(F.coalesce(untouched, F.lit(False)))
+        .alias("content_as_planned"),
+        F.col("requested").isNull().alias("no_requested_key"),
+        F.when(F.col("redact"), F.coalesce(F.col("o_size"), F.lit(0)))
+        .otherwise(F.lit(0))
+        .alias("redactedBytes"),
+        F.col("inStaged").isNotNull().alias("staged"),
+    )
+    return per_entry.groupBy(
+        F.col("fileTopic").alias("topic"), F.col("fileLedger").alias("ledgerId"), "source"
+    ).agg(
+        F.bool_and("position_in_both").alias("same_positions"),
+        F.bool_and("positions_and_times_unchanged").alias("times_unchanged"),
+        F.bool_and("content_as_planned").alias("other_entries_identical_planned_ones_redacted"),
+        F.bool_and("no_requested_key").alias("no_requested_key_in_new_files"),
+        F.sum("redactedBytes").cast("long").alias("redactedBytes"),
+        F.sum(F.col("staged").cast("long")).alias("stagedEntries"),
+    )
+
+
+def ledger_checks(
+    spark: SparkSession,
+    run: RunDir,
+    snapshot: dict,
+    files: LedgerFiles,
+    ledgers: DataFrame,
+    entry_checks: DataFrame,
+    actions: DataFrame,
+) -> DataFrame:
+    facts = (
+        snapshot["ledgers"]
+        .select("topic", "ledgerId", F.lit("raw").alias("source"), "entries", "size")
+        .unionByName(
+            snapshot["compacted_ledgers"].select(
+                "topic", "ledgerId", F.lit("compacted").alias("source"), "entries", "size"
+            )
+        )
+        .withColumnRenamed("entries", "snapEntries")
+        .withColumnRenamed("size", "snapSize")
+    )
+    generations = spark.createDataFrame(
+        [(t, int(lid), int(g)) for (t, lid), g in files.generations.items()] or [("", -1, 0)],
+        "topic string, ledgerId long, snapGeneration long",
+    )
+    hashes = spark.createDataFrame(
+        [
+            (r["topic"], r["ledgerId"], r["source"], files_sha256(run.staged_ledger(r["staged"])))
+            for r in ledgers.select("topic", "ledgerId", "source", "staged").collect()
+        ]
+        or [("", -1, "", "")],
+        "topic string, ledgerId long, source string, actualSha256 string",
+    )
+    redact_actions = actions.where(F.col("action").isin("redact_ledger", "redact_compacted")).select(
+        "topic",
+        "ledgerId",
+        F.when(F.col("action") == "redact_ledger", F.lit("raw"))
+        .otherwise(F.lit("compacted"))
+        .alias("source"),
+        F.col("fromGeneration").alias("aFrom"),
+        F.col("entriesRedacted").alias("aEntries"),
+        F.col("bytes").alias("aBytes"),
+        F.lit(True).alias("hasAction"),
+    )
+    key = ["topic", "ledgerId", "source"]
+    joined = (
+        ledgers.join(facts, key, "left")
+        .join(generations, ["topic", "ledgerId"], "left")
+        .join(hashes, key, "left")
+        .join(entry_checks, key, "left")
+        .join(redact_actions, key, "full")
+    )
+    generation = F.coalesce(F.col("snapGeneration"), F.lit(0))
+    return joined.select(
+        *key,
+        F.coalesce(F.col("snapEntries").isNotNull(), F.lit(False)).alias("ledger_in_snapshot"),
+        F.coalesce(F.col("fromGeneration") == generation, F.lit(False)).alias(
+            "from_generation_is_snapshot's"
+        ),
+        F.coalesce(F.col("toGeneration") == generation + 1, F.lit(False)).alias("to_generation_is_next"),
+        F.coalesce(F.col("entries") == F.col("snapEntries"), F.lit(False)).alias("entries_match_snapshot"),
+        F.coalesce(F.col("sizeBefore") == F.col("snapSize"), F.lit(False)).alias("size_matches_snapshot"),
+        F.coalesce(F.col("stagedEntries") == F.col("snapEntries"), F.lit(False)).alias(
+            "staged_entry_count_same"
+        ),
+        F.coalesce(F.col("same_positions"), F.lit(False)).alias("same_positions"),
+        F.coalesce(F.col("times_unchanged"), F.lit(False)).alias("times_unchanged"),
+        F.coalesce(F.col("other_entries_identical_planned_ones_redacted"), F.lit(False)).alias(
+            "other_entries_identical_planned_ones_redacted"
+        ),
+        F.coalesce(F.col("no_requested_key_in_new_files"), F.lit(False)).alias(
+            "no_requested_key_in_new_files"
+        ),
+        F.coalesce(F.col("bytesRedacted") == F.col("redactedBytes"), F.lit(False)).alias(
+            "bytes_redacted_match"
+        ),
+        F.coalesce(
+            F.col("sizeAfter") == F.greatest(F.col("sizeBefore") - F.col("redactedBytes"), F.lit(0)),
+            F.lit(False),
+        ).alias("size_after_is_before_less_redacted"),
+        F.coalesce(F.col("stagedSha256") == F.col("actualSha256"), F.lit(False)).alias("staged_bytes_bound"),
+        F.coalesce(
+            F.col("hasAction")
+            & (F.col("aFrom") == F.col("fromGeneration"))
+            & (F.col("aEntries") == F.col("entriesRedacted"))
+            & (F.col("aBytes") == F.col("bytesRedacted")),
+            F.lit(False),
+        ).alias("one_action_with_its_counts"),
+    )
+
+
+def expedite_checks(
+    spark: SparkSession, snapshot: dict, files: LedgerFiles, actions: DataFrame, as_of_ms: int
+) -> DataFrame:
+    expedite = actions.where(F.col("action") == "expedite_purge").select("topic", "ledgerId", "pendingId")
+    pending = snapshot["pending_files"]
+    rows = expedite.join(
+        pending.select(
+            "pendingId",
+            "path",
+            "erasedBy",
+            F.col("topic").alias("pTopic"),
+            F.col("ledgerId").alias("pLedger"),
+        ),
+        "pendingId",
+        "left",
+    ).collect()
+    readable = [
+        (r["pTopic"], r["pLedger"], "pending", str(files.root / r["path"]))
+        for r in rows
+        if r["path"] is not None and (files.root / r["path"]).is_dir()
+    ]
+    names = topic_name_facts(spark, [expedite])
+    digests = covering_digests(snapshot, names, as_of_ms)
+    holding = (
+        _read_by_file(spark, readable)
+        .where(F.col("key").isNotNull())
+        .select("dir", F.col("fileTopic").alias("topic"), F.sha2(F.col("key"), 256).alias("keyDigest"))
+        .join(digests, ["topic", "keyDigest"])
+        .select("dir")
+        .distinct()
+        .withColumn("holdsRequestedKey", F.lit(True))
+    )
+    dirs = spark.createDataFrame(
+        [(r["pendingId"], str(files.root / r["path"])) for r in rows if r["path"] is not None] or [(-1, "")],
+        "pendingId long, dir string",
+    )
+    return (
+        expedite.join(
+            pending.select(
+                "pendingId", F.col("topic").alias("pTopic"), F.col("ledgerId").alias("pLedger"), "erasedBy"
+            ),
+            "pendingId",
+            "left",
+        )
+        .join(dirs, "pendingId", "left")
+        .join(holding, "dir", "left")
+        .select(
+            "topic",
+            "pendingId",
+            F.coalesce(F.col("pTopic").isNotNull(), F.lit(False)).alias("pending_in_snapshot"),
+            F.coalesce(
+                (F.col("pTopic") == F.col("topic")) & (F.col("pLedger") == F.col("ledgerId")), F.lit(False)
+            ).alias("names_its_file"),
+            F.col("erasedBy").isNull().alias("no_erasure_covered_it_yet"),
+            F.coalesce(F.col("holdsRequestedKey"), F.lit(False)).alias("holds_a_requested_key"),
+        )
+    )
+
+
+def checks(spark, run_dir: str | Path, spec: MechanismSpec) -> list[CheckFrame]:
+    import great_expectations.expectations as gxe
+
+    run = RunDir(run_dir)
+    info = read_run_info(run)
+    as_of_ms = int(info["asOfMs"])
+    files = LedgerFiles.of(info)
+    snapshot = read_snapshot(spark, run)
+    actions = materialize(read_actions(spark, run))
+    planned = materialize(read_table(spark, run, ERASURE_ENTRIES))
+    ledgers = materialize(read_table(spark, run, ERASURE_LEDGERS))
+
+    live = _live_files(spark, snapshot, files)
+    names = materialize(topic_name_facts(spark, [snapshot["topics"]]))
+    digests = materialize(covering_digests(snapshot, names, as_of_ms))
+    original = _read_by_file(spark, live)
+    expected = (
+        original.where(F.col("key").isNotNull())
+        .withColumn("keyDigest", F.sha2(F.col("key"), 256))
+        .join(digests.withColumnRenamed("topic", "fileTopic"), ["fileTopic", "keyDigest"])
+        .select(
+            F.col("fileTopic").alias("topic"),
+            F.col("fileLedger").alias("ledgerId"),
+            "source",
+            F.col("ledgerId").alias("entryLedgerId"),
+            "entryId",
+        )
+        .distinct()
+    )
+    rewritten = {(r["topic"], r["ledgerId"], r["source"]): r["staged"] for r in ledgers.collect()}
+    staged_frames = [
+        (topic, ledger_id, source, str(run.staged_ledger(slot)))
+        for (topic, ledger_id, source), slot in sorted(rewritten.items())
+    ]
+    originals_rewritten = original.join(
+        spark.createDataFrame(
+            [(t, lid, s) for t, lid, s, _ in staged_frames] or [("", -1, "")],
+            "fileTopic string, fileLedger long, source string",
+        ),
+        ["fileTopic", "fileLedger", "source"],
+    )
+    staged = _read_by_file(spark, staged_frames)
+    entry_checks = materialize(staged_entry_checks(originals_rewritten, staged, planned, digests))
+    return [
+        CheckFrame(
+            "actions",
+            actions.select("topic", "action", "ledgerId", "pendingId"),
+            [
+                gxe.ExpectColumnValuesToBeInSet(column="action", value_set=list(spec.actions)),
+                gxe.ExpectCompoundColumnsToBeUnique(column_list=["topic", "action", "ledgerId", "pendingId"]),
+            ],
+        ),
+        CheckFrame(
+            "requested_entries",
+            entry_set_checks(expected, planned),
+            must_be_true("requested_entry_is_planned", "planned_entry_has_a_requested_key"),
+        ),
+        CheckFrame(
+            "rewritten_ledgers",
+            ledger_checks(spark, run, snapshot, files, ledgers, entry_checks, actions),
+            must_be_true(
+                "ledger_in_snapshot",
+                "from_generation_is_snapshot's",
+                "to_generation_is_next",
+                "entries_match_snapshot",
+                "size_matches_snapshot",
+                "staged_entry_count_same",
+                "same_positions",
+                "times_unchanged",
+                "other_entries_identical_planned_ones_redacted",
+                "no_requested_key_in_new_files",
+                "bytes_redacted_match",
+                "size_after_is_before_less_redacted",
+                "staged_bytes_bound",
+                "one_action_with_its_counts",
+            ),
+        ),
+        CheckFrame(
+            "expedited_purges",
+            expedite_checks(spark, snapshot, files, actions, as_of_ms),
+            must_be_true(
+                "pending_in_snapshot", "names_its_file", "no_erasure_covered_it_yet", "holds_a_requested_key"
+            ),
+        ),
+    ]

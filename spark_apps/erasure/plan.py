@@ -1,0 +1,529 @@
+"""Spark app: plan key erasure (no Pulsar counterpart: apache/pulsar#5059 asks for it; docs/semantics.md).
+
+A request ("forget the key whose SHA-256 is D in topic T / namespace NS") counts once its ``requestedAtMs`` is at
+or before the run's as-of. It covers a topic when it names the topic, the topic's partitioned topic or its
+namespace. For every covered topic that no hold covers, the planner reads the key column of every file the
+topic has in the store, each as the metadata names it: its stored raw ledgers, its compacted ledger in force,
+and its files waiting for purge (``pending_files``; a deleted topic's too). An entry matches when the SHA-256 of
+its key is a covering request's digest: the key itself is nowhere in the run.
+
+Writes:
+
+- ``plan/erasure/entries``  every matching entry of a live ledger (positions, size, request; no key, no payload)
+- ``staged/slot=<n>/``      each live ledger holding a match, written anew: the matching entries redacted (key
+                            and payload gone, size 0, properties only the marker ``housekeeping.erased`` = run
+                            id), every other entry and every entry id and timestamp as they were
+- ``plan/erasure/ledgers``  per rewritten ledger: the files generation it replaces and the new one, counts and
+                            sizes before and after, the staged directory and the SHA-256 of its bytes (apply
+                            installs only those bytes)
+- ``plan/actions``          ``redact_ledger`` (raw) and ``redact_compacted`` per rewritten ledger;
+                            ``expedite_purge`` per file waiting for purge that holds a match (its purge comes
+                            forward to the erasure grace period and it can no longer be restored)
+- ``plan/decisions``        per request and covered topic: erase, held (with the hold), nothing found; per request
+                            not yet in effect or covering no topic of the run: wait
+- ``plan/summary.json``
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+from pathlib import Path
+
+from pyspark.sql import Column, DataFrame, SparkSession
+from pyspark.sql import functions as F
+from pyspark.sql import types as T
+
+from housekeeping.contract import (
+    ACTIONS,
+    BLOCKERS,
+    ERASURE_DECISIONS,
+    ERASURE_ENTRIES,
+    ERASURE_LEDGERS,
+    RunDir,
+    read_run_info,
+)
+from housekeeping.entries import ERASED_PROPERTY, files_sha256
+from housekeeping.fs import remove_file, remove_tree
+from spark_apps.shared.io import (
+    LedgerFiles,
+    action_rows,
+    read_snapshot,
+    schema,
+    write_summary,
+    write_table,
+)
+from spark_apps.shared.session import get_spark, materialize, run_scoped_cache
+from spark_apps.shared.topic_names import topic_name_facts
+
+KEY_COLUMNS = T.StructType(
+    [
+        T.StructField("ledgerId", T.LongType(), False),
+        T.StructField("entryId", T.LongType(), False),
+        T.StructField("key", T.StringType(), True),
+        T.StructField("size", T.IntegerType(), False),
+    ]
+)
+# The file schema of a ledger (housekeeping.entries.ENTRY_SCHEMA), what a staged ledger is written with.
+FULL_COLUMNS = T.StructType(
+    [
+        T.StructField("topic", T.StringType(), False),
+        T.StructField("ledgerId", T.LongType(), False),
+        T.StructField("entryId", T.LongType(), False),
+        T.StructField("publishTime", T.LongType(), False),
+        T.StructField("brokerTimestamp", T.LongType(), True),
+        T.StructField("key", T.StringType(), True),
+        T.StructField("value", T.BinaryType(), True),
+        T.StructField("size", T.IntegerType(), False),
+        T.StructField("properties", T.MapType(T.StringType(), T.StringType()), True),
+    ]
+)
+FILES_SCHEMA = (
+    "dir string, topic string, ledgerId long, source string, generation long, ledgerEntries long, "
+    "ledgerSize long, pendingId long"
+)
+
+
+def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
+    parser = argparse.ArgumentParser(description="Plan key erasure for one run's snapshot.")
+    parser.add_argument(
+        "--run-dir", required=True, help="run directory holding snapshot/; plan/ is written there"
+    )
+    return parser.parse_args(argv)
+
+
+def file_dir(path: Column) -> Column:
+    """The directory of a file Spark read, as a plain path (input_file_name is a URI: ``file:///a%20b/f``)."""
+    plain = F.url_decode(F.regexp_replace(path, "^file:/*", "/"))
+    return F.regexp_replace(plain, "/[^/]*$", "")
+
+
+def covering(requests: DataFrame, names: DataFrame) -> DataFrame:
+    """(request, topic) for every topic of ``names`` (topic, namespace, partitionedTopic) a request covers: it
+    names the topic, its partitioned topic, or its namespace."""
+    by_topic = (F.col("scope") == "topic") & (
+        (F.col("target") == F.col("topic")) | (F.col("target") == F.col("partitionedTopic"))
+    )
+    by_namespace = (F.col("scope") == "namespace") & (F.col("target") == F.col("namespace"))
+    return requests.join(names, by_topic | by_namespace)
+
+
+def effective(requests: DataFrame, as_of_ms: int) -> DataFrame:
+    return requests.where(F.col("requestedAtMs") <= F.lit(as_of_ms))
+
+
+def held_by(spark: SparkSession, holds: DataFrame, names: DataFrame) -> DataFrame:
+    """(topic, heldBy) for every topic of ``names``; heldBy names the hold covering the topic (the topic, its
+    partitioned topic or its namespace), null when none does."""
+    from housekeeping.holds import Hold, describe
+
+    described = spark.createDataFrame(
+        [
+            (
+                r["target"],
+                describe(Hold(r["target"], r["scope"], r["reason"], r["createdBy"], r["createdAtMs"])),
+            )
+            for r in holds.collect()
+        ],
+        "target string, heldBy string",
+    )
+    targets = F.array(F.col("topic"), F.col("namespace"), F.col("partitionedTopic"))
+    covered = (
+        names.select("topic", F.explode(targets).alias("target"))
+        .join(described, "target")
+        .groupBy("topic")
+        .agg(F.min("heldBy").alias("heldBy"))
+    )
+    return names.select("topic").join(covered, "topic", "left")
+
+
+def candidate_files(spark: SparkSession, snapshot: dict, files: LedgerFiles) -> DataFrame:
+    """Every file of the snapshot's topics that can hold an entry: stored raw ledgers with entries, the compacted
+    ledger in force, files waiting for purge that no erasure has covered yet (directories resolved on the driver:
+    one short row per ledger)."""
+    rows = []
+    for r in snapshot["ledgers"].where(F.col("entriesStored") & (F.col("entries") > 0)).collect():
+        rows.append(
+            (
+                str(files.dir(r["topic"], r["ledgerId"])),
+                r["topic"],
+                r["ledgerId"],
+                "raw",
+                files.generation(r["topic"], r["ledgerId"]),
+                r["entries"],
+                r["size"],
+                None,
+            )
+        )
+    for r in snapshot["compacted_ledgers"].where(F.col("entries") > 0).collect():
+        rows.append(
+            (
+                str(files.dir(r["topic"], r["ledgerId"])),
+                r["topic"],
+                r["ledgerId"],
+                "compacted",
+                files.generation(r["topic"], r["ledgerId"]),
+                r["entries"],
+                r["size"],
+                None,
+            )
+        )
+    for r in snapshot["pending_files"].where(F.col("erasedBy").isNull()).collect():
+        directory = files.root / r["path"]
+        if directory.is_dir() and any(directory.glob("*.parquet")):
+            rows.append(
+                (str(directory), r["topic"], r["ledgerId"], "pending", None, None, r["size"], r["pendingId"])
+            )
+    return spark.createDataFrame(rows, FILES_SCHEMA)
+
+
+def read_files(spark: SparkSession, candidates: DataFrame, columns: T.StructType) -> DataFrame:
+    """The entries of the candidate files (``columns``), each with its file's facts (joined on its directory):
+    ``ledgerId`` is the file's ledger, ``entryLedgerId``:``entryId`` the entry's position (in a compacted ledger,
+    the raw ledger it was written to)."""
+    dirs = [r["dir"] for r in candidates.select("dir").collect()]
+    entries = (
+        spark.read.schema(columns).parquet(*dirs).withColumn("dir", file_dir(F.input_file_name()))
+        if dirs
+        else spark.createDataFrame([], columns).withColumn("dir", F.lit(None).cast("string"))
+    )
+    entries = entries.withColumnRenamed("ledgerId", "entryLedgerId")
+    if "topic" in entries.columns:
+        entries = entries.drop("topic")  # the file's topic: the candidate's
+    return entries.join(F.broadcast(candidates), "dir")
+
+
+def matches(keys: DataFrame, requests: DataFrame) -> DataFrame:
+    """Entries whose key's SHA-256 is the digest of a request covering their topic."""
+    return (
+        keys.where(F.col("key").isNotNull())
+        .withColumn("keyDigest", F.sha2(F.col("key"), 256))
+        .join(requests.select("topic", "keyDigest", "requestId"), ["topic", "keyDigest"])
+        .select("topic", "ledgerId", "source", "pendingId", "entryLedgerId", "entryId", "requestId", "size")
+    )
+
+
+def redact(entries: DataFrame, redacted: DataFrame, run_id: str) -> DataFrame:
+    """The entries of a ledger with the planned ones redacted; every other column of every entry untouched."""
+    position = ["topic", "ledgerId", "source", "entryLedgerId", "entryId"]
+    flagged = entries.join(
+        redacted.select(*position, F.lit(True).alias("redact")).distinct(), position, "left"
+    )
+    gone = F.coalesce(F.col("redact"), F.lit(False))
+    return flagged.select(
+        "slot",
+        "topic",
+        F.col("entryLedgerId").alias("ledgerId"),
+        "entryId",
+        "publishTime",
+        "brokerTimestamp",
+        F.when(gone, F.lit(None).cast("string")).otherwise(F.col("key")).alias("key"),
+        F.when(gone, F.lit(None).cast("binary")).otherwise(F.col("value")).alias("value"),
+        F.when(gone, F.lit(0)).otherwise(F.col("size")).alias("size"),
+        F.when(gone, F.create_map(F.lit(ERASED_PROPERTY), F.lit(run_id)))
+        .otherwise(F.col("properties"))
+        .alias("properties"),
+    )
+
+
+def staged_name(slot: int) -> str:
+    return f"ledger-{slot}"
+
+
+def _write_staged(
+    spark, run: RunDir, candidates: DataFrame, live: DataFrame, ledgers: list, run_id: str
+) -> None:
+    """Write each rewritten ledger into ``staged/slot=<n>``, one Spark job, sorted by entry id."""
+    staged = run.staged_ledgers_dir
+    if staged.exists():
+        remove_tree(staged, within=run.path)  # a re-plan writes its own
+    if not ledgers:
+        return
+    slots = spark.createDataFrame(
+        [(r["topic"], r["ledgerId"], r["source"], r["slot"]) for r in ledgers],
+        "topic string, ledgerId long, source string, slot int",
+    )
+    chosen = candidates.join(F.broadcast(slots), ["topic", "ledgerId", "source"])
+    entries = read_files(spark, chosen.drop("slot"), FULL_COLUMNS).join(
+        F.broadcast(slots), ["topic", "ledgerId", "source"]
+    )
+    (
+        redact(entries, live, run_id)
+        .repartition(max(1, min(len(ledgers), 64)), "slot")
+        .sortWithinPartitions("slot", "ledgerId", "entryId")
+        .write.option("compression", "zstd")
+        .partitionBy("slot")
+        .parquet(str(staged))
+    )
+    for side in staged.rglob("*"):
+        if side.is_file() and (side.name.endswith(".crc") or side.name.startswith("_")):
+            remove_file(side, within=staged)  # Hadoop's side files of the run's own staging output
+    for row in ledgers:
+        # Out of Spark's partition naming (slot=<n>), so each reads back as a plain ledger directory.
+        written = staged / f"slot={row['slot']}"
+        if written.is_dir():
+            written.rename(run.staged_ledger(staged_name(row["slot"])))
+
+
+def run(spark, run_dir: str | Path) -> dict:
+    run_ = RunDir(run_dir)
+    info = read_run_info(run_)
+    as_of_ms = int(info["asOfMs"])
+    run_id = str(info["runId"])
+    files = LedgerFiles.of(info)
+    with run_scoped_cache(spark):
+        snapshot = read_snapshot(spark, run_)
+        requests = snapshot["erasure_requests"]
+        in_effect = materialize(effective(requests, as_of_ms))
+        candidates = materialize(candidate_files(spark, snapshot, files))
+        names = materialize(topic_name_facts(spark, [candidates, snapshot["topics"]]))
+        holds = materialize(held_by(spark, snapshot["holds"], names))
+        covered = materialize(covering(in_effect, names).join(holds, "topic", "left"))
+        acting = covered.where(F.col("heldBy").isNull())
+        keys = read_files(spark, candidates, KEY_COLUMNS)
+        found = materialize(matches(keys, acting))
+
+        live = found.where(F.col("source") != "pending")
+        position = ["topic", "ledgerId", "source", "entryLedgerId", "entryId"]
+        entries_out = live.select(*position, "requestId", "size")
+        write_table(entries_out, run_, ERASURE_ENTRIES, [*position, "requestId"])
+        distinct_entries = live.select(*position, "size").distinct()
+        per_ledger = (
+            distinct_entries.groupBy("topic", "ledgerId", "source")
+            .agg(
+                F.count("*").alias("entriesRedacted"),
+                F.sum("size").cast("long").alias("bytesRedacted"),
+                # A redacted tombstone (payload size 0, a key) is one no more: compacted ledgers count them.
+                F.sum((F.col("size") == 0).cast("long")).alias("tombstonesRedacted"),
+            )
+            .join(
+                live.groupBy("topic", "ledgerId", "source").agg(
+                    F.array_sort(F.collect_set("requestId")).alias("requestIds")
+                ),
+                ["topic", "ledgerId", "source"],
+            )
+            .join(candidates.where(F.col("source") != "pending"), ["topic", "ledgerId", "source"])
+        )
+        ledger_rows = sorted(
+            per_ledger.collect(),
+            key=lambda r: (r["topic"], r["ledgerId"], r["source"]),
+        )
+        ledgers = [dict(r.asDict(), slot=index) for index, r in enumerate(ledger_rows)]
+        _write_staged(spark, run_, candidates, live, ledgers, run_id)
+        ledger_table = [
+            {
+                "topic": r["topic"],
+                "ledgerId": r["ledgerId"],
+                "source": r["source"],
+                "fromGeneration": r["generation"],
+                "toGeneration": r["generation"] + 1,
+                "entries": r["ledgerEntries"],
+                "sizeBefore": r["ledgerSize"],
+                "sizeAfter": max(0, r["ledgerSize"] - r["bytesRedacted"]),
+                "entriesRedacted": r["entriesRedacted"],
+                "bytesRedacted": r["bytesRedacted"],
+                "tombstonesRedacted": r["tombstonesRedacted"],
+                "requestIds": list(r["requestIds"]),
+                "staged": staged_name(r["slot"]),
+                "stagedSha256": files_sha256(run_.staged_ledger(staged_name(r["slot"]))),
+            }
+            for r in ledgers
+        ]
+        ledger_frame = spark.createDataFrame(ledger_table, schema(ERASURE_LEDGERS))
+        write_table(ledger_frame, run_, ERASURE_LEDGERS, ["topic", "ledgerId"])
+
+        pending = (
+            found.where(F.col("source") == "pending")
+            .groupBy("topic", "ledgerId", "pendingId")
+            .agg(
+                F.countDistinct("entryLedgerId", "entryId").alias("entriesRedacted"),
+                F.array_sort(F.collect_set("requestId")).alias("requestIds"),
+            )
+        )
+        actions = _actions(ledger_frame, pending)
+        write_table(actions, run_, ACTIONS, ["topic", "action", "ledgerId", "pendingId"])
+
+        decisions = materialize(_decisions(requests, covered, found, as_of_ms))
+        write_table(decisions, run_, ERASURE_DECISIONS, ["requestId", "topic"])
+        write_table(_blockers(decisions), run_, BLOCKERS, ["topic", "kind"])
+        summary = _summary(ledger_table, pending.collect(), decisions.collect())
+        write_summary(run_, summary)
+        return summary
+
+
+def _ledger_reason() -> Column:
+    return F.concat(
+        F.col("entriesRedacted").cast("string"),
+        F.lit(" entries of requested keys (requests "),
+        F.array_join(F.col("requestIds").cast("array<string>"), ", "),
+        F.lit(") in ledger "),
+        F.col("ledgerId").cast("string"),
+        F.lit(": rewritten as files generation "),
+        F.col("toGeneration").cast("string"),
+        F.lit(" with them redacted"),
+    )
+
+
+def _actions(ledger_frame: DataFrame, pending: DataFrame) -> DataFrame:
+    rewrite = {
+        "topic": F.col("topic"),
+        "ledgerId": F.col("ledgerId"),
+        "fromGeneration": F.col("fromGeneration"),
+        "entriesRedacted": F.col("entriesRedacted"),
+        "bytes": F.col("bytesRedacted"),
+        "reason": _ledger_reason(),
+    }
+    raw = action_rows(ledger_frame.where(F.col("source") == "raw"), "redact_ledger", **rewrite)
+    compacted = action_rows(ledger_frame.where(F.col("source") == "compacted"), "redact_compacted", **rewrite)
+    expedite = action_rows(
+        pending,
+        "expedite_purge",
+        topic=F.col("topic"),
+        ledgerId=F.col("ledgerId"),
+        pendingId=F.col("pendingId"),
+        entriesRedacted=F.col("entriesRedacted"),
+        reason=F.concat(
+            F.col("entriesRedacted").cast("string"),
+            F.lit(" entries of requested keys (requests "),
+            F.array_join(F.col("requestIds").cast("array<string>"), ", "),
+            F.lit(") in files waiting for purge: purged after the erasure grace period, never restored"),
+        ),
+    )
+    return raw.unionByName(compacted).unionByName(expedite)
+
+
+def _decisions(requests: DataFrame, covered: DataFrame, found: DataFrame, as_of_ms: int) -> DataFrame:
+    live = found.where(F.col("source") != "pending")
+    counts = (
+        covered.select("requestId", "topic")
+        .join(
+            live.groupBy("requestId", "topic").agg(
+                F.countDistinct("source", "ledgerId").alias("ledgers"),
+                F.countDistinct("source", "ledgerId", "entryLedgerId", "entryId").alias("entries"),
+            ),
+            ["requestId", "topic"],
+            "left",
+        )
+        .join(
+            live.select("requestId", "topic", "source", "ledgerId", "entryLedgerId", "entryId", "size")
+            .distinct()
+            .groupBy("requestId", "topic")
+            .agg(F.sum("size").cast("long").alias("bytes")),
+            ["requestId", "topic"],
+            "left",
+        )
+        .join(
+            found.where(F.col("source") == "pending")
+            .groupBy("requestId", "topic")
+            .agg(F.countDistinct("pendingId").alias("pendingFiles")),
+            ["requestId", "topic"],
+            "left",
+        )
+    )
+    zero = F.lit(0).cast("long")
+    per_topic = covered.join(counts, ["requestId", "topic"], "left").select(
+        "requestId",
+        "keyDigest",
+        "scope",
+        "target",
+        "topic",
+        "namespace",
+        F.coalesce("ledgers", zero).alias("ledgers"),
+        F.coalesce("entries", zero).alias("entries"),
+        F.coalesce("bytes", zero).alias("bytes"),
+        F.coalesce("pendingFiles", zero).alias("pendingFiles"),
+        "heldBy",
+    )
+    found_any = (F.col("entries") > 0) | (F.col("pendingFiles") > 0)
+    per_topic = per_topic.select(
+        "*",
+        F.when(F.col("heldBy").isNotNull(), F.lit("keep"))
+        .when(found_any, F.lit("erase"))
+        .otherwise(F.lit("none"))
+        .alias("decision"),
+        F.when(F.col("heldBy").isNotNull(), F.lit("held"))
+        .when(found_any, F.lit("erase"))
+        .otherwise(F.lit("nothing_found"))
+        .alias("kind"),
+        F.when(F.col("heldBy").isNotNull(), F.col("heldBy"))
+        .when(
+            found_any,
+            F.concat(
+                F.col("entries").cast("string"),
+                F.lit(" entries in "),
+                F.col("ledgers").cast("string"),
+                F.lit(" ledgers redacted; "),
+                F.col("pendingFiles").cast("string"),
+                F.lit(" files waiting for purge brought forward"),
+            ),
+        )
+        .otherwise(F.lit("no entry of the key in the topic's files"))
+        .alias("reason"),
+    ).drop("heldBy")
+    waiting = requests.join(covered.select("requestId").distinct(), "requestId", "left_anti").select(
+        "requestId",
+        "keyDigest",
+        "scope",
+        "target",
+        F.lit(None).cast("string").alias("topic"),
+        F.lit(None).cast("string").alias("namespace"),
+        zero.alias("ledgers"),
+        zero.alias("entries"),
+        zero.alias("bytes"),
+        zero.alias("pendingFiles"),
+        F.lit("wait").alias("decision"),
+        F.when(F.col("requestedAtMs") > F.lit(as_of_ms), F.lit("not_yet_in_effect"))
+        .otherwise(F.lit("no_topic_in_scope"))
+        .alias("kind"),
+        F.when(
+            F.col("requestedAtMs") > F.lit(as_of_ms),
+            F.concat(
+                F.lit("requested for "), F.col("requestedAtMs").cast("string"), F.lit(" ms, after the as-of")
+            ),
+        )
+        .otherwise(F.lit("no topic of this run's scope is covered by the request"))
+        .alias("reason"),
+    )
+    return per_topic.unionByName(waiting)
+
+
+def _blockers(decisions: DataFrame) -> DataFrame:
+    held = decisions.where(F.col("kind") == "held")
+    return held.select(
+        "topic",
+        F.lit("held").alias("kind"),
+        F.concat(
+            F.lit("erasure request "), F.col("requestId").cast("string"), F.lit(": "), F.col("reason")
+        ).alias("detail"),
+    )
+
+
+def _summary(ledger_table: list[dict], pending: list, decisions: list) -> dict:
+    per_namespace: dict[str, dict[str, int]] = {}
+    for row in ledger_table:
+        namespace = row["topic"].split("://", 1)[1].rsplit("/", 1)[0]
+        ns = per_namespace.setdefault(namespace, {"ledgers": 0, "entries": 0, "bytes": 0})
+        ns["ledgers"] += 1
+        ns["entries"] += row["entriesRedacted"]
+        ns["bytes"] += row["bytesRedacted"]
+    kinds: dict[str, int] = {}
+    for row in decisions:
+        kinds[row["kind"]] = kinds.get(row["kind"], 0) + 1
+    return {
+        "requests": len({row["requestId"] for row in decisions}),
+        "decisionKinds": kinds,
+        "ledgersToRewrite": len(ledger_table),
+        "compactedLedgersToRewrite": sum(1 for r in ledger_table if r["source"] == "compacted"),
+        "entriesToRedact": sum(r["entriesRedacted"] for r in ledger_table),
+        "bytesToRedact": sum(r["bytesRedacted"] for r in ledger_table),
+        "pendingFilesToExpedite": len(pending),
+        "perNamespace": per_namespace,
+    }
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = parse_args(argv)
+    spark = get_spark("housekeeping-plan-erasure")
+    summary = run(spark, args.run_dir)
+    print(json.dumps(summary, sort_keys=True))
+    return 0
