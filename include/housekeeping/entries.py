@@ -46,7 +46,7 @@ ENTRY_SCHEMA = pa.schema(
 
 PART_FILE = "part-00000.parquet"
 # Key erasure's redaction marker: a redacted entry keeps its position and times, loses its key and payload (size 0)
-# and carries this one property, whose value is the erasure run's id.
+# and carries this one property, whose value names the erasure requests it answers ("3" or "3,7").
 ERASED_PROPERTY = "housekeeping.erased"
 
 

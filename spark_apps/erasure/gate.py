@@ -28,7 +28,7 @@ from housekeeping.contract import ERASURE_ENTRIES, ERASURE_LEDGERS, RunDir, read
 from housekeeping.entries import ERASED_PROPERTY, files_sha256
 from housekeeping.gate import CheckFrame, must_be_true
 from housekeeping.mechanism import MechanismSpec
-from spark_apps.shared.io import LedgerFiles, read_actions, read_snapshot, read_table
+from spark_apps.shared.io import LedgerFiles, input_file_dir, read_actions, read_snapshot, read_table
 from spark_apps.shared.session import materialize
 from spark_apps.shared.topic_names import topic_name_facts
 
@@ -99,12 +99,7 @@ def _read_by_file(spark: SparkSession, files: list[tuple[str, int, str, str]]) -
         frame = (
             spark.read.schema(ENTRY)
             .parquet(*paths)
-            .withColumn(
-                "dir",
-                F.regexp_replace(
-                    F.url_decode(F.regexp_replace(F.input_file_name(), "^file:/*", "/")), "/[^/]*$", ""
-                ),
-            )
+            .withColumn("dir", input_file_dir())
             .join(F.broadcast(tags), "dir")
         )
         frames.append(frame)

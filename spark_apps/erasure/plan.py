@@ -10,9 +10,9 @@ its key is a covering request's digest: the key itself is nowhere in the run.
 Writes:
 
 - ``plan/erasure/entries``  every matching entry of a live ledger (positions, size, request; no key, no payload)
-- ``staged/slot=<n>/``      each live ledger holding a match, written anew: the matching entries redacted (key
-                            and payload gone, size 0, properties only the marker ``housekeeping.erased`` = run
-                            id), every other entry and every entry id and timestamp as they were
+- ``staged/ledger-<n>/``    each live ledger holding a match, written anew: the matching entries redacted (key
+                            and payload gone, size 0, properties only the marker ``housekeeping.erased`` = the
+                            requests' ids), every other entry and every entry id and timestamp as they were
 - ``plan/erasure/ledgers``  per rewritten ledger: the files generation it replaces and the new one, counts and
                             sizes before and after, the staged directory and the SHA-256 of its bytes (apply
                             installs only those bytes)
@@ -48,6 +48,7 @@ from housekeeping.fs import remove_file, remove_tree
 from spark_apps.shared.io import (
     LedgerFiles,
     action_rows,
+    input_file_dir,
     read_snapshot,
     schema,
     write_summary,
@@ -90,12 +91,6 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
         "--run-dir", required=True, help="run directory holding snapshot/; plan/ is written there"
     )
     return parser.parse_args(argv)
-
-
-def file_dir(path: Column) -> Column:
-    """The directory of a file Spark read, as a plain path (input_file_name is a URI: ``file:///a%20b/f``)."""
-    plain = F.url_decode(F.regexp_replace(path, "^file:/*", "/"))
-    return F.regexp_replace(plain, "/[^/]*$", "")
 
 
 def covering(requests: DataFrame, names: DataFrame) -> DataFrame:
@@ -183,7 +178,7 @@ def read_files(spark: SparkSession, candidates: DataFrame, columns: T.StructType
     the raw ledger it was written to)."""
     dirs = [r["dir"] for r in candidates.select("dir").collect()]
     entries = (
-        spark.read.schema(columns).parquet(*dirs).withColumn("dir", file_dir(F.input_file_name()))
+        spark.read.schema(columns).parquet(*dirs).withColumn("dir", input_file_dir())
         if dirs
         else spark.createDataFrame([], columns).withColumn("dir", F.lit(None).cast("string"))
     )
@@ -203,13 +198,16 @@ def matches(keys: DataFrame, requests: DataFrame) -> DataFrame:
     )
 
 
-def redact(entries: DataFrame, redacted: DataFrame, run_id: str) -> DataFrame:
-    """The entries of a ledger with the planned ones redacted; every other column of every entry untouched."""
+def redact(entries: DataFrame, redacted: DataFrame) -> DataFrame:
+    """The entries of a ledger with the planned ones redacted; every other column of every entry untouched. A
+    redacted entry's marker names the requests it answers ("3" or "3,7"): the same requests give the same bytes,
+    whichever run writes them."""
     position = ["topic", "ledgerId", "source", "entryLedgerId", "entryId"]
-    flagged = entries.join(
-        redacted.select(*position, F.lit(True).alias("redact")).distinct(), position, "left"
+    marks = redacted.groupBy(*position).agg(
+        F.array_join(F.array_sort(F.collect_set(F.col("requestId").cast("string"))), ",").alias("requests")
     )
-    gone = F.coalesce(F.col("redact"), F.lit(False))
+    flagged = entries.join(marks, position, "left")
+    gone = F.col("requests").isNotNull()
     return flagged.select(
         "slot",
         "topic",
@@ -220,7 +218,7 @@ def redact(entries: DataFrame, redacted: DataFrame, run_id: str) -> DataFrame:
         F.when(gone, F.lit(None).cast("string")).otherwise(F.col("key")).alias("key"),
         F.when(gone, F.lit(None).cast("binary")).otherwise(F.col("value")).alias("value"),
         F.when(gone, F.lit(0)).otherwise(F.col("size")).alias("size"),
-        F.when(gone, F.create_map(F.lit(ERASED_PROPERTY), F.lit(run_id)))
+        F.when(gone, F.create_map(F.lit(ERASED_PROPERTY), F.col("requests")))
         .otherwise(F.col("properties"))
         .alias("properties"),
     )
@@ -230,9 +228,7 @@ def staged_name(slot: int) -> str:
     return f"ledger-{slot}"
 
 
-def _write_staged(
-    spark, run: RunDir, candidates: DataFrame, live: DataFrame, ledgers: list, run_id: str
-) -> None:
+def _write_staged(spark, run: RunDir, candidates: DataFrame, live: DataFrame, ledgers: list) -> None:
     """Write each rewritten ledger into ``staged/slot=<n>``, one Spark job, sorted by entry id."""
     staged = run.staged_ledgers_dir
     if staged.exists():
@@ -248,7 +244,7 @@ def _write_staged(
         F.broadcast(slots), ["topic", "ledgerId", "source"]
     )
     (
-        redact(entries, live, run_id)
+        redact(entries, live)
         .repartition(max(1, min(len(ledgers), 64)), "slot")
         .sortWithinPartitions("slot", "ledgerId", "entryId")
         .write.option("compression", "zstd")
@@ -269,7 +265,6 @@ def run(spark, run_dir: str | Path) -> dict:
     run_ = RunDir(run_dir)
     info = read_run_info(run_)
     as_of_ms = int(info["asOfMs"])
-    run_id = str(info["runId"])
     files = LedgerFiles.of(info)
     with run_scoped_cache(spark):
         snapshot = read_snapshot(spark, run_)
@@ -309,7 +304,7 @@ def run(spark, run_dir: str | Path) -> dict:
             key=lambda r: (r["topic"], r["ledgerId"], r["source"]),
         )
         ledgers = [dict(r.asDict(), slot=index) for index, r in enumerate(ledger_rows)]
-        _write_staged(spark, run_, candidates, live, ledgers, run_id)
+        _write_staged(spark, run_, candidates, live, ledgers)
         ledger_table = [
             {
                 "topic": r["topic"],

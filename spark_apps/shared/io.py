@@ -120,6 +120,14 @@ ENTRY_READ_SCHEMA = T.StructType(
 )
 
 
+def input_file_dir() -> Column:
+    """The directory of the file a row was read from, as a plain path. Spark names the file by a URI
+    (``file:///a%20b/c+d/part-0.parquet``): '%' escapes are decoded, while a '+' is a '+' (URL-form decoding would
+    make it a space; run directories of Airflow runs hold '+' and ':')."""
+    uri = F.regexp_replace(F.regexp_replace(F.input_file_name(), "^file:/*", "/"), "\\+", "%2B")
+    return F.regexp_replace(F.url_decode(uri), "/[^/]*$", "")
+
+
 @dataclass(frozen=True)
 class LedgerFiles:
     """Where each ledger's entries are at the run's snapshot: ``<ledgerId>`` unless key erasure rewrote the ledger
