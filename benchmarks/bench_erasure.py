@@ -109,7 +109,7 @@ def main(argv: list[str] | None = None) -> int:
         "entriesRedacted": result["entriesRedacted"],
         "bytesRedacted": result["bytesRedacted"],
         "filesPurged": len(purged.purged),
-        "filesScannedByTheProofs": sum(p["finalScan"]["filesScanned"] for p in proofs),
+        "filesScannedByTheProof": max((p["finalScan"]["filesScanned"] for p in proofs), default=0),
         "planSummary": summary,
     }
     print(json.dumps(document, indent=2))

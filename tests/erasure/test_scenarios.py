@@ -247,6 +247,11 @@ def test_erasure_forgets_the_key_everywhere_and_keeps_every_position(store, caps
     assert proof["finalScan"]["filesHoldingTheKey"] == [] and proof["finalScan"]["filesScanned"] > 0
     assert {p["path"].rsplit("/", 2)[-2] for p in proof["purged"]} >= {"orders", "prices"}
 
+    # A later compaction reads the redacted ledgers: the key does not come back into the compacted view.
+    _cli(capsys, "apply", "compaction", "--store", str(root), "--as-of", iso(AS_OF_MS + 120_000),
+         "--compact-topic", PRICES)  # fmt: skip
+    view = _view(capsys, root, PRICES)
+    assert KEY not in view and view == other_keys_before
     # Only the uncovered topic still holds the key; nothing else under the store does (runs, metadata, reports).
     holding = _files_holding(root, KEY)
     assert holding and all("globex/audit/other" in path for path in holding), holding
