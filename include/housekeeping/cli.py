@@ -16,7 +16,7 @@ from typing import Annotated
 import typer
 
 from housekeeping.errors import HousekeepingError, InputError
-from housekeeping.registry import mechanism_names, mechanism_spec
+from housekeeping.registry import mechanism_names, mechanism_spec, what_if_mechanisms
 from housekeeping.spark_connect import DEFAULT_PORT
 
 app = typer.Typer(
@@ -283,7 +283,7 @@ def apply(
 
 @app.command("what-if")
 def what_if_command(
-    mechanism: Annotated[str, typer.Argument(help=" | ".join(mechanism_names()) + " | all")],
+    mechanism: Annotated[str, typer.Argument(help=" | ".join(what_if_mechanisms()) + " | all")],
     store: StoreOpt,
     as_of: AsOfOpt,
     policies: Annotated[
@@ -441,7 +441,6 @@ app.add_typer(erase_app, name="erase")
 
 @erase_app.command("request")
 def erase_request(
-    key: Annotated[str, typer.Argument(help="the message key to erase")],
     store: StoreOpt,
     reason: Annotated[str, typer.Option("--reason", help="why (kept with the request and in the journal)")],
     topic: Annotated[
@@ -458,8 +457,16 @@ def erase_request(
         ),
     ] = None,
     metadata_url: MetadataOpt = None,
+    key: Annotated[str | None, typer.Argument(help="the message key to erase")] = None,
+    key_sha256: Annotated[
+        str | None,
+        typer.Option(
+            "--key-sha256", help="the key's SHA-256 in hex, instead of KEY (the key is then typed nowhere)"
+        ),
+    ] = None,
 ) -> None:
-    """Record a request to erase KEY from a topic or a namespace; prints the request."""
+    """Record a request to erase KEY (or the key whose SHA-256 is --key-sha256) from a topic or a namespace;
+    prints the request."""
     from housekeeping.actor import current_actor
     from housekeeping.erasure_requests import add_request
     from housekeeping.timeutil import parse_as_of
@@ -468,6 +475,7 @@ def erase_request(
     request = add_request(
         _open(store, metadata_url),
         key=key,
+        key_sha256=key_sha256,
         topic=topic,
         namespace=namespace,
         reason=reason,

@@ -399,13 +399,13 @@ def what_if_params() -> dict[str, Any]:
     from airflow.sdk import Param
 
     from housekeeping.policy_sweep import KNOBS
-    from housekeeping.registry import mechanism_names
+    from housekeeping.registry import what_if_mechanisms
 
     return {
         "mechanism": Param(
             "trim",
             type="string",
-            enum=[*mechanism_names(), "all"],
+            enum=[*what_if_mechanisms(), "all"],
             title="Mechanism",
             description="The mechanism whose plan the change would alter, or all of them (a sweep: the "
             "mechanism of its policy).",

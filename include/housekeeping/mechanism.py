@@ -64,6 +64,8 @@ class MechanismSpec:
     # Records what the run's trigger form asks of the store before the snapshot reads it (key erasure: a request):
     # (store, params, as_of_ms, actor) -> None; idempotent (a retried snapshot task calls it again).
     before_snapshot: Callable[..., None] | None = None
+    # Its plan follows namespace/topic policies, so a policy what-if applies to it (key erasure follows requests).
+    policy_driven: bool = True
 
     def __post_init__(self) -> None:
         ids = [self.task_ids.plan, self.task_ids.validate, self.task_ids.apply, self.task_ids.report]

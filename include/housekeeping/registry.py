@@ -17,6 +17,11 @@ def mechanism_names() -> tuple[str, ...]:
     return tuple(MECHANISMS)
 
 
+def what_if_mechanisms() -> tuple[str, ...]:
+    """The mechanisms a policy what-if can run: those whose plans follow policies."""
+    return tuple(name for name, spec in MECHANISMS.items() if spec.policy_driven)
+
+
 def mechanism_spec(name: str) -> MechanismSpec:
     """The spec of ``name``; an unknown name is bad input naming the ones there are."""
     try:

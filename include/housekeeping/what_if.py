@@ -190,7 +190,13 @@ def check_request(mechanism: str, overlay: PolicyOverlay | None, sweep: str | No
     an overlay, a sweep or both, and a sweep of the mechanism's own policy."""
     from housekeeping.errors import InputError
     from housekeeping.policy_sweep import Sweep
+    from housekeeping.registry import what_if_mechanisms
 
+    if mechanism != "all" and mechanism not in what_if_mechanisms():
+        raise InputError(
+            f"a what-if runs the mechanisms whose plans follow policies ({', '.join(what_if_mechanisms())} or "
+            f"all); {mechanism} does not"
+        )
     if overlay is None and not sweep:
         raise InputError(
             "give a policy overlay (--policies FILE, or the policies param), a sweep (--sweep POLICY=VALUES, "
@@ -219,7 +225,7 @@ def run_what_if(
     """What ``housekeeping what-if`` and the policy_what_if DAG print: a sweep's points (``sweep`` given), one
     mechanism's what-if, or ``all``'s under ``mechanisms``; written as report.json and index.html to
     ``report_dir`` when given. ``overlay`` None: none was given (a sweep alone)."""
-    from housekeeping.registry import mechanism_names
+    from housekeeping.registry import what_if_mechanisms
 
     check_request(mechanism, overlay, sweep)
     overlay = overlay or PolicyOverlay()
@@ -228,7 +234,7 @@ def run_what_if(
 
         document = run_sweep(store, Sweep.parse(sweep), overlay, as_of=as_of, scope=scope, spark=spark)
     else:
-        names = list(mechanism_names()) if mechanism == "all" else [mechanism]
+        names = list(what_if_mechanisms()) if mechanism == "all" else [mechanism]
         results = what_if(
             store, names, overlay, as_of=as_of, scope=scope, compact_topics=compact_topics, spark=spark
         )

@@ -275,7 +275,9 @@ def run(spark, run_dir: str | Path) -> dict:
         holds = materialize(held_by(spark, snapshot["holds"], names))
         covered = materialize(covering(in_effect, names).join(holds, "topic", "left"))
         acting = covered.where(F.col("heldBy").isNull())
-        keys = read_files(spark, candidates, KEY_COLUMNS)
+        # Only the files of topics a request in effect covers are read (none on a day without requests).
+        to_read = candidates.join(acting.select("topic").distinct(), "topic", "left_semi")
+        keys = read_files(spark, to_read, KEY_COLUMNS)
         found = materialize(matches(keys, acting))
 
         live = found.where(F.col("source") != "pending")

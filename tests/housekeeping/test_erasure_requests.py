@@ -52,10 +52,11 @@ def test_a_request_is_recorded_listed_and_journaled_without_the_key(store, capsy
         "requestedAt": "2026-11-01T00:00:00.000Z",
         "requestedBy": "dpo@example",
     }
+    # By its SHA-256: the key is typed nowhere, the request is the same.
     code, out, _ = _request(
-        capsys, store, "customer-42", "--namespace", "acme/audit", "--reason", "same ticket"
+        capsys, store, "--key-sha256", digest, "--namespace", "acme/audit", "--reason", "same ticket"
     )
-    assert code == 0 and json.loads(out)["scope"] == "namespace"
+    assert code == 0 and json.loads(out)["scope"] == "namespace" and json.loads(out)["keyDigest"] == digest
 
     code, out, _ = run_cli(capsys, "erase", "list", "--store", str(store.root), "--format", "json")
     assert code == 0
@@ -108,6 +109,9 @@ def test_a_hold_on_the_target_or_its_namespace_shows_the_request_as_held(store, 
         (["", "--namespace", "acme/orders", "--reason", "r"], "empty key"),
         (["k", "--namespace", "acme/orders", "--reason", "  "], "give a reason"),
         (["k", "--namespace", "acme/orders", "--reason", "r", "--requested-at", "tomorrow"], "tomorrow"),
+        (["--key-sha256", "xyz", "--namespace", "acme/orders", "--reason", "r"], "'xyz' is not a SHA-256"),
+        (["k", "--key-sha256", "a" * 64, "--namespace", "acme/orders", "--reason", "r"], "one of the two"),
+        (["--namespace", "acme/orders", "--reason", "r"], "one of the two"),
     ],
 )  # fmt: skip
 def test_a_bad_request_is_refused_naming_it_and_nothing_is_written(store, capsys, args, named):

@@ -26,6 +26,15 @@ def test_the_six_mechanisms_in_order():
     assert registry.mechanism_names() == ("trim", "expiry", "backlog", "gc", "compaction", "erasure")
 
 
+def test_a_policy_what_if_runs_the_mechanisms_whose_plans_follow_policies():
+    from housekeeping.policy_overlay import PolicyOverlay
+    from housekeeping.what_if import check_request
+
+    assert registry.what_if_mechanisms() == ("trim", "expiry", "backlog", "gc", "compaction")
+    with pytest.raises(InputError, match="erasure does not"):
+        check_request("erasure", PolicyOverlay(), None)
+
+
 def test_an_unknown_mechanism_is_bad_input_naming_the_known_ones():
     with pytest.raises(InputError, match=r"unknown mechanism 'ttl': expected one of trim, expiry, backlog"):
         registry.mechanism_spec("ttl")

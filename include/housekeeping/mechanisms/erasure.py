@@ -109,6 +109,7 @@ SPEC = MechanismSpec(
     report=build_report,
     report_template="erasure_report.md.j2",
     before_snapshot=record_form_request,
+    policy_driven=False,
     extra_params={
         "erase_key": {
             "default": None,
