@@ -60,3 +60,23 @@ def store_state(store: Store) -> dict:
     with store.engine.connect() as conn:
         pending = sorted((r.topic, r.ledger_id, r.status) for r in conn.execute(select(t.pending_deletions)))
     return {"manifest": manifest, "files": files, "pending": pending}
+
+
+def files_holding(root, key: str) -> list[str]:
+    """Every file under ``root`` holding ``key``: Parquet files read column by column (compressed pages hide
+    bytes), every other file (metadata database, JSON, reports, data docs) byte by byte."""
+    import json
+
+    import pyarrow.parquet as pq
+
+    needle = key.encode()
+    found = []
+    for path in sorted(p for p in root.rglob("*") if p.is_file()):
+        if path.suffix == ".parquet":
+            rows = pq.read_table(path).to_pylist()
+            text = json.dumps(rows, default=lambda v: v.decode("latin-1") if isinstance(v, bytes) else str(v))
+            if key in text:
+                found.append(str(path.relative_to(root)))
+        elif needle in path.read_bytes():
+            found.append(str(path.relative_to(root)))
+    return found

@@ -8,13 +8,13 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
-import pyarrow.parquet as pq
 import pytest
 from sqlalchemy import select
 
 from housekeeping import metadata_schema as t
 from housekeeping.store import Store
 from tests.conftest import run_cli, write_manifest
+from tests.store_invariants import files_holding
 
 pytestmark = [pytest.mark.spark, pytest.mark.runs]
 
@@ -118,24 +118,6 @@ def _view(capsys, root: Path, topic: str) -> dict:
     return json.loads(out)["compactedView"][topic]["keys"]
 
 
-def _files_holding(root: Path, key: str) -> list[str]:
-    """Every file under the store holding the key: Parquet files read column by column (compressed pages hide
-    bytes), every other file byte by byte."""
-    needle = key.encode()
-    found = []
-    for path in sorted(p for p in root.rglob("*") if p.is_file()):
-        if path.suffix == ".parquet":
-            table = pq.read_table(path)
-            text = json.dumps(
-                table.to_pylist(), default=lambda v: v.decode("latin-1") if isinstance(v, bytes) else str(v)
-            )
-            if key in text:
-                found.append(str(path.relative_to(root)))
-        elif needle in path.read_bytes():
-            found.append(str(path.relative_to(root)))
-    return found
-
-
 @pytest.fixture
 def store(tmp_path, capsys, monkeypatch) -> Path:
     root = tmp_path / "store"
@@ -224,7 +206,7 @@ def test_erasure_forgets_the_key_everywhere_and_keeps_every_position(store, caps
     assert KEY not in view and view == other_keys_before
 
     # The replaced files wait for their (0 s) grace: the key is still on disk until purge.
-    assert _files_holding(root, KEY)
+    assert files_holding(root, KEY)
     requests = _requests(capsys, root)
     assert requests[1]["state"] == "pending" and "wait for purge" in requests[1]["detail"]
 
@@ -253,9 +235,9 @@ def test_erasure_forgets_the_key_everywhere_and_keeps_every_position(store, caps
     view = _view(capsys, root, PRICES)
     assert KEY not in view and view == other_keys_before
     # Only the uncovered topic still holds the key; nothing else under the store does (runs, metadata, reports).
-    holding = _files_holding(root, KEY)
+    holding = files_holding(root, KEY)
     assert holding and all("globex/audit/other" in path for path in holding), holding
-    assert _files_holding(root, "d")  # a key not yet in effect is untouched
+    assert files_holding(root, "d")  # a key not yet in effect is untouched
     # Sizes shrank by the redacted payloads, so retention size rules see the new sizes.
     store_ = Store.open(root)
     with store_.engine.connect() as conn:
@@ -284,4 +266,4 @@ def test_a_hold_wins_and_the_request_shows_held(store, capsys):
     assert result["ledgersRewritten"] == 0
     (request,) = _requests(capsys, root).values()
     assert request["state"] == "held" and "litigation 12" in request["detail"]
-    assert any("globex/audit/events" in p for p in _files_holding(root, KEY))
+    assert any("globex/audit/events" in p for p in files_holding(root, KEY))
