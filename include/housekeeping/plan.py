@@ -8,7 +8,8 @@ The plan JSON contract (``housekeeping plan MECHANISM --format json``)::
      "summary": {"ledgersToDelete", "bytesToDelete", "perNamespace": {ns: {"ledgers", "bytes"}}}}
 
 ``action`` is one of delete_ledger, move_cursor, delete_topic, rewrite_compacted, flag_backlog_quota,
-refresh_last_active and delete_partitioned_metadata (the last two added with inactive-topic GC).
+refresh_last_active and delete_partitioned_metadata (the last two added with inactive-topic GC), redact_ledger,
+redact_compacted and expedite_purge (key erasure: ``fromGeneration``, ``entriesRedacted``, ``pendingId``).
 ``rewrite_compacted`` (topic compaction) carries ``ledgerId`` = the compacted ledger it replaces, ``subscription``
 = ``__compaction`` moved ``from`` -> ``to`` (the horizon), ``readFrom`` and the entry counts.
 Keys added since the first version (``runId``, ``bytes``, ``ledgers``, ``summary``) are extensions; none
