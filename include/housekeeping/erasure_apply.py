@@ -212,7 +212,7 @@ def _staged_path(store: Store, topic: str, ledger_id: int, item: dict[str, Any])
     return store.ledger_rel_path(topic, ledger_id, int(item["toGeneration"]))
 
 
-def _staged_records(conn: Any, path: str) -> Any:
+def _staged_records(path: str) -> Any:
     p = t.pending_deletions.c
     return and_(p.path == path, p.kind == STAGED_KIND, p.status == "pending")
 
@@ -230,7 +230,7 @@ def _stage(
         return TopicOutcome("skipped_conflict", why, "erase", {"why": why, "planRows": plan_rows(actions)})
     for (_, ledger_id, source), item in sorted(planned.items()):
         path = _staged_path(applying.store, topic, ledger_id, item)
-        mine = and_(_staged_records(conn, path), t.pending_deletions.c.run_id == applying.run_id)
+        mine = and_(_staged_records(path), t.pending_deletions.c.run_id == applying.run_id)
         if conn.execute(select(t.pending_deletions.c.id).where(mine)).first() is not None:
             continue  # a rerun: staged already
         table = SOURCE_TABLES[source]
@@ -290,7 +290,7 @@ def _switch(
         # The new directory is the ledger's files now, no longer a staged one waiting for purge (a staged record
         # of an earlier run that never switched goes too: it names the same directory).
         path = _staged_path(applying.store, topic, key[1], item)
-        conn.execute(t.pending_deletions.delete().where(_staged_records(conn, path)))
+        conn.execute(t.pending_deletions.delete().where(_staged_records(path)))
         entries += int(item["entriesRedacted"])
         bytes_ += int(item["bytesRedacted"])
         rewritten += source == "raw"

@@ -15,14 +15,20 @@ The request's state follows from the proof, recorded in the metadata with the pr
 from __future__ import annotations
 
 import hashlib
-import json
 from pathlib import Path
 from typing import Any
 
 from sqlalchemy import select, update
 
 from housekeeping import metadata_schema as t
-from housekeeping.contract import ERASURE_DECISIONS, ERASURE_LEDGERS, RunDir, write_json
+from housekeeping.contract import (
+    ERASURE_DECISIONS,
+    ERASURE_LEDGERS,
+    RunDir,
+    read_json,
+    read_run_info,
+    write_json,
+)
 from housekeeping.erasure_requests import DONE, FAILED, HELD, PENDING
 from housekeeping.journal import journal
 from housekeeping.names import NamespaceName, TopicName, topic_dir_parts
@@ -82,15 +88,11 @@ def prove(store: Store, run_dir: Path, *, dry_run: bool) -> list[dict[str, Any]]
     """A proof per request this run decided on (``plan/decisions``), written to ``report/proofs/``; unless a dry
     run, each request's state is recorded from it (and journaled)."""
     run = RunDir(run_dir)
-    info = json.loads(run.run_info.read_text(encoding="utf-8"))
+    info = read_run_info(run)
     decisions = read_table(run.path, ERASURE_DECISIONS.name)
     ledgers = read_table(run.path, ERASURE_LEDGERS.name)
-    apply_result = (
-        json.loads(run.apply_result.read_text(encoding="utf-8")) if run.apply_result.is_file() else None
-    )
-    applied = set((apply_result or {}).get("appliedTopics", [])) | set(
-        (apply_result or {}).get("alreadyAppliedTopics", [])
-    )
+    apply_result = read_json(run.apply_result) or {}
+    applied = set(apply_result.get("appliedTopics", [])) | set(apply_result.get("alreadyAppliedTopics", []))
     by_request: dict[int, list[dict[str, Any]]] = {}
     for row in decisions:
         by_request.setdefault(int(row["requestId"]), []).append(row)

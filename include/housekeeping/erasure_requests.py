@@ -80,19 +80,13 @@ def add_request(
         )
     recorded_at_ms = int(time.time() * 1000)  # wall clock: when it was asked (audit)
     effective_ms = requested_at_ms if requested_at_ms is not None else recorded_at_ms
-    if once:
-        with read_transaction(store.engine) as conn:
-            c = t.erasure_requests.c
-            same = conn.execute(
-                select(c.id).where(
-                    (c.key_sha256 == digest)
-                    & (c.scope == scope)
-                    & (c.target == target)
-                    & (c.requested_at_ms == effective_ms)
-                )
-            ).first()
-        if same is not None:
-            return next(r for r in list_requests(store) if r["id"] == same.id)
+    c = t.erasure_requests.c
+    same_request = (
+        (c.key_sha256 == digest)
+        & (c.scope == scope)
+        & (c.target == target)
+        & (c.requested_at_ms == effective_ms)
+    )
     with write_transaction(store.engine) as conn:
         if not target_exists(conn, scope, target):
             raise InputError(
@@ -100,37 +94,58 @@ def add_request(
                 if scope == "namespace"
                 else f"erasure in topic {target}: no such topic or partitioned topic in store {store.root}"
             )
-        request_id = conn.execute(
-            insert(t.erasure_requests).values(
-                key_sha256=digest,
-                scope=scope,
-                target=target,
-                reason=reason.strip(),
-                requested_at_ms=effective_ms,
-                requested_by=actor,
-                recorded_at_ms=recorded_at_ms,
-                state=PENDING,
+        same = conn.execute(select(c.id).where(same_request)).first() if once else None
+        if same is not None:
+            request_id = same.id
+        else:
+            request_id = _record(
+                conn, digest, scope, target, reason.strip(), effective_ms, recorded_at_ms, actor
             )
-        ).inserted_primary_key[0]
-        journal(
-            conn,
-            run_id=f"cli-erase-{uuid.uuid4().hex[:8]}",
-            mechanism="erasure",
-            topic=target if scope == "topic" else None,
-            action="erase_request",
-            status="requested",
-            detail={
-                "requestId": request_id,
-                "keyDigest": digest,
-                "scope": scope,
-                "target": target,
-                "why": reason.strip(),
-                "requestedAt": format_ms(effective_ms),
-            },
-            as_of_ms=effective_ms,
-            actor=actor,
-        )
     return next(r for r in list_requests(store) if r["id"] == request_id)
+
+
+def _record(
+    conn: Any,
+    digest: str,
+    scope: str,
+    target: str,
+    reason: str,
+    effective_ms: int,
+    recorded_at_ms: int,
+    actor: str,
+) -> int:
+    """Insert the request and journal it, in the caller's transaction; its id."""
+    request_id = conn.execute(
+        insert(t.erasure_requests).values(
+            key_sha256=digest,
+            scope=scope,
+            target=target,
+            reason=reason,
+            requested_at_ms=effective_ms,
+            requested_by=actor,
+            recorded_at_ms=recorded_at_ms,
+            state=PENDING,
+        )
+    ).inserted_primary_key[0]
+    journal(
+        conn,
+        run_id=f"cli-erase-{uuid.uuid4().hex[:8]}",
+        mechanism="erasure",
+        topic=target if scope == "topic" else None,
+        action="erase_request",
+        status="requested",
+        detail={
+            "requestId": request_id,
+            "keyDigest": digest,
+            "scope": scope,
+            "target": target,
+            "why": reason,
+            "requestedAt": format_ms(effective_ms),
+        },
+        as_of_ms=effective_ms,
+        actor=actor,
+    )
+    return request_id
 
 
 def list_requests(store: Store) -> list[dict[str, Any]]:

@@ -12,32 +12,16 @@ from dataclasses import dataclass
 
 from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as F
-from pyspark.sql import types as T
 
-from spark_apps.shared.io import LedgerFiles
+from spark_apps.shared.io import ENTRY_COLUMNS, LedgerFiles, entry_columns
 
 # The entry columns compaction decides on (no payload: a tombstone is an entry of payload size 0).
-DECISION_COLUMNS = T.StructType(
-    [
-        T.StructField("topic", T.StringType(), False),
-        T.StructField("ledgerId", T.LongType(), False),
-        T.StructField("entryId", T.LongType(), False),
-        T.StructField("publishTime", T.LongType(), False),
-        T.StructField("brokerTimestamp", T.LongType(), True),
-        T.StructField("key", T.StringType(), True),
-        T.StructField("size", T.IntegerType(), False),
-    ]
+DECISION_COLUMNS = entry_columns(
+    "topic", "ledgerId", "entryId", "publishTime", "brokerTimestamp", "key", "size"
 )
 
 # Everything an entry holds (what the apply app copies into the new compacted ledger).
-FULL_COLUMNS = T.StructType(
-    [
-        *DECISION_COLUMNS.fields[:6],
-        T.StructField("value", T.BinaryType(), True),
-        DECISION_COLUMNS.fields[6],
-        T.StructField("properties", T.MapType(T.StringType(), T.StringType()), True),
-    ]
-)
+FULL_COLUMNS = ENTRY_COLUMNS
 
 
 @dataclass(frozen=True)

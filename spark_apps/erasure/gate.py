@@ -22,29 +22,21 @@ from pathlib import Path
 
 from pyspark.sql import Column, DataFrame, SparkSession
 from pyspark.sql import functions as F
-from pyspark.sql import types as T
 
 from housekeeping.contract import ERASURE_ENTRIES, ERASURE_LEDGERS, RunDir, read_run_info
 from housekeeping.entries import ERASED_PROPERTY, files_sha256
 from housekeeping.gate import CheckFrame, must_be_true
 from housekeeping.mechanism import MechanismSpec
-from spark_apps.shared.io import LedgerFiles, input_file_dir, read_actions, read_snapshot, read_table
+from spark_apps.shared.io import (
+    ENTRY_COLUMNS,
+    LedgerFiles,
+    read_actions,
+    read_dirs,
+    read_snapshot,
+    read_table,
+)
 from spark_apps.shared.session import materialize
 from spark_apps.shared.topic_names import topic_name_facts
-
-ENTRY = T.StructType(
-    [
-        T.StructField("topic", T.StringType(), False),
-        T.StructField("ledgerId", T.LongType(), False),
-        T.StructField("entryId", T.LongType(), False),
-        T.StructField("publishTime", T.LongType(), False),
-        T.StructField("brokerTimestamp", T.LongType(), True),
-        T.StructField("key", T.StringType(), True),
-        T.StructField("value", T.BinaryType(), True),
-        T.StructField("size", T.IntegerType(), False),
-        T.StructField("properties", T.MapType(T.StringType(), T.StringType()), True),
-    ]
-)
 
 
 def covering_digests(snapshot: dict, names: DataFrame, as_of_ms: int) -> DataFrame:
@@ -86,36 +78,13 @@ def _live_files(spark: SparkSession, snapshot: dict, files: LedgerFiles) -> list
 
 
 def _read_by_file(spark: SparkSession, files: list[tuple[str, int, str, str]]) -> DataFrame:
-    """Entries of the given files (one read per file's directory, tagged with the file's ledger and source;
-    ``ledgerId`` of the entry itself is its position's ledger, kept as ``entryLedgerId``)."""
-    frames = []
-    for start in range(0, len(files), 500):
-        chunk = files[start : start + 500]
-        paths = [f[3] for f in chunk]
-        tags = spark.createDataFrame(
-            [(f[3], f[0], f[1], f[2]) for f in chunk],
-            "dir string, fileTopic string, fileLedger long, source string",
-        )
-        frame = (
-            spark.read.schema(ENTRY)
-            .parquet(*paths)
-            .withColumn("dir", input_file_dir())
-            .join(F.broadcast(tags), "dir")
-        )
-        frames.append(frame)
-    if not frames:
-        empty = spark.createDataFrame([], ENTRY)
-        return empty.select(
-            "*",
-            F.lit(None).cast("string").alias("dir"),
-            F.lit(None).cast("string").alias("fileTopic"),
-            F.lit(None).cast("long").alias("fileLedger"),
-            F.lit(None).cast("string").alias("source"),
-        )
-    out = frames[0]
-    for frame in frames[1:]:
-        out = out.unionByName(frame)
-    return out
+    """Entries of the given files, each tagged with its file's topic, ledger and source (``ledgerId`` of the entry
+    itself is its position's ledger)."""
+    tags = spark.createDataFrame(
+        [(f[3], f[0], f[1], f[2]) for f in files],
+        "dir string, fileTopic string, fileLedger long, source string",
+    )
+    return read_dirs(spark, [f[3] for f in files], ENTRY_COLUMNS).join(F.broadcast(tags), "dir")
 
 
 def _same(a: str, b: str) -> Column:

@@ -46,9 +46,11 @@ from housekeeping.contract import (
 from housekeeping.entries import ERASED_PROPERTY, files_sha256
 from housekeeping.fs import remove_file, remove_tree
 from spark_apps.shared.io import (
+    ENTRY_COLUMNS,
     LedgerFiles,
     action_rows,
-    input_file_dir,
+    entry_columns,
+    read_dirs,
     read_snapshot,
     schema,
     write_summary,
@@ -57,28 +59,7 @@ from spark_apps.shared.io import (
 from spark_apps.shared.session import get_spark, materialize, run_scoped_cache
 from spark_apps.shared.topic_names import topic_name_facts
 
-KEY_COLUMNS = T.StructType(
-    [
-        T.StructField("ledgerId", T.LongType(), False),
-        T.StructField("entryId", T.LongType(), False),
-        T.StructField("key", T.StringType(), True),
-        T.StructField("size", T.IntegerType(), False),
-    ]
-)
-# The file schema of a ledger (housekeeping.entries.ENTRY_SCHEMA), what a staged ledger is written with.
-FULL_COLUMNS = T.StructType(
-    [
-        T.StructField("topic", T.StringType(), False),
-        T.StructField("ledgerId", T.LongType(), False),
-        T.StructField("entryId", T.LongType(), False),
-        T.StructField("publishTime", T.LongType(), False),
-        T.StructField("brokerTimestamp", T.LongType(), True),
-        T.StructField("key", T.StringType(), True),
-        T.StructField("value", T.BinaryType(), True),
-        T.StructField("size", T.IntegerType(), False),
-        T.StructField("properties", T.MapType(T.StringType(), T.StringType()), True),
-    ]
-)
+KEY_COLUMNS = entry_columns("ledgerId", "entryId", "key", "size")
 FILES_SCHEMA = (
     "dir string, topic string, ledgerId long, source string, generation long, ledgerEntries long, "
     "ledgerSize long, pendingId long"
@@ -177,12 +158,7 @@ def read_files(spark: SparkSession, candidates: DataFrame, columns: T.StructType
     ``ledgerId`` is the file's ledger, ``entryLedgerId``:``entryId`` the entry's position (in a compacted ledger,
     the raw ledger it was written to)."""
     dirs = [r["dir"] for r in candidates.select("dir").collect()]
-    entries = (
-        spark.read.schema(columns).parquet(*dirs).withColumn("dir", input_file_dir())
-        if dirs
-        else spark.createDataFrame([], columns).withColumn("dir", F.lit(None).cast("string"))
-    )
-    entries = entries.withColumnRenamed("ledgerId", "entryLedgerId")
+    entries = read_dirs(spark, dirs, columns).withColumnRenamed("ledgerId", "entryLedgerId")
     if "topic" in entries.columns:
         entries = entries.drop("topic")  # the file's topic: the candidate's
     return entries.join(F.broadcast(candidates), "dir")
@@ -240,7 +216,7 @@ def _write_staged(spark, run: RunDir, candidates: DataFrame, live: DataFrame, le
         "topic string, ledgerId long, source string, slot int",
     )
     chosen = candidates.join(F.broadcast(slots), ["topic", "ledgerId", "source"])
-    entries = read_files(spark, chosen.drop("slot"), FULL_COLUMNS).join(
+    entries = read_files(spark, chosen.drop("slot"), ENTRY_COLUMNS).join(
         F.broadcast(slots), ["topic", "ledgerId", "source"]
     )
     (

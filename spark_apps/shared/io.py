@@ -108,16 +108,28 @@ def write_summary(run_dir: str | Path | RunDir, summary: dict) -> None:
     write_json(RunDir(run_dir).plan_summary, summary)
 
 
-ENTRY_READ_SCHEMA = T.StructType(
+# A ledger file's entries as Spark reads them: housekeeping.entries.ENTRY_SCHEMA's columns, types and order.
+ENTRY_COLUMNS = T.StructType(
     [
         T.StructField("topic", T.StringType(), False),
         T.StructField("ledgerId", T.LongType(), False),
         T.StructField("entryId", T.LongType(), False),
         T.StructField("publishTime", T.LongType(), False),
         T.StructField("brokerTimestamp", T.LongType(), True),
+        T.StructField("key", T.StringType(), True),
+        T.StructField("value", T.BinaryType(), True),
         T.StructField("size", T.IntegerType(), False),
+        T.StructField("properties", T.MapType(T.StringType(), T.StringType()), True),
     ]
 )
+
+
+def entry_columns(*names: str) -> T.StructType:
+    """Some of :data:`ENTRY_COLUMNS`, in the file's order (a read of only these columns)."""
+    return T.StructType([f for f in ENTRY_COLUMNS.fields if f.name in names])
+
+
+ENTRY_READ_SCHEMA = entry_columns("topic", "ledgerId", "entryId", "publishTime", "brokerTimestamp", "size")
 
 
 def input_file_dir() -> Column:
@@ -126,6 +138,14 @@ def input_file_dir() -> Column:
     make it a space; run directories of Airflow runs hold '+' and ':')."""
     uri = F.regexp_replace(F.regexp_replace(F.input_file_name(), "^file:/*", "/"), "\\+", "%2B")
     return F.regexp_replace(F.url_decode(uri), "/[^/]*$", "")
+
+
+def read_dirs(spark: SparkSession, dirs: list[str], columns: T.StructType) -> DataFrame:
+    """The entries (``columns``) of the ledger directories ``dirs`` in one read, each row with the ``dir`` it was
+    read from (to join the directory's own facts on)."""
+    if not dirs:
+        return spark.createDataFrame([], columns).withColumn("dir", F.lit(None).cast("string"))
+    return spark.read.schema(columns).parquet(*dirs).withColumn("dir", input_file_dir())
 
 
 @dataclass(frozen=True)
