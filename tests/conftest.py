@@ -27,9 +27,11 @@ os.environ["AIRFLOW_CONN_SPARK_DEFAULT"] = json.dumps({"conn_type": "spark", "ho
 os.environ["GX_ANALYTICS_ENABLED"] = "False"
 # Test-only JVM settings for every Spark driver the suite starts (see the file).
 os.environ["SPARK_CONF_DIR"] = str(REPO / "tests" / "spark-conf")
-# ... except the JIT of the in-process session, which runs the whole worker's share of the suite: the default
-# (C2) compiler pays off there (PYSPARK_SUBMIT_ARGS is read only when pyspark starts its own JVM).
-os.environ["PYSPARK_SUBMIT_ARGS"] = "--driver-java-options -XX:+UseSerialGC pyspark-shell"
+# The in-process session's JVM the same way (PYSPARK_SUBMIT_ARGS is read only when pyspark starts its own JVM):
+# with interpreted expressions (spark-defaults.conf) the C1-only JIT costs less CPU than C2 over a worker's share.
+os.environ["PYSPARK_SUBMIT_ARGS"] = (
+    '--driver-java-options "-XX:+UseSerialGC -XX:TieredStopAtLevel=1" pyspark-shell'
+)
 os.environ["PYSPARK_PYTHON"] = sys.executable
 os.environ["PYSPARK_DRIVER_PYTHON"] = sys.executable
 os.environ["PATH"] = f"{VENV_BIN}{os.pathsep}{os.environ.get('PATH', '')}"
@@ -47,6 +49,14 @@ def spark():
     session.stop()
 
 
+# The Spark Connect server's execution settings over tests/spark-conf's: Spark's defaults (code generation on,
+# Spark's own fallback) and the default JIT.
+PRODUCTION_EXECUTION = {
+    "spark.driver.extraJavaOptions": "-XX:+UseSerialGC",
+    "spark.sql.codegen.wholeStage": "true",
+    "spark.sql.codegen.factoryMode": "FALLBACK",
+}
+
 # The Airflow connection of this worker's Spark Connect server (spark_connect_server below).
 SPARK_CONNECT_CONN_ID = "spark_connect_tests"
 
@@ -55,15 +65,14 @@ SPARK_CONNECT_CONN_ID = "spark_connect_tests"
 def spark_connect_server(tmp_path_factory):
     """A real Spark Connect server of this pytest worker (housekeeping.spark_connect, as `housekeeping
     spark-connect start` runs it), registered as the Airflow connection SPARK_CONNECT_CONN_ID. Its JVM keeps
-    the default JIT: it serves every Connect run of the worker. Yields its sc:// URL; stopped at the end."""
+    the default JIT and, unlike the suite's other drivers (tests/spark-conf), Spark's default code generation, as
+    in production: every DAG run on Connect executes as deployed. Yields its sc:// URL; stopped at the end."""
     from housekeeping import spark_connect
     from tests.pg_server import free_port
 
     state_dir = tmp_path_factory.mktemp("spark-connect")
     port = free_port()
-    spark_connect.start(
-        state_dir, port=port, extra_conf={"spark.driver.extraJavaOptions": "-XX:+UseSerialGC"}, wait_s=180
-    )
+    spark_connect.start(state_dir, port=port, extra_conf=PRODUCTION_EXECUTION, wait_s=180)
     os.environ[f"AIRFLOW_CONN_{SPARK_CONNECT_CONN_ID.upper()}"] = json.dumps(
         {"conn_type": "spark_connect", "host": "localhost", "port": port}
     )
