@@ -238,6 +238,7 @@ def rewrite_part(part: Path, text: str) -> None:
 # collected last runs alone at the end. Every worker sorts the same way (stable sort), so collections agree.
 LONGEST_FILES_FIRST = (
     "test_live_airflow.py",
+    "test_spark_cluster.py",
     "test_fault_injection.py",
     "test_scenarios.py",
     "test_installed_command.py",
@@ -246,7 +247,6 @@ LONGEST_FILES_FIRST = (
     "test_cli_contract.py",
     "test_races.py",
     "test_dag.py",
-    "test_spark_cluster.py",
 )
 
 
