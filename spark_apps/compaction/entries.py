@@ -20,9 +20,6 @@ DECISION_COLUMNS = entry_columns(
     "topic", "ledgerId", "entryId", "publishTime", "brokerTimestamp", "key", "size"
 )
 
-# Everything an entry holds (what the apply app copies into the new compacted ledger).
-FULL_COLUMNS = ENTRY_COLUMNS
-
 
 @dataclass(frozen=True)
 class TopicInput:
@@ -44,7 +41,7 @@ def read_compaction_input(
 ) -> DataFrame:
     """The entries compaction reads, with ``source`` (compacted | raw) and ``entryTs`` (broker timestamp when
     stored, else publish time). ``full`` adds the payload and properties (the apply app's copy)."""
-    schema = FULL_COLUMNS if full else DECISION_COLUMNS
+    schema = ENTRY_COLUMNS if full else DECISION_COLUMNS  # full: everything the apply app copies
     bounds_rows = []
     compacted_paths: list[str] = []
     raw_paths: list[str] = []
