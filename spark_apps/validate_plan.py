@@ -43,11 +43,9 @@ def run(spark, run_dir: str | Path, mechanism: str) -> dict:
     checks_of = importlib.import_module(spec.gate_checks).checks
     with run_scoped_cache(spark):
         checks = [*checks_of(spark, run_dir, spec), hold_check_frame(spark, run_dir)]
-        # Great Expectations computes each expectation's metrics with queries of their own; a check frame is
-        # computed once here instead of once per metric (its joins over the snapshot are the expensive part).
-        for check in checks:
-            check.frame = materialize(check.frame)
-        return run_gate(RunDir(run_dir).path, mechanism, checks)
+        # A check frame is computed once (its joins over the snapshot are the expensive part): brought to the
+        # driver when small, else materialized for Great Expectations' per-metric queries.
+        return run_gate(RunDir(run_dir).path, mechanism, checks, materialize=materialize)
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -50,11 +50,13 @@ def spark():
 
 
 # The Spark Connect server's execution settings over tests/spark-conf's: Spark's defaults (code generation on,
-# Spark's own fallback) and the default JIT.
+# Spark's own fallback, adaptive execution, broadcast joins of small sides) and the default JIT.
 PRODUCTION_EXECUTION = {
     "spark.driver.extraJavaOptions": "-XX:+UseSerialGC",
     "spark.sql.codegen.wholeStage": "true",
     "spark.sql.codegen.factoryMode": "FALLBACK",
+    "spark.sql.adaptive.enabled": "true",
+    "spark.sql.autoBroadcastJoinThreshold": "10MB",
 }
 
 # The Airflow connection of this worker's Spark Connect server (spark_connect_server below).

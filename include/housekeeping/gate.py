@@ -11,6 +11,7 @@ from __future__ import annotations
 import json
 import os
 import re
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from html import escape as html_escape
 from pathlib import Path
@@ -37,8 +38,8 @@ def must_be_true(*columns: str) -> list[Any]:
 
 
 # A check frame has one row per planned action (or topic, namespace); up to this many rows it is brought to the
-# driver once and validated there with Great Expectations' pandas engine, which computes each expectation without
-# a Spark job of its own. A larger frame is validated on Spark where it is.
+# driver by one query and validated there with Great Expectations' pandas engine, which computes each expectation
+# without a Spark job of its own. A larger frame is materialized once and validated on Spark where it is.
 PANDAS_ROWS = 1_000_000
 
 
@@ -46,7 +47,21 @@ def _is_spark(frame: Any) -> bool:
     return hasattr(frame, "toPandas")
 
 
-def run_gate(run_dir: Path, mechanism: str, checks: list[CheckFrame]) -> dict[str, Any]:
+def _to_validate(frame: Any, materialize: Callable[[Any], Any]) -> Any:
+    """The frame GX validates: a Spark frame's rows as pandas when they are few (one query computes the check's
+    joins and brings the rows), else the frame computed once (GX's metrics each run a query over it)."""
+    if not _is_spark(frame):
+        return frame
+    rows = frame.limit(PANDAS_ROWS + 1).toPandas()
+    return rows if len(rows) <= PANDAS_ROWS else materialize(frame)
+
+
+def run_gate(
+    run_dir: Path,
+    mechanism: str,
+    checks: list[CheckFrame],
+    materialize: Callable[[Any], Any] = lambda frame: frame,
+) -> dict[str, Any]:
     os.environ.setdefault("GX_ANALYTICS_ENABLED", "False")
     import great_expectations as gx
 
@@ -61,9 +76,7 @@ def run_gate(run_dir: Path, mechanism: str, checks: list[CheckFrame]) -> dict[st
     outcomes: list[dict[str, Any]] = []
     validations: list[tuple[str, Any]] = []
     for check in checks:
-        frame = check.frame
-        if _is_spark(frame) and frame.count() <= PANDAS_ROWS:
-            frame = frame.toPandas()
+        frame = _to_validate(check.frame, materialize)
         if _is_spark(frame):
             spark_source = spark_source or context.data_sources.add_spark(name=f"{mechanism}_gate")
             asset = spark_source.add_dataframe_asset(name=check.name)

@@ -21,6 +21,12 @@ from housekeeping.spark_connect import LONG_LIVED_DRIVER_CONF
 
 PROGRESS_ENV = "HOUSEKEEPING_PROGRESS_SECONDS"
 
+# Shuffle partitions of a classic session unless its Spark configuration (spark-defaults.conf, spark-submit's
+# --conf, the Spark connection's conf) says otherwise: Spark's 200 is thousands of near-empty tasks for a store's
+# metadata. A Connect session always asks for this many (the server's configuration is shared by every client).
+SHUFFLE_PARTITIONS = "spark.sql.shuffle.partitions"
+DEFAULT_SHUFFLE_PARTITIONS = "8"
+
 
 def progress_line(app_name: str, elapsed_s: float, stages: list) -> str:
     """One progress line: each active stage's completed/total tasks (Spark's own stage names)."""
@@ -109,18 +115,20 @@ def get_spark(app_name: str, master: str | None = None) -> SparkSession:
     builder = (
         SparkSession.builder.appName(app_name)
         .config("spark.sql.session.timeZone", "UTC")
-        .config("spark.sql.shuffle.partitions", "8")
         # Plan strings are built for every SQL execution (UI/status store); bound them.
         .config("spark.sql.maxPlanStringLength", "200000")
     )
     if master is not None and master.startswith("sc://"):
         # A Connect session takes SQL settings only (the server owns the rest: housekeeping.spark_connect).
-        return builder.remote(master).getOrCreate()
-    if not os.environ.get("SPARK_REMOTE"):
-        for key, value in LONG_LIVED_DRIVER_CONF.items():
-            builder = builder.config(key, value)
+        return builder.remote(master).config(SHUFFLE_PARTITIONS, DEFAULT_SHUFFLE_PARTITIONS).getOrCreate()
+    if os.environ.get("SPARK_REMOTE"):
+        session = builder.config(SHUFFLE_PARTITIONS, DEFAULT_SHUFFLE_PARTITIONS).getOrCreate()
+        start_progress_log(session, app_name)
+        return session
+    for key, value in LONG_LIVED_DRIVER_CONF.items():
+        builder = builder.config(key, value)
     if master is None:
-        session = builder.getOrCreate()
+        session = default_shuffle_partitions(builder.getOrCreate())
         start_progress_log(session, app_name)
         return session
     spark = (
@@ -131,6 +139,13 @@ def get_spark(app_name: str, master: str | None = None) -> SparkSession:
         .getOrCreate()
     )
     spark.sparkContext.setLogLevel("ERROR")
+    return default_shuffle_partitions(spark)
+
+
+def default_shuffle_partitions(spark: SparkSession) -> SparkSession:
+    """A classic session gets DEFAULT_SHUFFLE_PARTITIONS unless its application's configuration sets them."""
+    if not spark.sparkContext.getConf().contains(SHUFFLE_PARTITIONS):
+        spark.conf.set(SHUFFLE_PARTITIONS, DEFAULT_SHUFFLE_PARTITIONS)
     return spark
 
 

@@ -485,6 +485,7 @@ def test_a_person_rejects_or_approves_a_large_deletion_in_required_actions(
     # The request: over the 0 share because the plan deletes ledgers (the scenario must, to be a test).
     request = json.loads((run_dir / "approval" / "request.json").read_text())
     assert request["required"] and request["measures"]["ledgers"] > 0, request
+    assert any("stored bytes, over the threshold of 0.0%" in r for r in request["reasons"]), request
     decision = json.loads((run_dir / "approval" / "decision.json").read_text())
     who = live_airflow.user if choice is not None else "nobody (timed out)"
     actor = live_airflow.user if choice is not None else "approval timeout"
@@ -497,6 +498,7 @@ def test_a_person_rejects_or_approves_a_large_deletion_in_required_actions(
     assert [(e["status"], e["actor"]) for e in approvals] == [(user_decision, actor)]
     if choice != "Approve":
         assert tasks["apply_ledger_trim"] == "skipped" and tasks["write_trim_report"] == "success", tasks
+        assert tasks["purge_pending_deletions"] == "skipped", tasks
         assert store_state(store) == before, "a rejected plan changed the store"
         report = (run_dir / "report" / "report.md").read_text()
         expected = "**TIMED OUT**: nobody answered" if choice is None else f"**REJECTED** by {who}"

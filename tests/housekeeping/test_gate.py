@@ -47,3 +47,63 @@ def test_data_docs_pages_exist_per_frame_and_need_no_network(tmp_path, validatio
     deletions = pages["deletions.html"]
     assert "Expectation Validation Result" in deletions and "values must belong to this set" in deletions
     assert "1 unexpected values found" in deletions and "trim_deletions" in deletions
+
+
+def _outcomes(document: dict) -> list[tuple]:
+    return sorted(
+        (
+            o["frame"],
+            o["expectation"],
+            o["success"],
+            o["rows"],
+            o["unexpectedCount"],
+            tuple(o["unexpectedSample"]),
+        )
+        for o in document["expectations"]
+    )
+
+
+@pytest.mark.spark
+def test_a_check_frame_over_the_driver_limit_is_validated_on_spark_with_the_same_verdict(
+    tmp_path, spark, monkeypatch
+):
+    """A small check frame is brought to the driver by one query and validated with GX's pandas engine; one over
+    PANDAS_ROWS is materialized once and validated on Spark. Both give the same outcomes, failures included."""
+    import great_expectations.expectations as gxe
+
+    from housekeeping import gate
+
+    def checks() -> list:
+        frame = spark.createDataFrame(
+            [("t1", 1, True), ("t1", 2, False), ("t2", 1, True), ("t2", 1, True)],
+            "topic string, ledgerId long, not_current_ledger boolean",
+        )
+        return [
+            gate.CheckFrame(
+                "deletions",
+                frame,
+                [
+                    gxe.ExpectCompoundColumnsToBeUnique(column_list=["topic", "ledgerId"]),
+                    *gate.must_be_true("not_current_ledger"),
+                ],
+            )
+        ]
+
+    materialized: list = []
+
+    def materialize(frame):
+        materialized.append(frame)
+        return frame.localCheckpoint(eager=True)
+
+    for run in ("driver", "spark"):
+        (tmp_path / run / "plan").mkdir(parents=True)
+    on_driver = gate.run_gate(tmp_path / "driver", "trim", checks(), materialize=materialize)
+    assert materialized == [], "a small frame is not materialized"
+    monkeypatch.setattr(gate, "PANDAS_ROWS", 3)
+    on_spark = gate.run_gate(tmp_path / "spark", "trim", checks(), materialize=materialize)
+    assert len(materialized) == 1
+    assert not on_driver["success"] and _outcomes(on_spark) == _outcomes(on_driver)
+    assert [(o["expectation"], o["unexpectedCount"]) for o in on_driver["failed"]] == [
+        ("expect_compound_columns_to_be_unique", 2),
+        ("expect_column_values_to_be_in_set", 1),
+    ]
