@@ -120,13 +120,10 @@ def get_spark(app_name: str, master: str | None = None) -> SparkSession:
     )
     if master is not None and master.startswith("sc://"):
         # A Connect session takes SQL settings only (the server owns the rest: housekeeping.spark_connect).
-        return builder.remote(master).config(SHUFFLE_PARTITIONS, DEFAULT_SHUFFLE_PARTITIONS).getOrCreate()
-    if os.environ.get("SPARK_REMOTE"):
-        session = builder.config(SHUFFLE_PARTITIONS, DEFAULT_SHUFFLE_PARTITIONS).getOrCreate()
-        start_progress_log(session, app_name)
-        return session
-    for key, value in LONG_LIVED_DRIVER_CONF.items():
-        builder = builder.config(key, value)
+        return default_shuffle_partitions(builder.remote(master).getOrCreate())
+    if not os.environ.get("SPARK_REMOTE"):
+        for key, value in LONG_LIVED_DRIVER_CONF.items():
+            builder = builder.config(key, value)
     if master is None:
         session = default_shuffle_partitions(builder.getOrCreate())
         start_progress_log(session, app_name)
@@ -143,8 +140,9 @@ def get_spark(app_name: str, master: str | None = None) -> SparkSession:
 
 
 def default_shuffle_partitions(spark: SparkSession) -> SparkSession:
-    """A classic session gets DEFAULT_SHUFFLE_PARTITIONS unless its application's configuration sets them."""
-    if not spark.sparkContext.getConf().contains(SHUFFLE_PARTITIONS):
+    """The session with DEFAULT_SHUFFLE_PARTITIONS: a Connect session always, a classic one unless its
+    application's configuration sets them."""
+    if is_connect(spark) or not spark.sparkContext.getConf().contains(SHUFFLE_PARTITIONS):
         spark.conf.set(SHUFFLE_PARTITIONS, DEFAULT_SHUFFLE_PARTITIONS)
     return spark
 

@@ -38,9 +38,8 @@ def test_a_session_without_configured_shuffle_partitions_gets_the_default():
 @pytest.mark.unit
 def test_configured_shuffle_partitions_are_left_as_configured():
     session = _session({SHUFFLE_PARTITIONS: "64"})
-    assert (
-        default_shuffle_partitions(session).conf[SHUFFLE_PARTITIONS] == "200"
-    )  # untouched: Spark's own value
+    # The session's value is left untouched (here Spark's own, standing for what the application configured).
+    assert default_shuffle_partitions(session).conf[SHUFFLE_PARTITIONS] == "200"
 
 
 @pytest.mark.spark
