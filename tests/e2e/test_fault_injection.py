@@ -7,6 +7,10 @@ know, and for compaction the compacted view is the old or the new one, never a m
 invariants, the same topics, ledgers, cursors and entry files as the crash-free reference, the same compacted
 view, and the journal shows the interrupted run (started, never finished) beside the completed one.
 
+A mechanism's run is snapshotted, planned and gated once per generated store; each kill starts from a copy of
+it (the crash-free reference applies that same plan). The killed compaction apply runs its Spark steps on the
+suite's Spark Connect server, as `make airflow` deploys it, rather than starting a JVM of its own to be killed.
+
 CI size: every fault point once on a 14-topic generated store. HOUSEKEEPING_FAULT_SEEDS=1,2,3 (opt-in) repeats
 the suite on more generated stores.
 """
@@ -18,6 +22,8 @@ import os
 import shutil
 import subprocess
 import sys
+from collections.abc import Callable
+from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
@@ -80,12 +86,12 @@ def _copy(template: Path, target: Path) -> Store:
     return Store.open(target)
 
 
-def _killed(command: list[str], point: str) -> None:
+def _killed(command: list[str], point: str, env: dict[str, str] | None = None) -> None:
     """Run ``python COMMAND`` in its own process with the fault point armed; it must die by SIGKILL."""
     done = subprocess.run(
         [sys.executable, *command],
         cwd=REPO,
-        env={**os.environ, FAULT_POINT_ENV: point},
+        env={**os.environ, **(env or {}), FAULT_POINT_ENV: point},
         capture_output=True,
         text=True,
         timeout=600,
@@ -97,14 +103,20 @@ def _killed_cli(argv: list[str], point: str) -> None:
     _killed(["-m", "housekeeping.cli", *argv], point)
 
 
-def _killed_apply_step(store: Store, run_dir: Path, point: str) -> None:
-    """The apply step the DAG's apply task (or its retry) runs, on an already validated run, in its own process."""
+def _killed_apply_step(store: Store, run_dir: Path, point: str, spark_master: str | None = None) -> None:
+    """The apply step the DAG's apply task (or its retry) runs, on an already validated run, in its own process
+    (``spark_master``: where a Spark apply runs, e.g. the suite's Spark Connect server, as `make airflow` runs
+    it, instead of a JVM of its own in the killed process)."""
     code = (
         "import sys; from pathlib import Path; from housekeeping.runner import apply_step; "
         "from housekeeping.store import Store; "
         "apply_step(Store.open(sys.argv[1]), Path(sys.argv[2]), purge_grace_seconds=int(sys.argv[3]))"
     )
-    _killed(["-c", code, str(store.root), str(run_dir), str(GRACE)], point)
+    _killed(
+        ["-c", code, str(store.root), str(run_dir), str(GRACE)],
+        point,
+        {"HOUSEKEEPING_SPARK_MASTER": spark_master} if spark_master else None,
+    )
 
 
 def _planned(store: Store, mechanism: str, run_id: str, compact_topics=()) -> Path:
@@ -119,6 +131,44 @@ def _planned(store: Store, mechanism: str, run_id: str, compact_topics=()) -> Pa
     )
     assert plan_and_gate_in_process(info.run_dir, mechanism, "local[2]")["success"]
     return info.run_dir
+
+
+@dataclass(frozen=True)
+class PlannedRun:
+    """A store snapshotted, planned and gated once (run ``faulty``), kept pristine; each test restores it where
+    the run directory says the store is (run.json names the store by its path) and kills its apply. The plan is
+    the same for every test of a mechanism, so it is computed once."""
+
+    pristine: Path
+    root: Path
+    run_dir: Path
+
+    def restore(self) -> Store:
+        shutil.rmtree(self.root, ignore_errors=True)
+        shutil.copytree(self.pristine, self.root)
+        return Store.open(self.root)
+
+
+@pytest.fixture(scope="module")
+def planned(template, tmp_path_factory) -> Callable[[str], PlannedRun]:
+    base = tmp_path_factory.mktemp("planned")
+    runs: dict[str, PlannedRun] = {}
+
+    def run_of(mechanism: str) -> PlannedRun:
+        if mechanism not in runs:
+            root = base / "store"
+            shutil.rmtree(root, ignore_errors=True)
+            store = _copy(template, root)
+            if mechanism == "erasure":
+                _erasure_requests(store, template)
+            run_dir = _planned(
+                store, mechanism, "faulty", _keyed(template) if mechanism == "compaction" else ()
+            )
+            shutil.copytree(root, base / f"planned-{mechanism}")
+            runs[mechanism] = PlannedRun(base / f"planned-{mechanism}", root, run_dir)
+        return runs[mechanism]
+
+    return run_of
 
 
 def _ok(capsys, *argv: str) -> dict:
@@ -162,10 +212,11 @@ def _runs(store: Store) -> dict[str, set[str]]:
 
 
 @pytest.fixture(scope="module")
-def trim_reference(template, tmp_path_factory) -> dict:
+def trim_reference(template, planned) -> dict:
     """The state a crash-free trim apply reaches (same as-of, same grace period)."""
-    reference = _copy(template, tmp_path_factory.mktemp("trim-reference") / "store")
-    apply_step(reference, _planned(reference, "trim", "reference"), purge_grace_seconds=GRACE)
+    run = planned("trim")
+    reference = run.restore()
+    apply_step(reference, run.run_dir, purge_grace_seconds=GRACE)
     expected = _state(reference)
     assert expected != _state(Store.open(template)), "the reference run must change something"
     return expected
@@ -188,11 +239,9 @@ def test_trim_run_killed_before_apply_changes_nothing_and_a_new_run_completes(
 
 
 @pytest.mark.parametrize("point", ["apply_inside_topic_transaction", "apply_after_topic_commit"])
-def test_trim_apply_killed_mid_apply_converges_when_the_task_is_retried(
-    template, trim_reference, tmp_path, point
-):
-    store = _copy(template, tmp_path / "store")
-    run_dir = _planned(store, "trim", "faulty")
+def test_trim_apply_killed_mid_apply_converges_when_the_task_is_retried(planned, trim_reference, point):
+    run = planned("trim")
+    store, run_dir = run.restore(), run.run_dir
     _killed_apply_step(store, run_dir, point)
     assert_no_orphans_and_no_dangling_metadata(store)
     # The journal shows the interrupted run: started, never finished.
@@ -240,27 +289,30 @@ def _keyed(template: Path) -> list[str]:
 
 
 @pytest.fixture(scope="module")
-def compaction_reference(template, tmp_path_factory) -> dict:
-    keyed = _keyed(template)
-    reference = _copy(template, tmp_path_factory.mktemp("compaction-reference") / "store")
-    run_dir = _planned(reference, "compaction", "reference", keyed)
-    apply_step(reference, run_dir, purge_grace_seconds=GRACE)
-    return {"state": _state(reference), "root": reference.root}
+def compaction_reference(planned, tmp_path_factory) -> dict:
+    run = planned("compaction")
+    reference = run.restore()
+    apply_step(reference, run.run_dir, purge_grace_seconds=GRACE)
+    # Kept apart for its compacted view (the planned run's path is restored by every test).
+    kept = tmp_path_factory.mktemp("compaction-reference") / "store"
+    shutil.copytree(reference.root, kept)
+    return {"state": _state(reference), "root": kept}
 
 
 @pytest.mark.parametrize("point", COMPACTION_POINTS)
 def test_compaction_apply_killed_at_each_point_keeps_old_or_new_view_and_converges(
-    template, compaction_reference, tmp_path, capsys, point
+    template, planned, compaction_reference, spark_connect_server, capsys, point
 ):
+    """The killed apply's Spark steps run on the suite's Spark Connect server; the retry on the classic session."""
     keyed = _keyed(template)
     new_view = _compacted_view(capsys, Store.open(compaction_reference["root"]))
     expected = compaction_reference["state"]
 
-    store = _copy(template, tmp_path / "store")
+    run = planned("compaction")
+    store, run_dir = run.restore(), run.run_dir
     old_view = _compacted_view(capsys, store)
     assert old_view != new_view
-    run_dir = _planned(store, "compaction", "faulty", keyed)
-    _killed_apply_step(store, run_dir, point)
+    _killed_apply_step(store, run_dir, point, spark_connect_server)
     assert_no_orphans_and_no_dangling_metadata(store)
     after_crash = _compacted_view(capsys, store)
     for topic in keyed:
@@ -298,11 +350,11 @@ def _erasure_requests(store: Store, template: Path) -> None:
 
 
 @pytest.fixture(scope="module")
-def erasure_reference(template, tmp_path_factory) -> dict:
-    reference = _copy(template, tmp_path_factory.mktemp("erasure-reference") / "store")
-    _erasure_requests(reference, template)
+def erasure_reference(planned) -> dict:
+    run = planned("erasure")
+    reference = run.restore()
     before = _state(reference)
-    apply_step(reference, _planned(reference, "erasure", "reference"), purge_grace_seconds=GRACE)
+    apply_step(reference, run.run_dir, purge_grace_seconds=GRACE)
     state = _state(reference)
     assert state["entryFiles"] != before["entryFiles"], "the reference run must rewrite ledgers"
     return state
@@ -326,12 +378,11 @@ def _keys_in_force(capsys, store: Store) -> dict[str, set[str]]:
 
 @pytest.mark.parametrize("point", ERASURE_POINTS)
 def test_erasure_apply_killed_at_each_point_keeps_old_or_new_files_and_converges(
-    template, erasure_reference, tmp_path, capsys, point
+    planned, erasure_reference, capsys, point
 ):
-    store = _copy(template, tmp_path / "store")
-    _erasure_requests(store, template)
+    run = planned("erasure")
+    store, run_dir = run.restore(), run.run_dir
     before = _state(store)
-    run_dir = _planned(store, "erasure", "faulty")
     _killed_apply_step(store, run_dir, point)
     assert_no_orphans_and_no_dangling_metadata(store)
     crashed = _state(store)
