@@ -2,9 +2,11 @@
 store, with the Spark steps on spark-submit and on a Spark Connect server, side by side in one invocation.
 
     source scripts/env.sh
-    python benchmarks/bench_dag_run.py [--topics 40] [--runs 2] [--modes submit,connect] [--json OUT]
+    python benchmarks/bench_dag_run.py [--topics 40 | --template STORE] [--runs 2] [--modes submit,connect]
+        [--json OUT]
 
-Each run regenerates the store (same seed), so every run plans and applies the same thing. Prints the whole
+Each run regenerates the store (same seed), or copies ``--template`` (a store generated before, e.g. by
+bench_scale.py --keep: the 100,000-topic run), so every run plans and applies the same thing. Prints the whole
 command's wall time and each task's (from the `[DAG TEST] starting/end task` lines). With `connect`, the server
 is started once before the first run (its start is reported apart): run 1 meets a fresh server, later runs a
 warm one, which is what a long-lived deployment sees.
@@ -43,10 +45,12 @@ def task_seconds(log: str) -> dict[str, float]:
     return seconds
 
 
-def dag_run(env: dict[str, str], store: Path, topics: int) -> dict[str, object]:
+def dag_run(env: dict[str, str], store: Path, topics: int, template: Path | None) -> dict[str, object]:
     subprocess.run(["rm", "-rf", str(store)], check=True)
     subprocess.run(
-        ["housekeeping", "generate", "--store", str(store), "--topics", str(topics), "--seed", "7"],
+        ["cp", "-a", str(template), str(store)]
+        if template
+        else ["housekeeping", "generate", "--store", str(store), "--topics", str(topics), "--seed", "7"],
         env=env,
         check=True,
         capture_output=True,
@@ -65,6 +69,7 @@ def dag_run(env: dict[str, str], store: Path, topics: int) -> dict[str, object]:
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--topics", type=int, default=40)
+    parser.add_argument("--template", type=Path, help="copy this store before each run instead of generating")
     parser.add_argument("--runs", type=int, default=2)
     parser.add_argument("--modes", default="submit,connect")
     parser.add_argument("--port", type=int, default=15077)
@@ -82,7 +87,7 @@ def main(argv: list[str] | None = None) -> int:
         ),
     }
     subprocess.run(["airflow", "db", "migrate"], env=env, check=True, capture_output=True)
-    results: dict[str, object] = {"topics": args.topics}
+    results: dict[str, object] = {"topics": args.topics, "template": str(args.template or "")}
     for mode in args.modes.split(","):
         mode_env = dict(env)
         if mode == "connect":
@@ -93,7 +98,9 @@ def main(argv: list[str] | None = None) -> int:
         else:
             mode_env["HOUSEKEEPING_SPARK_CONN_ID"] = "spark_default"
         try:
-            results[mode] = [dag_run(mode_env, base / "store", args.topics) for _ in range(args.runs)]
+            results[mode] = [
+                dag_run(mode_env, base / "store", args.topics, args.template) for _ in range(args.runs)
+            ]
         finally:
             if mode == "connect":
                 spark_connect.stop(base / "spark-connect")
