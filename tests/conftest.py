@@ -236,7 +236,7 @@ def rewrite_part(part: Path, text: str) -> None:
     part.write_text(text)
 
 
-# The longest files first: `--dist loadfile` hands files to the two workers in collection order, so a long file
+# The longest files first: `--dist loadfile` hands files to the workers in collection order, so a long file
 # collected last runs alone at the end. Every worker sorts the same way (stable sort), so collections agree.
 LONGEST_FILES_FIRST = (
     "test_live_airflow.py",
