@@ -136,16 +136,21 @@ def remove(path: Path) -> None:
     subprocess.run(["rm", "-rf", str(path)], check=True)
 
 
+def series(rows: list[dict]) -> dict[str, list[tuple[int, float]]]:
+    """Per mechanism, in the rows' order: (topics, wall seconds), by size."""
+    mechanisms = dict.fromkeys(r["mechanism"] for r in rows)
+    return {m: sorted((r["topics"], r["wall_s"]) for r in rows if r["mechanism"] == m) for m in mechanisms}
+
+
 def slopes(rows: list[dict]) -> dict[str, list[dict]]:
     """Per mechanism: the marginal cost between consecutive sizes, seconds per thousand more topics."""
-    out: dict[str, list[dict]] = {}
-    for mechanism in dict.fromkeys(r["mechanism"] for r in rows):
-        points = sorted((r["topics"], r["wall_s"]) for r in rows if r["mechanism"] == mechanism)
-        out[mechanism] = [
+    return {
+        mechanism: [
             {"from": a, "to": b, "secondsPerThousandMoreTopics": round((tb - ta) / (b - a) * 1000, 3)}
             for (a, ta), (b, tb) in zip(points, points[1:], strict=False)
         ]
-    return out
+        for mechanism, points in series(rows).items()
+    }
 
 
 def plot(rows: list[dict], path: Path) -> None:
@@ -155,8 +160,7 @@ def plot(rows: list[dict], path: Path) -> None:
     import matplotlib.pyplot as plt
 
     figure, axis = plt.subplots(figsize=(6.5, 4))
-    for mechanism in dict.fromkeys(r["mechanism"] for r in rows):
-        points = sorted((r["topics"], r["wall_s"]) for r in rows if r["mechanism"] == mechanism)
+    for mechanism, points in series(rows).items():
         axis.plot(*zip(*points, strict=True), marker="o", label=f"housekeeping apply {mechanism}")
     axis.set_xscale("log")
     axis.set_yscale("log")

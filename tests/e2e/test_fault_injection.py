@@ -145,8 +145,7 @@ class PlannedRun:
 
     def restore(self) -> Store:
         shutil.rmtree(self.root, ignore_errors=True)
-        shutil.copytree(self.pristine, self.root)
-        return Store.open(self.root)
+        return _copy(self.pristine, self.root)
 
 
 @pytest.fixture(scope="module")
