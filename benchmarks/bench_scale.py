@@ -1,7 +1,7 @@
 """Benchmark: `housekeeping apply trim` and `apply gc` end to end as the store grows (issue 19's scale target).
 
     python benchmarks/bench_scale.py [--topics 1000,10000,100000] [--mechanisms trim,gc]
-        [--entries-per-ledger 20] [--work DIR [--keep]] [--json OUT] [--plot OUT.svg]
+        [--entries-per-ledger 20] [--work DIR [--keep] [--reuse]] [--json OUT] [--plot OUT.svg]
 
 For each size it generates one store (the CLI's generator, one seed), copies it once per mechanism and runs the
 CLI's apply on the copy in its own process, as an operator would: snapshot (Python), plan and gate (Spark,
@@ -88,17 +88,21 @@ def store_size(root: Path) -> tuple[int, int]:
 
 
 def measure(
-    topics: int, mechanisms: list[str], entries_per_ledger: int, work: Path, keep: bool
+    topics: int, mechanisms: list[str], entries_per_ledger: int, work: Path, keep: bool, reuse: bool = False
 ) -> list[dict]:
     template = work / f"{topics}" / "template"
-    if template.exists():
-        remove(template.parent)
-    generated = run_sampled(
-        cli(
-            "generate", "--store", str(template), "--topics", str(topics), "--seed", "1",
-            "--entries-per-ledger", str(entries_per_ledger),
-        )
-    )  # fmt: skip
+    if reuse and template.is_dir():
+        # A store an earlier --keep run generated (same seed and sizes): its generation is not measured again.
+        generated = {"wall_s": None, "pythonPeakRssMiB": None}
+    else:
+        if template.exists():
+            remove(template.parent)
+        generated = run_sampled(
+            cli(
+                "generate", "--store", str(template), "--topics", str(topics), "--seed", "1",
+                "--entries-per-ledger", str(entries_per_ledger),
+            )
+        )  # fmt: skip
     ledgers, entries = store_size(template)
     rows = []
     for mechanism in mechanisms:
@@ -180,6 +184,11 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--entries-per-ledger", type=int, default=20)
     parser.add_argument("--work", type=Path, help="where the stores are generated (default: a temp dir)")
     parser.add_argument("--keep", action="store_true", help="keep each generated store (WORK/N/template)")
+    parser.add_argument(
+        "--reuse",
+        action="store_true",
+        help="use WORK/N/template when it exists (kept before) instead of generating",
+    )
     parser.add_argument("--json", type=Path)
     parser.add_argument("--plot", type=Path)
     args = parser.parse_args(argv)
@@ -188,7 +197,7 @@ def main(argv: list[str] | None = None) -> int:
     rows = [
         row
         for topics in sorted(int(n) for n in args.topics.split(","))
-        for row in measure(topics, mechanisms, args.entries_per_ledger, work, args.keep)
+        for row in measure(topics, mechanisms, args.entries_per_ledger, work, args.keep, args.reuse)
     ]
     result = {"rows": rows, "slopes": slopes(rows)}
     print(json.dumps(result["slopes"], indent=2))

@@ -97,7 +97,10 @@ class ApplyRun:
         *,
         purge_grace_seconds: int,
         detail: dict[str, Any] | None = None,
+        actions: list[dict[str, Any]] | None = None,
     ) -> ApplyRun:
+        """``actions``: the plan's actions table when the caller has read it already (read once: at 100,000
+        topics a trim plan's rows are a few hundred MiB of Python objects)."""
         if purge_grace_seconds < 0:
             raise InputError(f"purge grace period {purge_grace_seconds} s must be >= 0")
         run = RunDir(run_dir)
@@ -111,6 +114,8 @@ class ApplyRun:
         run_id = f"{info['runId']}@{gate['planDigest'][:16]}"
         actor = str(info.get("actor") or current_actor())
         applying = cls(store, run, info, spec, run_id, purge_grace_seconds, actor)
+        if actions is not None:
+            applying.__dict__["actions"] = actions  # the cached property, already read
         for action in applying.actions:
             if action["action"] not in spec.actions:
                 raise InputError(
@@ -270,7 +275,8 @@ def apply_plan(store: Store, run_dir: Path, *, purge_grace_seconds: int) -> Appl
     by_topic: dict[str, list[dict[str, Any]]] = defaultdict(list)
     metadata_actions: list[dict[str, Any]] = []
     run = RunDir(run_dir)
-    for action in read_table(run.path, ACTIONS.name):
+    actions = read_table(run.path, ACTIONS.name)
+    for action in actions:
         if action["action"] in METADATA_ACTIONS:
             metadata_actions.append(action)
         else:
@@ -281,8 +287,9 @@ def apply_plan(store: Store, run_dir: Path, *, purge_grace_seconds: int) -> Appl
         purge_grace_seconds=purge_grace_seconds,
         detail={
             "topics": len(by_topic),
-            "actions": sum(map(len, by_topic.values())) + len(metadata_actions),
+            "actions": len(actions),
         },
+        actions=actions,
     )
     versions: dict[str, int] = context.info["topicVersions"]
     result = ApplyResult(context.run_id)

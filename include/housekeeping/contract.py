@@ -22,12 +22,16 @@ are Spark SQL type names. Changing a table here changes both sides; nothing else
 from __future__ import annotations
 
 import json
-from collections.abc import Iterable, Mapping
+import os
+import threading
+from collections.abc import Iterable, Iterator, Mapping
+from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, TextIO
 
 from housekeeping.errors import InputError
+from housekeeping.fs import remove_file
 
 
 @dataclass(frozen=True)
@@ -421,10 +425,26 @@ class RunDir:
         return self.report_dir / "report.md"
 
 
-def write_json(path: Path, document: Any, *, indent: int | None = 2) -> None:
-    """A run directory's JSON document (sorted keys: diffable, and stable for the plan digest)."""
+@contextmanager
+def _replacing(path: Path) -> Iterator[TextIO]:
+    """A text file written beside ``path`` and renamed onto it only when the block ends without an error: a
+    reader never sees half a file, and a failed write leaves an earlier file as it was."""
     path.parent.mkdir(parents=True, exist_ok=True)
-    path.write_text(json.dumps(document, indent=indent, sort_keys=True, default=str), encoding="utf-8")
+    # One name per writer (a file's permissions as any other file's: mkstemp's would be 0600).
+    partial = path.with_name(f".{path.name}.{os.getpid()}.{threading.get_ident()}.partial")
+    try:
+        with partial.open("w", encoding="utf-8") as handle:
+            yield handle
+        partial.replace(path)
+    finally:
+        remove_file(partial, within=path.parent)  # gone already when renamed
+
+
+def write_json(path: Path, document: Any, *, indent: int | None = 2) -> None:
+    """A run directory's JSON document (sorted keys: diffable, and stable for the plan digest), encoded in
+    chunks: no second copy of a large document (a report of 100,000 topics) as one string."""
+    with _replacing(path) as handle:
+        json.dump(document, handle, indent=indent, sort_keys=True, default=str)
 
 
 def read_json(path: Path) -> dict[str, Any] | None:
@@ -432,10 +452,12 @@ def read_json(path: Path) -> dict[str, Any] | None:
 
 
 def write_jsonl(path: Path, table: Table, rows: Iterable[Mapping[str, Any]]) -> None:
-    """A snapshot table: every row checked against the table (:meth:`Table.row`) before the file is written."""
-    lines = [json.dumps(table.row(row), sort_keys=True) + "\n" for row in rows]
-    path.parent.mkdir(parents=True, exist_ok=True)
-    path.write_text("".join(lines), encoding="utf-8")
+    """A snapshot table, written as ``rows`` are produced (memory does not grow with the table), every row
+    checked against the table (:meth:`Table.row`); a bad row leaves no file behind."""
+    with _replacing(path) as handle:
+        for row in rows:
+            handle.write(json.dumps(table.row(row), sort_keys=True))
+            handle.write("\n")
 
 
 def read_jsonl(path: Path) -> list[dict[str, Any]]:

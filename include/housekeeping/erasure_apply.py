@@ -61,6 +61,7 @@ def apply_plan(store: Store, run_dir: Path, *, purge_grace_seconds: int) -> dict
         run.path,
         purge_grace_seconds=purge_grace_seconds,
         detail={"topics": len(by_topic), "actions": len(actions)},
+        actions=actions,
     )
     result: dict[str, Any] = {
         "runId": applying.run_id,

@@ -274,9 +274,9 @@ def take_snapshot(
 
     run = contract.RunDir(run_dir or store.run_dir(mechanism, run_id))
     run.snapshot_dir.mkdir(parents=True, exist_ok=True)
-    # Each table's rows, built only when the mechanism reads the table.
+    # Each table's rows, built only when the mechanism reads the table, and as they are written (generators).
     rows_of: dict[str, Any] = {"topics": lambda: topics_out}
-    rows_of["ledgers"] = lambda: [
+    rows_of["ledgers"] = lambda: (
         {
             "topic": r.topic,
             "ledgerId": r.ledger_id,
@@ -289,8 +289,8 @@ def take_snapshot(
         }
         for r in ledger_rows
         if r.topic in selected
-    ]
-    rows_of["cursors"] = lambda: [
+    )
+    rows_of["cursors"] = lambda: (
         {
             "topic": r.topic,
             "name": r.name,
@@ -302,8 +302,8 @@ def take_snapshot(
         }
         for r in cursor_rows
         if r.topic in selected
-    ]
-    rows_of["quota_states"] = lambda: [
+    )
+    rows_of["quota_states"] = lambda: (
         {
             "topic": r.topic,
             "quotaType": r.quota_type,
@@ -316,7 +316,7 @@ def take_snapshot(
         }
         for r in quota_rows
         if r.topic in selected
-    ]
+    )
     # Partitioned-topic metadata of the namespaces in scope, with how many of its partitions exist as topics
     # (in the whole store, not only in scope: the metadata may only go when no partition is left).
     existing_partitions: dict[str, int] = {}
@@ -324,7 +324,7 @@ def take_snapshot(
         parent = TopicName.parse(row.name).partitioned_parent
         if parent is not None:
             existing_partitions[parent] = existing_partitions.get(parent, 0) + 1
-    rows_of["partitioned_topics"] = lambda: [
+    rows_of["partitioned_topics"] = lambda: (
         {
             "partitionedTopic": r.name,
             "namespace": r.namespace,
@@ -334,8 +334,8 @@ def take_snapshot(
         }
         for r in partitioned_rows
         if r.namespace in touched_namespaces
-    ]
-    rows_of["compacted_ledgers"] = lambda: [
+    )
+    rows_of["compacted_ledgers"] = lambda: (
         {
             "topic": r.topic,
             "ledgerId": r.ledger_id,
@@ -351,10 +351,10 @@ def take_snapshot(
         }
         for r in compacted_rows
         if r.topic in selected
-    ]
+    )
     # Key erasure: every open request (the planner decides which count at the as-of and which topics they name),
     # and the files waiting for purge of the topics in scope or of deleted topics in the namespaces in scope.
-    rows_of["erasure_requests"] = lambda: [
+    rows_of["erasure_requests"] = lambda: (
         {
             "requestId": r.id,
             "keyDigest": r.key_sha256,
@@ -363,8 +363,8 @@ def take_snapshot(
             "requestedAtMs": r.requested_at_ms,
         }
         for r in state.erasure_rows
-    ]
-    rows_of["pending_files"] = lambda: [
+    )
+    rows_of["pending_files"] = lambda: (
         {
             "pendingId": r.id,
             "topic": r.topic,
@@ -381,7 +381,7 @@ def take_snapshot(
             r.topic not in topic_namespace
             and str(TopicName.parse(r.topic).namespace_name) in touched_namespaces
         )
-    ]
+    )
     # The raw holds, for the gate to re-derive on its own which planned actions they cover.
     rows_of["holds"] = lambda: [hold.to_json() for _, hold in sorted(holds.items())]
     rows_of["namespaces"] = lambda: [

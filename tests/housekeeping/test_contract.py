@@ -31,6 +31,28 @@ def test_a_misspelt_key_is_refused_before_anything_is_written_naming_table_and_k
     assert not target.exists()
 
 
+def test_a_bad_row_after_good_ones_leaves_the_earlier_file_as_it_was_and_no_partial_file(tmp_path):
+    # The rows are written as they come (a generator of 437,614 ledgers is never a list): a bad one late in the
+    # stream must still leave nothing half-written.
+    target = tmp_path / "snapshot" / "namespaces.jsonl"
+    contract.write_jsonl(
+        target, contract.NAMESPACES, [{"namespace": "a/b", "storedBytes": 1, "topicCount": 1}]
+    )
+    before = target.read_bytes()
+
+    def rows():
+        for i in range(1000):
+            yield {"namespace": f"a/n{i}", "storedBytes": i, "topicCount": 1}
+        yield {"namespace": "a/bad", "storedBytes": 1, "topicCount": 1, "topics": 1}
+
+    with pytest.raises(ValueError, match="no column topics"):
+        contract.write_jsonl(target, contract.NAMESPACES, rows())
+    assert target.read_bytes() == before
+    assert sorted(p.name for p in target.parent.iterdir()) == ["namespaces.jsonl"]
+    contract.write_jsonl(target, contract.NAMESPACES, (r for r in list(rows())[:1000]))
+    assert len(contract.read_jsonl(target)) == 1000
+
+
 def test_a_required_column_left_out_or_none_is_refused():
     with pytest.raises(ValueError, match=r"table cursors: required column\(s\) markDeleteEntry"):
         contract.CURSORS.row(
