@@ -87,7 +87,11 @@ def main(argv: list[str] | None = None) -> int:
         ),
     }
     subprocess.run(["airflow", "db", "migrate"], env=env, check=True, capture_output=True)
-    results: dict[str, object] = {"topics": args.topics, "template": str(args.template or "")}
+    # --topics only sizes a generated store; a template's size is its own.
+    results: dict[str, object] = {
+        "topics": None if args.template else args.topics,
+        "template": str(args.template or ""),
+    }
     for mode in args.modes.split(","):
         mode_env = dict(env)
         if mode == "connect":
