@@ -429,6 +429,7 @@ class RunDir:
 def _replacing(path: Path) -> Iterator[TextIO]:
     """A text file written beside ``path`` and renamed onto it only when the block ends without an error: a
     reader never sees half a file, and a failed write leaves an earlier file as it was."""
+    path = Path(path).absolute()  # the side file's removal resolves it against the directory it must stay in
     path.parent.mkdir(parents=True, exist_ok=True)
     # One name per writer (a file's permissions as any other file's: mkstemp's would be 0600).
     partial = path.with_name(f".{path.name}.{os.getpid()}.{threading.get_ident()}.partial")

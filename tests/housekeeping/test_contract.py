@@ -31,7 +31,9 @@ def test_a_misspelt_key_is_refused_before_anything_is_written_naming_table_and_k
     assert not target.exists()
 
 
-def test_a_bad_row_after_good_ones_leaves_the_earlier_file_as_it_was_and_no_partial_file(tmp_path):
+def test_a_bad_row_after_good_ones_leaves_the_earlier_file_as_it_was_and_no_partial_file(
+    tmp_path, monkeypatch
+):
     # The rows are written as they come (a generator of 437,614 ledgers is never a list): a bad one late in the
     # stream must still leave nothing half-written.
     target = tmp_path / "snapshot" / "namespaces.jsonl"
@@ -51,6 +53,11 @@ def test_a_bad_row_after_good_ones_leaves_the_earlier_file_as_it_was_and_no_part
     assert sorted(p.name for p in target.parent.iterdir()) == ["namespaces.jsonl"]
     contract.write_jsonl(target, contract.NAMESPACES, (r for r in list(rows())[:1000]))
     assert len(contract.read_jsonl(target)) == 1000
+    # A path relative to the working directory: the side file still goes.
+    monkeypatch.chdir(tmp_path)
+    with pytest.raises(ValueError, match="no column topics"):
+        contract.write_jsonl(Path("snapshot/namespaces.jsonl"), contract.NAMESPACES, rows())
+    assert sorted(p.name for p in target.parent.iterdir()) == ["namespaces.jsonl"]
 
 
 def test_a_required_column_left_out_or_none_is_refused():
