@@ -52,8 +52,8 @@ def _to_validate(frame: Any, materialize: Callable[[Any], Any]) -> Any:
     joins and brings the rows), else the frame computed once (GX's metrics each run a query over it)."""
     if not _is_spark(frame):
         return frame
-    # Through Arrow (columnar batches), not the session's default toPandas, which without Arrow builds a Row
-    # object per record first: at 100,000 topics that path held gigabytes in the driver's Python.
+    # Through Arrow (columnar batches), not the session's default toPandas, which without Arrow builds a Python
+    # Row object per record first (benchmarks/README: the 100,000-topic runs before and after).
     table = frame.limit(PANDAS_ROWS + 1).toArrow()
     if table.num_rows > PANDAS_ROWS:
         return materialize(frame)
