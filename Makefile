@@ -33,14 +33,19 @@ lint: setup
 # one process.
 PYTEST_WORKERS ?= 3
 
+# --no-loadscope-reorder: xdist hands files out in collection order (tests/conftest.py puts the longest first), not
+# sorted by how many tests a file has (its default, which started the 7-test live Airflow file last and made it the
+# run's tail).
+XDIST := -n $(PYTEST_WORKERS) --dist loadfile --no-loadscope-reorder
+
 test: lint
-	@source scripts/env.sh && $(PY) -m pytest -n $(PYTEST_WORKERS) --dist loadfile
+	@source scripts/env.sh && $(PY) -m pytest $(XDIST)
 
 # The fast lane while working: pure rules and the Spark transforms on the one SparkSession per worker; no Airflow
 # run, no process of the test's own (spark-submit, PostgreSQL, browser), no whole plan-and-gate run (`runs`).
 # The full suite (`make test`) stays what CI runs.
 test-fast: lint
-	@source scripts/env.sh && $(PY) -m pytest -n $(PYTEST_WORKERS) --dist loadfile -m "(unit or spark) and not airflow and not processes and not runs"
+	@source scripts/env.sh && $(PY) -m pytest $(XDIST) -m "(unit or spark) and not airflow and not processes and not runs"
 
 airflow: setup
 	@bash scripts/airflow-standalone.sh
