@@ -37,9 +37,9 @@ LONG_LIVED_DRIVER_CONF = {
     "spark.ui.retainedStages": "200",
     # PySpark's DataFrame debugging records the Python call site of every Column and DataFrame function in the
     # driver (five py4j round trips per call on a classic session); Spark documents its "non-trivial performance
-    # overhead". A plan builds thousands of expressions: off, one warm backlog plan and gate at 28 topics
-    # make 9,137 py4j calls instead of 25,852 and take 9.9 s instead of 14.3 s (benchmarks/README). Errors keep
-    # Spark's own message and plan context, without the Python line that built the failing expression.
+    # overhead". A plan builds thousands of expressions: off, a warm `housekeeping plan backlog` of the 28-topic
+    # test store makes 9,137 py4j calls instead of 25,852 and takes ~6.6 s instead of ~8.3 s (benchmarks/README).
+    # Errors keep Spark's own message and plan context, without the Python line that built the failing expression.
     "spark.python.sql.dataFrameDebugging.enabled": "false",
 }
 SERVER_CONF = {
