@@ -84,14 +84,9 @@ def main(argv: list[str] | None = None) -> int:
     store = Store.open(store_root)
     with store.engine.connect() as conn:
         entries, ledgers = conn.execute(select(func.sum(t.ledgers.c.entries), func.count())).one()
-    if args.dataframe_debugging:
-        # A static setting: it must be in place when the session starts (local_spark then returns this session).
-        from pyspark.sql import SparkSession
-
-        SparkSession.builder.master("local[2]").config(
-            "spark.python.sql.dataFrameDebugging.enabled", "true"
-        ).getOrCreate()
-    spark = launcher.local_spark("local[2]")
+    # The project's session in every other setting; the debugging setting is static, so it is set at start.
+    debugging = {"spark.python.sql.dataFrameDebugging.enabled": "true"} if args.dataframe_debugging else None
+    spark = launcher.local_spark("local[2]", debugging)
     timings: dict[str, float] = {}
     clock = time.perf_counter()
     info = take_snapshot(

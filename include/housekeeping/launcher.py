@@ -31,12 +31,12 @@ def connect_command(application_args: list[str], python: str | None = None) -> l
     return [python or sys.executable, str(SUBMIT_APP), *application_args]
 
 
-def local_spark(master: str) -> Any:
+def local_spark(master: str, driver_conf: dict[str, str] | None = None) -> Any:
     """The in-process SparkSession (CLI, tests, benchmarks): the same apps' ``run`` functions the DAGs'
     spark-submit calls."""
     from spark_apps.shared.session import get_spark
 
-    return get_spark("housekeeping-cli", master)
+    return get_spark("housekeeping-cli", master, driver_conf)
 
 
 def app(module: str) -> Any:

@@ -12,7 +12,7 @@ import os
 import sys
 import threading
 import time
-from collections.abc import Iterator
+from collections.abc import Iterator, Mapping
 from contextlib import contextmanager
 
 from pyspark.sql import DataFrame, SparkSession
@@ -107,10 +107,14 @@ def use_own_interpreter() -> None:
     os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
 
 
-def get_spark(app_name: str, master: str | None = None) -> SparkSession:
+def get_spark(
+    app_name: str, master: str | None = None, driver_conf: Mapping[str, str] | None = None
+) -> SparkSession:
     """The one SparkSession builder of the project. Under spark-submit (the DAGs) the master comes from the
     submit command, under a Connect launch from ``SPARK_REMOTE`` (pyspark reads it); in-process callers (CLI,
-    tests, benchmarks) pass one and get a UI-less, quiet session, or a Connect session for ``sc://...``."""
+    tests, benchmarks) pass one and get a UI-less, quiet session, or a Connect session for ``sc://...``.
+    ``driver_conf`` overrides ``LONG_LIVED_DRIVER_CONF`` for a classic session this call starts (a benchmark's
+    before figure)."""
     use_own_interpreter()
     builder = (
         SparkSession.builder.appName(app_name)
@@ -122,7 +126,7 @@ def get_spark(app_name: str, master: str | None = None) -> SparkSession:
         # A Connect session takes SQL settings only (the server owns the rest: housekeeping.spark_connect).
         return default_shuffle_partitions(builder.remote(master).getOrCreate())
     if not os.environ.get("SPARK_REMOTE"):
-        for key, value in LONG_LIVED_DRIVER_CONF.items():
+        for key, value in {**LONG_LIVED_DRIVER_CONF, **(driver_conf or {})}.items():
             builder = builder.config(key, value)
     if master is None:
         session = default_shuffle_partitions(builder.getOrCreate())
