@@ -33,9 +33,11 @@ RETENTION_MINUTES = 7 * 24 * 60
 def build_store(root: Path, topics: int, ledgers: int, per_ledger: int, keys: int, payload: int, seed: int):
     import pyarrow as pa
 
-    from housekeeping.entries import ENTRY_SCHEMA, write_ledger
-    from housekeeping.manifest import LedgerSpec, StoreContent, TopicSpec, validate_content, write_store
-    from housekeeping.timeutil import parse_as_of
+    from housekeeping.core.timeutil import parse_as_of
+    from housekeeping.store.entries import ENTRY_SCHEMA, write_ledger
+    from housekeeping.store.manifest.load import write_store
+    from housekeeping.store.manifest.model import LedgerSpec, StoreContent, TopicSpec
+    from housekeeping.store.manifest.validate import validate_content
 
     as_of_ms = parse_as_of(AS_OF)
     span = 10 * 24 * 3_600_000
@@ -161,11 +163,11 @@ def main(argv: list[str] | None = None) -> int:
     args = parser.parse_args(argv)
     sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-    from housekeeping import launcher
-    from housekeeping.registry import mechanism_spec
-    from housekeeping.snapshot import take_snapshot
+    from housekeeping.engine import launcher
+    from housekeeping.mechanisms.registry import get_mechanism
+    from housekeeping.mechanisms.steps import snapshot_step
 
-    spec = mechanism_spec("compaction")
+    spec = get_mechanism("compaction")
 
     root = args.store or Path(tempfile.mkdtemp(prefix="bench-compaction-"))
     started = time.perf_counter()
@@ -185,7 +187,7 @@ def main(argv: list[str] | None = None) -> int:
     spark = launcher.local_spark("local[2]")
     timings = {}
     started = time.perf_counter()
-    info = take_snapshot(store, mechanism="compaction", run_id="bench", as_of_ms=as_of_ms)
+    info = snapshot_step(store, "compaction", run_id="bench", as_of_ms=as_of_ms)
     timings["snapshot"] = time.perf_counter() - started
     started = time.perf_counter()
     summary = launcher.plan_in_process(spark, info.run_dir, spec)

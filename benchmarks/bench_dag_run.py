@@ -75,7 +75,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--port", type=int, default=15077)
     parser.add_argument("--json", type=Path)
     args = parser.parse_args(argv)
-    from housekeeping import spark_connect
+    from housekeeping.orchestration import spark_connect
 
     base = Path(tempfile.mkdtemp(prefix="bench-dag-run-"))
     env = {

@@ -41,15 +41,14 @@ def main(argv: list[str] | None = None) -> int:
 
     from bench_compaction import NAMESPACE, build_store
 
-    from housekeeping import launcher
-    from housekeeping.erasure_proof import prove
-    from housekeeping.erasure_requests import add_request, list_requests
-    from housekeeping.purge import purge
-    from housekeeping.registry import mechanism_spec
-    from housekeeping.runner import apply_step
-    from housekeeping.snapshot import take_snapshot
+    from housekeeping.engine import launcher
+    from housekeeping.engine.purge import purge
+    from housekeeping.mechanisms.erasure.proof import prove
+    from housekeeping.mechanisms.erasure.requests import add_request, list_requests
+    from housekeeping.mechanisms.registry import get_mechanism
+    from housekeeping.mechanisms.steps import apply_step, snapshot_step
 
-    spec = mechanism_spec("erasure")
+    spec = get_mechanism("erasure")
     root = args.store or Path(tempfile.mkdtemp(prefix="bench-erasure-"))
     started = time.perf_counter()
     store, as_of_ms = build_store(
@@ -75,7 +74,7 @@ def main(argv: list[str] | None = None) -> int:
     spark = launcher.local_spark("local[2]")
     timings = {}
     started = time.perf_counter()
-    info = take_snapshot(store, mechanism="erasure", run_id="bench", as_of_ms=as_of_ms)
+    info = snapshot_step(store, "erasure", run_id="bench", as_of_ms=as_of_ms)
     timings["snapshot"] = time.perf_counter() - started
     started = time.perf_counter()
     summary = launcher.plan_in_process(spark, info.run_dir, spec)

@@ -72,15 +72,15 @@ def main(argv: list[str] | None = None) -> int:
     generate_s = time.perf_counter() - started
     generator_rss_mib = resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss / 1024
 
-    from housekeeping import launcher
-    from housekeeping import metadata_schema as t
-    from housekeeping.registry import mechanism_spec
-    from housekeeping.snapshot import take_snapshot
-    from housekeeping.store import Store
-    from housekeeping.timeutil import parse_as_of
+    from housekeeping.core.timeutil import parse_as_of
+    from housekeeping.engine import launcher
+    from housekeeping.mechanisms.registry import get_mechanism
+    from housekeeping.mechanisms.steps import snapshot_step
+    from housekeeping.store import metadata_schema as t
+    from housekeeping.store.store import Store
     from spark_apps.shared.io import read_snapshot
 
-    spec = mechanism_spec(args.mechanism)
+    spec = get_mechanism(args.mechanism)
     store = Store.open(store_root)
     with store.engine.connect() as conn:
         entries, ledgers = conn.execute(select(func.sum(t.ledgers.c.entries), func.count())).one()
@@ -89,9 +89,9 @@ def main(argv: list[str] | None = None) -> int:
     spark = launcher.local_spark("local[2]", debugging)
     timings: dict[str, float] = {}
     clock = time.perf_counter()
-    info = take_snapshot(
+    info = snapshot_step(
         store,
-        mechanism=args.mechanism,
+        args.mechanism,
         run_id="bench",
         as_of_ms=parse_as_of(args.as_of),
         scope=None,

@@ -77,8 +77,8 @@ def store_size(root: Path) -> tuple[int, int]:
     """(ledgers, entries) of a generated store, from its metadata."""
     from sqlalchemy import func, select
 
-    from housekeeping import metadata_schema as t
-    from housekeeping.store import Store
+    from housekeeping.store import metadata_schema as t
+    from housekeeping.store.store import Store
 
     store = Store.open(root)
     with store.engine.connect() as conn:

@@ -4,9 +4,9 @@
         [--json OUT]
 
 Times, in one warm local[2] session (the first Spark job is paid by a warm-up plan, not by either side):
-- one what-if (``housekeeping.what_if.what_if``: the current and the candidate plan with the gate each) with the
+- one what-if (``housekeeping.what_if.what_if.what_if``: the current and the candidate plan with the gate each) with the
   first point's overlay;
-- the sweep of ``retention-time`` over the points (``housekeeping.policy_sweep.run_sweep``: one read of the
+- the sweep of ``retention-time`` over the points (``housekeeping.what_if.sweep.run_sweep``: one read of the
   store, one Spark application, no gate);
 - the same points as separate what-ifs' candidate plans without the gate (snapshot with the overlay and the
   plan app per point), what a sweep would cost done point by point.
@@ -52,15 +52,16 @@ def main(argv: list[str] | None = None) -> int:
             check=True,
         )  # fmt: skip
 
-    from housekeeping import launcher
-    from housekeeping.plan import read_summary
-    from housekeeping.policy_overlay import PolicyOverlay
-    from housekeeping.policy_sweep import Sweep, point_overlays, run_sweep
-    from housekeeping.registry import mechanism_spec
-    from housekeeping.snapshot import read_store_state, take_snapshot
-    from housekeeping.store import Store
-    from housekeeping.timeutil import parse_as_of
-    from housekeeping.what_if import what_if
+    from housekeeping.core.timeutil import parse_as_of
+    from housekeeping.engine import launcher
+    from housekeeping.engine.plan import read_summary
+    from housekeeping.engine.snapshot import read_store_state
+    from housekeeping.mechanisms.registry import get_mechanism
+    from housekeeping.mechanisms.steps import snapshot_step
+    from housekeeping.store.store import Store
+    from housekeeping.what_if.overlay import PolicyOverlay
+    from housekeeping.what_if.sweep import Sweep, point_overlays, run_sweep
+    from housekeeping.what_if.what_if import what_if
 
     store = Store.open(store_root)
     spark = launcher.local_spark("local[2]")
@@ -68,14 +69,14 @@ def main(argv: list[str] | None = None) -> int:
     state = read_store_state(store)
     overlays = point_overlays(sweep, PolicyOverlay(), state.namespaces, state.broker)
     timings: dict[str, float] = {}
-    spec = mechanism_spec("trim")
+    spec = get_mechanism("trim")
 
     def plans_one_by_one(points: list = overlays) -> list[dict]:
         with tempfile.TemporaryDirectory() as tmp:
             results = []
             for index, overlay in enumerate(points):
                 run_dir = Path(tmp) / str(index)
-                take_snapshot(store, mechanism="trim", run_id=f"p{index}", as_of_ms=parse_as_of(args.as_of),
+                snapshot_step(store, "trim", run_id=f"p{index}", as_of_ms=parse_as_of(args.as_of),
                               run_dir=run_dir, policy_overlay=overlay)  # fmt: skip
                 launcher.plan_in_process(spark, run_dir, spec)
                 results.append(read_summary(run_dir)["perNamespace"])

@@ -17,7 +17,7 @@ if [ ! -d "$HOUSEKEEPING_STORE_ROOT" ]; then
   housekeeping generate --store "$HOUSEKEEPING_STORE_ROOT" --topics 40 --seed 7
 fi
 airflow db migrate >"$AIRFLOW_HOME/db-migrate.log" 2>&1
-# The one-slot pool of the deleting steps (include/housekeeping/dag_factory.py DELETING_POOL).
+# The one-slot pool of the deleting steps (include/housekeeping/orchestration/dags.py DELETING_POOL).
 airflow pools set housekeeping_deletes 1 "housekeeping: deleting steps on the store, one at a time" >/dev/null
 export HOUSEKEEPING_SPARK_CONN_ID="${HOUSEKEEPING_SPARK_CONN_ID:-spark_connect_local}"
 if [ "$HOUSEKEEPING_SPARK_CONN_ID" = spark_connect_local ]; then

@@ -1,6 +1,6 @@
 """The file spark-submit runs: ``spark-submit spark_apps/submit.py <app module> [app args]`` runs that app's
 ``main(args)``, e.g. ``spark-submit spark_apps/submit.py spark_apps.trim.plan --run-dir RUN``. The DAGs' tasks
-build this command (``housekeeping.launcher``); an app is a module with parse_args/main/run, named by the
+build this command (``housekeeping.engine.launcher``); an app is a module with parse_args/main/run, named by the
 mechanism registry. A task on a Spark Connect connection runs the same file with ``python`` and ``SPARK_REMOTE``
 set: the same ``main`` on a Connect session, closed when the app ends."""
 

@@ -1,6 +1,6 @@
-"""A policy sweep's points in one Spark application (``housekeeping.policy_sweep``).
+"""A policy sweep's points in one Spark application (``housekeeping.what_if.sweep``).
 
-Each point is a snapshot of the same read of the store (``housekeeping.snapshot.read_store_state``) that differs
+Each point is a snapshot of the same read of the store (``housekeeping.engine.snapshot.read_store_state``) that differs
 only in the policies resolved into its topics table. The ledgers, cursors and other tables are read once, from
 the first point; each point's topics are read from its own directory; the mechanism's ``sweep_point`` (the same
 decisions its planner writes) measures each point, and one union of the points is collected.
@@ -16,7 +16,7 @@ from typing import Any
 
 from pyspark.sql import functions as F
 
-from housekeeping.contract import SNAPSHOT_TABLES, RunDir, read_run_info
+from housekeeping.engine.contract import SNAPSHOT_TABLES, RunDir, read_run_info
 from spark_apps.shared.io import read_snapshot
 from spark_apps.shared.session import run_scoped_cache
 

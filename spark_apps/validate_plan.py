@@ -15,9 +15,9 @@ import importlib
 import sys
 from pathlib import Path
 
-from housekeeping.contract import RunDir
-from housekeeping.gate import CheckFrame, describe_failures, must_be_true, run_gate
-from housekeeping.registry import mechanism_names, mechanism_spec
+from housekeeping.engine.contract import RunDir
+from housekeeping.engine.gate import CheckFrame, describe_failures, must_be_true, run_gate
+from housekeeping.mechanisms.registry import get_mechanism, mechanism_names
 from spark_apps.shared.holds import hold_checks
 from spark_apps.shared.io import read_actions, read_snapshot
 from spark_apps.shared.session import get_spark, materialize, run_scoped_cache
@@ -39,7 +39,7 @@ def hold_check_frame(spark, run_dir: str | Path) -> CheckFrame:
 
 
 def run(spark, run_dir: str | Path, mechanism: str) -> dict:
-    spec = mechanism_spec(mechanism)
+    spec = get_mechanism(mechanism)
     checks_of = importlib.import_module(spec.gate_checks).checks
     with run_scoped_cache(spark):
         checks = [*checks_of(spark, run_dir, spec), hold_check_frame(spark, run_dir)]

@@ -1,4 +1,4 @@
-"""Spark app: the policy_what_if DAG's run (``housekeeping.what_if.run_what_if``), the same code as
+"""Spark app: the policy_what_if DAG's run (``housekeeping.what_if.what_if.run_what_if``), the same code as
 ``housekeeping what-if``: a what-if of one mechanism or all (two plans and the gate each) or a sweep (every value
 in this one application), on this application's session. Writes ``report.json`` to the request's report
 directory; the DAG's next task draws the page. Nothing is written to the store's data or metadata."""
@@ -9,10 +9,11 @@ import argparse
 import json
 from pathlib import Path
 
-from housekeeping.policy_overlay import PolicyOverlay
-from housekeeping.settings import Settings
-from housekeeping.what_if import run_what_if
-from housekeeping.what_if_report import WHAT_IF_JSON
+from housekeeping.core.settings import Settings
+from housekeeping.store.store import Store
+from housekeeping.what_if.overlay import PolicyOverlay
+from housekeeping.what_if.report import WHAT_IF_JSON
+from housekeeping.what_if.what_if import run_what_if
 from spark_apps.shared.session import get_spark
 
 
@@ -27,7 +28,7 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
 def run(spark, request_path: str | Path) -> dict:
     request = json.loads(Path(request_path).read_text(encoding="utf-8"))
     document = run_what_if(
-        Settings.from_env().open_store(),
+        Store.of_settings(Settings.from_env()),
         request["mechanism"],
         PolicyOverlay.from_document(request["policies"], "the policies param")
         if request["policies"]

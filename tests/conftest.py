@@ -67,11 +67,11 @@ SPARK_CONNECT_CONN_ID = "spark_connect_tests"
 
 @pytest.fixture(scope="session")
 def spark_connect_server(tmp_path_factory):
-    """A real Spark Connect server of this pytest worker (housekeeping.spark_connect, as `housekeeping
+    """A real Spark Connect server of this pytest worker (housekeeping.orchestration.spark_connect, as `housekeeping
     spark-connect start` runs it), registered as the Airflow connection SPARK_CONNECT_CONN_ID. Unlike the suite's
     other drivers (tests/spark-conf) it keeps Spark's default code generation, as in production: every DAG run on
     Connect executes its queries as deployed (PRODUCTION_EXECUTION). Yields its sc:// URL; stopped at the end."""
-    from housekeeping import spark_connect
+    from housekeeping.orchestration import spark_connect
     from tests.pg_server import free_port
 
     state_dir = tmp_path_factory.mktemp("spark-connect")
@@ -182,7 +182,7 @@ def ledger_topic(
 
 def run_cli(capsys, *argv: str) -> tuple[int, str, str]:
     """`housekeeping ARGV` in process: (exit code, stdout, stderr)."""
-    from housekeeping.cli import main
+    from housekeeping.cli.main import main
 
     capsys.readouterr()
     code = main(list(argv))
@@ -193,10 +193,15 @@ def run_cli(capsys, *argv: str) -> tuple[int, str, str]:
 def run_steps(store, mechanism: str, as_of_ms: int, run_id: str, *, dry_run: bool = False, grace: int = 0):
     """A DAG run's task steps in-process, in the DAG's order (take_snapshot -> plan -> validate -> apply ->
     purge -> report; a dry run skips apply and purge), on the session's Spark. Returns the run directory."""
-    from housekeeping.runner import apply_step, plan_and_gate_in_process, purge_step, report_step
-    from housekeeping.snapshot import take_snapshot
+    from housekeeping.mechanisms.steps import (
+        apply_step,
+        plan_and_gate_in_process,
+        purge_step,
+        report_step,
+        snapshot_step,
+    )
 
-    info = take_snapshot(store, mechanism=mechanism, run_id=run_id, as_of_ms=as_of_ms, actor=f"test {run_id}")
+    info = snapshot_step(store, mechanism, run_id=run_id, as_of_ms=as_of_ms, actor=f"test {run_id}")
     gate = plan_and_gate_in_process(info.run_dir, mechanism, "local[2]")
     assert gate["success"], gate["failed"]
     if not dry_run:
@@ -208,7 +213,7 @@ def run_steps(store, mechanism: str, as_of_ms: int, run_id: str, *, dry_run: boo
 
 def cursor_positions(store) -> dict[tuple[str, str], str]:
     """(topic, cursor) -> mark-delete position, read back from the store."""
-    from housekeeping.manifest import export_manifest
+    from housekeeping.store.manifest.export import export_manifest
 
     return {
         (topic, name): cursor["markDeletePosition"]
@@ -218,7 +223,7 @@ def cursor_positions(store) -> dict[tuple[str, str], str]:
 
 
 def contract_frame(spark, table, rows: list[dict]):
-    """A DataFrame of a contract table (``housekeeping.contract``) from rows given by column name: a column left
+    """A DataFrame of a contract table (``housekeeping.engine.contract``) from rows given by column name: a column left
     out is null, a name the table does not have is an error (never positional tuples)."""
     from spark_apps.shared.io import schema
 
@@ -226,7 +231,7 @@ def contract_frame(spark, table, rows: list[dict]):
 
 
 def iso(ms: int) -> str:
-    from housekeeping.timeutil import format_ms
+    from housekeeping.core.timeutil import format_ms
 
     return format_ms(ms)
 

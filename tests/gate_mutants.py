@@ -11,13 +11,12 @@ from pathlib import Path
 
 import pytest
 
-from housekeeping.errors import PlanNotValidated
-from housekeeping.manifest import export_manifest
-from housekeeping.plan import read_table
-from housekeeping.runner import apply_step, plan_and_gate_in_process
-from housekeeping.snapshot import take_snapshot
-from housekeeping.store import Store
-from housekeeping.timeutil import parse_as_of
+from housekeeping.core.errors import PlanNotValidated
+from housekeeping.core.timeutil import parse_as_of
+from housekeeping.engine.plan import read_table
+from housekeeping.mechanisms.steps import apply_step, plan_and_gate_in_process, snapshot_step
+from housekeeping.store.manifest.export import export_manifest
+from housekeeping.store.store import Store
 from spark_apps import validate_plan
 from tests.conftest import rewrite_part
 
@@ -26,13 +25,13 @@ AS_OF = "2026-11-02T00:00:00Z"
 
 def planned(tmp_path_factory, mechanism: str) -> tuple[Store, Path]:
     """A validated plan of ``mechanism`` on a generated store."""
-    from housekeeping.generate import GenerateOptions, generate_store
+    from housekeeping.store.generate import GenerateOptions, generate_store
 
     root = tmp_path_factory.mktemp(f"planned-{mechanism}") / "store"
     store = generate_store(root, GenerateOptions(40, 7, 60, 6, 60, "2026-11-01T00:00:00Z", False), None)
-    info = take_snapshot(
+    info = snapshot_step(
         store,
-        mechanism=mechanism,
+        mechanism,
         run_id=f"mutate-{mechanism}",
         as_of_ms=parse_as_of(AS_OF),
         max_deleted_share=1.0,
@@ -70,7 +69,7 @@ def mutate_and_check(planned: tuple[Store, Path], mechanism: str, edit: Callable
     rows = [json.loads(line) for line in original.splitlines()]
     assert any(r["action"] in ("delete_topic", "move_cursor") for r in rows), f"{mechanism} plan is empty"
     before = export_manifest(store)
-    from housekeeping.runner import local_spark
+    from housekeeping.mechanisms.steps import local_spark
 
     try:
         rewrite_part(part, "".join(json.dumps(r) + "\n" for r in edit(rows, run_dir)))

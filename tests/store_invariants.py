@@ -4,8 +4,8 @@ from __future__ import annotations
 
 from sqlalchemy import select
 
-from housekeeping import metadata_schema as t
-from housekeeping.store import LEDGER_DIR_NAME, Store, read_transaction
+from housekeeping.store import metadata_schema as t
+from housekeeping.store.store import LEDGER_DIR_NAME, Store, read_transaction
 
 
 def _ledger_dirs(store: Store) -> set[str]:
@@ -52,7 +52,7 @@ def assert_no_orphans_and_no_dangling_metadata(store: Store) -> None:
 def store_state(store: Store) -> dict:
     """What a run may change, for before/after comparisons: the manifest (without the store's own section),
     the ledger directories holding files, and the pending-deletion log."""
-    from housekeeping.manifest import export_manifest
+    from housekeeping.store.manifest.export import export_manifest
 
     manifest = export_manifest(store)
     manifest.pop("store")

@@ -10,14 +10,16 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from pyspark.sql import DataFrame
+from pyspark.sql import Column, DataFrame
 from pyspark.sql import functions as F
 
-from housekeeping.contract import EVICTION_STEPS, RunDir, read_run_info
-from housekeeping.gate import CheckFrame, must_be_true
-from housekeeping.mechanism import MechanismSpec
-from housekeeping.names import COMPACTION_SUBSCRIPTION as COMPACTION
-from housekeeping.plan import read_summary
+from housekeeping.core.names import COMPACTION_SUBSCRIPTION as COMPACTION
+from housekeeping.engine.contract import RunDir, read_run_info
+from housekeeping.engine.gate import CheckFrame, must_be_true
+from housekeeping.engine.mechanism import Mechanism
+from housekeeping.engine.plan import read_summary
+from housekeeping.mechanisms.backlog.actions import FLAG_BACKLOG_QUOTA
+from housekeeping.mechanisms.backlog.tables import EVICTION_STEPS
 from spark_apps.shared.cursor_checks import (
     MOVE_COMMON_CHECKS,
     acknowledged_entries_expired,
@@ -175,13 +177,11 @@ def backlog_move_checks(
     return moves, step_checks, quota
 
 
-def eviction_step_checks(
-    steps: DataFrame, quota: DataFrame, ledgers: DataFrame, cursors: DataFrame, as_of: int
-) -> DataFrame:
+def cursors_before_each_step(steps: DataFrame, cursors: DataFrame) -> DataFrame:
+    """Where every durable cursor is just before step i: its latest earlier step's target, else the snapshot."""
     durable = cursors.where(F.col("durable")).select(
         "topic", F.col("name").alias("c"), "markDeleteLedger", "markDeleteEntry"
     )
-    # Position of every durable cursor just before step i: its latest earlier step's target, else the snapshot.
     earlier = steps.select(
         F.col("topic").alias("jTopic"),
         F.col("step").alias("j"),
@@ -189,7 +189,7 @@ def eviction_step_checks(
         F.col("toLedger").alias("jL"),
         F.col("toEntry").alias("jE"),
     )
-    before = (
+    return (
         steps.select("topic", "step")
         .join(durable, "topic")
         .join(
@@ -209,24 +209,18 @@ def eviction_step_checks(
             F.coalesce(F.col("latest.jE"), F.col("markDeleteEntry")).alias("pE"),
         )
     )
-    slowest_before = before.groupBy("topic", "step").agg(F.min(F.struct("pL", "pE")).alias("minP"))
-    own_before = before.select(
-        "topic", "step", F.col("c").alias("cursor"), F.col("pL").alias("ownL"), F.col("pE").alias("ownE")
-    )
-    previous_cursor = steps.select(
-        "topic", (F.col("step") + 1).alias("step"), F.col("cursor").alias("prevCursor")
-    )
+
+
+def step_facts(steps: DataFrame, quota: DataFrame, ledgers: DataFrame, cursors: DataFrame) -> DataFrame:
+    """Per step, what the gate re-derives on its own: the moved cursor's and the slowest cursor's position
+    before it, the cursor of the step before, the estimated backlog and ordinals at both ends, the topic's
+    entries, the start ledger's close time, the next ledger, whether the start ledger is listed, the quotas."""
+    before = cursors_before_each_step(steps, cursors)
+    keys = ["topic", "step"]
     from_facts = (
-        estimated_backlog(ledgers, steps, ["topic", "step"], "fromLedger", "fromEntry", "B")
-        .join(
-            ordinal(ledgers, steps, ["topic", "step"], "fromLedger", "fromEntry", "ackedFrom"),
-            ["topic", "step"],
-        )
-        .join(ordinal(ledgers, steps, ["topic", "step"], "toLedger", "toEntry", "ackedTo"), ["topic", "step"])
-    )
-    totals = ledgers.groupBy("topic").agg(F.sum("entries").alias("topicEntries"))
-    ledger_info = ledgers.select(
-        "topic", F.col("ledgerId").alias("fromLedger"), F.col("closedAtMs").alias("fromClosedAtMs")
+        estimated_backlog(ledgers, steps, keys, "fromLedger", "fromEntry", "B")
+        .join(ordinal(ledgers, steps, keys, "fromLedger", "fromEntry", "ackedFrom"), keys)
+        .join(ordinal(ledgers, steps, keys, "toLedger", "toEntry", "ackedTo"), keys)
     )
     next_ledger = (
         steps.select("topic", "step", "fromLedger")
@@ -235,30 +229,61 @@ def eviction_step_checks(
         .groupBy("topic", "step")
         .agg(F.min("n").alias("nextLedger"))
     )
-    frame = (
-        steps.join(own_before, ["topic", "step", "cursor"], "left")
-        .join(slowest_before, ["topic", "step"], "left")
-        .join(previous_cursor, ["topic", "step"], "left")
-        .join(from_facts, ["topic", "step"], "left")
-        .join(totals, "topic", "left")
-        .join(ledger_info, ["topic", "fromLedger"], "left")
-        .join(next_ledger, ["topic", "step"], "left")
+    return (
+        steps.join(
+            before.select(
+                "topic",
+                "step",
+                F.col("c").alias("cursor"),
+                F.col("pL").alias("ownL"),
+                F.col("pE").alias("ownE"),
+            ),
+            ["topic", "step", "cursor"],
+            "left",
+        )
+        .join(before.groupBy("topic", "step").agg(F.min(F.struct("pL", "pE")).alias("minP")), keys, "left")
+        .join(
+            steps.select("topic", (F.col("step") + 1).alias("step"), F.col("cursor").alias("prevCursor")),
+            keys,
+            "left",
+        )
+        .join(from_facts, keys, "left")
+        .join(ledgers.groupBy("topic").agg(F.sum("entries").alias("topicEntries")), "topic", "left")
+        .join(
+            ledgers.select(
+                "topic", F.col("ledgerId").alias("fromLedger"), F.col("closedAtMs").alias("fromClosedAtMs")
+            ),
+            ["topic", "fromLedger"],
+            "left",
+        )
+        .join(next_ledger, keys, "left")
         .join(quota.select("topic", "sizeQuotaLimitBytes", "timeQuotaLimitSeconds"), "topic", "left")
+        # A listed but open mark-delete ledger is never skipped; an unlisted one (trimmed) always is.
+        .join(
+            ledgers.select("topic", F.col("ledgerId").alias("fromLedger"), F.lit(True).alias("listed")),
+            ["topic", "fromLedger"],
+            "left",
+        )
     )
+
+
+def _size_step_ok() -> Column:
+    """A size step skips what brings the backlog to 90 % of the limit, from a backlog over it (first step: at
+    or over the limit itself)."""
     target = F.col("sizeQuotaLimitBytes") * F.lit(0.9)
     n_backlog = F.col("topicEntries") - F.col("ackedFrom")
     expected_skip = ((F.col("B") - target) / F.col("B") * n_backlog).cast("long")
-    is_size = F.col("quotaType") == "destination_storage"
-    size_ok = (
+    return (
         (F.col("B") > target)
         & (expected_skip > 0)
         & (F.col("ackedTo") - F.col("ackedFrom") == expected_skip)
         & ((F.col("step") > 1) | (F.col("B") >= F.col("sizeQuotaLimitBytes")))
     )
-    # A listed but open mark-delete ledger is never skipped; an unlisted one (trimmed) always is.
-    listed = ledgers.select("topic", F.col("ledgerId").alias("fromLedger"), F.lit(True).alias("listed"))
-    frame = frame.join(listed, ["topic", "fromLedger"], "left")
-    time_ok = (
+
+
+def _time_step_ok(as_of: int) -> Column:
+    """A time step moves to the start of the next ledger, past a ledger closed longer ago than the limit."""
+    return (
         (F.col("toEntry") == -1)
         & (F.col("toLedger") == F.col("nextLedger"))
         & (
@@ -269,6 +294,13 @@ def eviction_step_checks(
             )
         )
     )
+
+
+def eviction_step_checks(
+    steps: DataFrame, quota: DataFrame, ledgers: DataFrame, cursors: DataFrame, as_of: int
+) -> DataFrame:
+    frame = step_facts(steps, quota, ledgers, cursors)
+    is_size = F.col("quotaType") == "destination_storage"
     return frame.select(
         "topic",
         "step",
@@ -291,14 +323,14 @@ def eviction_step_checks(
             ).otherwise(True),
             F.lit(False),
         ).alias("not_same_cursor_twice_in_a_row"),
-        F.coalesce(F.when(is_size, size_ok).otherwise(time_ok), F.lit(False)).alias(
+        F.coalesce(F.when(is_size, _size_step_ok()).otherwise(_time_step_ok(as_of)), F.lit(False)).alias(
             "step_follows_the_quota_rule"
         ),
     )
 
 
 def quota_flag_checks(actions: DataFrame, quota: DataFrame) -> DataFrame:
-    flags = actions.where(F.col("action") == "flag_backlog_quota").select(
+    flags = actions.where(F.col("action") == FLAG_BACKLOG_QUOTA.name).select(
         "topic", "quotaType", "policy", F.col("exceeded").alias("flagExceeded")
     )
     frame = flags.join(quota, "topic", "left")
@@ -319,7 +351,7 @@ def quota_flag_checks(actions: DataFrame, quota: DataFrame) -> DataFrame:
     )
 
 
-def checks(spark, run_dir: str | Path, spec: MechanismSpec) -> list[CheckFrame]:
+def checks(spark, run_dir: str | Path, spec: Mechanism) -> list[CheckFrame]:
     import great_expectations.expectations as gxe
 
     run = RunDir(run_dir)
@@ -333,7 +365,7 @@ def checks(spark, run_dir: str | Path, spec: MechanismSpec) -> list[CheckFrame]:
         CheckFrame(
             "actions",
             actions.select("action"),
-            [gxe.ExpectColumnValuesToBeInSet(column="action", value_set=list(spec.actions))],
+            [gxe.ExpectColumnValuesToBeInSet(column="action", value_set=list(spec.action_names))],
         ),
         CheckFrame(
             "cursor_moves",

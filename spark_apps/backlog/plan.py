@@ -25,16 +25,11 @@ from pyspark.sql import DataFrame
 from pyspark.sql import functions as F
 from pyspark.sql import types as T
 
-from housekeeping.contract import (
-    ACTIONS,
-    BACKLOG_QUOTAS,
-    BACKLOG_SUBSCRIPTIONS,
-    BLOCKERS,
-    EVICTION_STEPS,
-    RunDir,
-    read_run_info,
-)
-from housekeeping.names import COMPACTION_SUBSCRIPTION
+from housekeeping.core.names import COMPACTION_SUBSCRIPTION
+from housekeeping.engine.contract import ACTIONS, BLOCKERS, RunDir, read_run_info
+from housekeeping.mechanisms.backlog.actions import FLAG_BACKLOG_QUOTA
+from housekeeping.mechanisms.backlog.tables import BACKLOG_QUOTAS, BACKLOG_SUBSCRIPTIONS, EVICTION_STEPS
+from housekeeping.mechanisms.shared.cursors import MOVE_CURSOR
 from spark_apps.shared.cursors import (
     cursor_blockers,
     cursor_summary,
@@ -243,10 +238,128 @@ def slowest_first_unacked_ts(
     ).select("topic", F.col("entryTs").alias("slowestFirstUnackedTsMs"))
 
 
+def precise_time_moves(
+    spark, info: dict, results: DataFrame, subs: DataFrame, layout: DataFrame, reads: EntryReads
+) -> DataFrame:
+    """Precise time eviction: the TTL search on every durable subscription but the compaction cursor of a topic
+    whose rules asked for it (``preciseCutoffMs``)."""
+    precise = results.where(F.col("r.preciseCutoffMs").isNotNull()).select(
+        "topic", F.col("r.preciseCutoffMs").alias("cutoffMs")
+    )
+    precise_subs = subs.join(precise, "topic").where(
+        (F.col("name") != COMPACTION_SUBSCRIPTION) & (F.col("backlogEntries") > 0)
+    )
+    targets, _ = expire(spark, LedgerFiles.of(info), precise_subs, layout, reads, [])
+    return expiry_moves(targets, layout).select(
+        "topic",
+        "name",
+        "toLedger",
+        "toEntry",
+        F.lit("message_age").alias("quotaType"),
+        F.concat(
+            F.lit("precise message_age eviction (TTL search with ttl = 0.9 x limit): "), F.col("stopDetail")
+        ).alias("why"),
+    )
+
+
+def loop_moves(steps: DataFrame) -> DataFrame:
+    """Per cursor, where the eviction loop's last step left it."""
+    return (
+        steps.groupBy("topic", F.col("cursor").alias("name"))
+        .agg(
+            F.max(F.struct("step", "toLedger", "toEntry", "quotaType")).alias("last"), F.count("*").alias("n")
+        )
+        .select(
+            "topic",
+            "name",
+            F.col("last.toLedger").alias("toLedger"),
+            F.col("last.toEntry").alias("toEntry"),
+            F.col("last.quotaType").alias("quotaType"),
+            F.format_string(
+                "%s eviction: %d loop step(s), see plan/eviction_steps", F.col("last.quotaType"), F.col("n")
+            ).alias("why"),
+        )
+    )
+
+
+def subscription_decisions(subs: DataFrame, moves: DataFrame, layout: DataFrame) -> DataFrame:
+    """One row per durable subscription: moved (where, how much it evicted) or kept (why)."""
+    after = position_facts(
+        moves.select(
+            "topic", "name", F.col("toLedger").alias("posLedger"), F.col("toEntry").alias("posEntry")
+        ),
+        layout,
+        ["topic", "name"],
+    ).select(
+        "topic",
+        "name",
+        F.col("acked").alias("ackedAfter"),
+        F.col("estimatedBacklogBytes").alias("bytesAfter"),
+        F.col("oldestBacklogLedgerTsMs").alias("oldestLedgerTsAfter"),
+    )
+    decided = subs.join(moves, ["topic", "name"], "left").join(after, ["topic", "name"], "left")
+    moved = F.col("toLedger").isNotNull()
+    compaction = F.col("name") == COMPACTION_SUBSCRIPTION
+    return decided.select(
+        "topic",
+        "namespace",
+        F.col("name").alias("subscription"),
+        "consumers",
+        F.col("markDelete").alias("from"),
+        F.when(moved, position_text(F.col("toLedger"), F.col("toEntry"))).alias("to"),
+        F.when(moved, F.lit("move")).otherwise(F.lit("keep")).alias("decision"),
+        F.when(moved, F.concat(F.lit("evicted_"), F.col("quotaType")))
+        .when(compaction, F.lit("compaction_subscription"))
+        .when(F.col("backlogEntries") <= 0, F.lit("no_backlog"))
+        .otherwise(F.lit("not_evicted"))
+        .alias("kind"),
+        F.when(moved, F.col("why"))
+        .when(compaction, F.lit("the compaction cursor is never evicted"))
+        .otherwise(F.lit("no eviction applies to this subscription"))
+        .alias("reason"),
+        "backlogEntries",
+        F.col("estimatedBacklogBytes").alias("backlogBytes"),
+        F.when(moved, F.col("ackedAfter") - F.col("acked"))
+        .otherwise(F.lit(0))
+        .cast("long")
+        .alias("entriesEvicted"),
+        F.when(moved, F.col("estimatedBacklogBytes") - F.col("bytesAfter"))
+        .otherwise(F.lit(0))
+        .cast("long")
+        .alias("bytesEvicted"),
+        F.when(moved, F.col("bytesAfter"))
+        .otherwise(F.col("estimatedBacklogBytes"))
+        .alias("backlogBytesAfter"),
+        oldest_remaining_ledger_ts(moved, "oldestLedgerTsAfter"),
+    )
+
+
+def quota_rows(results: DataFrame, topics: DataFrame, as_of_ms: int) -> DataFrame:
+    """Per topic, its quotas and what the rules measured and did."""
+    return results.join(topics, "topic").select(
+        "topic",
+        "namespace",
+        "isSystemTopic",
+        "sizeQuotaLimitBytes",
+        "sizeQuotaPolicy",
+        "timeQuotaLimitSeconds",
+        "timeQuotaPolicy",
+        F.col("r.backlogBytes").alias("backlogBytes"),
+        F.col("r.sizeExceeded").alias("sizeExceeded"),
+        F.col("r.oldestBacklogTsMs").alias("oldestBacklogTsMs"),
+        F.col("r.oldestBacklogAgeSeconds").alias("oldestBacklogAgeSeconds"),
+        F.col("r.timeExceeded").alias("timeExceeded"),
+        F.col("r.handled").alias("handled"),
+        F.col("r.note").alias("note"),
+        F.lit(as_of_ms).alias("asOfMs"),
+    )
+
+
 def plan_backlog(
     spark, snapshot: dict[str, DataFrame], info: dict, reads: EntryReads
 ) -> dict[str, DataFrame]:
-    as_of_ms = int(info["asOfMs"])
+    """The per-topic rules (``rules.plan_topic``, a grouped map), their eviction steps and quota states, the
+    precise time evictions, and the subscriptions' and quotas' rows."""
     layout = materialize(ledger_layout(snapshot["ledgers"]))
     subs = materialize(durable_subscriptions(snapshot["topics"], snapshot["cursors"], layout))
     slowest_ts = slowest_first_unacked_ts(spark, info, subs, layout, reads)
@@ -267,115 +380,23 @@ def plan_backlog(
     steps = results.select("topic", F.posexplode("r.steps").alias("step", "s")).select("topic", "step", "s.*")
     steps = materialize(steps.withColumn("step", F.col("step") + 1))
     states = results.select("topic", F.explode("r.states").alias("s")).select("topic", "s.*")
-
-    # Precise time eviction: the TTL search on every durable subscription but the compaction cursor.
-    precise = results.where(F.col("r.preciseCutoffMs").isNotNull()).select(
-        "topic", F.col("r.preciseCutoffMs").alias("cutoffMs")
-    )
-    precise_subs = subs.join(precise, "topic").where(
-        (F.col("name") != COMPACTION_SUBSCRIPTION) & (F.col("backlogEntries") > 0)
-    )
-    targets, _ = expire(spark, LedgerFiles.of(info), precise_subs, layout, reads, [])
-    precise_moves = expiry_moves(targets, layout).select(
-        "topic",
-        "name",
-        "toLedger",
-        "toEntry",
-        F.lit("message_age").alias("quotaType"),
-        F.concat(
-            F.lit("precise message_age eviction (TTL search with ttl = 0.9 x limit): "), F.col("stopDetail")
-        ).alias("why"),
-    )
-    loop_moves = (
-        steps.groupBy("topic", F.col("cursor").alias("name"))
-        .agg(
-            F.max(F.struct("step", "toLedger", "toEntry", "quotaType")).alias("last"), F.count("*").alias("n")
-        )
-        .select(
-            "topic",
-            "name",
-            F.col("last.toLedger").alias("toLedger"),
-            F.col("last.toEntry").alias("toEntry"),
-            F.col("last.quotaType").alias("quotaType"),
-            F.format_string(
-                "%s eviction: %d loop step(s), see plan/eviction_steps", F.col("last.quotaType"), F.col("n")
-            ).alias("why"),
-        )
-    )
     # Materialized: the TTL search's plan is deep, and a Spark Connect client refuses to send a plan nested more
     # than ~100 levels (protobuf's decoding limit), which the joins below would pass.
-    moves = materialize(loop_moves.unionByName(precise_moves))
-    after = position_facts(
-        moves.select(
-            "topic", "name", F.col("toLedger").alias("posLedger"), F.col("toEntry").alias("posEntry")
-        ),
-        layout,
-        ["topic", "name"],
-    ).select(
-        "topic",
-        "name",
-        F.col("acked").alias("ackedAfter"),
-        F.col("estimatedBacklogBytes").alias("bytesAfter"),
-        F.col("oldestBacklogLedgerTsMs").alias("oldestLedgerTsAfter"),
+    moves = materialize(
+        loop_moves(steps).unionByName(precise_time_moves(spark, info, results, subs, layout, reads))
     )
-    decided = subs.join(moves, ["topic", "name"], "left").join(after, ["topic", "name"], "left")
-    moved = F.col("toLedger").isNotNull()
-    subscriptions = decided.select(
-        "topic",
-        "namespace",
-        F.col("name").alias("subscription"),
-        "consumers",
-        F.col("markDelete").alias("from"),
-        F.when(moved, position_text(F.col("toLedger"), F.col("toEntry"))).alias("to"),
-        F.when(moved, F.lit("move")).otherwise(F.lit("keep")).alias("decision"),
-        F.when(moved, F.concat(F.lit("evicted_"), F.col("quotaType")))
-        .when(F.col("name") == COMPACTION_SUBSCRIPTION, F.lit("compaction_subscription"))
-        .when(F.col("backlogEntries") <= 0, F.lit("no_backlog"))
-        .otherwise(F.lit("not_evicted"))
-        .alias("kind"),
-        F.when(moved, F.col("why"))
-        .when(F.col("name") == COMPACTION_SUBSCRIPTION, F.lit("the compaction cursor is never evicted"))
-        .otherwise(F.lit("no eviction applies to this subscription"))
-        .alias("reason"),
-        "backlogEntries",
-        F.col("estimatedBacklogBytes").alias("backlogBytes"),
-        F.when(moved, F.col("ackedAfter") - F.col("acked"))
-        .otherwise(F.lit(0))
-        .cast("long")
-        .alias("entriesEvicted"),
-        F.when(moved, F.col("estimatedBacklogBytes") - F.col("bytesAfter"))
-        .otherwise(F.lit(0))
-        .cast("long")
-        .alias("bytesEvicted"),
-        F.when(moved, F.col("bytesAfter"))
-        .otherwise(F.col("estimatedBacklogBytes"))
-        .alias("backlogBytesAfter"),
-        oldest_remaining_ledger_ts(moved, "oldestLedgerTsAfter"),
-    )
-    quotas = results.join(snapshot["topics"], "topic").select(
-        "topic",
-        "namespace",
-        "isSystemTopic",
-        "sizeQuotaLimitBytes",
-        "sizeQuotaPolicy",
-        "timeQuotaLimitSeconds",
-        "timeQuotaPolicy",
-        F.col("r.backlogBytes").alias("backlogBytes"),
-        F.col("r.sizeExceeded").alias("sizeExceeded"),
-        F.col("r.oldestBacklogTsMs").alias("oldestBacklogTsMs"),
-        F.col("r.oldestBacklogAgeSeconds").alias("oldestBacklogAgeSeconds"),
-        F.col("r.timeExceeded").alias("timeExceeded"),
-        F.col("r.handled").alias("handled"),
-        F.col("r.note").alias("note"),
-        F.lit(as_of_ms).alias("asOfMs"),
-    )
-    return {"subscriptions": subscriptions, "steps": steps, "states": states, "quotas": quotas}
+    return {
+        "subscriptions": subscription_decisions(subs, moves, layout),
+        "steps": steps,
+        "states": states,
+        "quotas": quota_rows(results, snapshot["topics"], int(info["asOfMs"])),
+    }
 
 
 def quota_actions(states: DataFrame) -> DataFrame:
     return action_rows(
         states,
-        "flag_backlog_quota",
+        FLAG_BACKLOG_QUOTA.name,
         topic=F.col("topic"),
         **{
             "from": F.when(F.col("wasExceeded"), F.lit("exceeded")).otherwise(F.lit("clear")),
@@ -403,7 +424,7 @@ def quota_actions(states: DataFrame) -> DataFrame:
 def move_actions(subscriptions: DataFrame) -> DataFrame:
     return action_rows(
         subscriptions.where(F.col("decision") == "move"),
-        "move_cursor",
+        MOVE_CURSOR.name,
         topic=F.col("topic"),
         subscription=F.col("subscription"),
         **{"from": F.col("from"), "to": F.col("to")},

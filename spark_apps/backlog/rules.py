@@ -23,8 +23,8 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
-from housekeeping.names import COMPACTION_SUBSCRIPTION
-from housekeeping.topic_ledgers import Ledger, Position, TopicLedgers
+from housekeeping.core.names import COMPACTION_SUBSCRIPTION
+from housekeeping.core.topic_ledgers import Ledger, Position, TopicLedgers
 
 SIZE_REDUCTION_FACTOR = 0.9
 PRODUCER_POLICIES = ("producer_request_hold", "producer_exception")

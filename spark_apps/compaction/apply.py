@@ -1,6 +1,6 @@
 """Spark app: apply a checked compaction plan. Writes each topic's new compacted ledger, then switches the
-topic to it (protocol in ``housekeeping.compacted_ledgers``), committing through the apply engine
-(``housekeeping.apply.ApplyRun``) as every apply does.
+topic to it (protocol in ``housekeeping.store.compacted_ledgers``), committing through the apply engine
+(``housekeeping.engine.apply.ApplyRun``) as every apply does.
 
 1. ``ApplyRun.open``: only a plan the gate passed unchanged (digest check), planned on this store; topics the
    journal shows applied for this run are skipped (a rerun after a crash completes the rest).
@@ -26,15 +26,18 @@ from typing import Any
 
 from pyspark.sql import functions as F
 
-from housekeeping import compacted_ledgers
-from housekeeping.apply import ApplyRun, TopicOutcome
-from housekeeping.contract import ACTIONS, COMPACTION_DECISIONS, COMPACTION_KEPT, RunDir
-from housekeeping.errors import InputError
-from housekeeping.faults import checkpoint
-from housekeeping.fs import remove_file, remove_tree
-from housekeeping.journal import plan_rows
-from housekeeping.manifest import parse_position
-from housekeeping.plan import read_table
+from housekeeping.core.errors import InputError
+from housekeeping.core.positions import parse_position
+from housekeeping.engine.apply import ApplyRun, TopicOutcome
+from housekeeping.engine.contract import ACTIONS, RunDir
+from housekeeping.engine.faults import checkpoint
+from housekeeping.engine.plan import read_table
+from housekeeping.mechanisms.compaction.actions import REWRITE_COMPACTED
+from housekeeping.mechanisms.compaction.tables import COMPACTION_DECISIONS, COMPACTION_KEPT
+from housekeeping.store import compacted_ledgers
+from housekeeping.store.fs import remove_file, remove_tree
+from housekeeping.store.journal import plan_rows
+from housekeeping.store.store import Store
 from spark_apps.compaction.entries import read_compaction_input, topic_inputs
 from spark_apps.shared.io import LedgerFiles
 from spark_apps.shared.io import read_table as read_plan_frame
@@ -90,7 +93,7 @@ def _write_ledgers(spark, store, run: RunDir, info: dict, to_write: dict[str, in
     """Copy the kept entries of the topics in ``to_write`` (topic -> new ledger id) into their ledger dirs."""
     import pyarrow as pa
 
-    from housekeeping.entries import ENTRY_SCHEMA, write_ledger
+    from housekeeping.store.entries import ENTRY_SCHEMA, write_ledger
 
     if not to_write:
         return
@@ -167,7 +170,7 @@ def _switch(
         purge_after_ms=applying.purge_after_ms,
     )
     if why:
-        return TopicOutcome("skipped_conflict", why, "rewrite_compacted", {"why": why})
+        return TopicOutcome("skipped_conflict", why, REWRITE_COMPACTED.name, {"why": why})
     detail = {
         "compactedLedger": ledger_id,
         "replaced": action.get("ledgerId"),
@@ -178,19 +181,22 @@ def _switch(
         **{k: v for k, v in action.items() if k.startswith("entries")},
         "planRows": plan_rows([action]),
     }
-    return TopicOutcome("applied", None, "rewrite_compacted", detail)
+    return TopicOutcome("applied", None, REWRITE_COMPACTED.name, detail)
 
 
 def run(spark, run_dir: str | Path, store=None, purge_grace_seconds: int | None = None) -> dict:
-    from housekeeping.settings import Settings
+    from housekeeping.core.settings import Settings
+    from housekeeping.mechanisms.compaction import MECHANISM
 
     run_ = RunDir(run_dir)
     settings = Settings.from_env()
-    store = store or settings.open_store()
-    grace = settings.purge_grace_seconds if purge_grace_seconds is None else purge_grace_seconds
-    actions = [a for a in read_table(run_.path, ACTIONS.name) if a["action"] == "rewrite_compacted"]
+    store = store or Store.of_settings(settings)
+    grace = MECHANISM.purge_grace_seconds(settings) if purge_grace_seconds is None else purge_grace_seconds
+    actions = [a for a in read_table(run_.path, ACTIONS.name) if a["action"] == REWRITE_COMPACTED.name]
     with run_scoped_cache(spark):
-        applying = ApplyRun.open(store, run_.path, purge_grace_seconds=grace, detail={"topics": len(actions)})
+        applying = ApplyRun.open(
+            store, run_.path, MECHANISM, purge_grace_seconds=grace, detail={"topics": len(actions)}
+        )
         result: dict = {
             "runId": applying.run_id,
             "appliedTopics": [],
@@ -213,7 +219,7 @@ def run(spark, run_dir: str | Path, store=None, purge_grace_seconds: int | None 
                 topic,
                 [action],
                 lambda conn, t=topic: _stage(conn, applying, planned[t]),
-                held_action="rewrite_compacted",
+                held_action=REWRITE_COMPACTED.name,
             )
             if outcome.status == "staged":
                 staged[topic] = outcome.facts["ledgerId"]
@@ -242,7 +248,7 @@ def run(spark, run_dir: str | Path, store=None, purge_grace_seconds: int | None 
                 topic,
                 [action],
                 lambda conn, t=topic, a=action: _switch(conn, applying, planned[t], staged[t], a),
-                held_action="rewrite_compacted",
+                held_action=REWRITE_COMPACTED.name,
             )
             checkpoint("compaction_apply_after_switch")
             if not outcome.applied:

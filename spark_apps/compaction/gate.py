@@ -20,21 +20,17 @@ entries that must survive equals the kept count); every key of the input is eith
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from pathlib import Path
 
 from pyspark.sql import DataFrame, Window
 from pyspark.sql import functions as F
 
-from housekeeping.contract import (
-    ACTIONS,
-    COMPACTION_DROPPED_KEYS,
-    COMPACTION_KEPT,
-    RunDir,
-    read_run_info,
-)
-from housekeeping.gate import CheckFrame, must_be_true
-from housekeeping.mechanism import MechanismSpec
-from housekeeping.names import COMPACTION_SUBSCRIPTION
+from housekeeping.core.names import COMPACTION_SUBSCRIPTION
+from housekeeping.engine.contract import ACTIONS, RunDir, read_run_info
+from housekeeping.engine.gate import CheckFrame, must_be_true
+from housekeeping.engine.mechanism import Mechanism
+from housekeeping.mechanisms.compaction.tables import COMPACTION_DROPPED_KEYS, COMPACTION_KEPT
 from spark_apps.compaction.entries import TopicInput, read_compaction_input
 from spark_apps.shared.io import LedgerFiles, read_snapshot, read_table
 from spark_apps.shared.positions import position_text
@@ -61,6 +57,7 @@ def snapshot_facts(snapshot: dict[str, DataFrame], compact_topics: list[str]) ->
             compacted.select(
                 "topic",
                 F.col("ledgerId").alias("currentCompacted"),
+                F.col("size").alias("currentCompactedBytes"),
                 F.col("horizonLedger").alias("cHorizonLedger"),
                 F.col("horizonEntry").alias("cHorizonEntry"),
             ),
@@ -73,6 +70,7 @@ def snapshot_facts(snapshot: dict[str, DataFrame], compact_topics: list[str]) ->
                 requested | (F.col("compactionThresholdBytes") > 0) | F.col("currentCompacted").isNotNull()
             ).alias("eligible"),
             "currentCompacted",
+            "currentCompactedBytes",
             position_text(F.col("cHorizonLedger"), F.col("cHorizonEntry")).alias("expectedReadFrom"),
             "cHorizonLedger",
             "cHorizonEntry",
@@ -109,6 +107,9 @@ def action_checks(actions: DataFrame, facts: DataFrame, allowed: tuple[str, ...]
         F.col("ledgerId")
         .eqNullSafe(F.col("currentCompacted"))
         .alias("replaces_the_current_compacted_ledger"),
+        F.col("bytesReplaced")
+        .eqNullSafe(F.col("currentCompactedBytes"))
+        .alias("replaced_bytes_are_the_current_compacted_size"),
         F.col("readFrom").eqNullSafe(F.col("expectedReadFrom")).alias("reads_from_the_compacted_horizon"),
         F.col("from").eqNullSafe(F.col("expectedFrom")).alias("cursor_from_is_current"),
         F.coalesce(F.col("to") == horizon, F.lit(False)).alias("horizon_is_the_last_entry"),
@@ -376,21 +377,30 @@ def dropped_checks(
     )
 
 
-def checks(spark, run_dir: str | Path, spec: MechanismSpec) -> list[CheckFrame]:
-    import great_expectations.expectations as gxe
+@dataclass(frozen=True)
+class GateFrames:
+    """What the compaction gate reads, once: the plan's tables, the snapshot's facts, and the input entries it
+    reads again itself (keys as their SHA-256 throughout, as the plan names them)."""
 
+    as_of_ms: int
+    retain_null_key: bool
+    actions: DataFrame
+    kept: DataFrame
+    dropped: DataFrame
+    facts: DataFrame
+    entries: DataFrame
+    horizons: DataFrame
+    latest: DataFrame
+    expected: DataFrame
+
+
+def read_frames(spark, run_dir: str | Path) -> GateFrames:
     run = RunDir(run_dir)
     info = read_run_info(run)
     as_of_ms = int(info["asOfMs"])
     retain_null_key = bool(info["broker"]["topicCompactionRetainNullKey"])
     snapshot = read_snapshot(spark, run)
     actions = materialize(read_table(spark, run, ACTIONS))
-    # The plan names keys by their SHA-256; the gate compares keys in that form throughout (``key`` below is the
-    # digest, of the plan's entries and of the entries read here alike).
-    kept = materialize(read_table(spark, run, COMPACTION_KEPT).withColumnRenamed("keyDigest", "key"))
-    dropped = materialize(
-        read_table(spark, run, COMPACTION_DROPPED_KEYS).withColumnRenamed("keyDigest", "key")
-    )
     facts = materialize(snapshot_facts(snapshot, list(info.get("compactTopics", []))))
     topics = [r["topic"] for r in actions.select("topic").distinct().collect()]
     inputs = gate_inputs(facts, snapshot["ledgers"], topics)
@@ -399,15 +409,33 @@ def checks(spark, run_dir: str | Path, spec: MechanismSpec) -> list[CheckFrame]:
             "key", F.sha2(F.col("key"), 256)
         )
     )
-    horizons = spark.createDataFrame(
-        [(i.topic, i.horizon[0], i.horizon[1]) for i in inputs], "topic string, hLedger long, hEntry long"
-    )
     latest = materialize(latest_per_key(entries))
-    expected = materialize(expected_survivors(entries, latest, facts, as_of_ms, retain_null_key))
+    return GateFrames(
+        as_of_ms=as_of_ms,
+        retain_null_key=retain_null_key,
+        actions=actions,
+        kept=materialize(read_table(spark, run, COMPACTION_KEPT).withColumnRenamed("keyDigest", "key")),
+        dropped=materialize(
+            read_table(spark, run, COMPACTION_DROPPED_KEYS).withColumnRenamed("keyDigest", "key")
+        ),
+        facts=facts,
+        entries=entries,
+        horizons=spark.createDataFrame(
+            [(i.topic, i.horizon[0], i.horizon[1]) for i in inputs], "topic string, hLedger long, hEntry long"
+        ),
+        latest=latest,
+        expected=materialize(expected_survivors(entries, latest, facts, as_of_ms, retain_null_key)),
+    )
+
+
+def checks(spark, run_dir: str | Path, spec: Mechanism) -> list[CheckFrame]:
+    import great_expectations.expectations as gxe
+
+    f = read_frames(spark, run_dir)
     return [
         CheckFrame(
             "actions",
-            action_checks(actions, facts, spec.actions),
+            action_checks(f.actions, f.facts, spec.action_names),
             [
                 gxe.ExpectColumnValuesToBeUnique(column="topic"),
                 *must_be_true(
@@ -415,6 +443,7 @@ def checks(spark, run_dir: str | Path, spec: MechanismSpec) -> list[CheckFrame]:
                     "topic_in_snapshot_and_eligible",
                     "moves_the_compaction_cursor",
                     "replaces_the_current_compacted_ledger",
+                    "replaced_bytes_are_the_current_compacted_size",
                     "reads_from_the_compacted_horizon",
                     "cursor_from_is_current",
                     "horizon_is_the_last_entry",
@@ -424,7 +453,7 @@ def checks(spark, run_dir: str | Path, spec: MechanismSpec) -> list[CheckFrame]:
         ),
         CheckFrame(
             "kept_entries",
-            kept_checks(kept, entries, latest, facts, horizons, as_of_ms, retain_null_key),
+            kept_checks(f.kept, f.entries, f.latest, f.facts, f.horizons, f.as_of_ms, f.retain_null_key),
             [
                 gxe.ExpectCompoundColumnsToBeUnique(column_list=["topic", "ledgerId", "entryId"]),
                 *must_be_true(
@@ -440,7 +469,9 @@ def checks(spark, run_dir: str | Path, spec: MechanismSpec) -> list[CheckFrame]:
         ),
         CheckFrame(
             "topics",
-            topic_checks(actions, kept, dropped, entries, latest, expected, facts, retain_null_key),
+            topic_checks(
+                f.actions, f.kept, f.dropped, f.entries, f.latest, f.expected, f.facts, f.retain_null_key
+            ),
             must_be_true(
                 "read_count_matches_the_input",
                 "counts_reconcile",
@@ -456,7 +487,7 @@ def checks(spark, run_dir: str | Path, spec: MechanismSpec) -> list[CheckFrame]:
         ),
         CheckFrame(
             "dropped_keys",
-            dropped_checks(dropped, latest, kept, facts, as_of_ms),
+            dropped_checks(f.dropped, f.latest, f.kept, f.facts, f.as_of_ms),
             [
                 gxe.ExpectCompoundColumnsToBeUnique(column_list=["topic", "key"]),
                 *must_be_true(

@@ -35,19 +35,17 @@ import argparse
 import json
 from pathlib import Path
 
-from pyspark.sql import DataFrame, Window
+from pyspark.sql import Column, DataFrame, Window
 from pyspark.sql import functions as F
 
-from housekeeping.contract import (
-    ACTIONS,
-    BLOCKERS,
+from housekeeping.core.names import COMPACTION_SUBSCRIPTION
+from housekeeping.engine.contract import ACTIONS, BLOCKERS, RunDir, read_run_info
+from housekeeping.mechanisms.compaction.actions import REWRITE_COMPACTED
+from housekeeping.mechanisms.compaction.tables import (
     COMPACTION_DECISIONS,
     COMPACTION_DROPPED_KEYS,
     COMPACTION_KEPT,
-    RunDir,
-    read_run_info,
 )
-from housekeeping.names import COMPACTION_SUBSCRIPTION
 from spark_apps.compaction.entries import read_compaction_input, topic_inputs
 from spark_apps.shared.holds import keep_held
 from spark_apps.shared.io import LedgerFiles, read_snapshot, write_summary, write_table
@@ -65,24 +63,17 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     return parser.parse_args(argv)
 
 
-def compaction_candidates(
-    topics: DataFrame,
-    ledgers: DataFrame,
-    cursors: DataFrame,
-    compacted: DataFrame,
-    compact_topics: list[str],
-    as_of_ms: int,
-    schedule_interval_ms: int | None = None,
-) -> DataFrame:
-    """One row per topic: ``decision`` compact|skip, ``kind``, ``reason``, where its input lies, and the
-    apache/pulsar #11211 ``warning`` (raw retention shorter than the time between compactions). Pure."""
-    as_of = F.lit(as_of_ms)
-    cursor = cursors.where(F.col("name") == COMPACTION_SUBSCRIPTION).select(
+def _compaction_cursor(cursors: DataFrame) -> DataFrame:
+    return cursors.where(F.col("name") == COMPACTION_SUBSCRIPTION).select(
         "topic",
         F.col("markDeleteLedger").alias("cursorLedger"),
         F.col("markDeleteEntry").alias("cursorEntry"),
     )
-    previous = compacted.select(
+
+
+def _previous_compaction(compacted: DataFrame) -> DataFrame:
+    """The compacted ledger in force: where the next read starts (its horizon) and what its retention reads."""
+    return compacted.select(
         "topic",
         F.col("ledgerId").alias("prevCompactedLedgerId"),
         F.col("horizonLedger").alias("readFromLedger"),
@@ -94,8 +85,12 @@ def compaction_candidates(
         F.col("oldestTombstoneTsMs").alias("compactedOldestTombstoneTsMs"),
         F.col("compactedAsOfMs").alias("prevCompactedAsOfMs"),
     )
-    # Pulsar's estimated backlog of the __compaction cursor (ManagedCursorImpl#getEstimatedSizeSinceMarkDelete):
-    # whole ledgers after its mark-delete plus the unread share of the ledger it sits in; no cursor: all bytes.
+
+
+def _raw_storage(ledgers: DataFrame, cursor: DataFrame) -> DataFrame:
+    """Per topic: stored bytes and ledgers, the __compaction cursor's backlog (Pulsar's
+    ``ManagedCursorImpl#getEstimatedSizeSinceMarkDelete``: whole ledgers after its mark-delete plus the unread
+    share of the ledger it sits in; no cursor: all bytes), the last entry and the oldest raw entry's time."""
     with_cursor = ledgers.join(cursor, "topic", "left")
     share_unread = F.when(
         F.col("entries") > 0,
@@ -107,7 +102,7 @@ def compaction_candidates(
         .when(F.col("ledgerId") == F.col("cursorLedger"), F.greatest(share_unread, F.lit(0)))
         .otherwise(F.lit(0))
     )
-    storage = with_cursor.groupBy("topic").agg(
+    return with_cursor.groupBy("topic").agg(
         F.sum("size").alias("storedBytes"),
         F.count("*").alias("ledgers"),
         F.sum(backlog_part).cast("long").alias("backlogBytes"),
@@ -119,8 +114,35 @@ def compaction_candidates(
         ).alias("lastEntry"),
         F.min(F.when(F.col("entries") > 0, F.col("minEntryTsMs"))).alias("oldestRawTsMs"),
     )
-    frame = (
-        topics.join(storage, "topic", "left")
+
+
+def _raw_ledgers_to_read(ledgers: DataFrame, previous: DataFrame) -> DataFrame:
+    """Raw ledgers that can hold entries in (readFrom, horizon], and how many of them are not stored as files."""
+    return (
+        ledgers.join(previous.select("topic", "readFromLedger"), "topic", "left")
+        .where(
+            (F.col("entries") > 0)
+            & (F.col("readFromLedger").isNull() | (F.col("ledgerId") >= F.col("readFromLedger")))
+        )
+        .groupBy("topic")
+        .agg(
+            F.sort_array(F.collect_list(F.when(F.col("entriesStored"), F.col("ledgerId")))).alias(
+                "rawLedgerIds"
+            ),
+            F.sum(F.when(~F.col("entriesStored"), 1).otherwise(0)).alias("ledgersNotStored"),
+        )
+    )
+
+
+def compaction_inputs(
+    topics: DataFrame, ledgers: DataFrame, cursors: DataFrame, compacted: DataFrame, compact_topics: list[str]
+) -> DataFrame:
+    """Per topic, what a compaction would read: the previous compaction, the raw storage and backlog, whether the
+    run names it (``requested``), and the horizon. Pure."""
+    cursor = _compaction_cursor(cursors)
+    previous = _previous_compaction(compacted)
+    return (
+        topics.join(_raw_storage(ledgers, cursor), "topic", "left")
         .join(cursor, "topic", "left")
         .join(previous, "topic", "left")
         .withColumn(
@@ -141,26 +163,16 @@ def compaction_candidates(
         )
         .withColumn("horizonLedger", F.col("horizon.ledgerId"))
         .withColumn("horizonEntry", F.col("horizon.entryId"))
+        .join(_raw_ledgers_to_read(ledgers, previous), "topic", "left")
     )
-    read_from = position_key("readFromLedger", "readFromEntry")
-    # Raw ledgers that can hold entries in (readFrom, horizon], and whether all of them are stored as files.
-    needed = (
-        ledgers.join(previous.select("topic", "readFromLedger"), "topic", "left")
-        .where(
-            (F.col("entries") > 0)
-            & (F.col("readFromLedger").isNull() | (F.col("ledgerId") >= F.col("readFromLedger")))
-        )
-        .groupBy("topic")
-        .agg(
-            F.sort_array(F.collect_list(F.when(F.col("entriesStored"), F.col("ledgerId")))).alias(
-                "rawLedgerIds"
-            ),
-            F.sum(F.when(~F.col("entriesStored"), 1).otherwise(0)).alias("ledgersNotStored"),
-        )
-    )
-    frame = frame.join(needed, "topic", "left")
+
+
+def compaction_kind(as_of_ms: int) -> Column:
+    """Why a topic is compacted or not, typed, in precedence order."""
+    as_of = F.lit(as_of_ms)
     has_new = F.col("lastEntry").isNotNull() & (
-        F.col("readFromLedger").isNull() | (F.col("lastEntry") > read_from)
+        F.col("readFromLedger").isNull()
+        | (F.col("lastEntry") > position_key("readFromLedger", "readFromEntry"))
     )
     retention_due = F.col("prevCompactedLedgerId").isNotNull() & (
         (
@@ -180,7 +192,7 @@ def compaction_candidates(
     over = threshold_on & has_new & (F.col("backlogBytes") > F.col("compactionThresholdBytes"))
     something = has_new | F.col("prevCompactedLedgerId").isNotNull()
     wanted = (F.col("requested") & something) | over | retention_due
-    kind = (
+    return (
         F.when(wanted & (F.coalesce(F.col("ledgersNotStored"), F.lit(0)) > 0), F.lit("entries_not_stored"))
         .when(F.col("requested") & something, F.lit("requested"))
         .when(over, F.lit("threshold_exceeded"))
@@ -190,13 +202,16 @@ def compaction_candidates(
         .when(~has_new, F.lit("nothing_new"))
         .otherwise(F.lit("under_threshold"))
     )
-    frame = frame.withColumn("kind", kind)
+
+
+def compaction_reason() -> Column:
+    """Why, for a person, by ``kind``."""
     threshold = F.format_string(
         "__compaction backlog %d bytes vs compaction threshold %d bytes",
         F.coalesce(F.col("backlogBytes"), F.lit(0)),
         F.col("compactionThresholdBytes"),
     )
-    reason = (
+    return (
         F.when(
             F.col("kind") == "entries_not_stored",
             F.format_string(
@@ -218,15 +233,23 @@ def compaction_candidates(
         .when(F.col("kind") == "nothing_new", F.lit("no entry after the compacted horizon"))
         .otherwise(F.concat(threshold, F.lit(": not over")))
     )
-    # apache/pulsar#11211: keys published between two compactions are lost if the raw retention trims them
-    # first. The time between compactions: since the previous compaction (else since the oldest raw entry),
-    # and at least the DAG's schedule interval.
+
+
+def retention_warning(as_of_ms: int, schedule_interval_ms: int | None) -> Column:
+    """apache/pulsar#11211: keys published between two compactions are lost if the raw retention trims them
+    first. The time between compactions: since the previous compaction (else since the oldest raw entry), and at
+    least the DAG's schedule interval."""
+    as_of = F.lit(as_of_ms)
     interval = F.greatest(
         as_of - F.coalesce(F.col("prevCompactedAsOfMs"), F.col("oldestRawTsMs"), as_of),
         F.lit(schedule_interval_ms or 0),
     )
-    enabled = threshold_on | F.col("requested") | F.col("prevCompactedLedgerId").isNotNull()
-    warning = F.when(
+    enabled = (
+        (F.col("compactionThresholdBytes") > 0)
+        | F.col("requested")
+        | F.col("prevCompactedLedgerId").isNotNull()
+    )
+    return F.when(
         enabled & (F.col("retentionTimeMs") >= 0) & (F.col("retentionTimeMs") < interval),
         F.format_string(
             "raw retention time %d s (%s) is shorter than the time between compactions %d s: entries can be "
@@ -236,6 +259,22 @@ def compaction_candidates(
             (interval / 1000).cast("long"),
         ),
     )
+
+
+def compaction_candidates(
+    topics: DataFrame,
+    ledgers: DataFrame,
+    cursors: DataFrame,
+    compacted: DataFrame,
+    compact_topics: list[str],
+    as_of_ms: int,
+    schedule_interval_ms: int | None = None,
+) -> DataFrame:
+    """One row per topic: ``decision`` compact|skip, ``kind``, ``reason``, where its input lies, and the
+    apache/pulsar #11211 ``warning`` (raw retention shorter than the time between compactions). Pure."""
+    frame = compaction_inputs(topics, ledgers, cursors, compacted, compact_topics).withColumn(
+        "kind", compaction_kind(as_of_ms)
+    )
     return frame.select(
         "topic",
         "namespace",
@@ -243,13 +282,14 @@ def compaction_candidates(
         .otherwise("skip")
         .alias("decision"),
         "kind",
-        reason.alias("reason"),
-        warning.alias("warning"),
+        compaction_reason().alias("reason"),
+        retention_warning(as_of_ms, schedule_interval_ms).alias("warning"),
         F.coalesce(F.col("storedBytes"), F.lit(0)).alias("bytes"),
         F.coalesce(F.col("ledgers"), F.lit(0)).alias("ledgers"),
         F.coalesce(F.col("backlogBytes"), F.lit(0)).alias("backlogBytes"),
         "compactionThresholdBytes",
         "prevCompactedLedgerId",
+        F.col("compactedBytes").alias("prevCompactedBytes"),
         "readFromLedger",
         "readFromEntry",
         "horizonLedger",
@@ -328,17 +368,19 @@ def _count_name(decision: str) -> str:
 def compaction_actions(candidates: DataFrame, counts: DataFrame) -> DataFrame:
     """``rewrite_compacted`` per compacted topic: ``ledgerId`` the compacted ledger it replaces (null: none),
     ``from``/``to`` the __compaction cursor move (``from`` null: the cursor is created at ``to``), ``readFrom``
-    where the raw read started (the previous horizon; null: the first entry), and the reconciling counts."""
+    where the raw read started (the previous horizon; null: the first entry), the reconciling counts, ``bytes``
+    the new compacted ledger's and ``bytesReplaced`` the one it replaces (null: none)."""
     planned = candidates.where(F.col("decision") == "compact").join(counts, "topic", "left")
     zero = F.lit(0).cast("long")
     return planned.select(
         "topic",
-        F.lit("rewrite_compacted").alias("action"),
+        F.lit(REWRITE_COMPACTED.name).alias("action"),
         F.col("prevCompactedLedgerId").alias("ledgerId"),
         F.lit(COMPACTION_SUBSCRIPTION).alias("subscription"),
         position_text(F.col("cursorLedger"), F.col("cursorEntry")).alias("from"),
         position_text(F.col("horizonLedger"), F.col("horizonEntry")).alias("to"),
         F.coalesce(F.col("keptBytes"), zero).alias("bytes"),
+        F.col("prevCompactedBytes").alias("bytesReplaced"),
         F.concat_ws("; ", F.col("reason"), F.col("warning")).alias("reason"),
         position_text(F.col("readFromLedger"), F.col("readFromEntry")).alias("readFrom"),
         *[

@@ -23,10 +23,12 @@ from pathlib import Path
 from pyspark.sql import Column, DataFrame, SparkSession
 from pyspark.sql import functions as F
 
-from housekeeping.contract import ERASURE_ENTRIES, ERASURE_LEDGERS, RunDir, read_run_info
-from housekeeping.entries import ERASED_PROPERTY, files_sha256
-from housekeeping.gate import CheckFrame, must_be_true
-from housekeeping.mechanism import MechanismSpec
+from housekeeping.engine.contract import RunDir, read_run_info
+from housekeeping.engine.gate import CheckFrame, must_be_true
+from housekeeping.engine.mechanism import Mechanism
+from housekeeping.mechanisms.erasure.actions import EXPEDITE_PURGE, REDACT_LEDGER, REDACTIONS
+from housekeeping.mechanisms.erasure.tables import ERASURE_ENTRIES, ERASURE_LEDGERS
+from housekeeping.store.entries import ERASED_PROPERTY, files_sha256
 from spark_apps.shared.io import (
     ENTRY_COLUMNS,
     LedgerFiles,
@@ -105,26 +107,22 @@ def entry_set_checks(expected: DataFrame, planned: DataFrame) -> DataFrame:
     )
 
 
-def staged_entry_checks(
-    original: DataFrame, staged: DataFrame, planned: DataFrame, digests: DataFrame
-) -> DataFrame:
-    """Per rewritten ledger: the staged entries against the files in force, position by position."""
-    key = ["fileTopic", "fileLedger", "source", "ledgerId", "entryId"]
+ENTRY_KEY = ["fileTopic", "fileLedger", "source", "ledgerId", "entryId"]
+COMPARED = ("topic", "publishTime", "brokerTimestamp", "key", "value", "size")
+
+
+def entry_pairs(original: DataFrame, staged: DataFrame, planned: DataFrame, digests: DataFrame) -> DataFrame:
+    """Each position of a rewritten ledger: its entry in the files in force (``o_*``) and in the staged files
+    (``s_*``), whether the plan redacts it, and whether the staged entry's key is a requested one."""
     o = original.select(
-        *key,
-        *[
-            F.col(c).alias(f"o_{c}")
-            for c in ("topic", "publishTime", "brokerTimestamp", "key", "value", "size")
-        ],
+        *ENTRY_KEY,
+        *[F.col(c).alias(f"o_{c}") for c in COMPARED],
         F.to_json(F.col("properties")).alias("o_properties"),
         F.lit(True).alias("inOriginal"),
     )
     s = staged.select(
-        *key,
-        *[
-            F.col(c).alias(f"s_{c}")
-            for c in ("topic", "publishTime", "brokerTimestamp", "key", "value", "size")
-        ],
+        *ENTRY_KEY,
+        *[F.col(c).alias(f"s_{c}") for c in COMPARED],
         F.col("properties").alias("s_propertiesMap"),
         F.to_json(F.col("properties")).alias("s_properties"),
         F.lit(True).alias("inStaged"),
@@ -137,18 +135,31 @@ def staged_entry_checks(
         "entryId",
         F.lit(True).alias("redact"),
     ).distinct()
-    staged_digests = digests.select(
-        F.col("topic").alias("fileTopic"), "keyDigest", F.lit(True).alias("requested")
-    )
-    joined = (
-        o.join(s, key, "full")
-        .join(marked, key, "left")
+    requested = digests.select(F.col("topic").alias("fileTopic"), "keyDigest", F.lit(True).alias("requested"))
+    return (
+        o.join(s, ENTRY_KEY, "full")
+        .join(marked, ENTRY_KEY, "left")
         .withColumn("redact", F.coalesce(F.col("redact"), F.lit(False)))
         .withColumn("s_keyDigest", F.sha2(F.col("s_key"), 256))
-        .join(
-            staged_digests.withColumnRenamed("keyDigest", "s_keyDigest"), ["fileTopic", "s_keyDigest"], "left"
-        )
+        .join(requested.withColumnRenamed("keyDigest", "s_keyDigest"), ["fileTopic", "s_keyDigest"], "left")
     )
+
+
+def _redacted_as_planned() -> Column:
+    """A redacted entry: no key, no payload, size 0, the one erasure property."""
+    return (
+        F.col("s_key").isNull()
+        & F.col("s_value").isNull()
+        & (F.col("s_size") == 0)
+        & (F.size(F.col("s_propertiesMap")) == 1)
+        & F.col("s_propertiesMap").getItem(ERASED_PROPERTY).isNotNull()
+    )
+
+
+def staged_entry_checks(
+    original: DataFrame, staged: DataFrame, planned: DataFrame, digests: DataFrame
+) -> DataFrame:
+    """Per rewritten ledger: the staged entries against the files in force, position by position."""
     unchanged = (
         _same("o_topic", "s_topic")
         & _same("o_publishTime", "s_publishTime")
@@ -160,20 +171,13 @@ def staged_entry_checks(
         & _same("o_size", "s_size")
         & _same("o_properties", "s_properties")
     )
-    redacted = (
-        F.col("s_key").isNull()
-        & F.col("s_value").isNull()
-        & (F.col("s_size") == 0)
-        & (F.size(F.col("s_propertiesMap")) == 1)
-        & F.col("s_propertiesMap").getItem(ERASED_PROPERTY).isNotNull()
-    )
-    per_entry = joined.select(
+    per_entry = entry_pairs(original, staged, planned, digests).select(
         "fileTopic",
         "fileLedger",
         "source",
         (F.col("inOriginal").isNotNull() & F.col("inStaged").isNotNull()).alias("position_in_both"),
         F.coalesce(unchanged, F.lit(False)).alias("positions_and_times_unchanged"),
-        F.when(F.col("redact"), F.coalesce(redacted, F.lit(False)))
+        F.when(F.col("redact"), F.coalesce(_redacted_as_planned(), F.lit(False)))
         .otherwise(F.coalesce(untouched, F.lit(False)))
         .alias("content_as_planned"),
         F.col("requested").isNull().alias("no_requested_key"),
@@ -194,16 +198,9 @@ def staged_entry_checks(
     )
 
 
-def ledger_checks(
-    spark: SparkSession,
-    run: RunDir,
-    snapshot: dict,
-    files: LedgerFiles,
-    ledgers: DataFrame,
-    entry_checks: DataFrame,
-    actions: DataFrame,
-) -> DataFrame:
-    facts = (
+def _snapshot_ledgers(snapshot: dict) -> DataFrame:
+    """Every raw and compacted ledger of the snapshot with its entries and size."""
+    return (
         snapshot["ledgers"]
         .select("topic", "ledgerId", F.lit("raw").alias("source"), "entries", "size")
         .unionByName(
@@ -214,6 +211,33 @@ def ledger_checks(
         .withColumnRenamed("entries", "snapEntries")
         .withColumnRenamed("size", "snapSize")
     )
+
+
+def _redact_actions(actions: DataFrame) -> DataFrame:
+    return actions.where(F.col("action").isin(*REDACTIONS)).select(
+        "topic",
+        "ledgerId",
+        F.when(F.col("action") == REDACT_LEDGER.name, F.lit("raw"))
+        .otherwise(F.lit("compacted"))
+        .alias("source"),
+        F.col("fromGeneration").alias("aFrom"),
+        F.col("entriesRedacted").alias("aEntries"),
+        F.col("bytes").alias("aBytes"),
+        F.lit(True).alias("hasAction"),
+    )
+
+
+def ledger_facts(
+    spark: SparkSession,
+    run: RunDir,
+    snapshot: dict,
+    files: LedgerFiles,
+    ledgers: DataFrame,
+    entry_checks: DataFrame,
+    actions: DataFrame,
+) -> DataFrame:
+    """Per rewritten ledger of the plan: its snapshot facts, its files generation at the snapshot, the SHA-256 of
+    its staged files as they are now, its entry checks, and its redact action."""
     generations = spark.createDataFrame(
         [(t, int(lid), int(g)) for (t, lid), g in files.generations.items()] or [("", -1, 0)],
         "topic string, ledgerId long, snapGeneration long",
@@ -226,68 +250,70 @@ def ledger_checks(
         or [("", -1, "", "")],
         "topic string, ledgerId long, source string, actualSha256 string",
     )
-    redact_actions = actions.where(F.col("action").isin("redact_ledger", "redact_compacted")).select(
-        "topic",
-        "ledgerId",
-        F.when(F.col("action") == "redact_ledger", F.lit("raw"))
-        .otherwise(F.lit("compacted"))
-        .alias("source"),
-        F.col("fromGeneration").alias("aFrom"),
-        F.col("entriesRedacted").alias("aEntries"),
-        F.col("bytes").alias("aBytes"),
-        F.lit(True).alias("hasAction"),
-    )
     key = ["topic", "ledgerId", "source"]
-    joined = (
-        ledgers.join(facts, key, "left")
+    return (
+        ledgers.join(_snapshot_ledgers(snapshot), key, "left")
         .join(generations, ["topic", "ledgerId"], "left")
         .join(hashes, key, "left")
         .join(entry_checks, key, "left")
-        .join(redact_actions, key, "full")
+        .join(_redact_actions(actions), key, "full")
     )
+
+
+def ledger_checks(
+    spark: SparkSession,
+    run: RunDir,
+    snapshot: dict,
+    files: LedgerFiles,
+    ledgers: DataFrame,
+    entry_checks: DataFrame,
+    actions: DataFrame,
+) -> DataFrame:
+    joined = ledger_facts(spark, run, snapshot, files, ledgers, entry_checks, actions)
     generation = F.coalesce(F.col("snapGeneration"), F.lit(0))
+
+    def holds(condition: Column, name: str) -> Column:
+        return F.coalesce(condition, F.lit(False)).alias(name)
+
     return joined.select(
-        *key,
-        F.coalesce(F.col("snapEntries").isNotNull(), F.lit(False)).alias("ledger_in_snapshot"),
-        F.coalesce(F.col("fromGeneration") == generation, F.lit(False)).alias(
-            "from_generation_is_snapshot's"
-        ),
-        F.coalesce(F.col("toGeneration") == generation + 1, F.lit(False)).alias("to_generation_is_next"),
-        F.coalesce(F.col("entries") == F.col("snapEntries"), F.lit(False)).alias("entries_match_snapshot"),
-        F.coalesce(F.col("sizeBefore") == F.col("snapSize"), F.lit(False)).alias("size_matches_snapshot"),
-        F.coalesce(F.col("stagedEntries") == F.col("snapEntries"), F.lit(False)).alias(
-            "staged_entry_count_same"
-        ),
-        F.coalesce(F.col("same_positions"), F.lit(False)).alias("same_positions"),
-        F.coalesce(F.col("times_unchanged"), F.lit(False)).alias("times_unchanged"),
-        F.coalesce(F.col("other_entries_identical_planned_ones_redacted"), F.lit(False)).alias(
-            "other_entries_identical_planned_ones_redacted"
-        ),
-        F.coalesce(F.col("no_requested_key_in_new_files"), F.lit(False)).alias(
-            "no_requested_key_in_new_files"
-        ),
-        F.coalesce(F.col("bytesRedacted") == F.col("redactedBytes"), F.lit(False)).alias(
-            "bytes_redacted_match"
-        ),
-        F.coalesce(
+        "topic",
+        "ledgerId",
+        "source",
+        holds(F.col("snapEntries").isNotNull(), "ledger_in_snapshot"),
+        holds(F.col("fromGeneration") == generation, "from_generation_is_snapshot's"),
+        holds(F.col("toGeneration") == generation + 1, "to_generation_is_next"),
+        holds(F.col("entries") == F.col("snapEntries"), "entries_match_snapshot"),
+        holds(F.col("sizeBefore") == F.col("snapSize"), "size_matches_snapshot"),
+        holds(F.col("stagedEntries") == F.col("snapEntries"), "staged_entry_count_same"),
+        *[
+            holds(F.col(name), name)
+            for name in (
+                "same_positions",
+                "times_unchanged",
+                "other_entries_identical_planned_ones_redacted",
+                "no_requested_key_in_new_files",
+            )
+        ],
+        holds(F.col("bytesRedacted") == F.col("redactedBytes"), "bytes_redacted_match"),
+        holds(
             F.col("sizeAfter") == F.greatest(F.col("sizeBefore") - F.col("redactedBytes"), F.lit(0)),
-            F.lit(False),
-        ).alias("size_after_is_before_less_redacted"),
-        F.coalesce(F.col("stagedSha256") == F.col("actualSha256"), F.lit(False)).alias("staged_bytes_bound"),
-        F.coalesce(
+            "size_after_is_before_less_redacted",
+        ),
+        holds(F.col("stagedSha256") == F.col("actualSha256"), "staged_bytes_bound"),
+        holds(
             F.col("hasAction")
             & (F.col("aFrom") == F.col("fromGeneration"))
             & (F.col("aEntries") == F.col("entriesRedacted"))
             & (F.col("aBytes") == F.col("bytesRedacted")),
-            F.lit(False),
-        ).alias("one_action_with_its_counts"),
+            "one_action_with_its_counts",
+        ),
     )
 
 
 def expedite_checks(
     spark: SparkSession, snapshot: dict, files: LedgerFiles, actions: DataFrame, as_of_ms: int
 ) -> DataFrame:
-    expedite = actions.where(F.col("action") == "expedite_purge").select("topic", "ledgerId", "pendingId")
+    expedite = actions.where(F.col("action") == EXPEDITE_PURGE.name).select("topic", "ledgerId", "pendingId")
     pending = snapshot["pending_files"]
     rows = expedite.join(
         pending.select(
@@ -343,25 +369,9 @@ def expedite_checks(
     )
 
 
-def checks(spark, run_dir: str | Path, spec: MechanismSpec) -> list[CheckFrame]:
-    import great_expectations.expectations as gxe
-
-    run = RunDir(run_dir)
-    info = read_run_info(run)
-    as_of_ms = int(info["asOfMs"])
-    files = LedgerFiles.of(info)
-    snapshot = read_snapshot(spark, run)
-    actions = materialize(read_actions(spark, run))
-    planned = materialize(read_table(spark, run, ERASURE_ENTRIES))
-    ledgers = materialize(read_table(spark, run, ERASURE_LEDGERS))
-
-    names = materialize(topic_name_facts(spark, [snapshot["topics"]]))
-    digests = materialize(covering_digests(snapshot, names, as_of_ms))
-    # The files of the topics a request in effect covers (by the gate's own reading of the requests and holds).
-    covered = {r["topic"] for r in digests.select("topic").distinct().collect()}
-    live = [f for f in _live_files(spark, snapshot, files) if f[0] in covered]
-    original = _read_by_file(spark, live)
-    expected = (
+def requested_entries(original: DataFrame, digests: DataFrame) -> DataFrame:
+    """Every entry of the files in force whose key a request in effect covers: what the plan must redact."""
+    return (
         original.where(F.col("key").isNotNull())
         .withColumn("keyDigest", F.sha2(F.col("key"), 256))
         .join(digests.withColumnRenamed("topic", "fileTopic"), ["fileTopic", "keyDigest"])
@@ -374,6 +384,13 @@ def checks(spark, run_dir: str | Path, spec: MechanismSpec) -> list[CheckFrame]:
         )
         .distinct()
     )
+
+
+def rewritten_entry_checks(
+    spark, run: RunDir, original: DataFrame, ledgers: DataFrame, planned: DataFrame, digests: DataFrame
+) -> DataFrame:
+    """The staged files of every rewritten ledger read back and compared with the files in force they replace
+    (:func:`staged_entry_checks`)."""
     rewritten = {(r["topic"], r["ledgerId"], r["source"]): r["staged"] for r in ledgers.collect()}
     staged_frames = [
         (topic, ledger_id, source, str(run.staged_ledger(slot)))
@@ -387,40 +404,62 @@ def checks(spark, run_dir: str | Path, spec: MechanismSpec) -> list[CheckFrame]:
         ["fileTopic", "fileLedger", "source"],
     )
     staged = _read_by_file(spark, staged_frames)
-    entry_checks = materialize(staged_entry_checks(originals_rewritten, staged, planned, digests))
+    return materialize(staged_entry_checks(originals_rewritten, staged, planned, digests))
+
+
+LEDGER_CHECKS = (
+    "ledger_in_snapshot",
+    "from_generation_is_snapshot's",
+    "to_generation_is_next",
+    "entries_match_snapshot",
+    "size_matches_snapshot",
+    "staged_entry_count_same",
+    "same_positions",
+    "times_unchanged",
+    "other_entries_identical_planned_ones_redacted",
+    "no_requested_key_in_new_files",
+    "bytes_redacted_match",
+    "size_after_is_before_less_redacted",
+    "staged_bytes_bound",
+    "one_action_with_its_counts",
+)
+
+
+def checks(spark, run_dir: str | Path, spec: Mechanism) -> list[CheckFrame]:
+    import great_expectations.expectations as gxe
+
+    run = RunDir(run_dir)
+    info = read_run_info(run)
+    as_of_ms = int(info["asOfMs"])
+    files = LedgerFiles.of(info)
+    snapshot = read_snapshot(spark, run)
+    actions = materialize(read_actions(spark, run))
+    planned = materialize(read_table(spark, run, ERASURE_ENTRIES))
+    ledgers = materialize(read_table(spark, run, ERASURE_LEDGERS))
+    names = materialize(topic_name_facts(spark, [snapshot["topics"]]))
+    digests = materialize(covering_digests(snapshot, names, as_of_ms))
+    # The files of the topics a request in effect covers (by the gate's own reading of the requests and holds).
+    covered = {r["topic"] for r in digests.select("topic").distinct().collect()}
+    original = _read_by_file(spark, [f for f in _live_files(spark, snapshot, files) if f[0] in covered])
+    entry_checks = rewritten_entry_checks(spark, run, original, ledgers, planned, digests)
     return [
         CheckFrame(
             "actions",
             actions.select("topic", "action", "ledgerId", "pendingId"),
             [
-                gxe.ExpectColumnValuesToBeInSet(column="action", value_set=list(spec.actions)),
+                gxe.ExpectColumnValuesToBeInSet(column="action", value_set=list(spec.action_names)),
                 gxe.ExpectCompoundColumnsToBeUnique(column_list=["topic", "action", "ledgerId", "pendingId"]),
             ],
         ),
         CheckFrame(
             "requested_entries",
-            entry_set_checks(expected, planned),
+            entry_set_checks(requested_entries(original, digests), planned),
             must_be_true("requested_entry_is_planned", "planned_entry_has_a_requested_key"),
         ),
         CheckFrame(
             "rewritten_ledgers",
             ledger_checks(spark, run, snapshot, files, ledgers, entry_checks, actions),
-            must_be_true(
-                "ledger_in_snapshot",
-                "from_generation_is_snapshot's",
-                "to_generation_is_next",
-                "entries_match_snapshot",
-                "size_matches_snapshot",
-                "staged_entry_count_same",
-                "same_positions",
-                "times_unchanged",
-                "other_entries_identical_planned_ones_redacted",
-                "no_requested_key_in_new_files",
-                "bytes_redacted_match",
-                "size_after_is_before_less_redacted",
-                "staged_bytes_bound",
-                "one_action_with_its_counts",
-            ),
+            must_be_true(*LEDGER_CHECKS),
         ),
         CheckFrame(
             "expedited_purges",

@@ -28,23 +28,18 @@ from __future__ import annotations
 
 import argparse
 import json
+from dataclasses import dataclass
 from pathlib import Path
 
 from pyspark.sql import Column, DataFrame, SparkSession
 from pyspark.sql import functions as F
 from pyspark.sql import types as T
 
-from housekeeping.contract import (
-    ACTIONS,
-    BLOCKERS,
-    ERASURE_DECISIONS,
-    ERASURE_ENTRIES,
-    ERASURE_LEDGERS,
-    RunDir,
-    read_run_info,
-)
-from housekeeping.entries import ERASED_PROPERTY, files_sha256
-from housekeeping.fs import remove_file, remove_tree
+from housekeeping.engine.contract import ACTIONS, BLOCKERS, RunDir, read_run_info
+from housekeeping.mechanisms.erasure.actions import EXPEDITE_PURGE, REDACT_COMPACTED, REDACT_LEDGER
+from housekeeping.mechanisms.erasure.tables import ERASURE_DECISIONS, ERASURE_ENTRIES, ERASURE_LEDGERS
+from housekeeping.store.entries import ERASED_PROPERTY, files_sha256
+from housekeeping.store.fs import remove_file, remove_tree
 from spark_apps.shared.io import (
     ENTRY_COLUMNS,
     LedgerFiles,
@@ -91,7 +86,7 @@ def effective(requests: DataFrame, as_of_ms: int) -> DataFrame:
 def held_by(spark: SparkSession, holds: DataFrame, names: DataFrame) -> DataFrame:
     """(topic, heldBy) for every topic of ``names``; heldBy names the hold covering the topic (the topic, its
     partitioned topic or its namespace), null when none does."""
-    from housekeeping.holds import Hold, describe
+    from housekeeping.store.holds import Hold, describe
 
     described = spark.createDataFrame(
         [
@@ -237,86 +232,112 @@ def _write_staged(spark, run: RunDir, candidates: DataFrame, live: DataFrame, le
             written.rename(run.staged_ledger(staged_name(row["slot"])))
 
 
+@dataclass(frozen=True)
+class Found:
+    """What a run finds: the candidate files, the requests in effect over their topics (with any hold), and the
+    entries of the acting requests' keys in those files."""
+
+    candidates: DataFrame
+    covered: DataFrame
+    found: DataFrame
+
+
+def find_requested_entries(spark, snapshot: dict[str, DataFrame], files: LedgerFiles, as_of_ms: int) -> Found:
+    in_effect = materialize(effective(snapshot["erasure_requests"], as_of_ms))
+    candidates = materialize(candidate_files(spark, snapshot, files))
+    names = materialize(topic_name_facts(spark, [candidates, snapshot["topics"]]))
+    holds = materialize(held_by(spark, snapshot["holds"], names))
+    covered = materialize(covering(in_effect, names).join(holds, "topic", "left"))
+    acting = covered.where(F.col("heldBy").isNull())
+    # Only the files of topics a request in effect covers are read (none on a day without requests).
+    to_read = candidates.join(acting.select("topic").distinct(), "topic", "left_semi")
+    keys = read_files(spark, to_read, KEY_COLUMNS)
+    return Found(candidates, covered, materialize(matches(keys, acting)))
+
+
+def ledger_rewrites(live: DataFrame, candidates: DataFrame) -> list[dict]:
+    """Per ledger in force holding a requested key: its entries and bytes redacted, its tombstones redacted (a
+    redacted tombstone, payload size 0 with a key, is one no more: compacted ledgers count them), the requests,
+    its file facts, and the slot its staged files are written to."""
+    ledger_key = ["topic", "ledgerId", "source"]
+    per_ledger = (
+        live.select("topic", "ledgerId", "source", "entryLedgerId", "entryId", "size")
+        .distinct()
+        .groupBy(*ledger_key)
+        .agg(
+            F.count("*").alias("entriesRedacted"),
+            F.sum("size").cast("long").alias("bytesRedacted"),
+            F.sum((F.col("size") == 0).cast("long")).alias("tombstonesRedacted"),
+        )
+        .join(
+            live.groupBy(*ledger_key).agg(F.array_sort(F.collect_set("requestId")).alias("requestIds")),
+            ledger_key,
+        )
+        .join(candidates.where(F.col("source") != "pending"), ledger_key)
+    )
+    rows = sorted(per_ledger.collect(), key=lambda r: (r["topic"], r["ledgerId"], r["source"]))
+    return [dict(r.asDict(), slot=index) for index, r in enumerate(rows)]
+
+
+def ledger_table_rows(run: RunDir, ledgers: list[dict]) -> list[dict]:
+    """The erasure/ledgers rows: each rewrite's generations, counts and the SHA-256 of its staged files."""
+    return [
+        {
+            "topic": r["topic"],
+            "ledgerId": r["ledgerId"],
+            "source": r["source"],
+            "fromGeneration": r["generation"],
+            "toGeneration": r["generation"] + 1,
+            "entries": r["ledgerEntries"],
+            "sizeBefore": r["ledgerSize"],
+            "sizeAfter": max(0, r["ledgerSize"] - r["bytesRedacted"]),
+            "entriesRedacted": r["entriesRedacted"],
+            "bytesRedacted": r["bytesRedacted"],
+            "tombstonesRedacted": r["tombstonesRedacted"],
+            "requestIds": list(r["requestIds"]),
+            "staged": staged_name(r["slot"]),
+            "stagedSha256": files_sha256(run.staged_ledger(staged_name(r["slot"]))),
+        }
+        for r in ledgers
+    ]
+
+
+def pending_redactions(found: DataFrame) -> DataFrame:
+    """Files waiting for purge that hold a requested key: their purge is brought forward."""
+    return (
+        found.where(F.col("source") == "pending")
+        .groupBy("topic", "ledgerId", "pendingId")
+        .agg(
+            F.countDistinct("entryLedgerId", "entryId").alias("entriesRedacted"),
+            F.array_sort(F.collect_set("requestId")).alias("requestIds"),
+        )
+    )
+
+
 def run(spark, run_dir: str | Path) -> dict:
     run_ = RunDir(run_dir)
     info = read_run_info(run_)
     as_of_ms = int(info["asOfMs"])
-    files = LedgerFiles.of(info)
     with run_scoped_cache(spark):
         snapshot = read_snapshot(spark, run_)
-        requests = snapshot["erasure_requests"]
-        in_effect = materialize(effective(requests, as_of_ms))
-        candidates = materialize(candidate_files(spark, snapshot, files))
-        names = materialize(topic_name_facts(spark, [candidates, snapshot["topics"]]))
-        holds = materialize(held_by(spark, snapshot["holds"], names))
-        covered = materialize(covering(in_effect, names).join(holds, "topic", "left"))
-        acting = covered.where(F.col("heldBy").isNull())
-        # Only the files of topics a request in effect covers are read (none on a day without requests).
-        to_read = candidates.join(acting.select("topic").distinct(), "topic", "left_semi")
-        keys = read_files(spark, to_read, KEY_COLUMNS)
-        found = materialize(matches(keys, acting))
-
-        live = found.where(F.col("source") != "pending")
+        found = find_requested_entries(spark, snapshot, LedgerFiles.of(info), as_of_ms)
+        live = found.found.where(F.col("source") != "pending")
         position = ["topic", "ledgerId", "source", "entryLedgerId", "entryId"]
-        entries_out = live.select(*position, "requestId", "size")
-        write_table(entries_out, run_, ERASURE_ENTRIES, [*position, "requestId"])
-        distinct_entries = live.select(*position, "size").distinct()
-        per_ledger = (
-            distinct_entries.groupBy("topic", "ledgerId", "source")
-            .agg(
-                F.count("*").alias("entriesRedacted"),
-                F.sum("size").cast("long").alias("bytesRedacted"),
-                # A redacted tombstone (payload size 0, a key) is one no more: compacted ledgers count them.
-                F.sum((F.col("size") == 0).cast("long")).alias("tombstonesRedacted"),
-            )
-            .join(
-                live.groupBy("topic", "ledgerId", "source").agg(
-                    F.array_sort(F.collect_set("requestId")).alias("requestIds")
-                ),
-                ["topic", "ledgerId", "source"],
-            )
-            .join(candidates.where(F.col("source") != "pending"), ["topic", "ledgerId", "source"])
+        write_table(
+            live.select(*position, "requestId", "size"), run_, ERASURE_ENTRIES, [*position, "requestId"]
         )
-        ledger_rows = sorted(
-            per_ledger.collect(),
-            key=lambda r: (r["topic"], r["ledgerId"], r["source"]),
-        )
-        ledgers = [dict(r.asDict(), slot=index) for index, r in enumerate(ledger_rows)]
-        _write_staged(spark, run_, candidates, live, ledgers)
-        ledger_table = [
-            {
-                "topic": r["topic"],
-                "ledgerId": r["ledgerId"],
-                "source": r["source"],
-                "fromGeneration": r["generation"],
-                "toGeneration": r["generation"] + 1,
-                "entries": r["ledgerEntries"],
-                "sizeBefore": r["ledgerSize"],
-                "sizeAfter": max(0, r["ledgerSize"] - r["bytesRedacted"]),
-                "entriesRedacted": r["entriesRedacted"],
-                "bytesRedacted": r["bytesRedacted"],
-                "tombstonesRedacted": r["tombstonesRedacted"],
-                "requestIds": list(r["requestIds"]),
-                "staged": staged_name(r["slot"]),
-                "stagedSha256": files_sha256(run_.staged_ledger(staged_name(r["slot"]))),
-            }
-            for r in ledgers
-        ]
+        ledgers = ledger_rewrites(live, found.candidates)
+        _write_staged(spark, run_, found.candidates, live, ledgers)
+        ledger_table = ledger_table_rows(run_, ledgers)
         ledger_frame = spark.createDataFrame(ledger_table, schema(ERASURE_LEDGERS))
         write_table(ledger_frame, run_, ERASURE_LEDGERS, ["topic", "ledgerId"])
-
-        pending = (
-            found.where(F.col("source") == "pending")
-            .groupBy("topic", "ledgerId", "pendingId")
-            .agg(
-                F.countDistinct("entryLedgerId", "entryId").alias("entriesRedacted"),
-                F.array_sort(F.collect_set("requestId")).alias("requestIds"),
-            )
+        pending = pending_redactions(found.found)
+        write_table(
+            _actions(ledger_frame, pending), run_, ACTIONS, ["topic", "action", "ledgerId", "pendingId"]
         )
-        actions = _actions(ledger_frame, pending)
-        write_table(actions, run_, ACTIONS, ["topic", "action", "ledgerId", "pendingId"])
-
-        decisions = materialize(_decisions(requests, covered, found, as_of_ms))
+        decisions = materialize(
+            _decisions(snapshot["erasure_requests"], found.covered, found.found, as_of_ms)
+        )
         write_table(decisions, run_, ERASURE_DECISIONS, ["requestId", "topic"])
         write_table(_blockers(decisions), run_, BLOCKERS, ["topic", "kind"])
         summary = _summary(ledger_table, pending.collect(), decisions.collect())
@@ -346,11 +367,13 @@ def _actions(ledger_frame: DataFrame, pending: DataFrame) -> DataFrame:
         "bytes": F.col("bytesRedacted"),
         "reason": _ledger_reason(),
     }
-    raw = action_rows(ledger_frame.where(F.col("source") == "raw"), "redact_ledger", **rewrite)
-    compacted = action_rows(ledger_frame.where(F.col("source") == "compacted"), "redact_compacted", **rewrite)
+    raw = action_rows(ledger_frame.where(F.col("source") == "raw"), REDACT_LEDGER.name, **rewrite)
+    compacted = action_rows(
+        ledger_frame.where(F.col("source") == "compacted"), REDACT_COMPACTED.name, **rewrite
+    )
     expedite = action_rows(
         pending,
-        "expedite_purge",
+        EXPEDITE_PURGE.name,
         topic=F.col("topic"),
         ledgerId=F.col("ledgerId"),
         pendingId=F.col("pendingId"),
@@ -365,60 +388,64 @@ def _actions(ledger_frame: DataFrame, pending: DataFrame) -> DataFrame:
     return raw.unionByName(compacted).unionByName(expedite)
 
 
-def _decisions(requests: DataFrame, covered: DataFrame, found: DataFrame, as_of_ms: int) -> DataFrame:
+def _found_counts(covered: DataFrame, found: DataFrame) -> DataFrame:
+    """Per request and covered topic: ledgers, entries and payload bytes to redact, files waiting for purge."""
     live = found.where(F.col("source") != "pending")
-    counts = (
-        covered.select("requestId", "topic")
+    key = ["requestId", "topic"]
+    return (
+        covered.select(*key)
         .join(
-            live.groupBy("requestId", "topic").agg(
+            live.groupBy(*key).agg(
                 F.countDistinct("source", "ledgerId").alias("ledgers"),
                 F.countDistinct("source", "ledgerId", "entryLedgerId", "entryId").alias("entries"),
             ),
-            ["requestId", "topic"],
+            key,
             "left",
         )
         .join(
-            live.select("requestId", "topic", "source", "ledgerId", "entryLedgerId", "entryId", "size")
+            live.select(*key, "source", "ledgerId", "entryLedgerId", "entryId", "size")
             .distinct()
-            .groupBy("requestId", "topic")
+            .groupBy(*key)
             .agg(F.sum("size").cast("long").alias("bytes")),
-            ["requestId", "topic"],
+            key,
             "left",
         )
         .join(
             found.where(F.col("source") == "pending")
-            .groupBy("requestId", "topic")
+            .groupBy(*key)
             .agg(F.countDistinct("pendingId").alias("pendingFiles")),
-            ["requestId", "topic"],
+            key,
             "left",
         )
     )
+
+
+def _topic_decisions(covered: DataFrame, found: DataFrame) -> DataFrame:
+    """Per request and covered topic: erase (something found), none (nothing found) or keep (held)."""
     zero = F.lit(0).cast("long")
-    per_topic = covered.join(counts, ["requestId", "topic"], "left").select(
+    per_topic = covered.join(_found_counts(covered, found), ["requestId", "topic"], "left").select(
         "requestId",
         "keyDigest",
         "scope",
         "target",
         "topic",
         "namespace",
-        F.coalesce("ledgers", zero).alias("ledgers"),
-        F.coalesce("entries", zero).alias("entries"),
-        F.coalesce("bytes", zero).alias("bytes"),
-        F.coalesce("pendingFiles", zero).alias("pendingFiles"),
+        *[F.coalesce(name, zero).alias(name) for name in ("ledgers", "entries", "bytes", "pendingFiles")],
         "heldBy",
     )
+    held = F.col("heldBy").isNotNull()
     found_any = (F.col("entries") > 0) | (F.col("pendingFiles") > 0)
-    per_topic = per_topic.select(
+    return per_topic.select(
         "*",
-        F.when(F.col("heldBy").isNotNull(), F.lit("keep"))
+        F.when(held, F.lit("keep"))
         .when(found_any, F.lit("erase"))
         .otherwise(F.lit("none"))
         .alias("decision"),
-        F.when(F.col("heldBy").isNotNull(), F.lit("held"))
+        F.when(held, F.lit("held"))
         .when(found_any, F.lit("erase"))
         .otherwise(F.lit("nothing_found"))
         .alias("kind"),
-        F.when(F.col("heldBy").isNotNull(), F.col("heldBy"))
+        F.when(held, F.col("heldBy"))
         .when(
             found_any,
             F.concat(
@@ -433,23 +460,24 @@ def _decisions(requests: DataFrame, covered: DataFrame, found: DataFrame, as_of_
         .otherwise(F.lit("no entry of the key in the topic's files"))
         .alias("reason"),
     ).drop("heldBy")
-    waiting = requests.join(covered.select("requestId").distinct(), "requestId", "left_anti").select(
+
+
+def _waiting_requests(requests: DataFrame, covered: DataFrame, as_of_ms: int) -> DataFrame:
+    """Requests that cover no topic of the run: not yet in effect, or none of their topics is in scope."""
+    zero = F.lit(0).cast("long")
+    later = F.col("requestedAtMs") > F.lit(as_of_ms)
+    return requests.join(covered.select("requestId").distinct(), "requestId", "left_anti").select(
         "requestId",
         "keyDigest",
         "scope",
         "target",
         F.lit(None).cast("string").alias("topic"),
         F.lit(None).cast("string").alias("namespace"),
-        zero.alias("ledgers"),
-        zero.alias("entries"),
-        zero.alias("bytes"),
-        zero.alias("pendingFiles"),
+        *[zero.alias(name) for name in ("ledgers", "entries", "bytes", "pendingFiles")],
         F.lit("wait").alias("decision"),
-        F.when(F.col("requestedAtMs") > F.lit(as_of_ms), F.lit("not_yet_in_effect"))
-        .otherwise(F.lit("no_topic_in_scope"))
-        .alias("kind"),
+        F.when(later, F.lit("not_yet_in_effect")).otherwise(F.lit("no_topic_in_scope")).alias("kind"),
         F.when(
-            F.col("requestedAtMs") > F.lit(as_of_ms),
+            later,
             F.concat(
                 F.lit("requested for "), F.col("requestedAtMs").cast("string"), F.lit(" ms, after the as-of")
             ),
@@ -457,7 +485,10 @@ def _decisions(requests: DataFrame, covered: DataFrame, found: DataFrame, as_of_
         .otherwise(F.lit("no topic of this run's scope is covered by the request"))
         .alias("reason"),
     )
-    return per_topic.unionByName(waiting)
+
+
+def _decisions(requests: DataFrame, covered: DataFrame, found: DataFrame, as_of_ms: int) -> DataFrame:
+    return _topic_decisions(covered, found).unionByName(_waiting_requests(requests, covered, as_of_ms))
 
 
 def _blockers(decisions: DataFrame) -> DataFrame:

@@ -11,10 +11,10 @@ from pathlib import Path
 from pyspark.sql import DataFrame
 from pyspark.sql import functions as F
 
-from housekeeping.contract import RunDir, read_run_info
-from housekeeping.gate import CheckFrame, must_be_true
-from housekeeping.mechanism import MechanismSpec
-from housekeeping.plan import read_summary
+from housekeeping.engine.contract import RunDir, read_run_info
+from housekeeping.engine.gate import CheckFrame, must_be_true
+from housekeeping.engine.mechanism import Mechanism
+from housekeeping.engine.plan import read_summary
 from spark_apps.shared.cursor_checks import (
     MOVE_COMMON_CHECKS,
     acknowledged_entries_expired,
@@ -97,7 +97,7 @@ def expiry_move_checks(spark, info: dict, actions: DataFrame, snapshot: dict, re
     )
 
 
-def checks(spark, run_dir: str | Path, spec: MechanismSpec) -> list[CheckFrame]:
+def checks(spark, run_dir: str | Path, spec: Mechanism) -> list[CheckFrame]:
     import great_expectations.expectations as gxe
 
     run = RunDir(run_dir)
@@ -109,7 +109,7 @@ def checks(spark, run_dir: str | Path, spec: MechanismSpec) -> list[CheckFrame]:
         CheckFrame(
             "actions",
             actions.select("action"),
-            [gxe.ExpectColumnValuesToBeInSet(column="action", value_set=list(spec.actions))],
+            [gxe.ExpectColumnValuesToBeInSet(column="action", value_set=list(spec.action_names))],
         ),
         CheckFrame(
             "cursor_moves",

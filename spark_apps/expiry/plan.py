@@ -29,8 +29,10 @@ from pathlib import Path
 from pyspark.sql import DataFrame
 from pyspark.sql import functions as F
 
-from housekeeping.contract import ACTIONS, BLOCKERS, EXPIRY_SUBSCRIPTIONS, RunDir, read_run_info
-from housekeeping.names import COMPACTION_SUBSCRIPTION
+from housekeeping.core.names import COMPACTION_SUBSCRIPTION
+from housekeeping.engine.contract import ACTIONS, BLOCKERS, RunDir, read_run_info
+from housekeeping.mechanisms.expiry.tables import EXPIRY_SUBSCRIPTIONS
+from housekeeping.mechanisms.shared.cursors import MOVE_CURSOR
 from spark_apps.shared.cursors import (
     cursor_blockers,
     cursor_summary,
@@ -236,7 +238,7 @@ def subscription_rows(decided: DataFrame, as_of_ms: int, min_backlog: int, age_f
 def cursor_actions(subscriptions: DataFrame) -> DataFrame:
     return action_rows(
         subscriptions.where(F.col("decision") == "move"),
-        "move_cursor",
+        MOVE_CURSOR.name,
         topic=F.col("topic"),
         subscription=F.col("subscription"),
         **{"from": F.col("from"), "to": F.col("to")},

@@ -25,10 +25,11 @@ from pathlib import Path
 from pyspark.sql import DataFrame
 from pyspark.sql import functions as F
 
-from housekeeping.contract import RunDir, read_run_info
-from housekeeping.gate import CheckFrame, must_be_true
-from housekeeping.mechanism import MechanismSpec
-from housekeeping.plan import read_summary
+from housekeeping.engine.contract import RunDir, read_run_info
+from housekeeping.engine.gate import CheckFrame, must_be_true
+from housekeeping.engine.mechanism import Mechanism
+from housekeeping.engine.plan import read_summary
+from housekeeping.mechanisms.gc.actions import DELETE_PARTITIONED_METADATA, DELETE_TOPIC, REFRESH_LAST_ACTIVE
 from spark_apps.shared.io import read_actions, read_snapshot
 from spark_apps.shared.positions import position_key
 from spark_apps.shared.session import materialize
@@ -89,7 +90,7 @@ def deletion_checks(
     info: dict, actions: DataFrame, facts: DataFrame, ledgers: DataFrame, names: DataFrame
 ) -> DataFrame:
     as_of = F.lit(int(info["asOfMs"]))
-    planned = actions.where(F.col("action") == "delete_topic").select(
+    planned = actions.where(F.col("action") == DELETE_TOPIC.name).select(
         "topic", F.col("bytes").alias("plannedBytes"), F.col("lastActiveMs").alias("plannedLastActiveMs")
     )
     stored = ledgers.groupBy("topic").agg(F.sum("size").alias("storedBytes"))
@@ -123,10 +124,10 @@ def deletion_checks(
 
 def refresh_checks(info: dict, actions: DataFrame, facts: DataFrame, names: DataFrame) -> DataFrame:
     as_of_ms = int(info["asOfMs"])
-    refreshes = actions.where(F.col("action") == "refresh_last_active").select(
+    refreshes = actions.where(F.col("action") == REFRESH_LAST_ACTIVE.name).select(
         "topic", F.col("lastActiveMs").alias("newLastActiveMs")
     )
-    deleted = actions.where(F.col("action") == "delete_topic").select(
+    deleted = actions.where(F.col("action") == DELETE_TOPIC.name).select(
         "topic", F.lit(True).alias("alsoDeleted")
     )
     frame = (
@@ -161,12 +162,12 @@ def partitioned_metadata_checks(
     info: dict, actions: DataFrame, snapshot: dict, names: DataFrame
 ) -> DataFrame:
     partitioned = snapshot["partitioned_topics"]
-    planned = actions.where(F.col("action") == "delete_partitioned_metadata").select(
+    planned = actions.where(F.col("action") == DELETE_PARTITIONED_METADATA.name).select(
         F.col("topic").alias("partitionedTopic")
     )
     # Partition names are parsed here from the deleted topics' names, not taken from the planner's columns.
     deleted_partitions = (
-        actions.where(F.col("action") == "delete_topic")
+        actions.where(F.col("action") == DELETE_TOPIC.name)
         .join(names.select("topic", "partitionedTopic"), "topic")
         .where(F.col("partitionedTopic").isNotNull())
         .groupBy("partitionedTopic")
@@ -192,7 +193,7 @@ def namespace_checks(spark, info: dict, actions: DataFrame, snapshot: dict, summ
     topics, ledgers, namespaces = snapshot["topics"], snapshot["ledgers"], snapshot["namespaces"]
     stored = ledgers.groupBy("topic").agg(F.sum("size").alias("size"))
     deleted = (
-        actions.where(F.col("action") == "delete_topic")
+        actions.where(F.col("action") == DELETE_TOPIC.name)
         .select("topic")
         .join(topics.select("topic", "namespace"), "topic", "left")
         .join(stored, "topic", "left")
@@ -219,7 +220,7 @@ def namespace_checks(spark, info: dict, actions: DataFrame, snapshot: dict, summ
     )
 
 
-def checks(spark, run_dir: str | Path, spec: MechanismSpec) -> list[CheckFrame]:
+def checks(spark, run_dir: str | Path, spec: Mechanism) -> list[CheckFrame]:
     import great_expectations.expectations as gxe
 
     run = RunDir(run_dir)
@@ -235,7 +236,7 @@ def checks(spark, run_dir: str | Path, spec: MechanismSpec) -> list[CheckFrame]:
             "actions",
             actions.select("topic", "action"),
             [
-                gxe.ExpectColumnValuesToBeInSet(column="action", value_set=list(spec.actions)),
+                gxe.ExpectColumnValuesToBeInSet(column="action", value_set=list(spec.action_names)),
                 gxe.ExpectCompoundColumnsToBeUnique(column_list=["topic", "action"]),
             ],
         ),

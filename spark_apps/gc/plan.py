@@ -12,7 +12,7 @@ The rule, per topic, in Pulsar's order:
 
 0. the monitor runs only when the broker's ``brokerDeleteInactiveTopicsEnabled`` is true;
    system topics (``BrokerService#isSystemTopic``: Pulsar's system topic names and the system and heartbeat
-   namespaces, ``housekeeping.names``) are never collected;
+   namespaces, ``housekeeping.core.names``) are never collected;
 1. the resolved ``inactive_topic_policies`` (topic > namespace > broker) must have ``deleteWhileInactive``;
 2. active (-> lastActive = as-of, keep): ``delete_when_no_subscriptions``: any subscription (durable or
    a reader's) exists; ``delete_when_subscriptions_caught_up``: any subscription has a backlog; both modes:
@@ -35,7 +35,9 @@ from pathlib import Path
 from pyspark.sql import Column, DataFrame
 from pyspark.sql import functions as F
 
-from housekeeping.contract import ACTIONS, BLOCKERS, GC_DECISIONS, RunDir, read_run_info
+from housekeeping.engine.contract import ACTIONS, BLOCKERS, RunDir, read_run_info
+from housekeeping.mechanisms.gc.actions import DELETE_PARTITIONED_METADATA, DELETE_TOPIC, REFRESH_LAST_ACTIVE
+from housekeeping.mechanisms.gc.tables import GC_DECISIONS
 from spark_apps.shared.holds import keep_held
 from spark_apps.shared.io import action_rows, read_snapshot, write_summary, write_table
 from spark_apps.shared.session import get_spark, materialize, run_scoped_cache
@@ -102,23 +104,17 @@ def topic_activity(topics: DataFrame, ledgers: DataFrame, cursors: DataFrame) ->
     )
 
 
-def plan_topic_decisions(
-    topics: DataFrame, ledgers: DataFrame, cursors: DataFrame, as_of_ms: int, gc_enabled: bool
-) -> DataFrame:
-    """One row per topic: ``decision`` delete|keep, ``kind``, ``reason``, ``refreshLastActive``. Pure."""
-    as_of = F.lit(as_of_ms)
-    frame = topic_activity(topics, ledgers, cursors)
-    system = F.col("isSystemTopic")
+def gc_kind(gc_enabled: bool) -> Column:
+    """``PersistentTopic#checkGC``'s checks in its order: the first that keeps the topic names why (``inactive``:
+    none did). Reads ``inactiveForMs`` (the topic's idle time at the as-of)."""
     by_mode = F.when(F.col("inactiveDeleteMode") == NO_SUBSCRIPTIONS, F.col("subscriptions") > 0).otherwise(
         F.col("backlogSubscriptions") > 0
     )
-    inactive_for = as_of - F.col("lastActiveMs")
-    frame = frame.withColumn("inactiveForMs", inactive_for)
     within_limit = F.col("inactiveForMs") < F.col("maxInactiveSeconds") * 1000
     retained = (F.col("retentionTimeMs") < 0) | (F.col("inactiveForMs") < F.col("retentionTimeMs"))
-    kind = (
+    return (
         F.when(F.lit(not gc_enabled), F.lit("gc_disabled"))
-        .when(system, F.lit("system_topic"))
+        .when(F.col("isSystemTopic"), F.lit("system_topic"))
         .when(~F.col("deleteWhileInactive"), F.lit("delete_while_inactive_off"))
         .when(by_mode & (F.col("inactiveDeleteMode") == NO_SUBSCRIPTIONS), F.lit("subscriptions"))
         .when(by_mode, F.lit("backlog"))
@@ -129,98 +125,104 @@ def plan_topic_decisions(
         .when(retained, F.lit("retention_time"))
         .otherwise(F.lit("inactive"))
     )
-    frame = frame.withColumn("kind", kind)
-    clients = F.format_string(
-        "%d producer(s), %d consumer(s) connected", F.col("producers"), F.col("consumers")
-    )
-    idle = F.format_string(
+
+
+def _idle() -> Column:
+    return F.format_string(
         "inactive %d s since lastActive %s",
         (F.col("inactiveForMs") / 1000).cast("long"),
         _iso(F.col("lastActiveMs")),
     )
+
+
+def _kept_because_active() -> dict[str, Column]:
+    """The reasons of the checks that find the topic in use."""
     policy = F.format_string(
         "%s, maxInactiveDurationSeconds %d (%s)",
         F.col("inactiveDeleteMode"),
         F.col("maxInactiveSeconds"),
         F.col("inactivePolicySource"),
     )
-    reason = (
-        F.when(
-            F.col("kind") == "gc_disabled",
-            F.lit("brokerDeleteInactiveTopicsEnabled is false: the monitor does not run"),
-        )
-        .when(
-            F.col("kind") == "system_topic",
-            F.lit("system topic: Pulsar's internal topics are never deleted for inactivity"),
-        )
-        .when(
-            F.col("kind") == "delete_while_inactive_off",
-            F.format_string("deleteWhileInactive is false (%s)", F.col("inactivePolicySource")),
-        )
-        .when(
-            F.col("kind") == "subscriptions",
+    return {
+        "gc_disabled": F.lit("brokerDeleteInactiveTopicsEnabled is false: the monitor does not run"),
+        "system_topic": F.lit("system topic: Pulsar's internal topics are never deleted for inactivity"),
+        "delete_while_inactive_off": F.format_string(
+            "deleteWhileInactive is false (%s)", F.col("inactivePolicySource")
+        ),
+        "subscriptions": F.format_string(
+            "active: %d subscription(s) %s exist (%s)",
+            F.col("subscriptions"),
+            F.array_join(F.slice("subscriptionNames", 1, 5), ", "),
+            policy,
+        ),
+        "backlog": F.format_string(
+            "active: %d subscription(s) have a backlog (%s)", F.col("backlogSubscriptions"), policy
+        ),
+        "connected_clients": F.concat(
+            F.lit("active: "),
             F.format_string(
-                "active: %d subscription(s) %s exist (%s)",
-                F.col("subscriptions"),
-                F.array_join(F.slice("subscriptionNames", 1, 5), ", "),
-                policy,
+                "%d producer(s), %d consumer(s) connected", F.col("producers"), F.col("consumers")
             ),
-        )
-        .when(
-            F.col("kind") == "backlog",
+        ),
+        "last_active_unknown": F.lit(
+            "lastActive unknown: stamped with this run's time, as Pulsar stamps a topic when it loads"
+        ),
+    }
+
+
+def _kept_because_idle_briefly() -> dict[str, Column]:
+    """The reasons of the checks that find the topic idle, but not long enough."""
+    retention_s = (F.col("retentionTimeMs") / 1000).cast("long")
+    return {
+        "inactive_less_than_limit": F.concat_ws(
+            "; ",
+            _idle(),
             F.format_string(
-                "active: %d subscription(s) have a backlog (%s)", F.col("backlogSubscriptions"), policy
+                "< maxInactiveDurationSeconds %d (%s)",
+                F.col("maxInactiveSeconds"),
+                F.col("inactivePolicySource"),
             ),
-        )
-        .when(F.col("kind") == "connected_clients", F.concat(F.lit("active: "), clients))
-        .when(
-            F.col("kind") == "last_active_unknown",
-            F.lit("lastActive unknown: stamped with this run's time, as Pulsar stamps a topic when it loads"),
-        )
-        .when(
-            F.col("kind") == "inactive_less_than_limit",
-            F.concat_ws(
-                "; ",
-                idle,
-                F.format_string(
-                    "< maxInactiveDurationSeconds %d (%s)",
-                    F.col("maxInactiveSeconds"),
-                    F.col("inactivePolicySource"),
-                ),
-            ),
-        )
-        .when(
-            F.col("kind") == "retention_time_infinite",
-            F.concat_ws(
-                "; ", idle, F.format_string("retention time is infinite (%s)", F.col("retentionSource"))
-            ),
-        )
-        .when(
-            F.col("kind") == "retention_time",
-            F.concat_ws(
-                "; ",
-                idle,
-                F.format_string(
-                    "within retention time %d s (%s)",
-                    (F.col("retentionTimeMs") / 1000).cast("long"),
-                    F.col("retentionSource"),
-                ),
-            ),
-        )
-        .otherwise(
-            F.concat_ws(
-                "; ",
-                idle,
-                F.format_string(">= maxInactiveDurationSeconds %d", F.col("maxInactiveSeconds")),
-                F.format_string("no subscription blocks it (%s)", F.col("inactiveDeleteMode")),
-                F.lit("no client connected"),
-                F.format_string(
-                    "retention time %d s does not keep it (%s)",
-                    (F.col("retentionTimeMs") / 1000).cast("long"),
-                    F.col("retentionSource"),
-                ),
-            )
-        )
+        ),
+        "retention_time_infinite": F.concat_ws(
+            "; ", _idle(), F.format_string("retention time is infinite (%s)", F.col("retentionSource"))
+        ),
+        "retention_time": F.concat_ws(
+            "; ",
+            _idle(),
+            F.format_string("within retention time %d s (%s)", retention_s, F.col("retentionSource")),
+        ),
+    }
+
+
+def gc_reason() -> Column:
+    """Why (for a person), by ``kind``; ``inactive``: every check passed, the topic goes."""
+    deleted = F.concat_ws(
+        "; ",
+        _idle(),
+        F.format_string(">= maxInactiveDurationSeconds %d", F.col("maxInactiveSeconds")),
+        F.format_string("no subscription blocks it (%s)", F.col("inactiveDeleteMode")),
+        F.lit("no client connected"),
+        F.format_string(
+            "retention time %d s does not keep it (%s)",
+            (F.col("retentionTimeMs") / 1000).cast("long"),
+            F.col("retentionSource"),
+        ),
+    )
+    reason = deleted
+    for kind, text in reversed([*_kept_because_active().items(), *_kept_because_idle_briefly().items()]):
+        reason = F.when(F.col("kind") == kind, text).otherwise(reason)
+    return reason
+
+
+def plan_topic_decisions(
+    topics: DataFrame, ledgers: DataFrame, cursors: DataFrame, as_of_ms: int, gc_enabled: bool
+) -> DataFrame:
+    """One row per topic: ``decision`` delete|keep, ``kind``, ``reason``, ``refreshLastActive``. Pure."""
+    as_of = F.lit(as_of_ms)
+    frame = (
+        topic_activity(topics, ledgers, cursors)
+        .withColumn("inactiveForMs", as_of - F.col("lastActiveMs"))
+        .withColumn("kind", gc_kind(gc_enabled))
     )
     # checkGC stamps lastActive on a topic it finds active (and here, on one it sees for the first time);
     # never backward, so a backfill of an older date leaves a newer stamp alone.
@@ -233,7 +235,7 @@ def plan_topic_decisions(
         "partitionedTopic",
         F.when(F.col("kind") == "inactive", F.lit("delete")).otherwise(F.lit("keep")).alias("decision"),
         "kind",
-        reason.alias("reason"),
+        gc_reason().alias("reason"),
         refresh.alias("refreshLastActive"),
         "bytes",
         "ledgers",
@@ -247,7 +249,7 @@ def plan_topic_decisions(
         "maxInactiveSeconds",
         "deleteWhileInactive",
         "retentionTimeMs",
-        system.alias("isSystemTopic"),
+        F.col("isSystemTopic").alias("isSystemTopic"),
     )
 
 
@@ -272,7 +274,7 @@ def gc_actions(decisions: DataFrame, metadata: DataFrame, as_of_ms: int) -> Data
     skips the topic when it changed since), for refresh_last_active the new value."""
     deletes = action_rows(
         decisions.where(F.col("decision") == "delete"),
-        "delete_topic",
+        DELETE_TOPIC.name,
         topic=F.col("topic"),
         bytes=F.col("bytes"),
         reason=F.col("reason"),
@@ -280,14 +282,14 @@ def gc_actions(decisions: DataFrame, metadata: DataFrame, as_of_ms: int) -> Data
     )
     refreshes = action_rows(
         decisions.where(F.col("refreshLastActive")),
-        "refresh_last_active",
+        REFRESH_LAST_ACTIVE.name,
         topic=F.col("topic"),
         reason=F.concat(F.lit("lastActive := as-of ("), F.col("reason"), F.lit(")")),
         lastActiveMs=F.lit(as_of_ms),
     )
     metadata_rows = action_rows(
         metadata,
-        "delete_partitioned_metadata",
+        DELETE_PARTITIONED_METADATA.name,
         topic=F.col("partitionedTopic"),
         reason=F.format_string(
             "every existing partition (%d of %d) is deleted by this run and "

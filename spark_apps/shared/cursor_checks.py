@@ -26,7 +26,8 @@ from __future__ import annotations
 from pyspark.sql import Column, DataFrame, SparkSession, Window
 from pyspark.sql import functions as F
 
-from housekeeping.names import COMPACTION_SUBSCRIPTION as COMPACTION
+from housekeeping.core.names import COMPACTION_SUBSCRIPTION as COMPACTION
+from housekeeping.mechanisms.shared.cursors import MOVE_CURSOR
 from spark_apps.shared.io import EntryReads, LedgerFiles, read_entries
 from spark_apps.shared.positions import position_key, position_part
 from spark_apps.shared.session import materialize
@@ -146,7 +147,7 @@ def estimated_backlog(
 
 
 def move_frame(actions: DataFrame, topics: DataFrame, ledgers: DataFrame, cursors: DataFrame) -> DataFrame:
-    moves = actions.where(F.col("action") == "move_cursor").select(
+    moves = actions.where(F.col("action") == MOVE_CURSOR.name).select(
         "topic",
         F.col("subscription").alias("name"),
         "from",

@@ -1,4 +1,4 @@
-"""Holds in the Spark apps (``housekeeping.holds``): every planner keeps a held topic whole, and the gate
+"""Holds in the Spark apps (``housekeeping.store.holds``): every planner keeps a held topic whole, and the gate
 re-derives on its own reading of the raw holds which planned actions a hold covers."""
 
 from __future__ import annotations
@@ -6,7 +6,7 @@ from __future__ import annotations
 from pyspark.sql import Column, DataFrame
 from pyspark.sql import functions as F
 
-from housekeeping.holds import HELD_FORBIDDEN_ACTIONS
+from housekeeping.mechanisms.registry import held_forbidden_actions
 
 HELD_KIND = "held"
 
@@ -51,7 +51,7 @@ def keep_held(
 def hold_checks(actions: DataFrame, holds: DataFrame, names: DataFrame) -> DataFrame:
     """One row per deleting or cursor-moving action: ``not_held`` is false when a hold covers its topic (the
     topic itself, its namespace or its partitioned topic, read from the name by ``topic_names``)."""
-    forbidden = actions.where(F.col("action").isin(*HELD_FORBIDDEN_ACTIONS)).select("topic", "action")
+    forbidden = actions.where(F.col("action").isin(*held_forbidden_actions())).select("topic", "action")
     targets = F.array(F.col("topic"), F.col("namespace"), F.col("partitionedTopic"))
     covering = (
         forbidden.join(names.select("topic", "namespace", "partitionedTopic"), "topic", "left")

@@ -1,4 +1,4 @@
-"""I/O of the Spark apps through the contract (``housekeeping.contract``): the snapshot tables, the plan tables
+"""I/O of the Spark apps through the contract (``housekeeping.engine.contract``): the snapshot tables, the plan tables
 they write and read, the plan summary, and the entries of ledgers. Decision logic is in each app's transforms."""
 
 from __future__ import annotations
@@ -10,7 +10,7 @@ from pyspark.sql import Column, DataFrame, SparkSession
 from pyspark.sql import functions as F
 from pyspark.sql import types as T
 
-from housekeeping.contract import (
+from housekeeping.engine.contract import (
     ACTIONS,
     BASE_SNAPSHOT_TABLES,
     SNAPSHOT_TABLES,
@@ -104,11 +104,11 @@ def action_rows(frame: DataFrame, action: str, **columns: Column) -> DataFrame:
 
 
 def write_summary(run_dir: str | Path | RunDir, summary: dict) -> None:
-    """``plan/summary.json`` (read back by ``housekeeping.plan.read_summary``)."""
+    """``plan/summary.json`` (read back by ``housekeeping.engine.plan.read_summary``)."""
     write_json(RunDir(run_dir).plan_summary, summary)
 
 
-# A ledger file's entries as Spark reads them: housekeeping.entries.ENTRY_SCHEMA's columns, types and order.
+# A ledger file's entries as Spark reads them: housekeeping.store.entries.ENTRY_SCHEMA's columns, types and order.
 ENTRY_COLUMNS = T.StructType(
     [
         T.StructField("topic", T.StringType(), False),
@@ -167,14 +167,14 @@ class LedgerFiles:
         return self.generations.get((topic, int(ledger_id)), 0)
 
     def dir(self, topic: str, ledger_id: int) -> Path:
-        from housekeeping.store import ledger_rel_path
+        from housekeeping.store.store import ledger_rel_path
 
         return self.root / ledger_rel_path(topic, ledger_id, self.generation(topic, ledger_id))
 
     def checked_dir(self, topic: str, ledger_id: int) -> tuple[Path, list[Path]]:
         """The ledger's directory and its Parquet files, checked (``check_ledger_files``: the error names the
         topic, ledger and file)."""
-        from housekeeping.entries import check_ledger_files
+        from housekeeping.store.entries import check_ledger_files
 
         ledger_dir = self.dir(topic, ledger_id)
         return ledger_dir, check_ledger_files(topic, ledger_id, ledger_dir)

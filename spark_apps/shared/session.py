@@ -4,7 +4,7 @@ run-scoped materialization of intermediate results.
 An app runs on one of two kinds of session, with the same code: a classic one (spark-submit starts the driver,
 or an in-process caller passes a master such as ``local[2]``) or a Spark Connect one (``SPARK_REMOTE`` set by the
 Connect launch of a DAG task, or a master ``sc://host:port``), which talks to a long-lived server instead of
-starting a JVM (``housekeeping.spark_connect``)."""
+starting a JVM (``housekeeping.orchestration.spark_connect``)."""
 
 from __future__ import annotations
 
@@ -17,7 +17,7 @@ from contextlib import contextmanager
 
 from pyspark.sql import DataFrame, SparkSession
 
-from housekeeping.spark_connect import LONG_LIVED_DRIVER_CONF
+from housekeeping.orchestration.spark_connect import LONG_LIVED_DRIVER_CONF
 
 PROGRESS_ENV = "HOUSEKEEPING_PROGRESS_SECONDS"
 
@@ -123,7 +123,7 @@ def get_spark(
         .config("spark.sql.maxPlanStringLength", "200000")
     )
     if master is not None and master.startswith("sc://"):
-        # A Connect session takes SQL settings only (the server owns the rest: housekeeping.spark_connect).
+        # A Connect session takes SQL settings only (the server owns the rest: housekeeping.orchestration.spark_connect).
         return default_shuffle_partitions(builder.remote(master).getOrCreate())
     if not os.environ.get("SPARK_REMOTE"):
         for key, value in {**LONG_LIVED_DRIVER_CONF, **(driver_conf or {})}.items():

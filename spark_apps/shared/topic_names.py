@@ -1,7 +1,7 @@
 """The gate's own reading of topic names: what a name says about its topic, from the name alone.
 
 Pulsar decides by name whether a topic is a system topic and which partitioned topic a partition belongs to; the
-rule has one definition, ``housekeeping.names``, which the snapshot applied for the planners. The gate applies it
+rule has one definition, ``housekeeping.core.names``, which the snapshot applied for the planners. The gate applies it
 again here to the names it checks instead of trusting the snapshot's or the planner's columns, so a wrong flag
 upstream cannot certify a deletion or a cursor move on a system topic.
 """
@@ -20,8 +20,8 @@ NAME_FACTS_SCHEMA = (
 
 
 def _facts(name: str) -> tuple:
-    from housekeeping.errors import InputError
-    from housekeeping.names import TopicName
+    from housekeeping.core.errors import InputError
+    from housekeeping.core.names import TopicName
 
     try:
         parsed = TopicName.parse(name)
@@ -55,7 +55,7 @@ def retention_default_fits_name() -> Column:
     has retention (0, 0) unless a topic-level retention applies; any other topic never gets that default.
     Needs ``isSystemTopicName`` (from :func:`topic_name_facts`), ``retentionSource``, ``retentionTimeMs`` and
     ``retentionSizeBytes``; null when a fact is missing."""
-    from housekeeping.policies import SYSTEM_TOPIC_RETENTION_SOURCE
+    from housekeeping.core.policies import SYSTEM_TOPIC_RETENTION_SOURCE
 
     system_default = F.col("retentionSource") == F.lit(SYSTEM_TOPIC_RETENTION_SOURCE)
     topic_level = F.col("retentionSource").startswith("topic ")

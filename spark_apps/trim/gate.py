@@ -18,10 +18,12 @@ from pathlib import Path
 from pyspark.sql import DataFrame, Window
 from pyspark.sql import functions as F
 
-from housekeeping.contract import RunDir, read_run_info
-from housekeeping.gate import CheckFrame, must_be_true
-from housekeeping.mechanism import MechanismSpec
-from housekeeping.plan import read_summary
+from housekeeping.engine.contract import RunDir, read_run_info
+from housekeeping.engine.gate import CheckFrame, must_be_true
+from housekeeping.engine.mechanism import Mechanism
+from housekeeping.engine.plan import read_summary
+from housekeeping.mechanisms.shared.cursors import MOVE_CURSOR
+from housekeeping.mechanisms.trim.actions import DELETE_LEDGER
 from spark_apps.shared.io import read_actions, read_snapshot
 from spark_apps.shared.positions import position_key, position_part
 from spark_apps.shared.session import materialize
@@ -36,7 +38,7 @@ def trim_deletion_checks(
     as_of_ms: int,
     names: DataFrame,
 ) -> DataFrame:
-    deletions = actions.where(F.col("action") == "delete_ledger").select(
+    deletions = actions.where(F.col("action") == DELETE_LEDGER.name).select(
         "topic", "ledgerId", F.col("bytes").alias("plannedBytes")
     )
     topic_facts = ledgers.groupBy("topic").agg(
@@ -105,7 +107,7 @@ def trim_deletion_checks(
 
 
 def trim_cursor_checks(actions: DataFrame, ledgers: DataFrame, cursors: DataFrame) -> DataFrame:
-    moves = actions.where(F.col("action") == "move_cursor").select(
+    moves = actions.where(F.col("action") == MOVE_CURSOR.name).select(
         "topic", F.col("subscription").alias("name"), "from", "to"
     )
     moves = moves.select(
@@ -119,7 +121,7 @@ def trim_cursor_checks(actions: DataFrame, ledgers: DataFrame, cursors: DataFram
         position_part("to", 1).alias("toE"),
     )
     deleted = (
-        actions.where(F.col("action") == "delete_ledger")
+        actions.where(F.col("action") == DELETE_LEDGER.name)
         .groupBy("topic")
         .agg(F.max("ledgerId").alias("lastDeleted"))
     )
@@ -182,7 +184,7 @@ def trim_namespace_checks(
 ) -> DataFrame:
     spark = actions.sparkSession
     deleted = (
-        actions.where(F.col("action") == "delete_ledger")
+        actions.where(F.col("action") == DELETE_LEDGER.name)
         .select("topic", "ledgerId")
         .join(ledgers.select("topic", "ledgerId", "size"), ["topic", "ledgerId"], "left")
         .join(topics.select("topic", "namespace"), "topic", "left")
@@ -206,7 +208,16 @@ def trim_namespace_checks(
     )
 
 
-def checks(spark, run_dir: str | Path, spec: MechanismSpec) -> list[CheckFrame]:
+def known_topic_checks(actions: DataFrame, topics: DataFrame) -> DataFrame:
+    """Every action names a topic of the snapshot."""
+    return (
+        actions.select("topic", "action")
+        .join(topics.select("topic", F.lit(True).alias("known")), "topic", "left")
+        .select("topic", "action", F.coalesce("known", F.lit(False)).alias("topic_in_snapshot"))
+    )
+
+
+def checks(spark, run_dir: str | Path, spec: Mechanism) -> list[CheckFrame]:
     import great_expectations.expectations as gxe
 
     run = RunDir(run_dir)
@@ -231,17 +242,12 @@ def checks(spark, run_dir: str | Path, spec: MechanismSpec) -> list[CheckFrame]:
         summary.get("perNamespace", {}),
         float(info["maxDeletedShare"]),
     )
-    known_topics = (
-        actions.select("topic", "action")
-        .join(snapshot["topics"].select("topic", F.lit(True).alias("known")), "topic", "left")
-        .select("topic", "action", F.coalesce("known", F.lit(False)).alias("topic_in_snapshot"))
-    )
     return [
         CheckFrame(
             "actions",
-            known_topics,
+            known_topic_checks(actions, snapshot["topics"]),
             [
-                gxe.ExpectColumnValuesToBeInSet(column="action", value_set=list(spec.actions)),
+                gxe.ExpectColumnValuesToBeInSet(column="action", value_set=list(spec.action_names)),
                 *must_be_true("topic_in_snapshot"),
             ],
         ),

@@ -24,10 +24,13 @@ import argparse
 import json
 from pathlib import Path
 
-from pyspark.sql import DataFrame, Window
+from pyspark.sql import Column, DataFrame, Window
 from pyspark.sql import functions as F
 
-from housekeeping.contract import ACTIONS, BLOCKERS, TRIM_DECISIONS, RunDir, read_run_info
+from housekeeping.engine.contract import ACTIONS, BLOCKERS, RunDir, read_run_info
+from housekeeping.mechanisms.shared.cursors import MOVE_CURSOR
+from housekeeping.mechanisms.trim.actions import DELETE_LEDGER
+from housekeeping.mechanisms.trim.tables import TRIM_DECISIONS
 from spark_apps.shared.holds import keep_held
 from spark_apps.shared.io import action_rows, read_snapshot, write_summary, write_table
 from spark_apps.shared.positions import position_text
@@ -84,32 +87,29 @@ def durable_bounds(ledgers: DataFrame, cursors: DataFrame) -> DataFrame:
     )
 
 
-def plan_ledger_decisions(
-    topics: DataFrame, ledgers: DataFrame, cursors: DataFrame, as_of_ms: int
-) -> DataFrame:
-    """One row per ledger: ``decision`` delete|keep, ``kind`` and ``reason``. Pure: no I/O, no clock."""
+def ledger_walk(topics: DataFrame, ledgers: DataFrame, cursors: DataFrame, as_of_ms: int) -> DataFrame:
+    """Per ledger, what the rule reads (steps 1-2): the topic's bound and retention, whether the ledger is
+    current, consumed, expired, over the size quota, eligible, and whether the oldest prefix reaches it
+    (``delete``); ``firstKeptLedgerId``: the oldest consumed closed ledger that stays. Pure."""
     bounds = durable_bounds(ledgers, cursors)
     by_age = Window.partitionBy("topic").orderBy("ledgerId")
     walked = Window.partitionBy("topic").orderBy("ledgerId").rowsBetween(Window.unboundedPreceding, 0)
-    as_of = F.lit(as_of_ms)
+    retention = topics.select(
+        "topic",
+        "namespace",
+        "retentionTimeMs",
+        "retentionSizeBytes",
+        "retentionSource",
+        "retentionDescription",
+    )
     frame = (
-        ledgers.join(
-            topics.select(
-                "topic",
-                "namespace",
-                "retentionTimeMs",
-                "retentionSizeBytes",
-                "retentionSource",
-                "retentionDescription",
-            ),
-            "topic",
-        )
+        ledgers.join(retention, "topic")
         .join(bounds, "topic")
         .withColumn("isCurrent", F.col("ledgerId") == F.col("currentLedgerId"))
         .withColumn("consumed", F.col("ledgerId") < F.col("boundLedgerId"))
         .withColumn("sizeWalked", F.sum("size").over(walked))
         .withColumn("remainingAfter", F.col("totalSize") - F.col("sizeWalked"))
-        .withColumn("ageMs", as_of - F.col("closedAtMs"))
+        .withColumn("ageMs", F.lit(as_of_ms) - F.col("closedAtMs"))
         .withColumn(
             "expired",
             (F.col("retentionTimeMs") >= 0)
@@ -132,9 +132,13 @@ def plan_ledger_decisions(
         .groupBy("topic")
         .agg(F.min("ledgerId").alias("firstKeptLedgerId"))
     )
-    frame = frame.join(first_kept, "topic", "left")
+    return frame.join(first_kept, "topic", "left")
 
-    slowest_desc = F.when(
+
+def _slowest_description(as_of_ms: int) -> Column:
+    """The subscription that sets the bound, with how long it has been idle (what tells a stale subscription
+    from a slow one)."""
+    return F.when(
         F.col("slowestCursor").isNull(),
         F.lit("no durable subscription (readers never pin data)"),
     ).otherwise(
@@ -144,7 +148,6 @@ def plan_ledger_decisions(
                 F.col("slowestCursor"),
                 position_text(F.col("slowestMdLedger"), F.col("slowestMdEntry")),
             ),
-            # How long it has been idle is what tells a stale subscription from a slow one.
             F.when(
                 F.col("slowestCursorLastActiveMs").isNotNull(),
                 F.format_string(
@@ -152,64 +155,58 @@ def plan_ledger_decisions(
                     F.date_format(
                         F.timestamp_millis("slowestCursorLastActiveMs"), "yyyy-MM-dd'T'HH:mm:ss'Z'"
                     ),
-                    ((as_of - F.col("slowestCursorLastActiveMs")) / 3_600_000).cast("long"),
+                    ((F.lit(as_of_ms) - F.col("slowestCursorLastActiveMs")) / 3_600_000).cast("long"),
                 ),
             ).otherwise(F.lit("")),
         )
     )
-    time_part = (
-        F.when(F.col("retentionTimeMs") < 0, F.lit("retention time infinite"))
-        .when(
-            F.col("expired"),
-            F.format_string(
-                "closed %d s before as-of > retention time %d s",
-                (F.col("ageMs") / 1000).cast("long"),
-                (F.col("retentionTimeMs") / 1000).cast("long"),
-            ),
-        )
-        .otherwise(
-            F.format_string(
-                "closed %d s before as-of, within retention time %d s",
-                (F.col("ageMs") / 1000).cast("long"),
-                (F.col("retentionTimeMs") / 1000).cast("long"),
-            )
-        )
-    )
-    size_part = (
-        F.when(F.col("retentionSizeBytes") < 0, F.lit("retention size infinite"))
-        .when(
-            F.col("overQuota"),
-            F.format_string(
-                "%d bytes would remain >= retention size %d bytes",
-                F.col("remainingAfter"),
-                F.col("retentionSizeBytes"),
-            ),
-        )
-        .otherwise(
-            F.format_string(
-                "only %d bytes would remain < retention size %d bytes",
-                F.col("remainingAfter"),
-                F.col("retentionSizeBytes"),
-            )
-        )
-    )
-    retention_infinite = (F.col("retentionTimeMs") < 0) & (F.col("retentionSizeBytes") < 0)
 
-    kind = (
+
+def _time_part() -> Column:
+    seconds = (F.col("ageMs") / 1000).cast("long"), (F.col("retentionTimeMs") / 1000).cast("long")
+    return (
+        F.when(F.col("retentionTimeMs") < 0, F.lit("retention time infinite"))
+        .when(F.col("expired"), F.format_string("closed %d s before as-of > retention time %d s", *seconds))
+        .otherwise(F.format_string("closed %d s before as-of, within retention time %d s", *seconds))
+    )
+
+
+def _size_part() -> Column:
+    sizes = F.col("remainingAfter"), F.col("retentionSizeBytes")
+    return (
+        F.when(F.col("retentionSizeBytes") < 0, F.lit("retention size infinite"))
+        .when(F.col("overQuota"), F.format_string("%d bytes would remain >= retention size %d bytes", *sizes))
+        .otherwise(F.format_string("only %d bytes would remain < retention size %d bytes", *sizes))
+    )
+
+
+def _retention_infinite() -> Column:
+    return (F.col("retentionTimeMs") < 0) & (F.col("retentionSizeBytes") < 0)
+
+
+def decision_kind() -> Column:
+    """Why a ledger goes or stays, typed (the report groups by it)."""
+    return (
         F.when(F.col("delete"), F.lit("consumed_and_expired"))
         .when(F.col("isCurrent"), F.lit("current_ledger"))
         .when(~F.col("consumed"), F.lit("slowest_subscription"))
         .when(F.col("ledgerId") > F.col("firstKeptLedgerId"), F.lit("prefix_blocked"))
-        .when(retention_infinite, F.lit("retention_infinite"))
+        .when(_retention_infinite(), F.lit("retention_infinite"))
         .otherwise(F.lit("retention_window"))
     )
-    reason = (
+
+
+def decision_reason(as_of_ms: int) -> Column:
+    """Why a ledger goes or stays, for a person (the same cases as :func:`decision_kind`)."""
+    slowest = _slowest_description(as_of_ms)
+    time_part, size_part = _time_part(), _size_part()
+    return (
         F.when(
             F.col("delete"),
             F.concat_ws(
                 "; ",
                 F.format_string(
-                    "consumed: below the trim bound ledger %d (%s)", F.col("boundLedgerId"), slowest_desc
+                    "consumed: below the trim bound ledger %d (%s)", F.col("boundLedgerId"), slowest
                 ),
                 F.when(F.col("expired"), time_part),
                 F.when(F.col("overQuota"), size_part),
@@ -219,9 +216,7 @@ def plan_ledger_decisions(
         .when(
             ~F.col("consumed"),
             F.format_string(
-                "unconsumed: at or after the trim bound ledger %d set by %s",
-                F.col("boundLedgerId"),
-                slowest_desc,
+                "unconsumed: at or after the trim bound ledger %d set by %s", F.col("boundLedgerId"), slowest
             ),
         )
         .when(
@@ -232,7 +227,7 @@ def plan_ledger_decisions(
             ),
         )
         .when(
-            retention_infinite,
+            _retention_infinite(),
             F.concat(F.lit("retention is infinite ("), F.col("retentionSource"), F.lit(")")),
         )
         .otherwise(
@@ -246,7 +241,13 @@ def plan_ledger_decisions(
             )
         )
     )
-    return frame.select(
+
+
+def plan_ledger_decisions(
+    topics: DataFrame, ledgers: DataFrame, cursors: DataFrame, as_of_ms: int
+) -> DataFrame:
+    """One row per ledger: ``decision`` delete|keep, ``kind`` and ``reason``. Pure: no I/O, no clock."""
+    return ledger_walk(topics, ledgers, cursors, as_of_ms).select(
         "topic",
         "namespace",
         "ledgerId",
@@ -255,8 +256,8 @@ def plan_ledger_decisions(
         "size",
         "closedAtMs",
         F.when(F.col("delete"), F.lit("delete")).otherwise(F.lit("keep")).alias("decision"),
-        kind.alias("kind"),
-        reason.alias("reason"),
+        decision_kind().alias("kind"),
+        decision_reason(as_of_ms).alias("reason"),
         "isCurrent",
         "consumed",
         "expired",
@@ -273,7 +274,7 @@ def ledger_deletions(decisions: DataFrame) -> DataFrame:
     """The contract's ``delete_ledger`` actions."""
     return action_rows(
         decisions.where(F.col("decision") == "delete"),
-        "delete_ledger",
+        DELETE_LEDGER.name,
         topic=F.col("topic"),
         ledgerId=F.col("ledgerId"),
         bytes=F.col("size"),
@@ -298,7 +299,7 @@ def cursor_fast_forwards(decisions: DataFrame, cursors: DataFrame) -> DataFrame:
     )
     return action_rows(
         cursors.join(last_deleted, "topic").where(behind),
-        "move_cursor",
+        MOVE_CURSOR.name,
         topic=F.col("topic"),
         subscription=F.col("name"),
         **{

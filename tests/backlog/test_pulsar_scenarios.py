@@ -128,8 +128,8 @@ def test_backlog_quota_scenarios(capsys, tmp_path):
     # ... then the consumer acknowledges everything (the ack path, simulated on the metadata) -> cleared
     from sqlalchemy import update
 
-    from housekeeping import metadata_schema as t
-    from housekeeping.store import Store
+    from housekeeping.store import metadata_schema as t
+    from housekeeping.store.store import Store
 
     with Store.open(store).engine.begin() as conn:
         conn.execute(

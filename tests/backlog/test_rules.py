@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from housekeeping.topic_ledgers import Ledger, TopicLedgers, consumed_ledger_size
+from housekeeping.core.topic_ledgers import Ledger, TopicLedgers, consumed_ledger_size
 from spark_apps.backlog.rules import evict_for_size, evict_for_time, plan_topic
 
 pytestmark = pytest.mark.unit

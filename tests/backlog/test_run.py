@@ -8,9 +8,10 @@ import json
 
 import pytest
 
-from housekeeping.contract import RunDir
-from housekeeping.manifest import export_manifest, load_manifest
-from housekeeping.registry import mechanism_spec
+from housekeeping.engine.contract import RunDir
+from housekeeping.mechanisms.registry import get_mechanism
+from housekeeping.store.manifest.export import export_manifest
+from housekeeping.store.manifest.load import load_manifest
 from tests.conftest import cursor_positions, ledger_topic, run_steps, write_manifest
 
 pytestmark = [pytest.mark.spark, pytest.mark.runs]
@@ -74,7 +75,7 @@ def test_backlog_quota_evicts_exactly_the_expected_cursors_records_state_and_ale
     assert [(s["topic"], s["quotaType"], s["exceeded"], s["measured"]) for s in states] == [
         ("persistent://acme/hold/big", "destination_storage", True, 2000)
     ]
-    for notifier in mechanism_spec("backlog").report_notifiers():
+    for notifier in get_mechanism("backlog").report_notifiers():
         notifier.notify({"ti": _TaskInstance(run_dir)})
     (alert,) = [
         json.loads(line) for line in (store.root / "alerts" / "backlog_quota.jsonl").read_text().splitlines()

@@ -14,10 +14,10 @@ import pyarrow.parquet as pq
 import pytest
 from sqlalchemy import select
 
-from housekeeping import metadata_schema as t
-from housekeeping.generate import GenerateOptions, generate_store
-from housekeeping.manifest import export_manifest
-from housekeeping.plan import read_table
+from housekeeping.engine.plan import read_table
+from housekeeping.store import metadata_schema as t
+from housekeeping.store.generate import GenerateOptions, generate_store
+from housekeeping.store.manifest.export import export_manifest
 
 pytestmark = pytest.mark.airflow
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import pytest
 
-from housekeeping.contract import COMPACTED_LEDGERS, CURSORS, LEDGERS, TOPICS
+from housekeeping.engine.contract import COMPACTED_LEDGERS, CURSORS, LEDGERS, TOPICS
 from spark_apps.compaction.plan import compaction_candidates, decision_counts, entry_decisions
 from tests.conftest import contract_frame
 

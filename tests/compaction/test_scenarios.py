@@ -14,12 +14,13 @@ import pyarrow.parquet as pq
 import pytest
 from sqlalchemy import select
 
-from housekeeping import clients, launcher
-from housekeeping import metadata_schema as t
-from housekeeping.erasure_requests import key_digest
-from housekeeping.registry import mechanism_spec
-from housekeeping.snapshot import take_snapshot
-from housekeeping.store import Store
+from housekeeping.engine import launcher
+from housekeeping.mechanisms.erasure.requests import key_digest
+from housekeeping.mechanisms.registry import get_mechanism
+from housekeeping.mechanisms.steps import snapshot_step
+from housekeeping.store import clients
+from housekeeping.store import metadata_schema as t
+from housekeeping.store.store import Store
 from tests.conftest import run_cli, write_manifest
 
 pytestmark = [pytest.mark.spark, pytest.mark.runs]
@@ -243,7 +244,7 @@ def _spark_submit_apply(run_dir: Path, root: Path, fault: str) -> subprocess.Com
             "--master",
             "local[1]",
             str(launcher.SUBMIT_APP),
-            *launcher.submit_args(mechanism_spec("compaction").apply_app, ["--run-dir", str(run_dir)]),
+            *launcher.submit_args(get_mechanism("compaction").apply_app, ["--run-dir", str(run_dir)]),
         ],
         env=env,
         capture_output=True,
@@ -253,10 +254,10 @@ def _spark_submit_apply(run_dir: Path, root: Path, fault: str) -> subprocess.Com
 
 
 def _planned_run(root: Path, run_id: str) -> Path:
-    from housekeeping.runner import plan_and_gate_in_process
+    from housekeeping.mechanisms.steps import plan_and_gate_in_process
 
     store = Store.open(root)
-    info = take_snapshot(store, mechanism="compaction", run_id=run_id, as_of_ms=AS_OF_MS)
+    info = snapshot_step(store, "compaction", run_id=run_id, as_of_ms=AS_OF_MS)
     assert plan_and_gate_in_process(info.run_dir, "compaction", "local[2]")["success"]
     return info.run_dir
 
@@ -282,7 +283,7 @@ def test_sigkill_before_the_switch_leaves_the_old_view_and_a_rerun_completes(tmp
     assert _ledger_dirs(root) == {"10", "11", "12", str(rows[0][0])}
     assert _view(capsys, root)["compactedLedger"] is None
     # The task's retry: the same run's apply again (in this process; the apply app is the same code).
-    from housekeeping.runner import apply_step
+    from housekeeping.mechanisms.steps import apply_step
 
     apply_step(Store.open(root), run_dir, purge_grace_seconds=3600)
     assert _compacted_rows(root) == [(rows[0][0], "current")]
@@ -315,8 +316,8 @@ def test_the_gate_blocks_a_wrong_compacted_ledger_and_apply_refuses(
 ):
     import pyarrow as pa
 
-    from housekeeping.errors import PlanNotValidated
-    from housekeeping.gate import require_passed_gate
+    from housekeeping.core.errors import PlanNotValidated
+    from housekeeping.engine.gate import require_passed_gate
     from spark_apps import validate_plan
 
     root = _store(tmp_path, capsys)
@@ -387,7 +388,7 @@ def _imported(
 
 def _action(root: Path) -> dict:
     (run,) = (root / "runs" / "compaction").iterdir()
-    from housekeeping.plan import read_table
+    from housekeeping.engine.plan import read_table
 
     (action,) = read_table(run, "actions")
     return action

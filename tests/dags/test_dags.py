@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from housekeeping.generate import GenerateOptions, generate_store
+from housekeeping.store.generate import GenerateOptions, generate_store
 from tests.store_invariants import store_state
 
 pytestmark = pytest.mark.airflow
@@ -146,9 +146,9 @@ def test_storage_report_run_alerts_when_a_namespace_breaches_its_deletion_lag_ob
 ):
     """A deleted ledger whose grace period ended at 2026-11-01T00:00 and is still stored: at the run's logical
     time, 06:00, it has waited 6 h. acme/orders's objective is 1 h (breached), every other namespace's 1 day."""
-    from housekeeping import metadata_schema as t
-    from housekeeping.manifest import load_manifest
-    from housekeeping.store import record_pending_deletion, write_transaction
+    from housekeeping.store import metadata_schema as t
+    from housekeeping.store.manifest.load import load_manifest
+    from housekeeping.store.store import record_pending_deletion, write_transaction
     from tests.conftest import topic_body, write_manifest
 
     grace_end = int(datetime(2026, 11, 1, tzinfo=UTC).timestamp() * 1000)

@@ -11,7 +11,7 @@ from datetime import UTC, datetime
 
 import pytest
 
-from housekeeping.generate import GenerateOptions, generate_store
+from housekeeping.store.generate import GenerateOptions, generate_store
 from tests.conftest import run_cli
 from tests.housekeeping.test_what_if import _store_bytes
 
@@ -68,8 +68,8 @@ def test_the_dag_is_manual_with_its_form_and_deletes_nothing(dagbag):
 def test_a_sweep_from_the_dag_is_the_clis_and_the_storage_report_links_it(
     dagbag, tmp_path, monkeypatch, capsys
 ):
-    from housekeeping.storage_report import write_storage_report
-    from housekeeping.timeutil import parse_as_of
+    from housekeeping.core.timeutil import parse_as_of
+    from housekeeping.observe.storage_report import write_storage_report
 
     store = generate_store(tmp_path / "store", GenerateOptions(topics=14, seed=7, entries_per_ledger=40))
     monkeypatch.setenv("HOUSEKEEPING_STORE_ROOT", str(store.root))

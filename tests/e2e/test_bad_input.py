@@ -18,8 +18,8 @@ from pathlib import Path
 
 import pytest
 
-from housekeeping.manifest import export_manifest
-from housekeeping.store import Store
+from housekeeping.store.manifest.export import export_manifest
+from housekeeping.store.store import Store
 from tests.conftest import run_cli, topic_body
 
 pytestmark = pytest.mark.spark
@@ -183,7 +183,7 @@ def fingerprint(root: Path) -> tuple:
 
 @pytest.fixture(scope="module")
 def template(tmp_path_factory) -> Path:
-    from housekeeping.generate import GenerateOptions, generate_store
+    from housekeeping.store.generate import GenerateOptions, generate_store
 
     root = tmp_path_factory.mktemp("bad-input") / "store"
     generate_store(root, GenerateOptions(12, 7, 40, 4, 60, "2026-11-01T00:00:00Z", False), None)

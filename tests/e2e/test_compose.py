@@ -45,24 +45,29 @@ def _interpolated(value: str) -> str:
 
 def test_every_housekeeping_setting_of_compose_is_read_by_the_code(monkeypatch):
     """Each HOUSEKEEPING_ variable compose sets is read by the code: set alone to a value of its own, it reaches
-    its Settings field (a misspelt or unread variable fails here); and compose's values together are valid."""
+    its Settings field or the mechanism setting that declares it (a misspelt or unread variable fails here); and
+    compose's values together are valid."""
     import typing
 
-    from housekeeping.settings import ENV_FIELDS, Settings
+    from housekeeping.core.settings import ENV_FIELDS, Settings
+    from housekeeping.mechanisms.registry import mechanism_settings
 
     hints = typing.get_type_hints(Settings)
+    own = {setting.env: setting for setting in mechanism_settings()}
 
     env = yaml.safe_load((REPO / "docker-compose.yaml").read_text())["services"]["airflow-scheduler"][
         "environment"
     ]
     ours = {name: _interpolated(value) for name, value in env.items() if name.startswith("HOUSEKEEPING_")}
     assert ours, "compose sets the store's settings"
-    for name in ENV_FIELDS:
+    for name in [*ENV_FIELDS, *own]:
         monkeypatch.delenv(name, raising=False)
     for name in ours:
-        assert name in ENV_FIELDS, f"{name} is set in compose but the code reads no such setting"
+        assert name in ENV_FIELDS or name in own, (
+            f"{name} is set in compose but the code reads no such setting"
+        )
         # A value of the field's own type (an optional threshold by its number type, objectives as JSON).
-        kind = hints[ENV_FIELDS[name]]
+        kind = hints[ENV_FIELDS[name]] if name in ENV_FIELDS else own[name].kind
         if kind in (int, int | None):
             sentinel, text = 4321, "4321"
         elif kind in (float, float | None):
@@ -72,18 +77,21 @@ def test_every_housekeeping_setting_of_compose_is_read_by_the_code(monkeypatch):
         else:
             sentinel = text = f"sentinel-{name.lower()}"
         monkeypatch.setenv(name, text)
-        assert getattr(Settings.from_env(), ENV_FIELDS[name]) == sentinel, f"{name} does not reach the code"
+        read = own[name].read() if name in own else getattr(Settings.from_env(), ENV_FIELDS[name])
+        assert read == sentinel, f"{name} does not reach the code"
         monkeypatch.delenv(name)
     for name, value in ours.items():
         monkeypatch.setenv(name, value)
     settings = Settings.from_env()
     assert settings.store_root == ours["HOUSEKEEPING_STORE_ROOT"]
+    for setting in own.values():
+        setting.read()
 
 
 def test_compose_topology_is_consistent_with_the_code():
     """The pieces that must agree for the compose deployment to work: Spark master URL, the store path seen by
     Airflow and by the Spark worker, the deleting steps' pool, the metadata database service."""
-    from housekeeping.dag_factory import DELETING_POOL
+    from housekeeping.orchestration.dags import DELETING_POOL
 
     compose = yaml.safe_load((REPO / "docker-compose.yaml").read_text())
     services = compose["services"]

@@ -1,5 +1,5 @@
 """Fault injection: the CLI's apply, purge and compaction processes are SIGKILLed at every fault point of
-housekeeping.faults (no exception, no clean-up: as a crash or an OOM kill), then the operator's rerun must
+housekeeping.engine.faults (no exception, no clean-up: as a crash or an OOM kill), then the operator's rerun must
 converge to the state a run without the crash reaches.
 
 After the kill, before the rerun: no metadata points at a missing file, no file exists that the metadata does not
@@ -29,14 +29,14 @@ from pathlib import Path
 import pytest
 from sqlalchemy import select
 
-from housekeeping import metadata_schema as t
-from housekeeping.faults import FAULT_POINT_ENV, FAULT_POINTS
-from housekeeping.manifest import export_manifest
-from housekeeping.runner import apply_step, plan_and_gate_in_process
-from housekeeping.settings import Settings
-from housekeeping.snapshot import take_snapshot
-from housekeeping.store import Store, read_transaction
-from housekeeping.timeutil import parse_as_of
+from housekeeping.core.settings import Settings
+from housekeeping.core.timeutil import parse_as_of
+from housekeeping.engine.faults import FAULT_POINT_ENV
+from housekeeping.mechanisms.registry import fault_points, get_mechanism
+from housekeeping.mechanisms.steps import apply_step, plan_and_gate_in_process, snapshot_step
+from housekeeping.store import metadata_schema as t
+from housekeeping.store.manifest.export import export_manifest
+from housekeeping.store.store import Store, read_transaction
 from tests.conftest import REPO, run_cli
 from tests.store_invariants import assert_no_orphans_and_no_dangling_metadata
 
@@ -56,7 +56,7 @@ TRIM_POINTS = [
     "apply_after_topic_commit",
 ]  # the first two kill a whole CLI run; the others the apply step of a planned run
 PURGE_POINTS = ["purge_after_file_removed", "purge_between_files@2"]
-COMPACTION_POINTS = [p for p in FAULT_POINTS if p.startswith("compaction_apply_")]
+COMPACTION_POINTS = list(get_mechanism("compaction").fault_points)
 # The second install and the first commit fall between two topics' switches.
 ERASURE_POINTS = [
     "erasure_apply_after_stage",
@@ -68,13 +68,13 @@ ERASURE_POINTS = [
 
 def test_every_fault_point_is_exercised_here():
     exercised = {p.split("@")[0] for p in TRIM_POINTS + PURGE_POINTS + COMPACTION_POINTS + ERASURE_POINTS}
-    assert exercised == set(FAULT_POINTS)
-    assert len(FAULT_POINTS) >= 8
+    assert exercised == set(fault_points())  # the engine's and every mechanism's
+    assert len(fault_points()) >= 8
 
 
 @pytest.fixture(scope="module", params=SEEDS, ids=[f"seed{s}" for s in SEEDS])
 def template(request, tmp_path_factory) -> Path:
-    from housekeeping.generate import GenerateOptions, generate_store
+    from housekeeping.store.generate import GenerateOptions, generate_store
 
     root = tmp_path_factory.mktemp(f"faults-{request.param}") / "store"
     generate_store(root, GenerateOptions(14, request.param, 40, 5, 60, "2026-11-01T00:00:00Z", False), None)
@@ -108,8 +108,8 @@ def _killed_apply_step(store: Store, run_dir: Path, point: str, spark_master: st
     (``spark_master``: where a Spark apply runs, e.g. the suite's Spark Connect server, as `make airflow` runs
     it, instead of a JVM of its own in the killed process)."""
     code = (
-        "import sys; from pathlib import Path; from housekeeping.runner import apply_step; "
-        "from housekeeping.store import Store; "
+        "import sys; from pathlib import Path; from housekeeping.mechanisms.steps import apply_step; "
+        "from housekeeping.store.store import Store; "
         "apply_step(Store.open(sys.argv[1]), Path(sys.argv[2]), purge_grace_seconds=int(sys.argv[3]))"
     )
     _killed(
@@ -121,9 +121,9 @@ def _killed_apply_step(store: Store, run_dir: Path, point: str, spark_master: st
 
 def _planned(store: Store, mechanism: str, run_id: str, compact_topics=()) -> Path:
     """Snapshot, plan and gate in this process (the shared Spark session): what the DAG's tasks before apply do."""
-    info = take_snapshot(
+    info = snapshot_step(
         store,
-        mechanism=mechanism,
+        mechanism,
         run_id=run_id,
         as_of_ms=parse_as_of(AS_OF),
         max_deleted_share=1.0,
@@ -179,7 +179,7 @@ def _ok(capsys, *argv: str) -> dict:
 def _entry_files(store: Store) -> dict[str, str]:
     """Every raw ledger's entry files (at the generation in force) with a hash of their content in name order (what
     'still readable' means, byte for byte; a rewritten ledger's file names differ between runs, not its bytes)."""
-    from housekeeping.entries import files_sha256
+    from housekeeping.store.entries import files_sha256
 
     with read_transaction(store.engine) as conn:
         rows = list(
@@ -335,7 +335,7 @@ ERASED_KEY = "key-0001"
 
 def _erasure_requests(store: Store, template: Path) -> None:
     """One request per keyed topic (topic-scoped: two topics to switch, so a crash can fall between them)."""
-    from housekeeping.erasure_requests import add_request
+    from housekeeping.mechanisms.erasure.requests import add_request
 
     for topic in _keyed(template):
         add_request(

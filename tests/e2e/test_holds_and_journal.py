@@ -12,13 +12,12 @@ from pathlib import Path
 
 import pytest
 
-from housekeeping.manifest import export_manifest
-from housekeeping.names import TopicName
-from housekeeping.plan import read_table
-from housekeeping.runner import apply_step, plan_and_gate_in_process
-from housekeeping.snapshot import take_snapshot
-from housekeeping.store import Store
-from housekeeping.timeutil import format_ms, parse_as_of
+from housekeeping.core.names import TopicName
+from housekeeping.core.timeutil import format_ms, parse_as_of
+from housekeeping.engine.plan import read_table
+from housekeeping.mechanisms.steps import apply_step, plan_and_gate_in_process, snapshot_step
+from housekeeping.store.manifest.export import export_manifest
+from housekeeping.store.store import Store
 from tests.conftest import run_cli
 
 pytestmark = [pytest.mark.spark, pytest.mark.runs]
@@ -36,7 +35,7 @@ MECHANISMS = ("trim", "expiry", "backlog", "gc", "compaction")
 
 @pytest.fixture(scope="module")
 def generated(tmp_path_factory) -> Path:
-    from housekeeping.generate import GenerateOptions, generate_store
+    from housekeeping.store.generate import GenerateOptions, generate_store
 
     root = tmp_path_factory.mktemp("holds") / "store"
     generate_store(root, GenerateOptions(40, 7, 200, 12, 120, "2026-11-01T00:00:00Z", False), None)
@@ -122,7 +121,7 @@ def test_a_namespace_hold_keeps_every_topic_it_covers_out_of_the_plan_and_apply(
 
 def test_a_hold_added_after_the_gate_still_wins_at_apply_and_is_journaled(generated, tmp_path, capsys):
     store = _copy_store(generated, tmp_path / "store")
-    info = take_snapshot(store, mechanism="trim", run_id="late-hold", as_of_ms=parse_as_of(AS_OF))
+    info = snapshot_step(store, "trim", run_id="late-hold", as_of_ms=parse_as_of(AS_OF))
     assert plan_and_gate_in_process(info.run_dir, "trim", "local[2]")["success"]
     actions = json.loads((info.run_dir / "plan" / "summary.json").read_text())
     assert actions["ledgersToDelete"] > 0
@@ -166,11 +165,11 @@ def test_a_hold_added_after_the_gate_still_wins_at_apply_and_is_journaled(genera
 def test_the_gate_rejects_a_plan_that_ignores_a_hold(generated, tmp_path, capsys):
     """A planner that ignored the holds (simulated: the hold is written into the snapshot after planning) is
     caught by the gate's own matching, and apply refuses the plan."""
-    from housekeeping.errors import PlanNotValidated
+    from housekeeping.core.errors import PlanNotValidated
     from spark_apps import validate_plan
 
     store = _copy_store(generated, tmp_path / "store")
-    info = take_snapshot(store, mechanism="trim", run_id="ignored-hold", as_of_ms=parse_as_of(AS_OF))
+    info = snapshot_step(store, "trim", run_id="ignored-hold", as_of_ms=parse_as_of(AS_OF))
     assert plan_and_gate_in_process(info.run_dir, "trim", "local[2]")["success"]
     planned = {
         json.loads(line)["topic"]
@@ -185,7 +184,7 @@ def test_the_gate_rejects_a_plan_that_ignores_a_hold(generated, tmp_path, capsys
         )
         + "\n"
     )
-    from housekeeping.runner import local_spark
+    from housekeeping.mechanisms.steps import local_spark
 
     gate = validate_plan.run(local_spark("local[2]"), info.run_dir, "trim")
     assert not gate["success"]

@@ -19,7 +19,7 @@ from pathlib import Path
 
 import pytest
 
-from housekeeping.registry import mechanism_names
+from housekeeping.mechanisms.registry import mechanism_names
 from tests.conftest import REPO
 
 pytestmark = pytest.mark.processes

@@ -32,12 +32,11 @@ from pathlib import Path
 
 import pytest
 
-from housekeeping.dag_factory import DELETING_POOL, DELETING_POOL_DESCRIPTION, STORE_ASSET_NAME
-from housekeeping.generate import GenerateOptions, generate_store
-from housekeeping.runner import apply_step, plan_and_gate_in_process, purge_step
-from housekeeping.snapshot import take_snapshot
-from housekeeping.store import Store
-from housekeeping.timeutil import parse_as_of
+from housekeeping.core.timeutil import parse_as_of
+from housekeeping.mechanisms.steps import apply_step, plan_and_gate_in_process, purge_step, snapshot_step
+from housekeeping.orchestration.dags import DELETING_POOL, DELETING_POOL_DESCRIPTION, STORE_ASSET_NAME
+from housekeeping.store.generate import GenerateOptions, generate_store
+from housekeeping.store.store import Store
 from tests.conftest import SPARK_CONNECT_CONN_ID
 from tests.pg_server import free_port
 from tests.store_invariants import store_state
@@ -332,9 +331,7 @@ def test_backfill_create_equals_the_decisions_made_one_by_one_and_again_changes_
     # The same decisions one by one, outside Airflow, on the same generated store with SQLite metadata.
     manual = generate_store(tmp_path / "manual", STORE_OPTIONS)  # default: SQLite in the store
     for i, as_of_ms in enumerate(as_ofs):
-        info = take_snapshot(
-            manual, mechanism="trim", run_id=f"manual-{i}", as_of_ms=as_of_ms, max_deleted_share=1.0
-        )
+        info = snapshot_step(manual, "trim", run_id=f"manual-{i}", as_of_ms=as_of_ms, max_deleted_share=1.0)
         assert plan_and_gate_in_process(info.run_dir, "trim", "local[2]")["success"]
         apply_step(manual, info.run_dir, purge_grace_seconds=GRACE_SECONDS)
         purge_step(manual, info.run_dir)

@@ -12,9 +12,9 @@ from alembic.autogenerate import compare_metadata
 from alembic.migration import MigrationContext
 from sqlalchemy import create_engine
 
-from housekeeping import metadata_schema
-from housekeeping.manifest import export_manifest
-from housekeeping.store import Store, migrate
+from housekeeping.store import metadata_schema
+from housekeeping.store.manifest.export import export_manifest
+from housekeeping.store.store import Store, migrate
 from tests.conftest import run_cli, topic_body, write_manifest
 
 pytestmark = [pytest.mark.spark, pytest.mark.processes]

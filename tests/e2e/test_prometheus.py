@@ -14,8 +14,8 @@ import pytest
 import requests
 from sqlalchemy import func, select
 
-from housekeeping import metadata_schema as t
-from housekeeping.store import Store, read_transaction
+from housekeeping.store import metadata_schema as t
+from housekeeping.store.store import Store, read_transaction
 from tests.conftest import iso, run_cli, run_steps
 from tests.pg_server import free_port
 
@@ -135,7 +135,7 @@ def test_prometheus_scrapes_the_stores_metrics_before_and_after_a_trim_apply(tmp
         # A real trim run (snapshot, Spark plan, Great Expectations gate, apply) with a day's grace: the deleted
         # ledgers leave the ledger list and wait for purge.
         run_dir = run_steps(store, "trim", AS_OF, "trim-1", grace=86_400)
-        from housekeeping.apply import read_apply_result
+        from housekeeping.engine.apply import read_apply_result
 
         deleted = {
             ns: v["bytes"] for ns, v in read_apply_result(run_dir)["perNamespace"].items() if v["bytes"]

@@ -30,15 +30,14 @@ from pathlib import Path
 import pytest
 from sqlalchemy import select
 
-from housekeeping import clients
-from housekeeping import metadata_schema as t
-from housekeeping.errors import HousekeepingError
-from housekeeping.gate import describe_failures
-from housekeeping.manifest import format_position
-from housekeeping.runner import apply_step, plan_and_gate_in_process
-from housekeeping.snapshot import take_snapshot
-from housekeeping.store import Store, read_transaction
-from housekeeping.timeutil import format_ms, parse_as_of
+from housekeeping.core.errors import HousekeepingError
+from housekeeping.core.positions import format_position
+from housekeeping.core.timeutil import format_ms, parse_as_of
+from housekeeping.engine.gate import describe_failures
+from housekeeping.mechanisms.steps import apply_step, plan_and_gate_in_process, snapshot_step
+from housekeeping.store import clients
+from housekeeping.store import metadata_schema as t
+from housekeeping.store.store import Store, read_transaction
 from tests.store_invariants import assert_no_orphans_and_no_dangling_metadata
 
 pytestmark = [pytest.mark.spark, pytest.mark.processes]
@@ -52,7 +51,7 @@ MECHANISMS = ("trim", "expiry", "backlog", "gc", "compaction")
 
 @pytest.fixture(scope="module", params=["sqlite", "postgresql"])
 def store(request, tmp_path_factory) -> Store:
-    from housekeeping.generate import GenerateOptions, generate_store
+    from housekeeping.store.generate import GenerateOptions, generate_store
 
     root = tmp_path_factory.mktemp(f"races-{request.param}") / "store"
     url = (
@@ -79,9 +78,9 @@ def _plan_all(store: Store, round_no: int, as_of_ms: int) -> dict[str, Path]:
     keyed = sorted(name for name in topics if "/globex/tables/" in name)
     run_dirs = {}
     for mechanism in MECHANISMS:
-        info = take_snapshot(
+        info = snapshot_step(
             store,
-            mechanism=mechanism,
+            mechanism,
             run_id=f"race-{round_no}-{mechanism}",
             as_of_ms=as_of_ms,
             max_deleted_share=1.0,
@@ -217,7 +216,7 @@ def _check_round(store: Store, race: Round, versions_before: dict[str, int], run
                     f"is at {c.mark_delete_ledger}:{c.mark_delete_entry}"
                 )
     assert_no_orphans_and_no_dangling_metadata(store)
-    from housekeeping.entries import check_ledger_files
+    from housekeeping.store.entries import check_ledger_files
 
     with read_transaction(store.engine) as conn:
         stored = conn.execute(select(t.ledgers).where(t.ledgers.c.entries_stored)).all()

@@ -10,7 +10,7 @@ import pytest
 from sqlalchemy import inspect as sql_inspect
 from sqlalchemy import text
 
-from housekeeping.store import Store, _alembic_config, schema_revision, schema_revisions
+from housekeeping.store.store import Store, _alembic_config, schema_revision, schema_revisions
 from tests.conftest import ledger_topic, run_cli, write_manifest
 
 pytestmark = [pytest.mark.unit, pytest.mark.usefixtures("metadata_backend")]

@@ -20,11 +20,10 @@ from pathlib import Path
 import pyspark
 import pytest
 
-from housekeeping.generate import GenerateOptions, generate_store
-from housekeeping.plan import read_table
-from housekeeping.runner import plan_and_gate_in_process
-from housekeeping.snapshot import take_snapshot
-from housekeeping.timeutil import format_ms
+from housekeeping.core.timeutil import format_ms
+from housekeeping.engine.plan import read_table
+from housekeeping.mechanisms.steps import plan_and_gate_in_process, snapshot_step
+from housekeeping.store.generate import GenerateOptions, generate_store
 from tests.pg_server import free_port
 
 pytestmark = [pytest.mark.airflow, pytest.mark.processes]
@@ -122,9 +121,9 @@ def test_trim_dag_runs_on_a_standalone_cluster_in_client_mode(
     monkeypatch.setenv("HOUSEKEEPING_PROGRESS_SECONDS", "2")  # progress lines in the task log, often
     # What local Spark decides for the same store and logical time (on a copy, through the same steps).
     reference = generate_store(tmp_path / "reference", options)
-    info = take_snapshot(
+    info = snapshot_step(
         reference,
-        mechanism="trim",
+        "trim",
         run_id="reference",
         as_of_ms=int(LOGICAL_DATE.timestamp() * 1000),
         max_deleted_share=1.0,

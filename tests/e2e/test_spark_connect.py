@@ -1,4 +1,4 @@
-"""The Spark steps on a Spark Connect server (include/housekeeping/spark_connect.py, spark_operator.py): the same
+"""The Spark steps on a Spark Connect server (include/housekeeping/orchestration/spark_connect.py, spark_operator.py): the same
 apps, launched by the DAGs' operator against a real server, plan and gate exactly as the classic session does; the
 server's command-line lifecycle; a task whose server is down fails naming its connection. (A DAG run on Connect,
 with compaction's Spark apply: tests/compaction/test_dag.py; the live Airflow runs on it too.)"""
@@ -15,13 +15,12 @@ from pathlib import Path
 
 import pytest
 
-from housekeeping.contract import RunDir
-from housekeeping.generate import GenerateOptions, generate_store
-from housekeeping.plan import read_table
-from housekeeping.registry import mechanism_names, mechanism_spec
-from housekeeping.runner import plan_and_gate_in_process
-from housekeeping.snapshot import take_snapshot
-from housekeeping.timeutil import parse_as_of
+from housekeeping.core.timeutil import parse_as_of
+from housekeeping.engine.contract import RunDir
+from housekeeping.engine.plan import read_table
+from housekeeping.mechanisms.registry import get_mechanism, mechanism_names
+from housekeeping.mechanisms.steps import plan_and_gate_in_process, snapshot_step
+from housekeeping.store.generate import GenerateOptions, generate_store
 from tests.conftest import SPARK_CONNECT_CONN_ID, run_cli
 from tests.pg_server import free_port
 
@@ -30,8 +29,8 @@ COMPACT = "persistent://globex/tables/t-00006"
 
 
 def operator(task_id: str, module: str, args: list[str]):
-    from housekeeping import launcher
-    from housekeeping.spark_operator import SparkAppOperator
+    from housekeeping.engine import launcher
+    from housekeeping.orchestration.spark_operator import SparkAppOperator
 
     return SparkAppOperator(
         task_id=task_id,
@@ -65,11 +64,11 @@ def test_the_plan_and_the_gate_on_spark_connect_equal_the_classic_session(
     expectation outcome is the same, and the plan is not empty."""
     from airflow.providers.apache.spark.hooks.spark_connect import SparkConnectHook
 
-    from housekeeping import launcher
+    from housekeeping.engine import launcher
 
     store = generate_store(tmp_path / "store", GenerateOptions(topics=28, seed=7, entries_per_ledger=60))
     if mechanism == "erasure":  # something to erase: a key of the generated keyed topics
-        from housekeeping.erasure_requests import add_request
+        from housekeeping.mechanisms.erasure.requests import add_request
 
         add_request(
             store,
@@ -79,9 +78,9 @@ def test_the_plan_and_the_gate_on_spark_connect_equal_the_classic_session(
             requested_at_ms=parse_as_of(AS_OF) - 1,
             actor="test",
         )
-    info = take_snapshot(
+    info = snapshot_step(
         store,
-        mechanism=mechanism,
+        mechanism,
         run_id=f"connect-{mechanism}",
         as_of_ms=parse_as_of(AS_OF),
         max_deleted_share=1.0,
@@ -93,7 +92,7 @@ def test_the_plan_and_the_gate_on_spark_connect_equal_the_classic_session(
 
     plan_and_gate_in_process(classic, mechanism, "local[2]")
     url = SparkConnectHook(SPARK_CONNECT_CONN_ID).get_connection_url()
-    spec = mechanism_spec(mechanism)
+    spec = get_mechanism(mechanism)
     operator("plan", spec.plan_app, ["--run-dir", str(remote)]).run_on_connect(url)
     operator("gate", launcher.GATE_APP, ["--run-dir", str(remote), "--mechanism", mechanism]).run_on_connect(
         url

@@ -16,10 +16,9 @@ from pathlib import Path
 
 import pytest
 
-from housekeeping.runner import plan_and_gate_in_process
-from housekeeping.snapshot import take_snapshot
-from housekeeping.store import Store
-from housekeeping.timeutil import parse_as_of
+from housekeeping.core.timeutil import parse_as_of
+from housekeeping.mechanisms.steps import plan_and_gate_in_process, snapshot_step
+from housekeeping.store.store import Store
 from tests.conftest import run_cli, topic_body, write_manifest
 
 pytestmark = [pytest.mark.spark, pytest.mark.runs]
@@ -91,7 +90,7 @@ def manifest() -> dict:
 def store_root(tmp_path_factory) -> Path:
     root = tmp_path_factory.mktemp("system-topics") / "store"
     path = write_manifest(root.parent, manifest())
-    from housekeeping.manifest import load_manifest
+    from housekeeping.store.manifest.load import load_manifest
 
     load_manifest(root, path)
     return root
@@ -144,7 +143,7 @@ def test_gc_keeps_real_system_topics_and_deletes_look_alikes(capsys, store_root)
 
 
 def _is_system(name: str) -> bool:
-    from housekeeping.names import is_system_topic
+    from housekeeping.core.names import is_system_topic
 
     return is_system_topic(_t(name))
 
@@ -188,9 +187,9 @@ def test_the_gate_reads_the_name_itself_when_the_snapshot_is_wrong(
     """The planner trusts the snapshot's flag or resolved retention and plans the wrong action; the gate applies
     the name rule on its own and refuses."""
     store = Store.open(store_root)
-    info = take_snapshot(
+    info = snapshot_step(
         store,
-        mechanism=mechanism,
+        mechanism,
         run_id=f"tamper-{mechanism}",
         as_of_ms=parse_as_of(AS_OF),
         run_dir=tmp_path / "run",

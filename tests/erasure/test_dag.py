@@ -10,9 +10,9 @@ from datetime import UTC, datetime
 
 import pytest
 
-from housekeeping.erasure_requests import list_requests
-from housekeeping.generate import GenerateOptions, generate_store
-from housekeeping.manifest import export_manifest
+from housekeeping.mechanisms.erasure.requests import list_requests
+from housekeeping.store.generate import GenerateOptions, generate_store
+from housekeeping.store.manifest.export import export_manifest
 from tests.store_invariants import files_holding
 
 pytestmark = pytest.mark.airflow

@@ -12,15 +12,14 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
 
-from housekeeping.entries import files_sha256
-from housekeeping.erasure_requests import add_request
-from housekeeping.errors import InputError, PlanNotValidated
-from housekeeping.manifest import export_manifest
-from housekeeping.plan import read_table
-from housekeeping.runner import apply_step, plan_and_gate_in_process
-from housekeeping.snapshot import take_snapshot
-from housekeeping.store import Store
-from housekeeping.timeutil import parse_as_of
+from housekeeping.core.errors import InputError, PlanNotValidated
+from housekeeping.core.timeutil import parse_as_of
+from housekeeping.engine.plan import read_table
+from housekeeping.mechanisms.erasure.requests import add_request
+from housekeeping.mechanisms.steps import apply_step, plan_and_gate_in_process, snapshot_step
+from housekeeping.store.entries import files_sha256
+from housekeeping.store.manifest.export import export_manifest
+from housekeeping.store.store import Store
 from spark_apps import validate_plan
 from tests.conftest import rewrite_part
 
@@ -33,7 +32,7 @@ KEY = "key-0001"
 @pytest.fixture(scope="module")
 def template(tmp_path_factory) -> Path:
     """A generated store with a request for a key of its keyed topics, planned and passed by the gate."""
-    from housekeeping.generate import GenerateOptions, generate_store
+    from housekeeping.store.generate import GenerateOptions, generate_store
 
     root = tmp_path_factory.mktemp("erasure-gate") / "store"
     store = generate_store(root, GenerateOptions(28, 7, 60, 6, 60, "2026-11-01T00:00:00Z", False), None)
@@ -45,7 +44,7 @@ def template(tmp_path_factory) -> Path:
         requested_at_ms=parse_as_of(AS_OF) - 1,
         actor="t",
     )
-    info = take_snapshot(store, mechanism="erasure", run_id="mutants", as_of_ms=parse_as_of(AS_OF))
+    info = snapshot_step(store, "erasure", run_id="mutants", as_of_ms=parse_as_of(AS_OF))
     assert plan_and_gate_in_process(info.run_dir, "erasure", "local[2]")["success"]
     return root
 
@@ -91,7 +90,7 @@ def _original_entries(store: Store, ledger: dict) -> list[dict]:
 
 
 def _check_blocked(store: Store, run_dir: Path, failing: set[str]) -> None:
-    from housekeeping.runner import local_spark
+    from housekeeping.mechanisms.steps import local_spark
 
     before = export_manifest(store)
     document = validate_plan.run(local_spark("local[2]"), run_dir, "erasure")

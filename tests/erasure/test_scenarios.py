@@ -11,8 +11,8 @@ from pathlib import Path
 import pytest
 from sqlalchemy import select
 
-from housekeeping import metadata_schema as t
-from housekeeping.store import Store
+from housekeeping.store import metadata_schema as t
+from housekeeping.store.store import Store
 from tests.conftest import run_cli, write_manifest
 from tests.store_invariants import files_holding
 
@@ -29,7 +29,7 @@ AS_OF_MS = 1_793_491_200_000  # 2026-11-01T00:00:00Z
 
 
 def iso(ms: int) -> str:
-    from housekeeping.timeutil import format_ms
+    from housekeeping.core.timeutil import format_ms
 
     return format_ms(ms)
 

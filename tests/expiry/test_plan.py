@@ -9,13 +9,14 @@ from pathlib import Path
 
 import pytest
 
-from housekeeping.apply import apply_plan
-from housekeeping.errors import PlanNotValidated
-from housekeeping.manifest import export_manifest, load_manifest
-from housekeeping.plan import read_table
-from housekeeping.report import build_cursor_report
-from housekeeping.runner import plan_and_gate_in_process
-from housekeeping.snapshot import take_snapshot
+from housekeeping.core.errors import PlanNotValidated
+from housekeeping.engine.apply import apply_plan
+from housekeeping.engine.plan import read_table
+from housekeeping.mechanisms.expiry import MECHANISM as EXPIRY
+from housekeeping.mechanisms.registry import get_mechanism
+from housekeeping.mechanisms.steps import plan_and_gate_in_process, snapshot_step
+from housekeeping.store.manifest.export import export_manifest
+from housekeeping.store.manifest.load import load_manifest
 from tests.conftest import ledger_topic, rewrite_part, write_manifest
 
 pytestmark = pytest.mark.spark
@@ -38,7 +39,7 @@ def build(tmp_path: Path, topics: dict, broker: dict | None = None):
 def plan(store, tmp_path: Path, name: str = "run"):
     run_dir = tmp_path / name
     shutil.rmtree(run_dir, ignore_errors=True)
-    take_snapshot(store, mechanism="expiry", run_id=name, as_of_ms=AS_OF, run_dir=run_dir)
+    snapshot_step(store, "expiry", run_id=name, as_of_ms=AS_OF, run_dir=run_dir)
     gate = plan_and_gate_in_process(run_dir, "expiry", "local[2]")
     subs = {
         (r["topic"].rsplit("/", 1)[1], r["subscription"]): r for r in read_table(run_dir, "subscriptions")
@@ -101,7 +102,7 @@ def test_rule_edges(spark, tmp_path):
     assert subs[("boundary", "s")]["oldestRemainingLedgerTsMs"] == CUTOFF - 5
     assert subs[("shortcut", "s")]["oldestRemainingLedgerTsMs"] == open_ts, "ledger 1 is wholly acknowledged"
     assert "oldestRemainingLedgerTsMs" not in subs[("special", "caught-up")], "no backlog, no age"
-    report = build_cursor_report(run_dir, dry_run=True)
+    report = get_mechanism("expiry").build_report(run_dir, dry_run=True)
     kept = {(s["topic"].rsplit("/", 1)[1], s["subscription"]): s for s in report["keptWithBacklog"]}
     compaction = kept[("special", "__compaction")]
     assert not compaction["oldestRemainingExact"] and compaction["oldestRemainingAgeSeconds"] == TTL
@@ -139,7 +140,7 @@ def test_apply_keeps_a_newer_ack_and_a_tampered_plan_is_refused(spark, tmp_path)
     assert gate["success"] and subs[("acked", "s")]["to"] == "1:9"
     from sqlalchemy import update
 
-    from housekeeping import metadata_schema as t
+    from housekeeping.store import metadata_schema as t
 
     # a consumer acknowledges past the planned target between plan and apply
     with store.engine.begin() as conn:
@@ -148,8 +149,8 @@ def test_apply_keeps_a_newer_ack_and_a_tampered_plan_is_refused(spark, tmp_path)
             .where(t.cursors.c.topic == f"persistent://{NS}/acked")
             .values(mark_delete_ledger=2, mark_delete_entry=1)
         )
-    result = apply_plan(store, run_dir, purge_grace_seconds=0)
-    assert result.cursors_moved == 1 and result.cursors_already_further == 1
+    result = apply_plan(store, run_dir, EXPIRY, purge_grace_seconds=0)
+    assert result.counts["cursorsMoved"] == 1 and result.counts["cursorsAlreadyFurther"] == 1
     cursors = {
         name: body["cursors"]["s"]["markDeletePosition"]
         for name, body in export_manifest(store)["topics"].items()
@@ -176,7 +177,7 @@ def test_apply_keeps_a_newer_ack_and_a_tampered_plan_is_refused(spark, tmp_path)
     )
     before = export_manifest(store)["topics"]
     with pytest.raises(PlanNotValidated):
-        apply_plan(store, run_dir, purge_grace_seconds=0)
+        apply_plan(store, run_dir, EXPIRY, purge_grace_seconds=0)
     assert export_manifest(store)["topics"] == before
 
 

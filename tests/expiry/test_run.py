@@ -5,8 +5,9 @@ from __future__ import annotations
 
 import pytest
 
-from housekeeping.contract import RunDir
-from housekeeping.manifest import export_manifest, load_manifest
+from housekeeping.engine.contract import RunDir
+from housekeeping.store.manifest.export import export_manifest
+from housekeeping.store.manifest.load import load_manifest
 from tests.conftest import cursor_positions, ledger_topic, run_steps, write_manifest
 
 pytestmark = [pytest.mark.spark, pytest.mark.runs]

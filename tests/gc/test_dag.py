@@ -11,9 +11,9 @@ from datetime import UTC, datetime
 
 import pytest
 
-from housekeeping.generate import PARTITIONED_TOPIC, GenerateOptions, generate_store
-from housekeeping.manifest import export_manifest
-from housekeeping.plan import read_table
+from housekeeping.engine.plan import read_table
+from housekeeping.store.generate import PARTITIONED_TOPIC, GenerateOptions, generate_store
+from housekeeping.store.manifest.export import export_manifest
 from tests.conftest import run_cli
 
 pytestmark = pytest.mark.airflow

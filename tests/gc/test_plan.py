@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import pytest
 
-from housekeeping.contract import CURSORS, LEDGERS, PARTITIONED_TOPICS, TOPICS
-from housekeeping.names import is_system_topic
+from housekeeping.core.names import is_system_topic
+from housekeeping.engine.contract import CURSORS, LEDGERS, PARTITIONED_TOPICS, TOPICS
 from spark_apps.gc.plan import gc_actions, partitioned_metadata_deletions, plan_topic_decisions
 from tests.conftest import contract_frame
 

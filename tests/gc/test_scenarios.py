@@ -2,7 +2,7 @@
 
 The cases follow apache/pulsar's InactiveTopicDeleteTest (read there, not copied): the broker's 1 s monitor
 becomes explicit GC runs at chosen logical times, and the clients' actions go through the store's client
-paths (housekeeping.clients), which keep lastActive as docs/semantics.md describes.
+paths (housekeeping.store.clients), which keep lastActive as docs/semantics.md describes.
 """
 
 from __future__ import annotations
@@ -12,11 +12,11 @@ import json
 import pytest
 from sqlalchemy import select
 
-from housekeeping import clients
-from housekeeping import metadata_schema as t
-from housekeeping.manifest import export_manifest, load_manifest
-from housekeeping.runner import apply_step, plan_and_gate_in_process
-from housekeeping.snapshot import take_snapshot
+from housekeeping.mechanisms.steps import apply_step, plan_and_gate_in_process, snapshot_step
+from housekeeping.store import clients
+from housekeeping.store import metadata_schema as t
+from housekeeping.store.manifest.export import export_manifest
+from housekeeping.store.manifest.load import load_manifest
 from tests.conftest import iso, run_cli, write_manifest
 
 pytestmark = [pytest.mark.spark, pytest.mark.runs]
@@ -196,9 +196,7 @@ def test_metadata_setting_off_and_clients_appearing_between_plan_and_apply(tmp_p
     partitions = clients.create_partitioned_topic(store, _p("pt2"), 3, now_ms=T0)
     for name in ("topic2", "racer-producer", "racer-subscription", "racer-policy"):
         clients.create_topic(store, _p(name), now_ms=T0)
-    info = take_snapshot(
-        store, mechanism="gc", run_id="race", as_of_ms=T0 + 60 * S, max_deleted_topic_share=1.0
-    )
+    info = snapshot_step(store, "gc", run_id="race", as_of_ms=T0 + 60 * S, max_deleted_topic_share=1.0)
     assert plan_and_gate_in_process(info.run_dir, "gc", "local[2]")["success"]
 
     clients.connect_producer(store, _p("racer-producer"), now_ms=T0 + 61 * S)

@@ -1,24 +1,27 @@
-"""Approval thresholds (housekeeping.approval): what a plan measures, when it needs a person, how a run's params may
+"""Approval thresholds (housekeeping.engine.approval): what a plan measures, when it needs a person, how a run's params may
 only tighten the deployment's thresholds, and what a decision records."""
 
 from __future__ import annotations
 
 import json
+from dataclasses import replace
 from types import SimpleNamespace
 
 import pytest
 
-from housekeeping.approval import (
+from housekeeping.engine.approval import (
     ApprovalThresholds,
     measure_plan,
     over_thresholds,
     record_decision,
     request_approval,
 )
-from housekeeping.contract import ACTIONS, NAMESPACES, RunDir, write_json, write_jsonl
-from housekeeping.journal_view import journal_entries
-from housekeeping.manifest import load_manifest
-from housekeeping.store import read_transaction
+from housekeeping.engine.contract import ACTIONS, LEDGERS, NAMESPACES, RunDir, write_json, write_jsonl
+from housekeeping.mechanisms.gc.actions import DELETE_TOPIC
+from housekeeping.mechanisms.registry import get_mechanism
+from housekeeping.observe.journal_view import journal_entries
+from housekeeping.store.manifest.load import load_manifest
+from housekeeping.store.store import read_transaction
 from tests.conftest import topic_body, write_manifest
 
 pytestmark = pytest.mark.unit
@@ -39,6 +42,7 @@ def _run(tmp_path, actions: list[dict], stored: dict[str, int]) -> RunDir:
             "scope": [],
         },
     )
+    write_jsonl(run.snapshot_table(LEDGERS), LEDGERS, [])
     write_jsonl(
         run.snapshot_table(NAMESPACES),
         NAMESPACES,
@@ -76,9 +80,13 @@ ACTIONS_ = [
 ]
 
 
+# A plan with trim's and GC's kinds at once: every kind is measured by its own declaration.
+MIXED = replace(get_mechanism("trim"), actions=(*get_mechanism("trim").actions, DELETE_TOPIC))
+
+
 def test_a_plan_is_measured_per_namespace_and_over_a_threshold_means_strictly_greater(tmp_path):
     run = _run(tmp_path, ACTIONS_, {"acme/orders": 1000, "acme/audit": 1000})
-    m = measure_plan(run)
+    m = measure_plan(run, MIXED)
     assert (m.bytes, m.ledgers, m.topics, m.cursors) == (900, 2, 1, 1)
     assert m.namespace_bytes == {"acme/audit": 100, "acme/orders": 800}
     assert m.namespace_share == {"acme/audit": 0.1, "acme/orders": 0.8}
@@ -113,13 +121,13 @@ def test_the_request_and_each_decision_are_recorded_in_the_run_and_the_journal(t
         ),
     )
     run = _run(tmp_path, ACTIONS_, {"acme/orders": 1000, "acme/audit": 1000})
-    request = request_approval(run, ApprovalThresholds(namespace_share=0.5))
+    request = request_approval(run, MIXED, ApprovalThresholds(namespace_share=0.5))
     assert request["required"] and request["reasons"] == [
         "deletes 80.0% of acme/orders's stored bytes, over the threshold of 50.0%"
     ]
     page = run.approval_request_md.read_text()
     assert "| acme/orders | 800 B | 80.0% |" in page and "No answer in time counts as Reject" in page
-    assert not request_approval(run, ApprovalThresholds(namespace_share=0.9))["required"]
+    assert not request_approval(run, MIXED, ApprovalThresholds(namespace_share=0.9))["required"]
 
     record_decision(store, run, approved=True, decided_by="ops-alice", decided_at_ms=AS_OF + 1000)
     record_decision(store, run, approved=False, decided_by="ops-bob", decided_at_ms=AS_OF + 2000)

@@ -7,11 +7,11 @@ import json
 import pytest
 from sqlalchemy import insert, select
 
-from housekeeping import clients
-from housekeeping import metadata_schema as t
-from housekeeping.entries import read_ledger
-from housekeeping.errors import InputError
-from housekeeping.manifest import load_manifest
+from housekeeping.core.errors import InputError
+from housekeeping.store import clients
+from housekeeping.store import metadata_schema as t
+from housekeeping.store.entries import read_ledger
+from housekeeping.store.manifest.load import load_manifest
 from tests.conftest import write_manifest
 
 pytestmark = pytest.mark.unit

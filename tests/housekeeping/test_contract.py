@@ -1,4 +1,4 @@
-"""The contract between the library and the Spark apps (housekeeping.contract): one definition per table that
+"""The contract between the library and the Spark apps (housekeeping.engine.contract): one definition per table that
 refuses what it does not define, and the run directory layout users read (public: report paths, gate verdict)."""
 
 from __future__ import annotations
@@ -7,8 +7,9 @@ from pathlib import Path
 
 import pytest
 
-from housekeeping import contract
-from housekeeping.errors import InputError
+from housekeeping.core.errors import InputError
+from housekeeping.engine import contract
+from housekeeping.mechanisms.compaction.tables import COMPACTION_DECISIONS, COMPACTION_KEPT
 
 pytestmark = pytest.mark.unit
 
@@ -100,8 +101,8 @@ def test_ddl_names_every_column_once_with_its_type():
     for table in [*contract.SNAPSHOT_TABLES.values(), contract.ACTIONS, contract.BLOCKERS]:
         assert len(set(table.names)) == len(table.names), table.name
         assert table.ddl().count("`") == 2 * len(table.names)
-    assert contract.COMPACTION_DECISIONS.ddl().endswith("`retentionTimeMs` bigint")
-    assert "`rawLedgerIds` array<bigint>" in contract.COMPACTION_DECISIONS.ddl()
+    assert COMPACTION_DECISIONS.ddl().endswith("`retentionTimeMs` bigint")
+    assert "`rawLedgerIds` array<bigint>" in COMPACTION_DECISIONS.ddl()
 
 
 def test_select_keeps_the_named_columns_in_the_asked_order():
@@ -139,4 +140,4 @@ def test_the_run_directory_layout_is_the_documented_one(tmp_path):
     }
     assert run.snapshot_table(contract.TOPICS) == run.path / "snapshot" / "topics.jsonl"
     assert run.plan_table(contract.ACTIONS) == run.path / "plan" / "actions"
-    assert run.plan_table(contract.COMPACTION_KEPT) == run.path / "plan" / "compaction" / "kept"
+    assert run.plan_table(COMPACTION_KEPT) == run.path / "plan" / "compaction" / "kept"

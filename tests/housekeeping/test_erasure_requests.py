@@ -9,8 +9,8 @@ import json
 
 import pytest
 
-from housekeeping.manifest import load_manifest
-from housekeeping.store import Store, read_transaction
+from housekeeping.store.manifest.load import load_manifest
+from housekeeping.store.store import Store, read_transaction
 from tests.conftest import run_cli, topic_body, write_manifest
 
 pytestmark = pytest.mark.unit
@@ -117,7 +117,7 @@ def test_a_hold_on_the_target_or_its_namespace_shows_the_request_as_held(store, 
 def test_a_bad_request_is_refused_naming_it_and_nothing_is_written(store, capsys, args, named):
     code, out, err = _request(capsys, store, *args)
     assert code == 2 and out == "" and named in err, err
-    from housekeeping import metadata_schema as t
+    from housekeeping.store import metadata_schema as t
 
     with read_transaction(store.engine) as conn:
         assert conn.execute(t.erasure_requests.select()).all() == []

@@ -8,7 +8,7 @@ import re
 
 import pytest
 
-from housekeeping.gate import write_data_docs
+from housekeeping.engine.gate import write_data_docs
 
 pytestmark = pytest.mark.unit
 
@@ -71,7 +71,7 @@ def test_a_check_frame_over_the_driver_limit_is_validated_on_spark_with_the_same
     PANDAS_ROWS is materialized once and validated on Spark. Both give the same outcomes, failures included."""
     import great_expectations.expectations as gxe
 
-    from housekeeping import gate
+    from housekeeping.engine import gate
 
     def checks() -> list:
         frame = spark.createDataFrame(

@@ -13,9 +13,9 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from housekeeping.errors import InputError, PathOutsideStore
-from housekeeping.names import NamespaceName, TopicName
-from housekeeping.store import Store, ledger_rel_path
+from housekeeping.core.errors import InputError, PathOutsideStore
+from housekeeping.core.names import NamespaceName, TopicName
+from housekeeping.store.store import Store, ledger_rel_path
 
 pytestmark = pytest.mark.unit
 

@@ -7,9 +7,10 @@ import json
 
 import pytest
 
-from housekeeping.errors import InputError
-from housekeeping.manifest import export_manifest, load_manifest
-from housekeeping.store import Store
+from housekeeping.core.errors import InputError
+from housekeeping.store.manifest.export import export_manifest
+from housekeeping.store.manifest.load import load_manifest
+from housekeeping.store.store import Store
 from tests.conftest import topic_body, write_manifest
 
 pytestmark = pytest.mark.unit
@@ -212,8 +213,8 @@ COMPACTED["topics"][C] = topic_body(
 def test_a_compacted_ledger_loads_and_round_trips(tmp_path):
     from sqlalchemy import select
 
-    from housekeeping import metadata_schema as t
-    from housekeeping.store import read_transaction
+    from housekeeping.store import metadata_schema as t
+    from housekeeping.store.store import read_transaction
 
     store = load_manifest(tmp_path / "s", write_manifest(tmp_path, COMPACTED))
     with read_transaction(store.engine) as conn:

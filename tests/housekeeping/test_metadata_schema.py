@@ -7,8 +7,8 @@ from alembic.autogenerate import compare_metadata
 from alembic.migration import MigrationContext
 from sqlalchemy import create_engine
 
-from housekeeping import metadata_schema
-from housekeeping.store import migrate
+from housekeeping.store import metadata_schema
+from housekeeping.store.store import migrate
 
 pytestmark = pytest.mark.unit
 

@@ -10,9 +10,9 @@ import json
 import pytest
 from prometheus_client.parser import text_string_to_metric_families
 
-from housekeeping.manifest import load_manifest
-from housekeeping.metrics import exposition
-from housekeeping.store import Store
+from housekeeping.observe.metrics.exposition import exposition
+from housekeeping.store.manifest.load import load_manifest
+from housekeeping.store.store import Store
 from tests.conftest import iso, ledger_topic, run_cli, run_steps, write_manifest
 
 T = 1_793_491_200_000  # 2026-11-01T00:00:00Z
@@ -193,7 +193,7 @@ def test_deletion_lag_follows_plans_policies_applies_and_the_grace_period(tmp_pa
 
     # The namespace now keeps everything: the newest plan deletes nothing, so nothing is deletable now.
     with store.engine.begin() as conn:
-        from housekeeping import metadata_schema as t
+        from housekeeping.store import metadata_schema as t
 
         conn.execute(
             t.namespaces.update()
@@ -228,7 +228,7 @@ def test_deletion_lag_follows_plans_policies_applies_and_the_grace_period(tmp_pa
     assert value(found, "housekeeping_last_success_timestamp_seconds", mechanism="trim") == (T + 6 * H) / 1000
     assert value(found, "housekeeping_last_gate_passed", mechanism="trim") == 1
 
-    from housekeeping.purge import purge
+    from housekeeping.engine.purge import purge
 
     purge(store, as_of_ms=T + 9 * H, run_id="purge-1")
     found = samples(exposition(store, as_of_ms=T + 9 * H))
@@ -240,8 +240,8 @@ def test_deletion_lag_follows_plans_policies_applies_and_the_grace_period(tmp_pa
 
 @pytest.mark.unit
 def test_deletion_lag_objectives_most_specific_wins_and_bad_settings_name_the_key(tmp_path):
-    from housekeeping.errors import InputError
-    from housekeeping.settings import lag_objective, parse_lag_objectives
+    from housekeeping.core.errors import InputError
+    from housekeeping.core.settings import lag_objective, parse_lag_objectives
 
     objectives = parse_lag_objectives('{"*": 7200, "acme/*": 3600, "acme/orders": 600}')
     assert lag_objective("acme/orders", objectives) == 600

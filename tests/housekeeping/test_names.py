@@ -6,8 +6,8 @@ from pathlib import Path
 
 import pytest
 
-from housekeeping.errors import InputError, PathOutsideStore
-from housekeeping.names import (
+from housekeeping.core.errors import InputError, PathOutsideStore
+from housekeeping.core.names import (
     NamespaceName,
     TopicName,
     is_system_topic,
@@ -15,7 +15,7 @@ from housekeeping.names import (
     partition_index,
     topic_dir_parts,
 )
-from housekeeping.store import Store
+from housekeeping.store.store import Store
 
 pytestmark = pytest.mark.unit
 

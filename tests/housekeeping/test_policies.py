@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import pytest
 
-from housekeeping.errors import InputError
-from housekeeping.policies import (
+from housekeeping.core.errors import InputError
+from housekeeping.core.policies import (
     BROKER_DEFAULTS,
     BrokerConfig,
     RetentionPolicy,
@@ -29,7 +29,7 @@ def test_broker_defaults_are_pulsars():
 
 
 def test_broker_conf_file_layer(tmp_path):
-    from housekeeping.policies import read_broker_conf
+    from housekeeping.core.policies import read_broker_conf
 
     conf = tmp_path / "broker.conf"
     conf.write_text(

@@ -1,4 +1,4 @@
-"""Policy sweep (include/housekeeping/policy_sweep.py, `housekeeping what-if MECHANISM --sweep POLICY=VALUES`):
+"""Policy sweep (include/housekeeping/what_if/sweep.py, `housekeeping what-if MECHANISM --sweep POLICY=VALUES`):
 values as pulsar-admin reads them and the overlay each point is (unit); on a generated store, that every point
 of a retention-time, retention-size and TTL sweep equals a separate what-if at that value, that the sweep writes
 its report and leaves the store as it was (runs)."""
@@ -11,10 +11,17 @@ from pathlib import Path
 
 import pytest
 
-from housekeeping.errors import InputError
-from housekeeping.policies import BrokerConfig
-from housekeeping.policy_overlay import PolicyOverlay
-from housekeeping.policy_sweep import KNOBS, Sweep, knob_mechanism, parse_bytes, parse_seconds, point_overlays
+from housekeeping.core.errors import InputError
+from housekeeping.core.policies import BrokerConfig
+from housekeeping.what_if.overlay import PolicyOverlay
+from housekeeping.what_if.sweep import (
+    KNOBS,
+    Sweep,
+    knob_mechanism,
+    parse_bytes,
+    parse_seconds,
+    point_overlays,
+)
 from tests.conftest import run_cli
 from tests.housekeeping.test_what_if import _store_bytes
 
@@ -126,16 +133,15 @@ def _oracle_overlay(manifest: dict, knob: str, label: str) -> PolicyOverlay:
 def _planned_alone(store, mechanism: str, overlay: PolicyOverlay, run_dir: Path) -> dict[str, dict[str, int]]:
     """The candidate half of a what-if at one value, on its own: snapshot with the overlay, the mechanism's plan
     app, and the measures read back from what the plan wrote (its summary and tables)."""
-    from housekeeping import launcher
-    from housekeeping.contract import RunDir, read_jsonl
-    from housekeeping.plan import read_summary, read_table
-    from housekeeping.registry import mechanism_spec
-    from housekeeping.snapshot import take_snapshot
-    from housekeeping.timeutil import parse_as_of
+    from housekeeping.core.timeutil import parse_as_of
+    from housekeeping.engine import launcher
+    from housekeeping.engine.contract import RunDir, read_jsonl
+    from housekeeping.engine.plan import read_summary, read_table
+    from housekeeping.mechanisms.registry import get_mechanism
+    from housekeeping.mechanisms.steps import snapshot_step
 
-    spec = mechanism_spec(mechanism)
-    take_snapshot(
-        store, mechanism=mechanism, run_id="alone", as_of_ms=parse_as_of(AS_OF), run_dir=run_dir,
+    spec = get_mechanism(mechanism)
+    snapshot_step(store, mechanism, run_id="alone", as_of_ms=parse_as_of(AS_OF), run_dir=run_dir,
         policy_overlay=overlay,
     )  # fmt: skip
     launcher.plan_in_process(launcher.local_spark("local[2]"), run_dir, spec)
@@ -167,8 +173,8 @@ def _planned_alone(store, mechanism: str, overlay: PolicyOverlay, run_dir: Path)
 @pytest.mark.runs
 @pytest.mark.parametrize("knob", list(SWEEPS))
 def test_every_point_equals_a_separate_what_if_and_the_store_is_untouched(knob, spark, tmp_path, capsys):
-    from housekeeping.generate import GenerateOptions, generate_store
-    from housekeeping.manifest import export_manifest
+    from housekeeping.store.generate import GenerateOptions, generate_store
+    from housekeeping.store.manifest.export import export_manifest
 
     store = generate_store(tmp_path / "store", GenerateOptions(topics=28, seed=7, entries_per_ledger=60))
     before = _store_bytes(store.root)
@@ -202,8 +208,8 @@ def test_every_point_equals_a_separate_what_if_and_the_store_is_untouched(knob, 
 @pytest.mark.runs
 def test_a_point_is_the_candidate_of_the_cli_what_if_at_that_value(spark, tmp_path, capsys):
     """The literal check, once: `what-if --policies` with the value's overlay plans what the sweep measured."""
-    from housekeeping.generate import GenerateOptions, generate_store
-    from housekeeping.manifest import export_manifest
+    from housekeeping.store.generate import GenerateOptions, generate_store
+    from housekeeping.store.manifest.export import export_manifest
     from tests.conftest import write_manifest
 
     store = generate_store(tmp_path / "store", GenerateOptions(topics=28, seed=7, entries_per_ledger=60))
@@ -229,7 +235,7 @@ def test_a_point_is_the_candidate_of_the_cli_what_if_at_that_value(spark, tmp_pa
 
 @pytest.mark.unit
 def test_a_sweep_of_another_mechanisms_policy_or_a_value_the_store_refuses_exits_2(tmp_path, capsys):
-    from housekeeping.generate import GenerateOptions, generate_store
+    from housekeeping.store.generate import GenerateOptions, generate_store
 
     store = generate_store(tmp_path / "store", GenerateOptions(topics=8, seed=7, entries_per_ledger=10))
     before = _store_bytes(store.root)
@@ -247,7 +253,7 @@ def test_a_sweep_of_another_mechanisms_policy_or_a_value_the_store_refuses_exits
 @pytest.mark.spark
 @pytest.mark.runs
 def test_a_scoped_sweep_sets_and_measures_only_the_namespaces_in_scope(spark, tmp_path, capsys):
-    from housekeeping.generate import GenerateOptions, generate_store
+    from housekeeping.store.generate import GenerateOptions, generate_store
 
     store = generate_store(tmp_path / "store", GenerateOptions(topics=8, seed=7, entries_per_ledger=10))
     # 30m would be refused in acme/metrics and public/retained (message_age quotas of 1800 s and 3600 s must stay

@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from housekeeping.storage_report import plots, render_html
+from housekeeping.observe.storage_report import plots, render_html
 
 pytestmark = pytest.mark.unit
 

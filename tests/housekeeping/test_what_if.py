@@ -1,4 +1,4 @@
-"""Policy what-if (include/housekeeping/what_if.py, `housekeeping what-if`): the overlay's shape and validation,
+"""Policy what-if (include/housekeeping/what_if/what_if.py, `housekeeping what-if`): the overlay's shape and validation,
 the measures of a plan's actions and their difference (unit); and on generated stores, for every mechanism, that
 the candidate plan is action for action the plan the store gets once the overlay is really loaded, and that a
 what-if leaves every byte of the store as it was (runs)."""
@@ -11,9 +11,11 @@ from pathlib import Path
 
 import pytest
 
-from housekeeping.errors import InputError
-from housekeeping.policy_overlay import PolicyOverlay
-from housekeeping.what_if import Effect, difference, entries_between
+from housekeeping.core.errors import InputError
+from housekeeping.core.topic_ledgers import Ledger, TopicLedgers
+from housekeeping.engine.actions import Effect
+from housekeeping.what_if.overlay import PolicyOverlay
+from housekeeping.what_if.what_if import difference
 from tests.conftest import run_cli, write_manifest
 
 AS_OF = "2026-11-01T00:00:00Z"
@@ -101,19 +103,17 @@ def test_an_overlay_replaces_the_policies_it_names_and_null_removes_one():
 
 @pytest.mark.unit
 def test_entries_between_two_mark_delete_positions():
-    layout = [(1, 10), (2, 0), (3, 5), (4, 7)]
-    assert entries_between(layout, (1, 4), (1, 9)) == 5  # (1:4, 1:9]
-    assert entries_between(layout, (1, -1), (3, 2)) == 10 + 3
-    assert entries_between(layout, (1, 9), (4, 6)) == 5 + 7
-    assert entries_between(layout, (3, 4), (3, 4)) == 0
+    ledgers = TopicLedgers([Ledger(i, n, 10 * n, None) for i, n in [(1, 10), (2, 0), (3, 5), (4, 7)]])
+    assert ledgers.entries_between((1, 4), (1, 9)) == 5  # (1:4, 1:9]
+    assert ledgers.entries_between((1, -1), (3, 2)) == 10 + 3
+    assert ledgers.entries_between((1, 9), (4, 6)) == 5 + 7
+    assert ledgers.entries_between((3, 4), (3, 4)) == 0
 
 
 @pytest.mark.unit
 def test_difference_counts_actions_one_plan_has_whole_and_shared_ones_by_their_change():
     def effect(ns, key, **measures):
-        return Effect(
-            ns, key, {m: measures.get(m, 0) for m in ("ledgers", "bytes", "topics", "cursors", "entries")}
-        )
+        return Effect(ns, key, **measures)
 
     current = {
         ("delete_ledger", "t1", 1): effect(
@@ -156,8 +156,9 @@ def _canonical(actions: list[dict]) -> list[str]:
 def test_the_candidate_plan_is_the_plan_after_the_change_and_the_store_is_untouched(
     mechanism, spark, tmp_path, capsys
 ):
-    from housekeeping.generate import GenerateOptions, generate_store
-    from housekeeping.manifest import export_manifest, load_manifest
+    from housekeeping.store.generate import GenerateOptions, generate_store
+    from housekeeping.store.manifest.export import export_manifest
+    from housekeeping.store.manifest.load import load_manifest
 
     store = generate_store(tmp_path / "store", GenerateOptions(topics=28, seed=7, entries_per_ledger=60))
     overlay_file = write_manifest(tmp_path, OVERLAYS[mechanism], "overlay.json")
@@ -202,7 +203,7 @@ def test_the_candidate_plan_is_the_plan_after_the_change_and_the_store_is_untouc
 
 @pytest.mark.unit
 def test_a_bad_overlay_exits_2_naming_the_namespace_and_changes_nothing(tmp_path, capsys):
-    from housekeeping.generate import GenerateOptions, generate_store
+    from housekeeping.store.generate import GenerateOptions, generate_store
 
     store = generate_store(tmp_path / "store", GenerateOptions(topics=8, seed=7, entries_per_ledger=10))
     before = _store_bytes(store.root)
@@ -219,7 +220,7 @@ def test_a_bad_overlay_exits_2_naming_the_namespace_and_changes_nothing(tmp_path
 def test_an_overlay_is_checked_across_the_levels_it_touches(tmp_path):
     """A topic's backlog quota must stay below the retention in force at the topic, which an overlay of the
     namespace changes: refused naming the topic (the policies-only check still resolves every level)."""
-    from housekeeping.generate import GenerateOptions, generate_store
+    from housekeeping.store.generate import GenerateOptions, generate_store
 
     store = generate_store(tmp_path / "store", GenerateOptions(topics=8, seed=7, entries_per_ledger=10))
     topic = "persistent://acme/orders/t-00002"

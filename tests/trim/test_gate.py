@@ -9,13 +9,15 @@ from pathlib import Path
 
 import pytest
 
-from housekeeping import apply as apply_module
-from housekeeping.apply import apply_plan
-from housekeeping.errors import PlanNotValidated
-from housekeeping.manifest import export_manifest, load_manifest
-from housekeeping.purge import purge
-from housekeeping.snapshot import take_snapshot
-from housekeeping.store import Store
+from housekeeping.core.errors import PlanNotValidated
+from housekeeping.engine.apply import apply_plan
+from housekeeping.engine.purge import purge
+from housekeeping.mechanisms.steps import snapshot_step
+from housekeeping.mechanisms.trim import MECHANISM as TRIM
+from housekeeping.mechanisms.trim import actions as trim_actions
+from housekeeping.store.manifest.export import export_manifest
+from housekeeping.store.manifest.load import load_manifest
+from housekeeping.store.store import Store
 from spark_apps import validate_plan
 from spark_apps.trim import plan as plan_trim
 from tests.conftest import rewrite_part, topic_body, write_manifest
@@ -55,9 +57,7 @@ DOC = {
 
 def snapshot(directory: Path) -> tuple[Store, Path]:
     store = load_manifest(directory / "store", write_manifest(directory, DOC))
-    info = take_snapshot(
-        store, mechanism="trim", run_id="t", as_of_ms=10_000, scope=None, max_deleted_share=0.9
-    )
+    info = snapshot_step(store, "trim", run_id="t", as_of_ms=10_000, scope=None, max_deleted_share=0.9)
     return store, info.run_dir
 
 
@@ -179,15 +179,13 @@ def test_corrupted_plan_is_blocked_and_nothing_changes(planned, spark, name):
     }
     assert failing in failed, document["failed"]
     with pytest.raises(PlanNotValidated):
-        apply_plan(store, run_dir, purge_grace_seconds=0)
+        apply_plan(store, run_dir, TRIM, purge_grace_seconds=0)
     assert state(store) == before
 
 
 def test_blast_radius_limit_blocks(tmp_path, spark):
     store = load_manifest(tmp_path / "store", write_manifest(tmp_path, DOC))
-    info = take_snapshot(
-        store, mechanism="trim", run_id="t", as_of_ms=10_000, scope=None, max_deleted_share=0.05
-    )
+    info = snapshot_step(store, "trim", run_id="t", as_of_ms=10_000, scope=None, max_deleted_share=0.05)
     plan_trim.run(spark, info.run_dir)
     document = validate_plan.run(spark, info.run_dir, "trim")
     assert [f["kwargs"]["column"] for f in document["failed"]] == ["deleted_share"]
@@ -199,15 +197,15 @@ def test_plan_changed_after_the_gate_is_refused(planned, spark):
     before = state(store)
     rewrite_actions(run_dir, lambda rows: rows + [delete(3)])
     with pytest.raises(PlanNotValidated, match="changed after the gate"):
-        apply_plan(store, run_dir, purge_grace_seconds=0)
+        apply_plan(store, run_dir, TRIM, purge_grace_seconds=0)
     assert state(store) == before
 
 
 def test_apply_then_purge_removes_exactly_the_planned_ledgers(planned, spark):
     store, run_dir = planned
     assert validate_plan.run(spark, run_dir, "trim")["success"]
-    result = apply_plan(store, run_dir, purge_grace_seconds=60)
-    assert result.ledgers_deleted == 2 and result.cursors_moved == 1
+    result = apply_plan(store, run_dir, TRIM, purge_grace_seconds=60)
+    assert result.ledgers_deleted == 2 and result.counts["cursorsMoved"] == 1
     ledger_dir = store.ledger_dir(TOPIC, 1)
     assert ledger_dir.is_dir()  # metadata first; files wait for the grace period
     assert purge(store, as_of_ms=10_000 + 59_999, run_id="p").purged == []
@@ -218,21 +216,21 @@ def test_apply_then_purge_removes_exactly_the_planned_ledgers(planned, spark):
     assert [m["ledgerId"] for m in remaining["messages"]] == [3, 3, 3, 4, 4, 4, 5, 5]
     assert remaining["cursors"]["reader"]["markDeletePosition"] == "2:2"
     # a second apply of the same run is a no-op
-    again = apply_plan(store, run_dir, purge_grace_seconds=60)
+    again = apply_plan(store, run_dir, TRIM, purge_grace_seconds=60)
     assert again.ledgers_deleted == 0 and again.already_applied_topics == [TOPIC]
 
 
 def test_topic_changed_since_the_snapshot_is_skipped_not_overwritten(planned, spark):
     from sqlalchemy import update
 
-    from housekeeping import metadata_schema as t
+    from housekeeping.store import metadata_schema as t
 
     store, run_dir = planned
     assert validate_plan.run(spark, run_dir, "trim")["success"]
     with store.engine.begin() as conn:  # a writer touched the topic after the snapshot
         conn.execute(update(t.topics).where(t.topics.c.name == TOPIC).values(version=t.topics.c.version + 1))
     before = state(store)
-    result = apply_plan(store, run_dir, purge_grace_seconds=0)
+    result = apply_plan(store, run_dir, TRIM, purge_grace_seconds=0)
     assert result.ledgers_deleted == 0 and TOPIC in result.skipped_topics
     assert "changed since the snapshot" in result.skipped_topics[TOPIC]
     assert state(store) == before
@@ -243,7 +241,7 @@ def test_a_failure_inside_a_topics_transaction_changes_nothing(planned, spark, m
     assert validate_plan.run(spark, run_dir, "trim")["success"]
     before = state(store)
     calls = {"n": 0}
-    real = apply_module.record_pending_deletion
+    real = trim_actions.record_pending_deletion
 
     def fail_on_second_ledger(conn, row, **kwargs):
         # The trim apply logs each ledger for purge inside the topic's transaction; fail the second one.
@@ -252,9 +250,11 @@ def test_a_failure_inside_a_topics_transaction_changes_nothing(planned, spark, m
             raise RuntimeError("simulated crash between two ledgers of one topic")
         return real(conn, row, **kwargs)
 
-    monkeypatch.setattr(apply_module, "record_pending_deletion", fail_on_second_ledger)
+    monkeypatch.setattr(trim_actions, "record_pending_deletion", fail_on_second_ledger)
     with pytest.raises(RuntimeError, match="simulated crash"):
-        apply_plan(store, run_dir, purge_grace_seconds=0)
+        apply_plan(store, run_dir, TRIM, purge_grace_seconds=0)
     assert state(store) == before  # ledger 1's removal and pending record were rolled back with it
     monkeypatch.undo()
-    assert apply_plan(store, run_dir, purge_grace_seconds=0).ledgers_deleted == 2  # the rerun completes it
+    assert (
+        apply_plan(store, run_dir, TRIM, purge_grace_seconds=0).ledgers_deleted == 2
+    )  # the rerun completes it

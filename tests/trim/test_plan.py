@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 from pyspark.testing import assertDataFrameEqual
 
-from housekeeping.contract import CURSORS, LEDGERS, TOPICS
+from housekeeping.engine.contract import CURSORS, LEDGERS, TOPICS
 from spark_apps.trim.plan import cursor_fast_forwards, durable_bounds, plan_ledger_decisions, trim_blockers
 from tests.conftest import contract_frame
 

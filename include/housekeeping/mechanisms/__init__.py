@@ -1,2 +1,2 @@
-"""One module per mechanism: its :class:`~housekeeping.mechanism.MechanismSpec` (``SPEC``) and report builder.
-``housekeeping.registry`` lists them; docs/architecture.md says how to add one."""
+"""One module per mechanism: its :class:`~housekeeping.engine.mechanism.Mechanism` (``SPEC``) and report builder.
+``housekeeping.mechanisms.registry`` lists them; docs/architecture.md says how to add one."""

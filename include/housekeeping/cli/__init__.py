@@ -1,0 +1,1 @@
+"""The `housekeeping` command, one module per command group."""

@@ -1,0 +1,9 @@
+"""``python -m housekeeping.cli``: the same command as the installed ``housekeeping``."""
+
+from __future__ import annotations
+
+import sys
+
+from housekeeping.cli.main import main
+
+sys.exit(main())

@@ -1,0 +1,35 @@
+"""``housekeeping journal``: who did what, when and why, with the plan rows each applied action came from."""
+
+from __future__ import annotations
+
+from typing import Annotated
+
+import typer
+
+from housekeeping.cli.common import emit
+from housekeeping.store.command_line import FormatOpt, MetadataOpt, StoreOpt, open_store
+
+commands = typer.Typer()
+
+
+@commands.command("journal")
+def journal_command(
+    store: StoreOpt,
+    topic: Annotated[str | None, typer.Option("--topic", help="only this topic's entries")] = None,
+    run: Annotated[
+        str | None, typer.Option("--run", help="only this run's entries (its id, or part of it)")
+    ] = None,
+    limit: Annotated[int | None, typer.Option("--limit", min=1, help="only the newest N entries")] = None,
+    metadata_url: MetadataOpt = None,
+    fmt: FormatOpt = "text",
+) -> None:
+    """Who did what, when and why, with the plan rows each applied action came from."""
+    from housekeeping.observe.journal_view import format_text, journal_entries
+    from housekeeping.store.store import read_transaction
+
+    with read_transaction(open_store(store, metadata_url).engine) as conn:
+        entries = journal_entries(conn, topic=topic, run=run, limit=limit)
+    if fmt == "text":
+        typer.echo(format_text(entries))
+    else:
+        emit({"entries": entries}, fmt)

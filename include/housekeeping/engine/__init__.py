@@ -1,0 +1,1 @@
+"""The run engine every mechanism shares: the contract, what a mechanism and an action are, snapshot, plan, gate, approval, apply, purge, restore, report, and the launcher that reaches the Spark apps. Knows no mechanism by name: the caller hands it the mechanism."""

@@ -1,0 +1,384 @@
+"""The one apply engine: only a checked plan changes the store, metadata first, each topic in one transaction.
+
+:class:`ApplyRun` is the preamble every apply shares (the shared Python apply here, compaction's Spark apply, key
+erasure's): the gate passed this plan byte for byte (digest), the run was planned on this store, the plan holds only
+its mechanism's action kinds, the run is journaled as started once and the topics it already applied are known (a
+retry skips them), and :meth:`ApplyRun.commit` runs one topic's change in one metadata transaction that first
+re-reads the holds (a hold added after the snapshot wins) and journals the outcome.
+
+The shared Python apply (:func:`apply_plan`) executes each planned row by its kind
+(``ActionKind.apply_in_topic``, ``housekeeping.engine.actions``), per topic: when a kind changes the topic's ledger
+list, the topic version recorded in the snapshot is compare-and-set first (a topic changed since is skipped and
+reported, never overwritten); a kind may first check the topic (``ActionKind.check_topic``: inactive-topic GC's
+re-check). Kinds applied after every topic (``after_topics``) get a transaction each. No file is touched: a deleted
+ledger goes to the pending-deletion log with its purge time (``record_pending_deletion``) and purge
+(``housekeeping.engine.purge``) removes its files after the grace period.
+
+Pulsar updates the ledger list and then deletes BookKeeper ledgers asynchronously; a crash between leaves
+orphans (PIP-186). Here the ledger-list change and the pending-deletion record commit together, so there is no
+state in which a file is unknown to the metadata.
+"""
+
+from __future__ import annotations
+
+from collections import defaultdict
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from functools import cached_property
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from sqlalchemy import and_, select, update
+
+from housekeeping.core.actor import current_actor
+from housekeeping.core.errors import InputError
+from housekeeping.core.policies import BrokerConfig
+from housekeeping.engine.actions import TopicTally
+from housekeeping.engine.contract import ACTIONS, RunDir, read_json, read_run_info, write_json
+from housekeeping.engine.faults import checkpoint
+from housekeeping.engine.gate import require_passed_gate
+from housekeeping.engine.plan import read_table
+from housekeeping.store import metadata_schema as t
+from housekeeping.store.holds import current_hold
+from housekeeping.store.holds import describe as describe_hold
+from housekeeping.store.journal import begin_run, finish_run, journal, plan_rows
+from housekeeping.store.store import Store, write_transaction
+
+if TYPE_CHECKING:
+    from housekeeping.engine.mechanism import Mechanism
+
+
+@dataclass
+class TopicOutcome:
+    """What one topic's transaction did: ``status`` applied, skipped_conflict or skipped_held, ``why`` when
+    skipped, the journal row's ``action`` and ``detail`` (not journaled when ``journaled`` is false: a step that
+    only prepares, as compaction's staging), and ``facts`` the caller adds up."""
+
+    status: str
+    why: str | None = None
+    action: str = "apply"
+    detail: dict[str, Any] = field(default_factory=dict)
+    facts: Any = None
+    journaled: bool = True
+
+    @property
+    def applied(self) -> bool:
+        return self.status == "applied"
+
+
+@dataclass
+class ApplyRun:
+    """One apply of a gate-checked plan (see the module docstring)."""
+
+    store: Store
+    run: RunDir
+    info: dict[str, Any]
+    spec: Mechanism
+    run_id: str
+    purge_grace_seconds: int
+    actor: str
+    done: set[str] = field(default_factory=set)
+
+    @classmethod
+    def open(
+        cls,
+        store: Store,
+        run_dir: str | Path,
+        spec: Mechanism,
+        *,
+        purge_grace_seconds: int,
+        detail: dict[str, Any] | None = None,
+        actions: list[dict[str, Any]] | None = None,
+    ) -> ApplyRun:
+        """``actions``: the plan's actions table when the caller has read it already (read once: at 100,000
+        topics a trim plan's rows are a few hundred MiB of Python objects)."""
+        if purge_grace_seconds < 0:
+            raise InputError(f"purge grace period {purge_grace_seconds} s must be >= 0")
+        run = RunDir(run_dir)
+        gate = require_passed_gate(run.path)
+        info = read_run_info(run)
+        if Path(info["store"]).resolve() != store.root:
+            raise InputError(f"run {run} was planned on store {info['store']}, not on {store.root}")
+        if info["mechanism"] != spec.name:
+            raise InputError(f"run {run} is a {info['mechanism']} run, not a {spec.name} one")
+        # Journal key = run + the validated plan's digest: a retried apply of the same plan is a no-op, while a
+        # re-snapshotted (different) plan of the same Airflow run is applied on its own merits.
+        run_id = f"{info['runId']}@{gate['planDigest'][:16]}"
+        actor = str(info.get("actor") or current_actor())
+        applying = cls(store, run, info, spec, run_id, purge_grace_seconds, actor)
+        if actions is not None:
+            applying.__dict__["actions"] = actions  # the cached property, already read
+        for action in applying.actions:
+            spec.action(action["action"], where=f"plan in {run}")
+        applying.done = begin_run(
+            store,
+            run_id=run_id,
+            mechanism=spec.name,
+            as_of_ms=applying.as_of_ms,
+            actor=actor,
+            detail=detail if detail is not None else {"actions": len(applying.actions)},
+        )
+        return applying
+
+    @property
+    def mechanism(self) -> str:
+        return self.spec.name
+
+    @property
+    def as_of_ms(self) -> int:
+        return int(self.info["asOfMs"])
+
+    @property
+    def purge_after_ms(self) -> int:
+        return self.as_of_ms + self.purge_grace_seconds * 1000
+
+    @cached_property
+    def actions(self) -> list[dict[str, Any]]:
+        return read_table(self.run.path, ACTIONS.name)
+
+    @cached_property
+    def snapshot_topics(self) -> dict[str, dict[str, Any]]:
+        """The snapshot's topic rows (read once per apply, when a kind's re-check needs them)."""
+        from housekeeping.engine.contract import TOPICS, read_snapshot_table
+
+        return {row["topic"]: row for row in read_snapshot_table(self.run, TOPICS)}
+
+    @cached_property
+    def broker(self) -> BrokerConfig:
+        """The broker settings now (read once per apply; a kind's re-check reads them)."""
+        return self.store.broker_config()
+
+    def journal(
+        self, conn: Any, *, topic: str | None, action: str, status: str, detail: dict[str, Any]
+    ) -> None:
+        journal(
+            conn,
+            run_id=self.run_id,
+            mechanism=self.mechanism,
+            topic=topic,
+            action=action,
+            status=status,
+            detail=detail,
+            as_of_ms=self.as_of_ms,
+            actor=self.actor,
+        )
+
+    def commit(
+        self,
+        topic: str,
+        actions: list[dict[str, Any]],
+        change: Callable[[Any], TopicOutcome],
+        *,
+        held_action: str = "apply",
+    ) -> TopicOutcome:
+        """One topic's change in one metadata transaction. When a hold forbids one of the actions' kinds, the
+        holds are read again first: a hold that covers the topic now wins (``skipped_held``; the planner and the
+        gate saw none). Otherwise ``change(conn)`` decides; its outcome is journaled in the same transaction."""
+        with write_transaction(self.store.engine) as conn:
+            guarded = any(self.spec.action(a["action"]).held_forbidden for a in actions)
+            hold = current_hold(conn, topic) if guarded else None
+            if hold is not None:
+                why = describe_hold(hold)
+                outcome = TopicOutcome(
+                    "skipped_held", why, held_action, {"why": why, "planRows": plan_rows(actions)}
+                )
+            else:
+                outcome = change(conn)
+            if outcome.journaled:
+                self.journal(
+                    conn, topic=topic, action=outcome.action, status=outcome.status, detail=outcome.detail
+                )
+        return outcome
+
+    def finish(self, result: dict[str, Any]) -> dict[str, Any]:
+        """Journal the run as finished with its result, and write ``apply/result.json``."""
+        finish_run(
+            self.store,
+            run_id=self.run_id,
+            mechanism=self.mechanism,
+            as_of_ms=self.as_of_ms,
+            actor=self.actor,
+            detail=result,
+        )
+        write_json(self.run.apply_result, result)
+        return result
+
+
+@dataclass
+class ApplyResult:
+    """What the shared Python apply did: the topics, the ledgers and bytes it deleted, per namespace, and the
+    counts its mechanism's kinds declare (``ActionKind.result_keys``)."""
+
+    run_id: str
+    counts: dict[str, Any]
+    applied_topics: list[str] = field(default_factory=list)
+    already_applied_topics: list[str] = field(default_factory=list)
+    skipped_topics: dict[str, str] = field(default_factory=dict)  # topic -> why
+    ledgers_deleted: int = 0
+    bytes_deleted: int = 0
+    per_namespace: dict[str, dict[str, int]] = field(default_factory=dict)
+
+    @classmethod
+    def of(cls, run_id: str, spec: Mechanism) -> ApplyResult:
+        zero: dict[str, Any] = {}
+        for kind in spec.actions:
+            for key, value in kind.result_keys.items():
+                zero[key] = type(value)(value)  # a fresh copy of a list or dict
+        return cls(run_id, zero)
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "runId": self.run_id,
+            "appliedTopics": self.applied_topics,
+            "alreadyAppliedTopics": self.already_applied_topics,
+            "skippedTopics": self.skipped_topics,
+            "ledgersDeleted": self.ledgers_deleted,
+            "bytesDeleted": self.bytes_deleted,
+            **self.counts,
+            "perNamespace": self.per_namespace,
+        }
+
+    def count(self, key: str, value: Any) -> None:
+        """Add a kind's count: a number adds, a list extends, a mapping updates."""
+        current = self.counts.get(key)
+        if isinstance(current, list):
+            current.extend(value)
+        elif isinstance(current, dict):
+            current.update(value)
+        else:
+            self.counts[key] = (current or 0) + value
+
+    def add(self, tally: TopicTally) -> None:
+        self.applied_topics.append(tally.topic)
+        self.ledgers_deleted += len(tally.ledgers_deleted)
+        self.bytes_deleted += tally.bytes_deleted
+        for key, value in tally.counts.items():
+            self.count(key, value)
+        per_ns = self.per_namespace.setdefault(tally.namespace, {"ledgers": 0, "bytes": 0, "topics": 0})
+        per_ns["ledgers"] += len(tally.ledgers_deleted)
+        per_ns["bytes"] += tally.bytes_deleted
+        per_ns["topics"] += int(bool(tally.detail.get("topicDeleted")))
+
+
+def apply_plan(store: Store, run_dir: Path, spec: Mechanism, *, purge_grace_seconds: int) -> ApplyResult:
+    """The shared Python apply of a checked plan: each topic's rows by their kinds, then the rows applied after
+    every topic."""
+    run = RunDir(run_dir)
+    actions = read_table(run.path, ACTIONS.name)
+    topics = {a["topic"] for a in actions}
+    # Opening checks the gate's verdict and that every row is one of the mechanism's kinds, before anything else.
+    context = ApplyRun.open(
+        store,
+        run_dir,
+        spec,
+        purge_grace_seconds=purge_grace_seconds,
+        detail={"topics": len(topics), "actions": len(actions)},
+        actions=actions,
+    )
+    by_topic: dict[str, list[dict[str, Any]]] = defaultdict(list)
+    after: list[dict[str, Any]] = []
+    for action in actions:
+        if spec.action(action["action"]).after_topics:
+            after.append(action)
+        else:
+            by_topic[action["topic"]].append(action)
+    result = ApplyResult.of(context.run_id, spec)
+    _apply_topics(context, by_topic, result)
+    _apply_after_topics(context, after, result)
+    context.finish(result.to_json())
+    return result
+
+
+def _apply_topics(context: ApplyRun, by_topic: dict[str, list[dict[str, Any]]], result: ApplyResult) -> None:
+    versions: dict[str, int] = context.info["topicVersions"]
+    for topic in sorted(by_topic):
+        if topic in context.done:
+            result.already_applied_topics.append(topic)
+            continue
+        if topic not in versions:
+            raise InputError(f"plan in {context.run} names topic {topic}, which is not in its snapshot")
+        actions = by_topic[topic]
+        outcome = context.commit(
+            topic, actions, lambda conn, t=topic, a=actions: _apply_topic(conn, context, t, versions[t], a)
+        )
+        checkpoint("apply_after_topic_commit")
+        if outcome.applied:
+            result.add(outcome.facts)
+        else:
+            result.skipped_topics[topic] = str(outcome.why)
+
+
+def _apply_after_topics(context: ApplyRun, rows: list[dict[str, Any]], result: ApplyResult) -> None:
+    for row in rows:
+        name = row["topic"]
+        if name in context.done:
+            result.already_applied_topics.append(name)
+            continue
+        kind = context.spec.action(row["action"])
+
+        def change(conn: Any, kind: Any = kind, row: dict[str, Any] = row) -> TopicOutcome:
+            why, detail = kind.apply_after_topics(conn, context, row)
+            if why is not None:
+                return TopicOutcome("skipped_conflict", why, kind.name, {"why": why})
+            return TopicOutcome("applied", None, kind.name, detail)
+
+        outcome = context.commit(name, [row], change, held_action=kind.name)
+        if outcome.applied:
+            for key in kind.result_keys:
+                result.count(key, [name])
+        else:
+            result.skipped_topics[name] = str(outcome.why)
+
+
+def _apply_topic(
+    conn: Any, context: ApplyRun, topic: str, expected_version: int, actions: list[dict[str, Any]]
+) -> TopicOutcome:
+    """One topic's rows, in the caller's transaction (``ApplyRun.commit``): the kinds' checks, the version
+    compare-and-set when a kind changes the ledger list, then each row by its kind."""
+    kinds = [(context.spec.action(a["action"]), a) for a in actions]
+    for kind, row in kinds:
+        why = kind.check_topic(conn, context, topic, row)
+        if why is not None:
+            # Pulsar's TopicBusyException (inactive-topic GC): the topic became active since the snapshot.
+            return TopicOutcome("skipped_conflict", why, kind.name, {"why": why})
+    why = _claim_topic(conn, topic, expected_version, any(k.changes_ledger_list for k, _ in kinds))
+    if why is not None:
+        return TopicOutcome("skipped_conflict", why, "apply", {"why": why})
+    namespace = conn.execute(select(t.topics.c.namespace).where(t.topics.c.name == topic)).scalar_one()
+    tally = TopicTally(topic, namespace)
+    for kind, row in kinds:
+        kind.apply_in_topic(conn, context, tally, row)
+    checkpoint("apply_inside_topic_transaction")
+    detail = {
+        "ledgers": tally.ledgers_deleted,
+        "bytes": tally.bytes_deleted,
+        **tally.counts,
+        **tally.detail,
+        "fromVersion": expected_version,
+        "planRows": plan_rows(actions),
+    }
+    return TopicOutcome("applied", None, "apply", detail, tally)
+
+
+def _claim_topic(conn: Any, topic: str, expected_version: int, changes_ledger_list: bool) -> str | None:
+    """Why the topic's rows cannot be applied (None: they can). A change to the ledger list compare-and-sets the
+    topic version recorded in the snapshot; cursor moves and recorded states do not (each cursor is
+    compare-and-set on its own position, so a concurrent ack or ledger roll does not void the topic's plan)."""
+    if changes_ledger_list:
+        bumped = conn.execute(
+            update(t.topics)
+            .where(and_(t.topics.c.name == topic, t.topics.c.version == expected_version))
+            .values(version=t.topics.c.version + 1)
+        ).rowcount
+    else:
+        bumped = len(conn.execute(select(t.topics.c.name).where(t.topics.c.name == topic)).all())
+    if bumped == 1:
+        return None
+    row = conn.execute(select(t.topics.c.version).where(t.topics.c.name == topic)).first()
+    if row is None:
+        return "topic no longer exists"
+    return f"topic changed since the snapshot (version {expected_version} -> {row.version})"
+
+
+def read_apply_result(run_dir: str | Path) -> dict[str, Any] | None:
+    return read_json(RunDir(run_dir).apply_result)

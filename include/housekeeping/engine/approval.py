@@ -1,0 +1,219 @@
+"""A person's approval before an unusual deletion.
+
+After the gate passes, a plan is measured against the approval thresholds (``HOUSEKEEPING_APPROVAL_*`` settings,
+tightened by a run's params): bytes it deletes, the largest share of one namespace's stored bytes it deletes,
+topics it deletes, cursors it moves. Under every threshold it proceeds as before. Over one, the DAG's approval
+step asks in Airflow's human-in-the-loop UI (Required Actions), showing :func:`request_markdown`; apply runs only
+on "Approve". "Reject", or no answer within ``HOUSEKEEPING_APPROVAL_TIMEOUT_SECONDS``, applies nothing and the run
+ends without error. The decision (who, when, which thresholds) is journaled and written to the run directory,
+and the report shows it.
+
+This module is the rules and the record (no Airflow); ``housekeeping.orchestration.approval_operator`` is the DAG step.
+"""
+
+from __future__ import annotations
+
+from collections import defaultdict
+from dataclasses import asdict, dataclass
+from pathlib import Path
+from typing import Any
+
+from housekeeping.core.timeutil import format_ms
+from housekeeping.engine.actions import Changes, PlanView
+from housekeeping.engine.contract import (
+    ACTIONS,
+    NAMESPACES,
+    RunDir,
+    read_json,
+    read_run_info,
+    read_snapshot_table,
+    write_json,
+)
+from housekeeping.engine.mechanism import Mechanism
+from housekeeping.engine.plan import read_table
+from housekeeping.engine.report import human_bytes
+from housekeeping.store.journal import journal
+from housekeeping.store.store import Store, write_transaction
+
+APPROVED, REJECTED, TIMED_OUT = "approved", "rejected", "timed_out"
+
+
+@dataclass(frozen=True)
+class ApprovalThresholds:
+    """None: no threshold. A plan *over* a threshold (strictly greater) needs approval."""
+
+    bytes: int | None = None
+    namespace_share: float | None = None
+    topics: int | None = None
+    cursors: int | None = None
+
+    @classmethod
+    def of(cls, settings: Any, params: dict[str, Any] | None = None) -> ApprovalThresholds:
+        """The deployment's thresholds (settings), tightened by a run's params: a param may only lower a
+        threshold (or set one the settings leave unset), so a manual run can ask for review, never skip it."""
+        params = params or {}
+
+        def pick(setting: Any, param: Any) -> Any:
+            if param is None:
+                return setting
+            return param if setting is None else min(setting, param)
+
+        return cls(
+            bytes=pick(settings.approval_bytes, params.get("approval_bytes")),
+            namespace_share=pick(settings.approval_namespace_share, params.get("approval_namespace_share")),
+            topics=pick(settings.approval_topics, params.get("approval_topics")),
+            cursors=pick(settings.approval_cursors, params.get("approval_cursors")),
+        )
+
+
+@dataclass(frozen=True)
+class PlanMeasures:
+    bytes: int
+    namespace_bytes: dict[str, int]
+    namespace_share: dict[str, float]
+    topics: int
+    cursors: int
+    ledgers: int
+    # Local copies of data kept in the object tier (tiered storage): counted apart, never among deleted bytes.
+    local_copy_bytes: int = 0
+
+
+def measure_plan(run_dir: str | Path, spec: Mechanism) -> PlanMeasures:
+    """What the run's (checked) plan would delete and move, each action measured by its kind
+    (``ActionKind.effect``: the bytes it frees if it deletes data, the topics it deletes, the cursors it moves),
+    and the snapshot's namespace sizes."""
+    run = RunDir(run_dir)
+    stored = {row["namespace"]: row["storedBytes"] for row in read_snapshot_table(run, NAMESPACES)}
+    view = PlanView(run)
+    per_namespace: dict[str, int] = defaultdict(int)
+    topics = cursors = ledgers = local_copy = 0
+    for row in read_table(run.path, ACTIONS.name):
+        kind = spec.action(row["action"], where=f"plan in {run}")
+        effect = kind.effect(row, view)
+        if effect is None:
+            continue
+        if kind.deletes_data:
+            per_namespace[effect.namespace] += effect.freed
+        ledgers += effect.ledgers
+        topics += effect.topics if kind.changes is Changes.TOPICS else 0
+        cursors += effect.cursors
+        local_copy += effect.local_copy
+    shares = {ns: (b / stored[ns] if stored.get(ns) else 0.0) for ns, b in per_namespace.items()}
+    return PlanMeasures(
+        bytes=sum(per_namespace.values()),
+        namespace_bytes=dict(sorted(per_namespace.items())),
+        namespace_share=dict(sorted(shares.items())),
+        topics=topics,
+        cursors=cursors,
+        ledgers=ledgers,
+        local_copy_bytes=local_copy,
+    )
+
+
+def over_thresholds(measures: PlanMeasures, thresholds: ApprovalThresholds) -> list[str]:
+    """Why the plan needs approval (empty: it does not), one sentence per threshold it is over."""
+    reasons = []
+    if thresholds.bytes is not None and measures.bytes > thresholds.bytes:
+        reasons.append(
+            f"deletes {human_bytes(measures.bytes)} ({measures.bytes} bytes), over the threshold of "
+            f"{human_bytes(thresholds.bytes)}"
+        )
+    if thresholds.namespace_share is not None:
+        for namespace, share in measures.namespace_share.items():
+            if share > thresholds.namespace_share:
+                reasons.append(
+                    f"deletes {share:.1%} of {namespace}'s stored bytes, over the threshold of "
+                    f"{thresholds.namespace_share:.1%}"
+                )
+    if thresholds.topics is not None and measures.topics > thresholds.topics:
+        reasons.append(f"deletes {measures.topics} topics, over the threshold of {thresholds.topics}")
+    if thresholds.cursors is not None and measures.cursors > thresholds.cursors:
+        reasons.append(f"moves {measures.cursors} cursors, over the threshold of {thresholds.cursors}")
+    return reasons
+
+
+def request_approval(run_dir: str | Path, spec: Mechanism, thresholds: ApprovalThresholds) -> dict[str, Any]:
+    """Measure the plan, write ``approval/request.json`` (and ``request.md`` when approval is needed); returns the
+    request (``required`` False: proceed)."""
+    run = RunDir(run_dir)
+    info = read_run_info(run)
+    measures = measure_plan(run, spec)
+    reasons = over_thresholds(measures, thresholds)
+    request = {
+        "runId": info["runId"],
+        "mechanism": info["mechanism"],
+        "asOf": info["asOf"],
+        "required": bool(reasons),
+        "reasons": reasons,
+        "thresholds": asdict(thresholds),
+        "measures": asdict(measures),
+        "dataDocs": str(run.data_docs_index) if run.data_docs_index.is_file() else None,
+        "planSummary": str(run.plan_summary),
+        "requestPage": str(run.approval_request_md) if reasons else None,
+    }
+    write_json(run.approval_request, request)
+    if reasons:
+        run.approval_request_md.write_text(request_markdown(request), encoding="utf-8")
+    return request
+
+
+def request_markdown(request: dict[str, Any]) -> str:
+    """What the person sees in Airflow's Required Actions (and ``approval/request.md``)."""
+    m = request["measures"]
+    lines = [
+        f"**{request['mechanism']}** run `{request['runId']}` as of {request['asOf']} passed the gate and is over "
+        "the approval thresholds:",
+        "",
+        *[f"- {reason}" for reason in request["reasons"]],
+        "",
+        f"Plan: {m['ledgers']} ledgers and {m['topics']} topics deleted ({human_bytes(m['bytes'])}), "
+        f"{m['cursors']} cursors moved.",
+        "",
+        "| namespace | bytes deleted | share of its stored bytes |",
+        "|---|---:|---:|",
+        *[
+            f"| {ns} | {human_bytes(b)} | {m['namespace_share'][ns]:.1%} |"
+            for ns, b in m["namespace_bytes"].items()
+        ],
+        "",
+        f"Gate report (Great Expectations Data Docs): `{request['dataDocs']}`  ",
+        f"Plan summary: `{request['planSummary']}`",
+        "",
+        "**Approve** applies the plan (deleted ledgers stay restorable until purge). **Reject** applies nothing; "
+        "the run ends and the next run plans again. No answer in time counts as Reject.",
+    ]
+    return "\n".join(lines) + "\n"
+
+
+def record_decision(
+    store: Store, run_dir: str | Path, *, approved: bool, decided_by: str | None, decided_at_ms: int
+) -> dict[str, Any]:
+    """Journal the decision (in the store, with the run) and write ``approval/decision.json``. ``decided_by``
+    None: nobody answered before the timeout (rejected)."""
+    run = RunDir(run_dir)
+    info = read_run_info(run)
+    request = read_json(run.approval_request) or {}
+    status = APPROVED if approved else (REJECTED if decided_by is not None else TIMED_OUT)
+    decision = {
+        "runId": info["runId"],
+        "mechanism": info["mechanism"],
+        "decision": status,
+        "decidedBy": decided_by or "nobody (timed out)",
+        "decidedAt": format_ms(decided_at_ms),
+        "decidedAtMs": decided_at_ms,
+        "reasons": request.get("reasons", []),
+    }
+    with write_transaction(store.engine) as conn:
+        journal(
+            conn,
+            run_id=info["runId"],
+            mechanism=info["mechanism"],
+            topic=None,
+            action="approval",
+            status=status,
+            detail=decision,
+            as_of_ms=info["asOfMs"],
+            actor=decided_by or "approval timeout",
+        )
+    write_json(run.approval_decision, decision)
+    return decision

@@ -1,0 +1,397 @@
+"""The contract between the library and the Spark apps: a run directory's paths and every table in it.
+
+A run of a mechanism lives in one directory (``<store>/runs/<mechanism>/<run>/``)::
+
+    snapshot/run.json           the run's facts (RUN_INFO_KEYS)
+    snapshot/<table>.jsonl      SNAPSHOT_TABLES: written by Python (housekeeping.engine.snapshot), read by Spark
+    plan/<table>/part-*.json    the planner's tables: written by Spark, read by the gate, apply and the report
+    plan/compaction/*           compaction's entry tables (Parquet)
+    plan/summary.json           the planner's totals
+    gate/result.json            the gate's verdict; gate/data_docs/index.html its Great Expectations pages
+    approval/request.json       whether the plan needs a person's approval (thresholds), request.md what they see;
+    approval/decision.json      who approved or rejected it, and when
+    apply/result.json           what apply did; apply/purge.json what purge did
+    report/report.json          the report's data; report/report.md the page a person reads
+
+Every path is a property of :class:`RunDir`; every table is a :class:`Table`, defined once here: the Python writer
+builds its rows through :meth:`Table.row` (a key the table does not define is an error), the Spark side derives
+its schemas from :meth:`Table.ddl`, and :meth:`Table.read_row` reads a row back with every column present. Types
+are Spark SQL type names. Changing a table here changes both sides; nothing else spells out its columns.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import threading
+from collections.abc import Iterable, Iterator, Mapping
+from contextlib import contextmanager
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, TextIO
+
+from housekeeping.core.errors import InputError
+from housekeeping.store.fs import remove_file
+
+
+@dataclass(frozen=True)
+class Column:
+    name: str
+    type: str  # Spark SQL type: string, bigint, int, boolean, double, array<bigint>, ...
+    nullable: bool = True
+
+
+@dataclass(frozen=True)
+class Table:
+    """One table of the run directory: its name (the file or directory under ``snapshot/`` or ``plan/``), its
+    columns in the order they are written, and the format of its files."""
+
+    name: str
+    columns: tuple[Column, ...]
+    format: str = "json"  # json (JSON lines) or parquet
+    # A table several mechanisms write, each with the columns it uses (actions, blockers): a writer may leave a
+    # nullable column out (it is null). Every other table is written whole.
+    sparse: bool = False
+
+    @property
+    def names(self) -> tuple[str, ...]:
+        return tuple(c.name for c in self.columns)
+
+    def ddl(self) -> str:
+        """The Spark schema, as a DDL string (``spark.read.schema``, ``createDataFrame``)."""
+        return ", ".join(f"`{c.name}` {c.type}" for c in self.columns)
+
+    def row(self, values: Mapping[str, Any]) -> dict[str, Any]:
+        """A row to write, in column order. A key the table does not define, or a required column left out or
+        None, is a bug in the writer: ValueError, before anything is written."""
+        unknown = sorted(set(values) - set(self.names))
+        if unknown:
+            raise ValueError(
+                f"table {self.name}: no column {', '.join(unknown)} (columns: {', '.join(self.names)})"
+            )
+        missing = [c.name for c in self.columns if not c.nullable and values.get(c.name) is None]
+        if missing:
+            raise ValueError(f"table {self.name}: required column(s) {', '.join(missing)} missing")
+        return {c.name: values.get(c.name) for c in self.columns}
+
+    def read_row(self, raw: Mapping[str, Any], where: str) -> dict[str, Any]:
+        """A row read back (Spark's JSON writer leaves null columns out): every column present, None when
+        absent. A column the table does not define means the file is not this table: bad input naming it."""
+        unknown = sorted(set(raw) - set(self.names))
+        if unknown:
+            raise InputError(f"{where}: column(s) {', '.join(unknown)} are not in table {self.name}")
+        return {c.name: raw.get(c.name) for c in self.columns}
+
+    def select(self, *names: str) -> Table:
+        """The same table with only ``names`` (a reader that needs a few columns)."""
+        by_name = {c.name: c for c in self.columns}
+        return Table(self.name, tuple(by_name[n] for n in names), self.format, self.sparse)
+
+
+def _cols(spec: str) -> tuple[Column, ...]:
+    """``"topic string!, ledgerId bigint"``: name, type, ``!`` = not null."""
+    out = []
+    for part in spec.split(","):
+        name, type_ = part.split(None, 1)
+        required = type_.endswith("!")
+        out.append(Column(name.strip(), type_.rstrip("!").strip(), not required))
+    return tuple(out)
+
+
+def table(name: str, spec: str, format: str = "json", *, sparse: bool = False) -> Table:
+    """A table from a column spec ``"topic string!, ledgerId bigint"`` (``!``: not null); a mechanism declares
+    its own plan tables with it (``mechanisms/<m>/tables.py``)."""
+    return Table(name, _cols(spec), format, sparse)
+
+
+# --- snapshot tables (housekeeping.engine.snapshot writes them; every planner and the gate read them) ------------------
+
+TOPICS = table(
+    "topics",
+    "topic string!, namespace string!, tenant string!, isSystemTopic boolean!, version bigint!, "
+    "producers bigint!, consumers bigint!, lastActiveMs bigint, retentionTimeMs bigint!, retentionSizeBytes bigint!, "
+    "retentionSource string!, retentionDescription string!, messageTtlSeconds bigint!, messageTtlSource string!, "
+    "sizeQuotaLimitBytes bigint!, sizeQuotaPolicy string!, timeQuotaLimitSeconds bigint!, timeQuotaPolicy string!, "
+    "policies string!, inactiveDeleteMode string, maxInactiveSeconds bigint, deleteWhileInactive boolean, "
+    "inactivePolicySource string, partitionedTopic string, compactionThresholdBytes bigint, "
+    "compactedRetentionTimeMs bigint, compactedRetentionSizeBytes bigint, compactedRetentionDescription string, "
+    "tombstoneGraceMs bigint, heldBy string",
+)
+LEDGERS = table(
+    "ledgers",
+    "topic string!, ledgerId bigint!, entries bigint!, size bigint!, closedAtMs bigint, minEntryTsMs bigint, "
+    "maxEntryTsMs bigint, entriesStored boolean!",
+)
+CURSORS = table(
+    "cursors",
+    "topic string!, name string!, durable boolean!, markDeleteLedger bigint!, markDeleteEntry bigint!, "
+    "lastActiveMs bigint, consumers bigint!",
+)
+NAMESPACES = table("namespaces", "namespace string!, storedBytes bigint!, topicCount bigint!")
+QUOTA_STATES = table(
+    "quota_states",
+    "topic string!, quotaType string!, policy string!, exceeded boolean!, limitValue bigint!, "
+    "measuredValue bigint, exceededSinceMs bigint, asOfMs bigint!",
+)
+PARTITIONED_TOPICS = table(
+    "partitioned_topics",
+    "partitionedTopic string!, namespace string!, partitions bigint!, existingPartitions bigint!, heldBy string",
+)
+HOLDS = table(
+    "holds", "target string!, scope string!, reason string!, createdBy string!, createdAtMs bigint!"
+)
+COMPACTED_LEDGERS = table(
+    "compacted_ledgers",
+    "topic string!, ledgerId bigint!, horizonLedger bigint!, horizonEntry bigint!, entries bigint!, size bigint!, "
+    "minEntryTsMs bigint, maxEntryTsMs bigint, tombstones bigint!, oldestTombstoneTsMs bigint, "
+    "compactedAsOfMs bigint!",
+)
+# Key erasure: the requests to act on (the key's SHA-256 only) and the files waiting for purge (they may hold a key).
+ERASURE_REQUESTS = table(
+    "erasure_requests",
+    "requestId bigint!, keyDigest string!, scope string!, target string!, requestedAtMs bigint!",
+)
+PENDING_FILES = table(
+    "pending_files",
+    "pendingId bigint!, topic string!, ledgerId bigint!, path string!, kind string!, size bigint!, "
+    "purgeAfterMs bigint!, erasedBy string",
+)
+SNAPSHOT_TABLES: dict[str, Table] = {
+    t.name: t
+    for t in (
+        TOPICS,
+        LEDGERS,
+        CURSORS,
+        NAMESPACES,
+        QUOTA_STATES,
+        PARTITIONED_TOPICS,
+        COMPACTED_LEDGERS,
+        HOLDS,
+        ERASURE_REQUESTS,
+        PENDING_FILES,
+    )
+}
+# Every mechanism reads these; a mechanism's spec names the others it needs.
+BASE_SNAPSHOT_TABLES = ("topics", "ledgers", "cursors", "namespaces", "holds")
+
+# The keys of snapshot/run.json.
+RUN_INFO_KEYS = (
+    "runId",
+    "mechanism",
+    "asOfMs",
+    "asOf",
+    "scope",
+    "maxDeletedShare",
+    "maxDeletedTopicShare",
+    "compactTopics",
+    "scheduleIntervalMs",
+    "store",
+    "metadata",
+    "topicVersions",
+    "broker",
+    "takenAtWallClockMs",
+    "actor",
+    "snapshotTables",
+    "fileGenerations",
+)
+
+
+# --- plan tables (the planners write them; the gate, apply and the report read them) ------------------------
+
+# Every mechanism's actions, one table: the plan JSON contract (docs/cli.md). A mechanism fills the columns its
+# actions use; the others stay null (left out of the JSON lines).
+ACTIONS = table(
+    "actions",
+    "topic string, action string!, ledgerId bigint, subscription string, from string, to string, bytes bigint, "
+    "reason string, "
+    # flag_backlog_quota: which quota, its policy, the new state and the measurement
+    "quotaType string, policy string, exceeded boolean, limitValue bigint, measuredValue bigint, "
+    "exceededSinceMs bigint, "
+    # delete_topic: the lastActive the decision was made on; refresh_last_active: the new value
+    "lastActiveMs bigint, "
+    # rewrite_compacted: where the raw read started (previous horizon), the counts that reconcile, and the size of
+    # the compacted ledger it replaces (what it frees: bytesReplaced - bytes, the new one's)
+    "readFrom string, entriesRead bigint, entriesKept bigint, entriesSuperseded bigint, entriesTombstoned bigint, "
+    "entriesExpiredTime bigint, entriesExpiredSize bigint, entriesKeylessDropped bigint, entriesExpired bigint, "
+    "bytesReplaced bigint, "
+    # redact_ledger / redact_compacted: the files generation replaced and the entries redacted; expedite_purge:
+    # the pending deletion whose purge is brought forward
+    "fromGeneration bigint, entriesRedacted bigint, pendingId bigint",
+    sparse=True,
+)
+# Why what remains was kept: per topic (ledgers) or per subscription (entries).
+BLOCKERS = table(
+    "blockers",
+    "topic string, subscription string, kind string, detail string, bytes bigint, ledgers bigint, entries bigint",
+    sparse=True,
+)
+
+
+# --- the run directory -------------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class RunDir:
+    """Every path of one run directory (see the module docstring)."""
+
+    path: Path
+
+    def __init__(self, path: str | Path | RunDir) -> None:
+        object.__setattr__(self, "path", Path(path.path if isinstance(path, RunDir) else path))
+
+    def __fspath__(self) -> str:
+        return str(self.path)
+
+    def __str__(self) -> str:
+        return str(self.path)
+
+    # snapshot
+    @property
+    def snapshot_dir(self) -> Path:
+        return self.path / "snapshot"
+
+    @property
+    def run_info(self) -> Path:
+        return self.snapshot_dir / "run.json"
+
+    def snapshot_table(self, table: Table | str) -> Path:
+        name = table if isinstance(table, str) else table.name
+        return self.snapshot_dir / f"{name}.jsonl"
+
+    # plan
+    @property
+    def plan_dir(self) -> Path:
+        return self.path / "plan"
+
+    def plan_table(self, table: Table | str) -> Path:
+        return self.plan_dir / (table if isinstance(table, str) else table.name)
+
+    @property
+    def plan_summary(self) -> Path:
+        return self.plan_dir / "summary.json"
+
+    # gate
+    @property
+    def gate_dir(self) -> Path:
+        return self.path / "gate"
+
+    @property
+    def gate_result(self) -> Path:
+        return self.gate_dir / "result.json"
+
+    @property
+    def data_docs_dir(self) -> Path:
+        return self.gate_dir / "data_docs"
+
+    @property
+    def data_docs_index(self) -> Path:
+        return self.data_docs_dir / "index.html"
+
+    # approval (housekeeping.engine.approval): what was asked of a person, and what they decided
+    @property
+    def approval_dir(self) -> Path:
+        return self.path / "approval"
+
+    @property
+    def approval_request(self) -> Path:
+        return self.approval_dir / "request.json"
+
+    @property
+    def approval_request_md(self) -> Path:
+        return self.approval_dir / "request.md"
+
+    @property
+    def approval_decision(self) -> Path:
+        return self.approval_dir / "decision.json"
+
+    # apply and purge
+    @property
+    def staged_ledgers_dir(self) -> Path:
+        """Key erasure's redacted ledgers, written by the plan and moved into the store by apply (outside
+        ``plan/``: the plan's ``erasure/ledgers`` table binds each one by its SHA-256)."""
+        return self.path / "staged"
+
+    def staged_ledger(self, name: str) -> Path:
+        return self.staged_ledgers_dir / name
+
+    @property
+    def apply_dir(self) -> Path:
+        return self.path / "apply"
+
+    @property
+    def apply_result(self) -> Path:
+        return self.apply_dir / "result.json"
+
+    @property
+    def purge_result(self) -> Path:
+        return self.apply_dir / "purge.json"
+
+    # report
+    @property
+    def report_dir(self) -> Path:
+        return self.path / "report"
+
+    @property
+    def report_json(self) -> Path:
+        return self.report_dir / "report.json"
+
+    def erasure_proof(self, request_id: int) -> Path:
+        """Key erasure's proof-of-erasure document of one request (``housekeeping.mechanisms.erasure.proof``)."""
+        return self.report_dir / "proofs" / f"request-{int(request_id)}.json"
+
+    @property
+    def report_md(self) -> Path:
+        return self.report_dir / "report.md"
+
+
+@contextmanager
+def _replacing(path: Path) -> Iterator[TextIO]:
+    """A text file written beside ``path`` and renamed onto it only when the block ends without an error: a
+    reader never sees half a file, and a failed write leaves an earlier file as it was."""
+    path = Path(path).absolute()  # the side file's removal resolves it against the directory it must stay in
+    path.parent.mkdir(parents=True, exist_ok=True)
+    # One name per writer (a file's permissions as any other file's: mkstemp's would be 0600).
+    partial = path.with_name(f".{path.name}.{os.getpid()}.{threading.get_ident()}.partial")
+    try:
+        with partial.open("w", encoding="utf-8") as handle:
+            yield handle
+        partial.replace(path)
+    finally:
+        remove_file(partial, within=path.parent)  # gone already when renamed
+
+
+def write_json(path: Path, document: Any, *, indent: int | None = 2) -> None:
+    """A run directory's JSON document (sorted keys: diffable, and stable for the plan digest), encoded in
+    chunks: no second copy of a large document (a report of 100,000 topics) as one string."""
+    with _replacing(path) as handle:
+        json.dump(document, handle, indent=indent, sort_keys=True, default=str)
+
+
+def read_json(path: Path) -> dict[str, Any] | None:
+    return json.loads(path.read_text(encoding="utf-8")) if path.is_file() else None
+
+
+def write_jsonl(path: Path, table: Table, rows: Iterable[Mapping[str, Any]]) -> None:
+    """A snapshot table, written as ``rows`` are produced (memory does not grow with the table), every row
+    checked against the table (:meth:`Table.row`); a bad row leaves no file behind."""
+    with _replacing(path) as handle:
+        for row in rows:
+            handle.write(json.dumps(table.row(row), sort_keys=True))
+            handle.write("\n")
+
+
+def read_jsonl(path: Path) -> list[dict[str, Any]]:
+    with path.open(encoding="utf-8") as handle:
+        return [json.loads(line) for line in handle if line.strip()]
+
+
+def read_run_info(run_dir: str | Path | RunDir) -> dict[str, Any]:
+    path = RunDir(run_dir).run_info
+    if not path.is_file():
+        raise InputError(f"run directory {run_dir} has no snapshot ({path} is missing)")
+    return json.loads(path.read_text(encoding="utf-8"))
+
+
+def read_snapshot_table(run_dir: str | Path | RunDir, table: Table) -> list[dict[str, Any]]:
+    path = RunDir(run_dir).snapshot_table(table)
+    return [table.read_row(row, str(path)) for row in read_jsonl(path)]

@@ -1,0 +1,226 @@
+"""The quality gate's runner: Great Expectations suites over Spark DataFrames, with an ephemeral context.
+
+Each mechanism's gate builds *check frames* (one row per planned action, with boolean columns that
+re-derive an invariant from the snapshot) and a suite per frame; this module validates them, writes
+``gate/result.json`` (success, the plan digest it signed, every expectation's outcome with a sample of
+the offending rows) and says whether apply may run.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from html import escape as html_escape
+from pathlib import Path
+from typing import Any
+
+from housekeeping.core.errors import GateRejected, PlanNotValidated
+from housekeeping.engine.contract import RunDir, write_json
+from housekeeping.engine.plan import plan_digest
+
+
+@dataclass
+class CheckFrame:
+    """A DataFrame to validate and the expectations (GX Expectation objects) it must meet."""
+
+    name: str
+    frame: Any  # pyspark.sql.DataFrame
+    expectations: list[Any] = field(default_factory=list)
+
+
+def must_be_true(*columns: str) -> list[Any]:
+    import great_expectations.expectations as gxe
+
+    return [gxe.ExpectColumnValuesToBeInSet(column=column, value_set=[True]) for column in columns]
+
+
+# A check frame has one row per planned action (or topic, namespace); up to this many rows it is brought to the
+# driver by one query and validated there with Great Expectations' pandas engine, which computes each expectation
+# without a Spark job of its own. A larger frame is materialized once and validated on Spark where it is.
+PANDAS_ROWS = 1_000_000
+
+
+def _is_spark(frame: Any) -> bool:
+    return hasattr(frame, "toPandas")
+
+
+def _to_validate(frame: Any, materialize: Callable[[Any], Any]) -> Any:
+    """The frame GX validates: a Spark frame's rows as pandas when they are few (one query computes the check's
+    joins and brings the rows), else the frame computed once (GX's metrics each run a query over it)."""
+    if not _is_spark(frame):
+        return frame
+    # Through Arrow (columnar batches), not the session's default toPandas, which without Arrow builds a Python
+    # Row object per record first (benchmarks/README: the 100,000-topic runs before and after).
+    table = frame.limit(PANDAS_ROWS + 1).toArrow()
+    if table.num_rows > PANDAS_ROWS:
+        return materialize(frame)
+    return table.to_pandas()
+
+
+def run_gate(
+    run_dir: Path,
+    mechanism: str,
+    checks: list[CheckFrame],
+    materialize: Callable[[Any], Any] = lambda frame: frame,
+) -> dict[str, Any]:
+    os.environ.setdefault("GX_ANALYTICS_ENABLED", "False")
+    import great_expectations as gx
+
+    context = gx.get_context(mode="ephemeral")
+    try:
+        from great_expectations.data_context.types.base import ProgressBarsConfig
+
+        context.variables.progress_bars = ProgressBarsConfig(globally=False)
+    except Exception:  # cosmetic only
+        pass
+    spark_source = pandas_source = None
+    outcomes: list[dict[str, Any]] = []
+    validations: list[tuple[str, Any]] = []
+    for check in checks:
+        frame = _to_validate(check.frame, materialize)
+        if _is_spark(frame):
+            spark_source = spark_source or context.data_sources.add_spark(name=f"{mechanism}_gate")
+            asset = spark_source.add_dataframe_asset(name=check.name)
+        else:
+            pandas_source = pandas_source or context.data_sources.add_pandas(name=f"{mechanism}_gate_local")
+            asset = pandas_source.add_dataframe_asset(name=check.name)
+        batch = asset.add_batch_definition_whole_dataframe("whole").get_batch(
+            batch_parameters={"dataframe": frame}
+        )
+        suite = gx.ExpectationSuite(name=f"{mechanism}_{check.name}")
+        for expectation in check.expectations:
+            suite.add_expectation(expectation)
+        result = batch.validate(
+            suite, result_format={"result_format": "SUMMARY", "partial_unexpected_count": 10}
+        )
+        validations.append((check.name, result))
+        for item in result.results:
+            config = item.expectation_config
+            outcomes.append(
+                {
+                    "frame": check.name,
+                    "expectation": config.type,
+                    "kwargs": {k: v for k, v in config.kwargs.items() if k != "batch_id"},
+                    "success": bool(item.success),
+                    "rows": int(item.result.get("element_count", 0) or 0),
+                    "unexpectedCount": int(item.result.get("unexpected_count", 0) or 0),
+                    "unexpectedSample": item.result.get("partial_unexpected_list", [])[:10],
+                    "observed": item.result.get("observed_value"),
+                }
+            )
+    success = all(o["success"] for o in outcomes)
+    document = {
+        "mechanism": mechanism,
+        "success": success,
+        "planDigest": plan_digest(run_dir),
+        "expectations": outcomes,
+        "failed": [o for o in outcomes if not o["success"]],
+    }
+    run = RunDir(run_dir)
+    write_json(run.gate_result, document)
+    try:
+        write_data_docs(run.data_docs_dir, mechanism, validations, success)
+    except Exception as exc:  # the verdict stands without its pages; say so in the log
+        print(f"gate: Great Expectations Data Docs not written: {exc!r}")
+    return document
+
+
+# Data Docs pages load Bootstrap, jQuery, Font Awesome and Vega from CDNs. Here they are written to read
+# offline: those tags are dropped and a small stylesheet of our own is inlined (the validation results are
+# plain HTML tables; what the CDN scripts add is sorting and collapsing).
+_EXTERNAL_TAGS = re.compile(
+    r"<link\b[^>]*\bhref=\"(?:https?:)?//[^\"]*\"[^>]*>"
+    r"|<script\b[^>]*\bsrc=\"(?:https?:)?//[^\"]*\"[^>]*>\s*</script>"
+    r"|<img\b[^>]*\bsrc=\"(?:https?:)?//[^\"]*\"[^>]*>"
+    r"|<link\b[^>]*rel=\"shortcut icon\"[^>]*>",
+    re.IGNORECASE,
+)
+_EXTERNAL_LINKS = re.compile(r"\bhref=\"(?:https?:)?//[^\"]*\"", re.IGNORECASE)
+_OFFLINE_CSS = """<style>
+body { font-family: system-ui, sans-serif; margin: 1.5em; color: #222; }
+table { border-collapse: collapse; margin: 0.5em 0; } th, td { border: 1px solid #ddd; padding: 0.3em 0.6em; }
+.card { border: 1px solid #ddd; border-radius: 6px; margin: 0.8em 0; padding: 0.5em 1em; }
+.text-danger, .fa-times { color: #c0392b; } .text-success, .fa-check-circle { color: #1e8449; }
+.d-none, .modal, .navbar-toggler, form, footer { display: none; }
+.fas.fa-check-circle::before { content: "\\2714  passed"; } .fas.fa-times::before { content: "\\2718  failed"; }
+</style>"""
+
+
+def offline_html(html: str) -> str:
+    """A Data Docs page that needs no network: CDN tags removed, external links made inert, our CSS inlined."""
+    html = _EXTERNAL_TAGS.sub("", html)
+    html = _EXTERNAL_LINKS.sub('href="#"', html)
+    return html.replace("</head>", f"{_OFFLINE_CSS}</head>", 1)
+
+
+def write_data_docs(out_dir: Path, mechanism: str, validations: list[tuple[str, Any]], success: bool) -> Path:
+    """Great Expectations' own validation-result pages (its renderer and page view), one per checked frame, and
+    an index; readable offline. Returns index.html."""
+    from great_expectations.render.renderer import ValidationResultsPageRenderer
+    from great_expectations.render.view import DefaultJinjaPageView
+
+    out_dir.mkdir(parents=True, exist_ok=True)
+    renderer, view = ValidationResultsPageRenderer(), DefaultJinjaPageView()
+    rows = []
+    for name, result in validations:
+        page = f"{name}.html"
+        (out_dir / page).write_text(offline_html(view.render(renderer.render(result))), encoding="utf-8")
+        rows.append(
+            f'<tr><td><a href="{html_escape(page)}">{html_escape(name)}</a></td>'
+            f"<td>{'passed' if result.success else 'FAILED'}</td>"
+            f"<td>{len(result.results)}</td></tr>"
+        )
+    index = out_dir / "index.html"
+    index.write_text(
+        "<!doctype html><html><head><meta charset='utf-8'><title>Gate: "
+        f"{html_escape(mechanism)}</title>{_OFFLINE_CSS}</head><body>"
+        f"<h1>Great Expectations gate: {html_escape(mechanism)} ({'passed' if success else 'REJECTED'})</h1>"
+        "<table><tr><th>checked frame (suite)</th><th>result</th><th>expectations</th></tr>"
+        + "".join(rows)
+        + "</table></body></html>",
+        encoding="utf-8",
+    )
+    return index
+
+
+def describe_failures(document: dict[str, Any]) -> str:
+    lines = []
+    for failure in document["failed"]:
+        column = failure["kwargs"].get("column") or failure["kwargs"].get("column_list")
+        lines.append(
+            f"  {failure['frame']}: {failure['expectation']}({column}) failed on "
+            f"{failure['unexpectedCount']} of {failure['rows']} rows; sample {failure['unexpectedSample'][:3]}"
+        )
+    return "\n".join(lines)
+
+
+def raise_if_rejected(document: dict[str, Any], run_dir: Path) -> None:
+    if not document["success"]:
+        raise GateRejected(
+            f"gate rejected the {document['mechanism']} plan in {run_dir}; nothing was applied:\n"
+            + describe_failures(document)
+        )
+
+
+def require_passed_gate(run_dir: Path) -> dict[str, Any]:
+    """Apply's precondition: the gate passed *this* plan, byte for byte."""
+    path = RunDir(run_dir).gate_result
+    if not path.is_file():
+        raise PlanNotValidated(
+            f"plan in {run_dir} was never validated by the gate ({path} is missing); refusing to apply"
+        )
+    document = json.loads(path.read_text(encoding="utf-8"))
+    if not document.get("success"):
+        raise PlanNotValidated(
+            f"the gate rejected the plan in {run_dir}; refusing to apply:\n" + describe_failures(document)
+        )
+    current = plan_digest(run_dir)
+    if current != document.get("planDigest"):
+        raise PlanNotValidated(
+            f"plan in {run_dir} changed after the gate validated it (digest {current[:12]} != "
+            f"{str(document.get('planDigest'))[:12]}); refusing to apply"
+        )
+    return document

@@ -1,0 +1,89 @@
+"""Reading a run's plan, its digest (what the gate signs and apply checks), and the CLI's plan JSON.
+
+The plan JSON contract (``housekeeping plan MECHANISM --format json``)::
+
+    {"mechanism": "trim", "asOf": "2026-11-22T06:00:00.000Z", "runId": "...",
+     "actions": [{"topic", "action", "ledgerId"?, "subscription"?, "from"?, "to"?, "bytes"?, "reason"}],
+     "blockers": [{"topic", "kind", "detail", "bytes", "ledgers"}],
+     "summary": {"ledgersToDelete", "bytesToDelete", "perNamespace": {ns: {"ledgers", "bytes"}}}}
+
+``action`` is one of delete_ledger, move_cursor, delete_topic, rewrite_compacted, flag_backlog_quota,
+refresh_last_active and delete_partitioned_metadata (the last two added with inactive-topic GC), redact_ledger,
+redact_compacted and expedite_purge (key erasure: ``fromGeneration``, ``entriesRedacted``, ``pendingId``).
+``rewrite_compacted`` (topic compaction) carries ``ledgerId`` = the compacted ledger it replaces, ``subscription``
+= ``__compaction`` moved ``from`` -> ``to`` (the horizon), ``readFrom`` and the entry counts.
+Keys added since the first version (``runId``, ``bytes``, ``ledgers``, ``summary``) are extensions; none
+of the original keys changes meaning.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from pathlib import Path
+from typing import Any
+
+from housekeeping.core.errors import InputError
+from housekeeping.core.timeutil import format_ms
+from housekeeping.engine.contract import ACTIONS, BLOCKERS, RunDir, read_jsonl
+
+
+def plan_files(run_dir: Path) -> list[Path]:
+    plan_dir = RunDir(run_dir).plan_dir
+    if not plan_dir.is_dir():
+        raise InputError(f"run directory {run_dir} has no plan ({plan_dir} is missing)")
+    return sorted(
+        p
+        for p in plan_dir.rglob("*")
+        if p.is_file() and not p.name.startswith((".", "_")) and not p.name.endswith(".crc")
+    )
+
+
+def plan_digest(run_dir: Path) -> str:
+    """SHA-256 over the plan's files (names and bytes): the gate records it, apply requires it unchanged."""
+    digest = hashlib.sha256()
+    base = RunDir(run_dir).plan_dir
+    for path in plan_files(run_dir):
+        digest.update(str(path.relative_to(base)).encode())
+        digest.update(b"\0")
+        digest.update(path.read_bytes())
+        digest.update(b"\0")
+    return digest.hexdigest()
+
+
+def read_table(run_dir: Path, name: str) -> list[dict[str, Any]]:
+    """Rows of a plan table written by Spark (JSON lines in part files; null columns left out)."""
+    table_dir = RunDir(run_dir).plan_table(name)
+    if not table_dir.is_dir():
+        raise InputError(f"run directory {run_dir} has no plan table {name!r}")
+    return [row for part in sorted(table_dir.glob("part-*")) for row in read_jsonl(part)]
+
+
+def read_summary(run_dir: Path) -> dict[str, Any]:
+    path = RunDir(run_dir).plan_summary
+    if not path.is_file():
+        raise InputError(f"run directory {run_dir} has no plan summary ({path})")
+    return json.loads(path.read_text(encoding="utf-8"))
+
+
+def plan_document(
+    run_dir: Path, mechanism: str, as_of_ms: int, run_id: str, gate: dict[str, Any] | None = None
+) -> dict[str, Any]:
+    """What ``plan MECHANISM --format json`` prints (docs/cli.md), with the gate's verdict when ``gate`` (the
+    gate's result document) is given; ``what-if`` prints its two plans in this shape too."""
+
+    def present(table, row: dict[str, Any]) -> dict[str, Any]:
+        return {k: v for k, v in table.read_row(row, f"{run_dir} plan/{table.name}").items() if v is not None}
+
+    verdict = {} if gate is None else {"gate": {"success": gate["success"], "failed": gate["failed"]}}
+    return {
+        "mechanism": mechanism,
+        "asOf": format_ms(as_of_ms),
+        "runId": run_id,
+        "actions": [present(ACTIONS, row) for row in read_table(run_dir, ACTIONS.name)],
+        "blockers": [present(BLOCKERS, row) for row in read_table(run_dir, BLOCKERS.name)],
+        "summary": {
+            k: v for k, v in read_summary(run_dir).items() if k not in ("mechanism", "runId", "asOfMs")
+        },
+        **verdict,
+    }

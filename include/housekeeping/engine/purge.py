@@ -1,0 +1,141 @@
+"""Purge: delete the files of pending deletions whose grace period (logical time) has passed.
+
+Each ledger goes through ``Store.remove_ledger_dir``; the file first, then the record is marked purged, so a crash
+in between is completed by the next purge (deleting a missing directory is a no-op). A ledger back in a topic's
+list (restored) or a compacted ledger in use again is refused; a hold covering the topic keeps it pending. A topic
+deleted by inactive-topic GC becomes ``purged`` (no restore) once its ledgers' files are gone; emptied topic
+directories go too.
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass, field
+from typing import Any
+
+from sqlalchemy import and_, select, update
+
+from housekeeping.engine.faults import checkpoint
+from housekeeping.store import metadata_schema as t
+from housekeeping.store.compacted_ledgers import COMPACTED_KIND
+from housekeeping.store.holds import current_hold
+from housekeeping.store.journal import journal
+from housekeeping.store.store import Store, read_transaction, write_transaction
+
+
+@dataclass
+class PurgeResult:
+    purged: list[tuple[str, int]] = field(default_factory=list)
+    bytes_purged: int = 0
+    waiting: int = 0
+    next_purge_after_ms: int | None = None
+    refused: list[str] = field(default_factory=list)
+    topics_purged: list[str] = field(default_factory=list)
+    # Due, but a hold covers the topic: kept pending (restorable) until the hold is removed.
+    held: list[str] = field(default_factory=list)
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "held": self.held,
+            "purged": [f"{t}:{ledger}" for t, ledger in self.purged],
+            "topicsPurged": self.topics_purged,
+            "bytesPurged": self.bytes_purged,
+            "waiting": self.waiting,
+            "nextPurgeAfterMs": self.next_purge_after_ms,
+            "refused": self.refused,
+        }
+
+
+def purge(store: Store, *, as_of_ms: int, run_id: str, actor: str | None = None) -> PurgeResult:
+    result = PurgeResult()
+    with read_transaction(store.engine) as conn:
+        rows = list(
+            conn.execute(
+                select(t.pending_deletions)
+                .where(t.pending_deletions.c.status == "pending")
+                .order_by(t.pending_deletions.c.id)
+            )
+        )
+    for row in rows:
+        if row.purge_after_ms > as_of_ms:
+            result.waiting += 1
+            if result.next_purge_after_ms is None or row.purge_after_ms < result.next_purge_after_ms:
+                result.next_purge_after_ms = row.purge_after_ms
+            continue
+        with write_transaction(store.engine) as conn:
+            # A ledger back in a topic's ledger list (restored), or a compacted ledger in use again: live data. A
+            # ledger whose files key erasure rewrote is live at its new files generation, not at this one.
+            live_table = t.compacted_ledgers if row.kind == COMPACTED_KIND else t.ledgers
+            generation = json.loads(row.ledger_row).get("files_generation") or 0
+            live = conn.execute(
+                select(live_table.c.ledger_id).where(
+                    and_(
+                        live_table.c.topic == row.topic,
+                        live_table.c.ledger_id == row.ledger_id,
+                        live_table.c.files_generation == generation,
+                    )
+                )
+            ).first()
+            if live is not None:
+                result.refused.append(f"{row.topic}:{row.ledger_id}")
+                continue
+            if current_hold(conn, row.topic) is not None:
+                result.held.append(f"{row.topic}:{row.ledger_id}")
+                continue
+        store.remove_ledger_dir(row.path)
+        store.prune_empty_parents(row.path)
+        checkpoint("purge_after_file_removed")
+        with write_transaction(store.engine) as conn:
+            conn.execute(
+                update(t.pending_deletions)
+                .where(and_(t.pending_deletions.c.id == row.id, t.pending_deletions.c.status == "pending"))
+                .values(status="purged", finished_as_of_ms=as_of_ms)
+            )
+        result.purged.append((row.topic, row.ledger_id))
+        result.bytes_purged += row.size_bytes
+        checkpoint("purge_between_files")
+    result.topics_purged = _finish_deleted_topics(store, as_of_ms)
+    if result.purged or result.refused or result.topics_purged or result.held:
+        with write_transaction(store.engine) as conn:
+            journal(
+                conn,
+                run_id=run_id,
+                mechanism="purge",
+                topic=None,
+                action="purge",
+                status="finished",
+                detail=result.to_json(),
+                as_of_ms=as_of_ms,
+                actor=actor,
+            )
+    return result
+
+
+def _finish_deleted_topics(store: Store, as_of_ms: int) -> list[str]:
+    """Deleted topics past their grace period whose ledgers are all purged become ``purged`` (no restore)."""
+    finished: list[str] = []
+    with write_transaction(store.engine) as conn:
+        due = conn.execute(
+            select(t.deleted_topics).where(
+                and_(t.deleted_topics.c.status == "pending", t.deleted_topics.c.purge_after_ms <= as_of_ms)
+            )
+        ).all()
+        for row in due:
+            waiting = conn.execute(
+                select(t.pending_deletions.c.id).where(
+                    and_(
+                        t.pending_deletions.c.topic == row.topic,
+                        t.pending_deletions.c.run_id == row.run_id,
+                        t.pending_deletions.c.status == "pending",
+                    )
+                )
+            ).first()
+            if waiting is not None:
+                continue
+            conn.execute(
+                update(t.deleted_topics)
+                .where(t.deleted_topics.c.id == row.id)
+                .values(status="purged", finished_as_of_ms=as_of_ms)
+            )
+            finished.append(row.topic)
+    return finished

@@ -1,0 +1,100 @@
+"""Per-run report: ``report/report.json`` (data) and ``report/report.md`` (the page a person reads).
+
+Each mechanism builds its report's data (``Mechanism.build_report``, in its package) on what every report starts
+with (:func:`run_section`: the run, the gate's verdict, apply and purge results); :func:`write_report` renders the
+mechanism's template (``Mechanism.report_template``; what it includes is found in ``Mechanism.template_dirs``).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+from housekeeping.core.timeutil import format_ms
+from housekeeping.engine.contract import TOPICS, RunDir, read_json, read_snapshot_table, write_json
+from housekeeping.engine.mechanism import Mechanism
+
+MAX_TOPICS_IN_MARKDOWN = 200
+
+
+def human_bytes(value: int | float | None) -> str:
+    if value is None:
+        return "-"
+    size = float(value)
+    for unit in ("B", "KiB", "MiB", "GiB", "TiB"):
+        if abs(size) < 1024 or unit == "TiB":
+            return f"{int(size)} B" if unit == "B" else f"{size:.1f} {unit}"
+        size /= 1024
+    return f"{size:.1f} TiB"
+
+
+def run_section(run_dir: Path, info: dict[str, Any], dry_run: bool) -> dict[str, Any]:
+    """What every mechanism's report starts with: the run, the gate's verdict, apply and purge results."""
+    run = RunDir(run_dir)
+    gate = read_json(run.gate_result) or {"success": False, "expectations": [], "failed": []}
+    purge_result = read_json(run.purge_result)
+    return {
+        "mechanism": info["mechanism"],
+        "runId": info["runId"],
+        "asOf": info["asOf"],
+        "asOfMs": info["asOfMs"],
+        "dryRun": dry_run,
+        "scope": info["scope"],
+        "store": info["store"],
+        "topicsExamined": len(read_snapshot_table(run, TOPICS)),
+        "gate": {
+            "success": bool(gate.get("success")),
+            "expectations": len(gate.get("expectations", [])),
+            "failed": gate.get("failed", []),
+        },
+        "apply": read_json(run.apply_result),
+        # The approval step's request (thresholds, reasons) and decision (who, when); None without one.
+        "approval": (
+            None
+            if not run.approval_request.is_file()
+            else {"request": read_json(run.approval_request), "decision": read_json(run.approval_decision)}
+        ),
+        # nextPurgeAfter is always there (None when nothing waits: a purge that emptied the log).
+        "purge": (
+            dict(
+                purge_result,
+                nextPurgeAfter=(
+                    format_ms(purge_result["nextPurgeAfterMs"])
+                    if purge_result.get("nextPurgeAfterMs")
+                    else None
+                ),
+            )
+            if purge_result
+            else purge_result
+        ),
+    }
+
+
+def render_markdown(report: dict[str, Any], template: Path, search: Sequence[Path] = ()) -> str:
+    """The report page from its template (``search``: more folders its includes are found in)."""
+    from jinja2 import Environment, FileSystemLoader, StrictUndefined
+
+    env = Environment(
+        loader=FileSystemLoader([str(template.parent), *map(str, search)]),
+        undefined=StrictUndefined,
+        trim_blocks=False,
+        lstrip_blocks=False,
+        autoescape=False,
+    )
+    env.filters["human"] = human_bytes
+    env.filters["ms"] = format_ms
+    topics = report.get("topics")
+    if topics is None or len(topics) <= MAX_TOPICS_IN_MARKDOWN:
+        return env.get_template(template.name).render(r=report)
+    text = env.get_template(template.name).render(r=dict(report, topics=topics[:MAX_TOPICS_IN_MARKDOWN]))
+    return text + f"\n_{len(topics) - MAX_TOPICS_IN_MARKDOWN} more topics are in report.json._\n"
+
+
+def write_report(run_dir: Path, spec: Mechanism, *, dry_run: bool) -> Path:
+    run = RunDir(run_dir)
+    report = spec.build_report(run.path, dry_run=dry_run)
+    write_json(run.report_json, report)
+    page = render_markdown(report, spec.report_template, spec.template_dirs)
+    run.report_md.write_text(page, encoding="utf-8")
+    return run.report_md

@@ -1,0 +1,216 @@
+"""Restore: put pending-deleted ledgers back into a topic's ledger list while their files still exist, or a whole
+topic deleted by inactive-topic GC (rows, cursors, quota states, ledgers; its partitioned metadata if that went with
+it) before its purge."""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+from sqlalchemy import and_, insert, select, update
+
+from housekeeping.core.errors import InputError
+from housekeeping.core.names import TopicName
+from housekeeping.core.timeutil import format_ms
+from housekeeping.store import metadata_schema as t
+from housekeeping.store.compacted_ledgers import COMPACTED_KIND
+from housekeeping.store.journal import journal
+from housekeeping.store.store import Store, write_transaction
+
+
+def restore(
+    store: Store, topic: str, *, ledger_id: int | None = None, as_of_ms: int, run_id: str
+) -> list[int]:
+    """Put a topic's pending-deleted ledgers (or one of them) back. Cursors fast-forwarded past them stay.
+    A topic deleted as a whole (inactive-topic GC) comes back whole: see :func:`restore_topic`."""
+    with write_transaction(store.engine) as conn:
+        exists = conn.execute(select(t.topics.c.name).where(t.topics.c.name == topic)).first() is not None
+    if not exists:
+        if ledger_id is not None:
+            raise InputError(f"topic {topic} does not exist in store {store.root}; restore it whole first")
+        return restore_topic(store, topic, as_of_ms=as_of_ms, run_id=run_id)
+    with write_transaction(store.engine) as conn:
+        if conn.execute(select(t.topics.c.name).where(t.topics.c.name == topic)).first() is None:
+            raise InputError(f"topic {topic} does not exist in store {store.root}")
+        # Ledgers of an earlier topic of the same name that GC deleted belong to that topic, not this one.
+        predecessor_runs = select(t.deleted_topics.c.run_id).where(t.deleted_topics.c.topic == topic)
+        query = select(t.pending_deletions).where(
+            and_(
+                t.pending_deletions.c.topic == topic,
+                t.pending_deletions.c.status == "pending",
+                t.pending_deletions.c.kind == "ledger",  # a replaced compacted ledger is not put back
+                t.pending_deletions.c.run_id.not_in(predecessor_runs),
+            )
+        )
+        if ledger_id is not None:
+            query = query.where(t.pending_deletions.c.ledger_id == ledger_id)
+        rows = list(conn.execute(query.order_by(t.pending_deletions.c.ledger_id)))
+        if not rows:
+            what = f"ledger {ledger_id} of topic {topic}" if ledger_id is not None else f"topic {topic}"
+            raise InputError(
+                f"nothing to restore for {what}: no pending deletion (purged already, or never deleted)"
+            )
+        _refuse_erased(rows, topic)
+        restored: list[int] = []
+        for row in rows:
+            ledger_row = json.loads(row.ledger_row)
+            if ledger_row.get("entries_stored") and not (store.root / row.path).is_dir():
+                raise InputError(
+                    f"topic {topic} ledger {row.ledger_id}: files at {row.path} are gone; cannot restore"
+                )
+            conn.execute(insert(t.ledgers).values(**ledger_row))
+            conn.execute(
+                update(t.pending_deletions)
+                .where(t.pending_deletions.c.id == row.id)
+                .values(status="restored", finished_as_of_ms=as_of_ms)
+            )
+            restored.append(row.ledger_id)
+        conn.execute(update(t.topics).where(t.topics.c.name == topic).values(version=t.topics.c.version + 1))
+        journal(
+            conn,
+            run_id=run_id,
+            mechanism="restore",
+            topic=topic,
+            action="restore_ledgers",
+            status="restored",
+            detail={"ledgers": restored},
+            as_of_ms=as_of_ms,
+        )
+    return restored
+
+
+def restore_topic(store: Store, name: str, *, as_of_ms: int, run_id: str) -> list[int]:
+    """Bring back a topic (or partitioned-topic metadata) deleted by GC, while it is within its grace period:
+    the topic row with its policies, its cursors and quota states, its ledgers (files must still exist), and
+    its partitioned metadata if that was deleted with it. Returns the restored ledger ids."""
+    with write_transaction(store.engine) as conn:
+        record = _deleted_record(conn, store, name)
+        saved = json.loads(record.saved_rows)
+        restored: list[int] = []
+        if record.kind == "partitioned_metadata":
+            _restore_partitioned_metadata(conn, record, saved, as_of_ms)
+        else:
+            restored = _restore_deleted_topic(conn, store, record, saved, as_of_ms)
+        conn.execute(
+            update(t.deleted_topics)
+            .where(t.deleted_topics.c.id == record.id)
+            .values(status="restored", finished_as_of_ms=as_of_ms)
+        )
+        journal(
+            conn,
+            run_id=run_id,
+            mechanism="restore",
+            topic=name,
+            action=f"restore_{record.kind}",
+            status="restored",
+            detail={"deletedBy": record.run_id, "ledgers": sorted(restored)},
+            as_of_ms=as_of_ms,
+        )
+    return sorted(restored)
+
+
+def _deleted_record(conn: Any, store: Store, name: str) -> Any:
+    """The newest ``deleted_topics`` record of ``name``, still restorable."""
+    record = conn.execute(
+        select(t.deleted_topics)
+        .where(t.deleted_topics.c.topic == name)
+        .order_by(t.deleted_topics.c.id.desc())
+        .limit(1)
+    ).first()
+    if record is None:
+        raise InputError(f"topic {name} does not exist in store {store.root} and was never deleted by GC")
+    if record.status != "pending":
+        raise InputError(
+            f"topic {name} was deleted by run {record.run_id} and is {record.status} "
+            f"(as of {format_ms(record.finished_as_of_ms)}); it cannot be restored"
+        )
+    return record
+
+
+def _restorable_ledgers(conn: Any, store: Store, name: str, record: Any, saved: dict[str, Any]) -> list[Any]:
+    """The deleted topic's ledgers in the pending-deletion log: every one of them, none erased, files present."""
+    p = t.pending_deletions.c
+    pending = list(
+        conn.execute(
+            select(t.pending_deletions).where(
+                and_(p.topic == name, p.run_id == record.run_id, p.status == "pending")
+            )
+        )
+    )
+    wanted = len(saved["ledgerIds"]) + len(saved.get("compactedLedgerIds", []))
+    if len(pending) != wanted:
+        raise InputError(
+            f"topic {name}: {wanted - len(pending)} of its ledgers were purged already; cannot restore"
+        )
+    _refuse_erased(pending, name)
+    for row in pending:
+        if json.loads(row.ledger_row).get("entries_stored") and not (store.root / row.path).is_dir():
+            raise InputError(
+                f"topic {name} ledger {row.ledger_id}: files at {row.path} are gone; cannot restore"
+            )
+    return pending
+
+
+def _restore_deleted_topic(
+    conn: Any, store: Store, record: Any, saved: dict[str, Any], as_of_ms: int
+) -> list[int]:
+    """The topic's rows, ledgers, cursors and quota states back, with its partitioned metadata if that went with
+    it; returns the restored ledger ids."""
+    name = record.topic
+    topic_row = dict(saved["topic"])
+    namespace = topic_row["namespace"]
+    if conn.execute(select(t.namespaces.c.name).where(t.namespaces.c.name == namespace)).first() is None:
+        raise InputError(f"topic {name}: namespace {namespace} no longer exists; cannot restore")
+    pending = _restorable_ledgers(conn, store, name, record, saved)
+    parent = TopicName.parse(name).partitioned_parent
+    if parent is not None:
+        d = t.deleted_topics.c
+        metadata = conn.execute(
+            select(t.deleted_topics).where(
+                and_(d.topic == parent, d.run_id == record.run_id, d.status == "pending")
+            )
+        ).first()
+        if metadata is not None:
+            _restore_partitioned_metadata(conn, metadata, json.loads(metadata.saved_rows), as_of_ms)
+    topic_row["version"] = int(topic_row["version"]) + 1  # versions only move forward
+    conn.execute(insert(t.topics).values(**topic_row))
+    restored = []
+    for row in pending:
+        table = t.compacted_ledgers if row.kind == COMPACTED_KIND else t.ledgers
+        conn.execute(insert(table).values(**json.loads(row.ledger_row)))
+        conn.execute(
+            update(t.pending_deletions)
+            .where(t.pending_deletions.c.id == row.id)
+            .values(status="restored", finished_as_of_ms=as_of_ms)
+        )
+        restored.append(row.ledger_id)
+    if saved["cursors"]:
+        conn.execute(insert(t.cursors), saved["cursors"])
+    if saved["quotaStates"]:
+        conn.execute(insert(t.backlog_quota_states), saved["quotaStates"])
+    return restored
+
+
+def _refuse_erased(rows: list[Any], topic: str) -> None:
+    """Files a key erasure covers never come back: the erased key would return with them."""
+    erased = [row for row in rows if row.erased_by]
+    if erased:
+        row = erased[0]
+        raise InputError(
+            f"topic {topic} ledger {row.ledger_id}: files at {row.path} hold a key that key-erasure run "
+            f"{row.erased_by} erased; they are never restored (nothing was changed)"
+        )
+
+
+def _restore_partitioned_metadata(conn: Any, record: Any, saved: dict[str, Any], as_of_ms: int) -> None:
+    row = saved["partitionedTopic"]
+    if conn.execute(
+        select(t.partitioned_topics.c.name).where(t.partitioned_topics.c.name == row["name"])
+    ).first():
+        raise InputError(f"partitioned topic {row['name']} exists again; cannot restore the deleted metadata")
+    conn.execute(insert(t.partitioned_topics).values(**row))
+    conn.execute(
+        update(t.deleted_topics)
+        .where(t.deleted_topics.c.id == record.id)
+        .values(status="restored", finished_as_of_ms=as_of_ms)
+    )

@@ -1,0 +1,219 @@
+"""Snapshot: one consistent read of the metadata, exported as JSON-lines files for the Spark apps.
+
+Files under ``<run_dir>/snapshot/`` (``housekeeping.engine.contract``: paths and columns; a mechanism's spec names the
+tables beyond topics, ledgers, cursors, namespaces and holds that it reads, and only those are written):
+
+- ``run.json``       run facts: runId, mechanism, asOfMs, scope, blast-radius limits (share of a namespace's
+                     bytes; for GC, share of its topics), topic versions, broker settings
+- ``topics.jsonl``   one row per in-scope topic with its *effective* policies (resolved here once)
+- ``ledgers.jsonl``  the in-scope topics' ledgers
+- ``cursors.jsonl``  the in-scope topics' cursors
+- ``quota_states.jsonl`` the in-scope topics' recorded backlog-quota states
+- ``namespaces.jsonl`` stored bytes and topic count of every namespace touched by the scope
+- ``partitioned_topics.jsonl`` partitioned-topic metadata of those namespaces, with how many partitions exist
+- ``compacted_ledgers.jsonl`` the in-scope topics' current compacted ledgers (topic compaction)
+
+The planner and the gate both read these files, never the live database, so the plan and its check see
+the same state; apply then compare-and-sets on the topic versions recorded here.
+"""
+
+from __future__ import annotations
+
+import json
+import time
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Protocol
+
+from sqlalchemy import select
+
+from housekeeping.core.actor import current_actor
+from housekeeping.core.errors import InputError
+from housekeeping.core.policies import BrokerConfig
+from housekeeping.core.scope import in_scope
+from housekeeping.core.timeutil import format_ms
+from housekeeping.engine import contract
+from housekeeping.engine.faults import checkpoint
+from housekeeping.engine.request import RunRequest
+from housekeeping.engine.snapshot_tables import BUILDERS, Selection
+from housekeeping.store import metadata_schema as t
+from housekeeping.store.holds import load_holds
+from housekeeping.store.store import Store, read_transaction
+
+
+class PolicyOverlay(Protocol):
+    """A what-if's overlay (``housekeeping.what_if.overlay.PolicyOverlay``): the policies as if it were applied."""
+
+    def broker_config(self, stored: BrokerConfig) -> BrokerConfig: ...
+
+    def topic_policies(self, topic: str, stored: dict[str, Any]) -> dict[str, Any]: ...
+
+    def namespace_policies(self, namespace: str, stored: dict[str, Any]) -> dict[str, Any]: ...
+
+
+@dataclass(frozen=True)
+class SnapshotInfo:
+    run_dir: Path
+    run_id: str
+    mechanism: str
+    as_of_ms: int
+    topic_count: int
+
+    @property
+    def path(self) -> Path:
+        return self.run_dir / "snapshot"
+
+
+@dataclass(frozen=True)
+class StoreState:
+    """One consistent read of the metadata a snapshot is made of. Several snapshots of one read (a policy
+    sweep's points) differ only by the policies resolved into them."""
+
+    broker: BrokerConfig
+    namespaces: dict[str, dict[str, Any]]
+    topic_rows: list[Any]
+    ledger_rows: list[Any]
+    cursor_rows: list[Any]
+    partitioned_rows: list[Any]
+    compacted_rows: list[Any]
+    holds: dict[str, Any]
+    quota_rows: list[Any]
+    erasure_rows: list[Any] = field(default_factory=list)  # open requests (pending, held or failed)
+    pending_rows: list[Any] = field(default_factory=list)  # files waiting for purge
+
+
+def read_store_state(store: Store) -> StoreState:
+    broker = store.broker_config()
+    with read_transaction(store.engine) as conn:
+        namespaces = {r.name: json.loads(r.policies) for r in conn.execute(select(t.namespaces))}
+        topic_rows = list(conn.execute(select(t.topics).order_by(t.topics.c.name)))
+        ledger_rows = list(conn.execute(select(t.ledgers).order_by(t.ledgers.c.topic, t.ledgers.c.ledger_id)))
+        cursor_rows = list(conn.execute(select(t.cursors).order_by(t.cursors.c.topic, t.cursors.c.name)))
+        partitioned_rows = list(
+            conn.execute(select(t.partitioned_topics).order_by(t.partitioned_topics.c.name))
+        )
+        compacted_rows = list(
+            conn.execute(
+                select(t.compacted_ledgers)
+                .where(t.compacted_ledgers.c.status == "current")
+                .order_by(t.compacted_ledgers.c.topic)
+            )
+        )
+        holds = load_holds(conn)
+        quota_rows = list(
+            conn.execute(
+                select(t.backlog_quota_states).order_by(
+                    t.backlog_quota_states.c.topic, t.backlog_quota_states.c.quota_type
+                )
+            )
+        )
+        erasure_rows = list(
+            conn.execute(
+                select(t.erasure_requests)
+                .where(t.erasure_requests.c.state.in_(("pending", "held", "failed")))
+                .order_by(t.erasure_requests.c.id)
+            )
+        )
+        pending_rows = list(
+            conn.execute(
+                select(t.pending_deletions)
+                .where(t.pending_deletions.c.status == "pending")
+                .order_by(t.pending_deletions.c.id)
+            )
+        )
+    return StoreState(
+        broker,
+        namespaces,
+        topic_rows,
+        ledger_rows,
+        cursor_rows,
+        partitioned_rows,
+        compacted_rows,
+        holds,
+        quota_rows,
+        erasure_rows,
+        pending_rows,
+    )
+
+
+def select_topics(store: Store, state: StoreState, request: RunRequest) -> frozenset[str]:
+    """The topics of the request's scope; an empty store, a scope matching nothing, or an option naming a topic
+    the store does not have or the scope leaves out is bad input (nothing is written)."""
+    if not state.topic_rows:
+        raise InputError(f"store {store.root} has no topics")
+    selected = frozenset(row.name for row in state.topic_rows if in_scope(row.name, request.scope))
+    if not selected:
+        raise InputError(f"scope {','.join(request.scope)!r} matches no topic in store {store.root}")
+    known = {row.name for row in state.topic_rows}
+    for option, value in request.options:
+        if option.check_topics is not None and value:
+            option.check_topics(
+                value, known, set(selected), f"store {store.root}, scope {list(request.scope)}"
+            )
+    return selected
+
+
+def take_snapshot(
+    store: Store,
+    request: RunRequest,
+    *,
+    run_dir: Path | None = None,
+    policy_overlay: PolicyOverlay | None = None,
+    state: StoreState | None = None,
+    tables: Sequence[str] | None = None,
+) -> SnapshotInfo:
+    """One consistent read of the store into a run directory. ``policy_overlay`` (a what-if) resolves the
+    policies as if it had been applied; the store itself is only read. ``state``: an earlier read to write
+    again (with another overlay) instead of reading the store. ``tables``: write only these (a sweep's later
+    points differ from the first only in their topics); default, every table the mechanism reads."""
+    mechanism = request.mechanism
+    tables = tuple(tables) if tables is not None else mechanism.all_snapshot_tables
+    state = state or read_store_state(store)
+    broker = state.broker if policy_overlay is None else policy_overlay.broker_config(state.broker)
+    selection = Selection(state, broker, select_topics(store, state, request), policy_overlay)
+    run = contract.RunDir(run_dir or store.run_dir(mechanism.name, request.run_id))
+    run.snapshot_dir.mkdir(parents=True, exist_ok=True)
+    for name in tables:
+        contract.write_jsonl(
+            run.snapshot_table(name), contract.SNAPSHOT_TABLES[name], BUILDERS[name](selection)
+        )
+    contract.write_json(run.run_info, run_info(store, request, selection, tables))
+    checkpoint("snapshot_after_write")
+    return SnapshotInfo(run.path, request.run_id, mechanism.name, request.as_of_ms, len(selection.selected))
+
+
+def run_info(
+    store: Store, request: RunRequest, selection: Selection, tables: Sequence[str]
+) -> dict[str, Any]:
+    """``snapshot/run.json``: the run's facts (``contract.RUN_INFO_KEYS``)."""
+    state, selected = selection.state, selection.selected
+    return {
+        "runId": request.run_id,
+        "mechanism": request.mechanism.name,
+        "asOfMs": request.as_of_ms,
+        "asOf": format_ms(request.as_of_ms),
+        "scope": list(request.scope),
+        "maxDeletedShare": request.max_deleted_share,
+        # Every registered run option (gc: maxDeletedTopicShare; compaction: compactTopics, the topics the run's
+        # params name for compaction whatever their backlog, as Pulsar's `topics compact`).
+        **request.run_info_options(),
+        "scheduleIntervalMs": request.schedule_interval_ms,
+        "store": str(store.root),
+        "metadata": store.safe_url,
+        "topicVersions": {row.name: row.version for row in state.topic_rows if row.name in selected},
+        # The broker settings the cursor mechanisms read (all of them, so a plan can be re-derived).
+        "broker": dict(selection.broker.settings),
+        "takenAtWallClockMs": int(time.time() * 1000),  # audit only; no rule reads it
+        # Who started the run (journaled by apply): the Airflow DAG run, or the CLI user.
+        "actor": request.actor or current_actor(),
+        # The snapshot tables written (what the mechanism reads).
+        "snapshotTables": list(tables),
+        # Ledgers (raw or compacted) whose files key erasure rewrote: [topic, ledgerId, generation]; every other
+        # ledger's files are at generation 0 (``store.ledger_rel_path``).
+        "fileGenerations": [
+            [r.topic, r.ledger_id, r.files_generation]
+            for r in (*state.ledger_rows, *state.compacted_rows)
+            if r.files_generation and r.topic in selected
+        ],
+    }

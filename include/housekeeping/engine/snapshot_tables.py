@@ -1,0 +1,253 @@
+"""The snapshot's tables, one builder each: what a table's rows are, read from one :class:`Selection` (a store
+state, the topics a run selected and the policies in force). ``housekeeping.engine.snapshot`` writes the tables a
+mechanism reads; the columns are the contract's (``housekeeping.engine.contract.SNAPSHOT_TABLES``)."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Callable, Iterable, Iterator, Mapping
+from dataclasses import dataclass
+from functools import cached_property
+from typing import Any
+
+from housekeeping.core.names import TopicName
+from housekeeping.core.policies import BrokerConfig, EffectivePolicies, RetentionPolicy, resolve_policies
+from housekeeping.store.holds import describe as describe_hold
+from housekeeping.store.holds import hold_for
+
+Row = dict[str, Any]
+
+
+@dataclass(frozen=True)
+class Selection:
+    """One store state as a run sees it: ``state`` (``housekeeping.engine.snapshot.StoreState``), the topics in the
+    run's scope, the broker settings in force and, for a what-if, the policy overlay resolved into them."""
+
+    state: Any
+    broker: BrokerConfig
+    selected: frozenset[str]
+    policy_overlay: Any = (
+        None  # housekeeping.what_if.overlay.PolicyOverlay (topic_policies, namespace_policies)
+    )
+
+    @cached_property
+    def topic_namespace(self) -> dict[str, str]:
+        return {row.name: row.namespace for row in self.state.topic_rows}
+
+    @cached_property
+    def touched_namespaces(self) -> frozenset[str]:
+        return frozenset(self.topic_namespace[name] for name in self.selected)
+
+    def effective_policies(self, row: Any) -> EffectivePolicies:
+        topic_policies, namespace_policies = json.loads(row.policies), self.state.namespaces[row.namespace]
+        if self.policy_overlay is not None:
+            topic_policies = self.policy_overlay.topic_policies(row.name, topic_policies)
+            namespace_policies = self.policy_overlay.namespace_policies(row.namespace, namespace_policies)
+        return resolve_policies(row.name, topic_policies, row.namespace, namespace_policies, self.broker)
+
+    def held_by(self, name: str) -> str | None:
+        hold = hold_for(name, self.state.holds)
+        return None if hold is None else describe_hold(hold)
+
+
+def _policy_columns(effective: EffectivePolicies) -> Row:
+    """A topic's effective policies as the topics table's columns."""
+    compacted = effective.compacted_retention or RetentionPolicy(-1, -1)
+    return {
+        "retentionTimeMs": effective.retention.time_ms,
+        "retentionSizeBytes": effective.retention.size_bytes,
+        "retentionSource": effective.retention_source,
+        "retentionDescription": effective.retention.describe(),
+        "messageTtlSeconds": effective.message_ttl_seconds,
+        "messageTtlSource": effective.message_ttl_source,
+        # Pulsar reads limitSize for destination_storage and limitTime for message_age.
+        "sizeQuotaLimitBytes": effective.backlog_quotas["destination_storage"].limit_size,
+        "sizeQuotaPolicy": effective.backlog_quotas["destination_storage"].policy,
+        "timeQuotaLimitSeconds": effective.backlog_quotas["message_age"].limit_time,
+        "timeQuotaPolicy": effective.backlog_quotas["message_age"].policy,
+        # Inactive-topic GC (PersistentTopic#checkGC).
+        "inactiveDeleteMode": effective.inactive_topic_policies.delete_mode,
+        "maxInactiveSeconds": effective.inactive_topic_policies.max_inactive_seconds,
+        "deleteWhileInactive": effective.inactive_topic_policies.delete_while_inactive,
+        "inactivePolicySource": effective.inactive_topic_policies_source,
+        # Topic compaction: threshold (0 = off), compacted-ledger retention (-1 = keep, also when unset as in
+        # Pulsar), tombstone grace.
+        "compactionThresholdBytes": effective.compaction_threshold_bytes,
+        "compactedRetentionTimeMs": compacted.time_ms,
+        "compactedRetentionSizeBytes": compacted.size_bytes,
+        "compactedRetentionDescription": (
+            compacted.describe() if effective.compacted_retention is not None else "not set (keep all)"
+        ),
+        "tombstoneGraceMs": effective.compacted_tombstone_grace_seconds * 1000,
+        "policies": json.dumps(effective.to_json(), sort_keys=True),
+    }
+
+
+def topics(sel: Selection) -> Iterator[Row]:
+    """One row per topic in scope with its *effective* policies (resolved here once) and its hold."""
+    for row in sel.state.topic_rows:
+        if row.name not in sel.selected:
+            continue
+        parsed = TopicName.parse(row.name)
+        yield {
+            "topic": row.name,
+            "namespace": row.namespace,
+            "tenant": parsed.tenant,
+            "isSystemTopic": parsed.is_system_topic,
+            "version": row.version,
+            "producers": row.producers,
+            "consumers": row.consumers,
+            "lastActiveMs": row.last_active_ms,
+            "partitionedTopic": parsed.partitioned_parent,
+            **_policy_columns(sel.effective_policies(row)),
+            # `housekeeping hold`: every planner keeps a held topic whole (kind "held").
+            "heldBy": sel.held_by(row.name),
+        }
+
+
+def ledgers(sel: Selection) -> Iterator[Row]:
+    for r in sel.state.ledger_rows:
+        if r.topic in sel.selected:
+            yield {
+                "topic": r.topic,
+                "ledgerId": r.ledger_id,
+                "entries": r.entries,
+                "size": r.size_bytes,
+                "closedAtMs": r.closed_at_ms,
+                "minEntryTsMs": r.min_entry_ts_ms,
+                "maxEntryTsMs": r.max_entry_ts_ms,
+                "entriesStored": bool(r.entries_stored),
+            }
+
+
+def cursors(sel: Selection) -> Iterator[Row]:
+    for r in sel.state.cursor_rows:
+        if r.topic in sel.selected:
+            yield {
+                "topic": r.topic,
+                "name": r.name,
+                "durable": bool(r.durable),
+                "markDeleteLedger": r.mark_delete_ledger,
+                "markDeleteEntry": r.mark_delete_entry,
+                "lastActiveMs": r.last_active_ms,
+                "consumers": r.consumers,
+            }
+
+
+def quota_states(sel: Selection) -> Iterator[Row]:
+    for r in sel.state.quota_rows:
+        if r.topic in sel.selected:
+            yield {
+                "topic": r.topic,
+                "quotaType": r.quota_type,
+                "policy": r.policy,
+                "exceeded": bool(r.exceeded),
+                "limitValue": r.limit_value,
+                "measuredValue": r.measured_value,
+                "exceededSinceMs": r.exceeded_since_ms,
+                "asOfMs": r.as_of_ms,
+            }
+
+
+def partitioned_topics(sel: Selection) -> Iterator[Row]:
+    """Partitioned-topic metadata of the namespaces in scope, with how many of its partitions exist as topics (in
+    the whole store, not only in scope: the metadata may only go when no partition is left)."""
+    existing: dict[str, int] = {}
+    for name in sel.topic_namespace:
+        parent = TopicName.parse(name).partitioned_parent
+        if parent is not None:
+            existing[parent] = existing.get(parent, 0) + 1
+    for r in sel.state.partitioned_rows:
+        if r.namespace in sel.touched_namespaces:
+            yield {
+                "partitionedTopic": r.name,
+                "namespace": r.namespace,
+                "partitions": r.partitions,
+                "existingPartitions": existing.get(r.name, 0),
+                "heldBy": sel.held_by(r.name),
+            }
+
+
+def compacted_ledgers(sel: Selection) -> Iterator[Row]:
+    for r in sel.state.compacted_rows:
+        if r.topic in sel.selected:
+            yield {
+                "topic": r.topic,
+                "ledgerId": r.ledger_id,
+                "horizonLedger": r.horizon_ledger,
+                "horizonEntry": r.horizon_entry,
+                "entries": r.entries,
+                "size": r.size_bytes,
+                "minEntryTsMs": r.min_entry_ts_ms,
+                "maxEntryTsMs": r.max_entry_ts_ms,
+                "tombstones": r.tombstones,
+                "oldestTombstoneTsMs": r.oldest_tombstone_ts_ms,
+                "compactedAsOfMs": r.compacted_as_of_ms,
+            }
+
+
+def erasure_requests(sel: Selection) -> Iterator[Row]:
+    """Every open request (the planner decides which count at the as-of and which topics they name)."""
+    for r in sel.state.erasure_rows:
+        yield {
+            "requestId": r.id,
+            "keyDigest": r.key_sha256,
+            "scope": r.scope,
+            "target": r.target,
+            "requestedAtMs": r.requested_at_ms,
+        }
+
+
+def pending_files(sel: Selection) -> Iterator[Row]:
+    """The files waiting for purge of the topics in scope, or of deleted topics of the namespaces in scope."""
+    for r in sel.state.pending_rows:
+        deleted_in_scope = (
+            r.topic not in sel.topic_namespace
+            and str(TopicName.parse(r.topic).namespace_name) in sel.touched_namespaces
+        )
+        if r.topic in sel.selected or deleted_in_scope:
+            yield {
+                "pendingId": r.id,
+                "topic": r.topic,
+                "ledgerId": r.ledger_id,
+                "path": r.path,
+                "kind": r.kind,
+                "size": r.size_bytes,
+                "purgeAfterMs": r.purge_after_ms,
+                "erasedBy": r.erased_by,
+            }
+
+
+def holds(sel: Selection) -> Iterable[Row]:
+    """The raw holds, for the gate to re-derive on its own which planned actions they cover."""
+    return [hold.to_json() for _, hold in sorted(sel.state.holds.items())]
+
+
+def namespaces(sel: Selection) -> Iterable[Row]:
+    """Stored bytes and topic count of every namespace the scope touches (the blast radius's denominators)."""
+    stored = dict.fromkeys(sel.touched_namespaces, 0)
+    count = dict.fromkeys(sel.touched_namespaces, 0)
+    for namespace in sel.topic_namespace.values():
+        if namespace in count:
+            count[namespace] += 1
+    for row in sel.state.ledger_rows:
+        namespace = sel.topic_namespace[row.topic]
+        if namespace in stored:
+            stored[namespace] += row.size_bytes
+    return [
+        {"namespace": name, "storedBytes": stored[name], "topicCount": count[name]} for name in sorted(stored)
+    ]
+
+
+BUILDERS: Mapping[str, Callable[[Selection], Iterable[Row]]] = {
+    "topics": topics,
+    "ledgers": ledgers,
+    "cursors": cursors,
+    "namespaces": namespaces,
+    "quota_states": quota_states,
+    "partitioned_topics": partitioned_topics,
+    "compacted_ledgers": compacted_ledgers,
+    "holds": holds,
+    "erasure_requests": erasure_requests,
+    "pending_files": pending_files,
+}

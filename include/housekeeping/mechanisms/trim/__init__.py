@@ -1,0 +1,41 @@
+"""Consumed-ledger trim (Pulsar ``ManagedLedgerImpl#internalTrimLedgers``): below the slowest durable
+subscription's mark-delete, delete the oldest closed ledgers whose retention has run out. Its package: the mechanism
+(here), its action kind (``actions``), its plan table (``tables``), its report (``report``, ``report.md.j2``); its
+Spark apps are ``spark_apps/trim``."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+from housekeeping.engine.mechanism import Mechanism, TaskIds
+from housekeeping.mechanisms.shared.cursors import MOVE_CURSOR
+from housekeeping.mechanisms.trim.actions import DELETE_LEDGER
+
+
+class Trim(Mechanism):
+    def build_report(self, run_dir: Path, *, dry_run: bool) -> dict[str, Any]:
+        from housekeeping.mechanisms.trim.report import build_report
+
+        return build_report(run_dir, dry_run=dry_run)
+
+
+MECHANISM = Trim(
+    name="trim",
+    title="consumed-ledger trim",
+    pulsar="ManagedLedgerImpl#internalTrimLedgers",
+    dag_id="consumed_ledger_trim",
+    schedule="@hourly",
+    tags=("retention",),
+    task_ids=TaskIds(
+        plan="plan_ledger_trim",
+        validate="validate_trim_plan",
+        apply="apply_ledger_trim",
+        report="write_trim_report",
+    ),
+    plan_app="spark_apps.trim.plan",
+    gate_checks="spark_apps.trim.gate",
+    actions=(DELETE_LEDGER, MOVE_CURSOR),
+    report_template=Path(__file__).with_name("report.md.j2"),
+    sweeps=("retention-time", "retention-size"),
+)

@@ -1,0 +1,84 @@
+"""A DAG run's figures, emitted through Airflow's own metrics path (``[metrics]`` StatsD or OpenTelemetry settings):
+where Airflow's metrics are already collected, these arrive with them and nothing else is needed.
+
+Read from the run directory once the report is written (the last task): what the plan held, the gate's verdict,
+what apply and purge did. Names are ``housekeeping.<mechanism>.<figure>`` (StatsD; a StatsD exporter maps them to
+``housekeeping_<mechanism>_<figure>`` for Prometheus); docs/metrics.md lists them.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any, Protocol
+
+from housekeeping.engine.contract import ACTIONS, RunDir, read_json, read_run_info
+from housekeeping.engine.mechanism import Mechanism
+from housekeeping.engine.plan import read_table
+from housekeeping.mechanisms.registry import get_mechanism
+
+
+class StatsClient(Protocol):
+    def incr(
+        self, stat: str, count: int | None = None, rate: float | None = None, *, tags: Any = None
+    ) -> None: ...
+
+    def gauge(
+        self,
+        stat: str,
+        value: float,
+        rate: float | None = None,
+        delta: bool | None = None,
+        *,
+        tags: Any = None,
+    ) -> None: ...
+
+
+def freed_bytes(spec: Mechanism, actions: list[dict[str, Any]]) -> int:
+    """Bytes of stored data the actions free, each counted by its kind (``ActionKind.freed_bytes``; the kinds that
+    delete data: a local copy's bytes are not among them)."""
+    return sum(kind.freed_bytes(a) for a in actions if (kind := spec.action(a["action"])).deletes_data)
+
+
+def run_figures(run_dir: str | Path) -> dict[str, dict[str, float]]:
+    """``{"counters": {...}, "gauges": {...}}`` of one run, by figure name (without the mechanism prefix).
+    Counters are added once per run (a retried report task adds them again: the journal-based figures of
+    ``housekeeping metrics`` are the exact record); gauges are the latest run's."""
+    run = RunDir(run_dir)
+    info = read_run_info(run)
+    spec = get_mechanism(info["mechanism"])
+    gate = read_json(run.gate_result)
+    applied = read_json(run.apply_result) or {}
+    purged = read_json(run.purge_result) or {}
+    actions = read_table(run.path, ACTIONS.name) if run.plan_table(ACTIONS).is_dir() else []
+    applied_topics = set(applied.get("appliedTopics") or [])
+    topics_deleted = len(applied.get("topicsDeleted") or [])
+    counters = {
+        "runs": 1.0,
+        "ledgers_deleted": float(applied.get("ledgersDeleted") or 0),
+        "bytes_deleted": float(applied.get("bytesDeleted") or 0),
+        "bytes_freed": float(freed_bytes(spec, [a for a in actions if a.get("topic") in applied_topics])),
+        "cursors_moved": float(applied.get("cursorsMoved") or 0),
+        "topics_deleted": float(topics_deleted),
+        "topics_skipped": float(len(applied.get("skippedTopics") or {})),
+        "bytes_purged": float(purged.get("bytesPurged") or 0),
+    }
+    gauges = {
+        "planned_actions": float(len(actions)),
+        "planned_bytes": float(freed_bytes(spec, actions)),
+        "gate_passed": float(bool(gate and gate["success"])),
+        "dry_run": float(bool((read_json(run.report_json) or {}).get("dryRun"))),
+        "as_of_timestamp_seconds": info["asOfMs"] / 1000,
+    }
+    return {"counters": counters, "gauges": gauges}
+
+
+def emit_run_figures(run_dir: str | Path, stats: StatsClient) -> dict[str, dict[str, float]]:
+    """Send the run's figures through ``stats`` (Airflow's ``airflow.sdk.observability.stats``)."""
+    mechanism = read_run_info(run_dir)["mechanism"]
+    figures = run_figures(run_dir)
+    for name, value in figures["counters"].items():
+        if value:
+            stats.incr(f"housekeeping.{mechanism}.{name}", count=int(value))
+    for name, value in figures["gauges"].items():
+        stats.gauge(f"housekeeping.{mechanism}.{name}", value)
+    return figures

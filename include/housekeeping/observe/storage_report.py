@@ -1,0 +1,361 @@
+"""The storage report: one HTML page a person would rather look at than read, rebuilt by the storage_report DAG
+each time a housekeeping DAG's apply step changes the store (its Asset event).
+
+From the store alone (no Spark; the metadata and the run directories are small):
+
+- bytes per namespace over time: every run's snapshot records each namespace's stored bytes at its as-of;
+- bytes reclaimed per mechanism: the pending-deletion log (ledgers and compacted ledgers deleted, by the run
+  that deleted them; restored ones excluded), split into purged and still restorable;
+- the top blockers: what keeps the most bytes in the newest trim run (stale subscriptions first);
+- backlog-quota states: the exceeded quotas now, per namespace;
+- the latest run of each mechanism, with its gate verdict and a link to its Great Expectations Data Docs;
+- deletion lag per namespace against its objective (``HOUSEKEEPING_DELETION_LAG_OBJECTIVES``), now and over time
+  (each report adds its as-of's figures to ``deletion_lag_history.json``); a breach is alerted by the DAG.
+
+Plots are static SVG drawn by matplotlib and inlined into the page: it opens from disk, offline, with no
+JavaScript and no CDN. Written to ``<store>/reports/storage/index.html`` (plus ``report.json``).
+"""
+
+from __future__ import annotations
+
+import json
+from collections import defaultdict
+from collections.abc import Mapping
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from sqlalchemy import func, select
+
+from housekeeping.core.settings import lag_objective, parse_lag_objectives
+from housekeeping.core.timeutil import format_ms
+from housekeeping.engine.contract import NAMESPACES, RunDir, read_json, read_jsonl, read_run_info, write_json
+from housekeeping.engine.pages import bytes_formatter, pyplot, render, svg
+from housekeeping.observe.metrics.deletion_lag import read_deletion_lag
+from housekeeping.store import metadata_schema as t
+from housekeeping.store.store import RUNS_DIR, Store, read_transaction
+from housekeeping.what_if.report import read_latest
+
+REPORT_DIR = Path("reports") / "storage"
+TOP_BLOCKERS = 15
+TEMPLATE = Path(__file__).parent / "templates" / "storage_report.html.j2"
+
+
+@dataclass(frozen=True)
+class _StoreFacts:
+    """What the page reads of the metadata, in one read transaction."""
+
+    run_mechanism: dict[str, str]
+    deleted: list[Any]  # pending deletions not restored: (run_id, status, deleted_as_of_ms, size_bytes)
+    now_bytes: dict[str, int]  # namespace -> bytes in the ledger lists now
+    quotas: list[Any]  # exceeded backlog quotas with their topic's namespace
+
+    @classmethod
+    def read(cls, store: Store) -> _StoreFacts:
+        p, q = t.pending_deletions.c, t.backlog_quota_states.c
+        with read_transaction(store.engine) as conn:
+            return cls(
+                dict(conn.execute(select(t.journal.c.run_id, t.journal.c.mechanism).distinct()).all()),
+                conn.execute(
+                    select(p.run_id, p.status, p.deleted_as_of_ms, p.size_bytes).where(p.status != "restored")
+                ).all(),
+                dict(
+                    conn.execute(
+                        select(t.topics.c.namespace, func.coalesce(func.sum(t.ledgers.c.size_bytes), 0))
+                        .select_from(t.topics.outerjoin(t.ledgers, t.ledgers.c.topic == t.topics.c.name))
+                        .group_by(t.topics.c.namespace)
+                    ).all()
+                ),
+                conn.execute(
+                    select(
+                        t.topics.c.namespace,
+                        q.topic,
+                        q.quota_type,
+                        q.policy,
+                        q.measured_value,
+                        q.limit_value,
+                        q.exceeded_since_ms,
+                    )
+                    .join(t.topics, t.topics.c.name == q.topic)
+                    .where(q.exceeded)
+                    .order_by(t.topics.c.namespace, q.topic)
+                ).all(),
+            )
+
+
+def _history(runs: list[dict[str, Any]], now_bytes: dict[str, int], as_of_ms: int) -> dict[str, Any]:
+    """Stored bytes per namespace at each run's as-of, and now."""
+    history: dict[str, dict[int, int]] = defaultdict(dict)
+    for run in runs:
+        for row in run["namespaces"]:
+            history[row["namespace"]][run["asOfMs"]] = row["storedBytes"]
+    for namespace, stored in now_bytes.items():
+        history[namespace].setdefault(as_of_ms, int(stored))
+    return {ns: sorted(points.items()) for ns, points in sorted(history.items())}
+
+
+def _reclaimed(facts: _StoreFacts) -> tuple[dict[str, Any], dict[str, Any]]:
+    """Bytes deleted per mechanism (purged, or waiting for purge), and per day of the decisions' as-of."""
+    reclaimed: dict[str, dict[str, int]] = defaultdict(lambda: {"purged": 0, "pending": 0})
+    by_day: dict[str, dict[str, int]] = defaultdict(lambda: defaultdict(int))
+    for row in facts.deleted:
+        mechanism = facts.run_mechanism.get(row.run_id, "other")  # every deleting run journals itself
+        reclaimed[mechanism]["purged" if row.status == "purged" else "pending"] += row.size_bytes
+        by_day[format_ms(row.deleted_as_of_ms)[:10]][mechanism] += row.size_bytes
+    return (
+        {m: dict(v) for m, v in sorted(reclaimed.items())},
+        {day: dict(v) for day, v in sorted(by_day.items())},
+    )
+
+
+def _latest_runs(runs: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    latest: dict[str, dict[str, Any]] = {}
+    for run in runs:
+        latest[run["mechanism"]] = run
+    return [
+        {
+            "mechanism": mechanism,
+            "runId": run["runId"],
+            "asOf": run["asOf"],
+            "dryRun": (run["report"] or {}).get("dryRun"),
+            "gate": run["gate"],
+            "report": run["reportPath"],
+            "dataDocs": run["dataDocs"],
+        }
+        for mechanism, run in sorted(latest.items())
+    ]
+
+
+def collect(store: Store, as_of_ms: int, objectives: Mapping[str, int] | None = None) -> dict[str, Any]:
+    """Everything the page shows, as data (also written as report.json). ``objectives``: deletion-lag
+    objectives per namespace (default: the settings' default)."""
+    objectives = objectives if objectives is not None else parse_lag_objectives(None)
+    runs = _runs(store)
+    facts = _StoreFacts.read(store)
+    reclaimed, reclaimed_by_day = _reclaimed(facts)
+    # The newest run whose report ranks what keeps bytes (consumed-ledger trim's does).
+    latest_trim = next(
+        (r for r in reversed(runs) if (r["report"] or {}).get("topBlockers") is not None), None
+    )
+    return {
+        "store": str(store.root),
+        "asOf": format_ms(as_of_ms),
+        "asOfMs": as_of_ms,
+        "namespaceHistory": _history(runs, facts.now_bytes, as_of_ms),
+        "storedBytesNow": {ns: int(v) for ns, v in sorted(facts.now_bytes.items())},
+        "reclaimed": reclaimed,
+        "reclaimedByDay": reclaimed_by_day,
+        "blockersFrom": latest_trim["runId"] if latest_trim else None,
+        "topBlockers": (latest_trim["report"]["topBlockers"] or [])[:TOP_BLOCKERS] if latest_trim else [],
+        "exceededQuotas": [
+            {
+                "namespace": q.namespace,
+                "topic": q.topic,
+                "quotaType": q.quota_type,
+                "policy": q.policy,
+                "measured": q.measured_value,
+                "limit": q.limit_value,
+                "exceededSince": format_ms(q.exceeded_since_ms) if q.exceeded_since_ms else None,
+            }
+            for q in facts.quotas
+        ],
+        "latestRuns": _latest_runs(runs),
+        "runs": len(runs),
+        # The policy_what_if DAG's latest report (what a policy change would free), if any.
+        "latestWhatIf": read_latest(store.root),
+        "deletionLag": deletion_lag_status(store, as_of_ms, objectives),
+    }
+
+
+def deletion_lag_status(store: Store, as_of_ms: int, objectives: Mapping[str, int]) -> list[dict[str, Any]]:
+    """Per namespace: the deletion lag at ``as_of_ms`` (housekeeping.observe.metrics), its objective, and whether it is
+    breached (lag above the objective)."""
+    rows = []
+    for namespace, (seconds, deletable) in sorted(read_deletion_lag(store, as_of_ms).items()):
+        objective = lag_objective(namespace, objectives)
+        rows.append(
+            {
+                "namespace": namespace,
+                "lagSeconds": seconds,
+                "deletableBytes": deletable,
+                "objectiveSeconds": objective,
+                "breached": objective is not None and seconds > objective,
+            }
+        )
+    return rows
+
+
+LAG_HISTORY = "deletion_lag_history.json"
+
+
+def record_lag_history(out_dir: Path, data: dict[str, Any]) -> dict[str, list[list[float]]]:
+    """Add this report's lag per namespace at its as-of to the history (a rerun of the same as-of replaces its
+    point, so a backfill replays the same history); returns namespace -> [[as-of ms, lag seconds], ...]."""
+    path = out_dir / LAG_HISTORY
+    history: dict[str, dict[str, float]] = read_json(path) or {}
+    history[str(data["asOfMs"])] = {row["namespace"]: row["lagSeconds"] for row in data["deletionLag"]}
+    write_json(path, history)
+    series: dict[str, list[list[float]]] = defaultdict(list)
+    for as_of, lags in sorted(history.items(), key=lambda item: int(item[0])):
+        for namespace, seconds in lags.items():
+            series[namespace].append([int(as_of), seconds])
+    return dict(sorted(series.items()))
+
+
+def _runs(store: Store) -> list[dict[str, Any]]:
+    """Every run directory with a snapshot, oldest as-of first."""
+    runs = []
+    for run_json in (store.root / RUNS_DIR).glob("*/*/snapshot/run.json"):
+        run = RunDir(run_json.parent.parent)
+        info = read_run_info(run)
+        namespaces_path = run.snapshot_table(NAMESPACES)
+        report = read_json(run.report_json)
+        gate = read_json(run.gate_result)
+        runs.append(
+            {
+                "runId": info["runId"],
+                "mechanism": info["mechanism"],
+                "asOf": info["asOf"],
+                "asOfMs": info["asOfMs"],
+                # Only to order runs of the same as-of (a rerun or a manual run beside a backfill): audit time.
+                "takenAtMs": info.get("takenAtWallClockMs") or 0,
+                "namespaces": read_jsonl(namespaces_path) if namespaces_path.is_file() else [],
+                "report": report,
+                "reportPath": str(run.report_md) if report is not None else None,
+                "gate": None if gate is None else ("passed" if gate["success"] else "REJECTED"),
+                "dataDocs": str(run.data_docs_index) if run.data_docs_index.is_file() else None,
+            }
+        )
+    return sorted(runs, key=lambda r: (r["asOfMs"], r["takenAtMs"], r["runId"]))
+
+
+# ----------------------------------------------------------------------------------------------- plots
+
+
+def _dates(points: list[Any]) -> list[Any]:
+    from datetime import UTC, datetime
+
+    return [datetime.fromtimestamp(ms / 1000, UTC) for ms, _ in points]
+
+
+def _date_axis(axes: Any) -> None:
+    from matplotlib.dates import AutoDateLocator, ConciseDateFormatter
+
+    locator = AutoDateLocator(maxticks=8)
+    axes.xaxis.set_major_locator(locator)
+    axes.xaxis.set_major_formatter(ConciseDateFormatter(locator))
+
+
+def _namespaces_chart(plt: Any, data: dict[str, Any]) -> str:
+    history = {ns: pts for ns, pts in data["namespaceHistory"].items() if pts}
+    if not history:
+        return ""
+    figure, axes = plt.subplots(figsize=(9, 3.6))
+    for namespace, points in history.items():
+        axes.plot(_dates(points), [b for _, b in points], marker="o", markersize=3, label=namespace)
+    axes.yaxis.set_major_formatter(bytes_formatter())
+    _date_axis(axes)
+    axes.set_title("Stored bytes per namespace (at each run's as-of, UTC)")
+    axes.grid(alpha=0.3)
+    axes.legend(fontsize=7, ncol=2, loc="upper left", bbox_to_anchor=(1.01, 1))
+    return svg(figure)
+
+
+def _reclaimed_chart(plt: Any, data: dict[str, Any]) -> str:
+    by_day = data["reclaimedByDay"]
+    if not by_day:
+        return ""
+    mechanisms = sorted({m for v in by_day.values() for m in v})
+    days = list(by_day)
+    figure, axes = plt.subplots(figsize=(9, 3.2))
+    bottom = [0] * len(days)
+    for mechanism in mechanisms:
+        values = [by_day[d].get(mechanism, 0) for d in days]
+        axes.bar(days, values, bottom=bottom, label=mechanism)
+        bottom = [b + v for b, v in zip(bottom, values, strict=True)]
+    axes.yaxis.set_major_formatter(bytes_formatter())
+    axes.set_title("Bytes reclaimed per mechanism, by day of the decisions' as-of")
+    axes.legend(fontsize=8)
+    axes.grid(axis="y", alpha=0.3)
+    return svg(figure)
+
+
+def _blockers_chart(plt: Any, data: dict[str, Any]) -> str:
+    blockers = data["topBlockers"]
+    if not blockers:
+        return ""
+    figure, axes = plt.subplots(figsize=(9, 0.3 * len(blockers) + 1))
+    labels = [f"{b['topic'].split('://', 1)[-1]} ({b['kind']})" for b in blockers][::-1]
+    colors = ["#c0392b" if b["kind"] == "slowest_subscription" else "#7f8c8d" for b in blockers][::-1]
+    axes.barh(labels, [b["bytes"] for b in blockers][::-1], color=colors)
+    axes.xaxis.set_major_formatter(bytes_formatter())
+    axes.set_title("Top blockers: bytes kept (red: a subscription that has not consumed them)")
+    axes.grid(axis="x", alpha=0.3)
+    return svg(figure)
+
+
+def _deletion_lag_chart(plt: Any, data: dict[str, Any]) -> str:
+    lag_history = {ns: pts for ns, pts in (data.get("deletionLagHistory") or {}).items() if pts}
+    if not lag_history:
+        return ""
+    figure, axes = plt.subplots(figsize=(9, 3.2))
+    for namespace, points in lag_history.items():
+        axes.plot(_dates(points), [s / 3600 for _, s in points], marker="o", markersize=3, label=namespace)
+    for objective in sorted(
+        {row["objectiveSeconds"] for row in data["deletionLag"] if row["objectiveSeconds"]}
+    ):
+        axes.axhline(objective / 3600, color="#c0392b", linestyle="--", linewidth=1)
+    _date_axis(axes)
+    axes.set_ylabel("hours")
+    axes.set_title("Deletion lag per namespace (dashed: objective)")
+    axes.grid(alpha=0.3)
+    axes.legend(fontsize=7, ncol=2, loc="upper left", bbox_to_anchor=(1.01, 1))
+    return svg(figure)
+
+
+def _quotas_chart(plt: Any, data: dict[str, Any]) -> str:
+    quotas = data["exceededQuotas"]
+    if not quotas:
+        return ""
+    per_namespace: dict[str, int] = defaultdict(int)
+    for q in quotas:
+        per_namespace[q["namespace"]] += 1
+    figure, axes = plt.subplots(figsize=(9, 0.35 * len(per_namespace) + 1))
+    axes.barh(list(per_namespace), list(per_namespace.values()), color="#e67e22")
+    axes.set_title("Exceeded backlog quotas per namespace (now)")
+    axes.xaxis.get_major_locator().set_params(integer=True)
+    return svg(figure)
+
+
+CHARTS = {
+    "namespaces": _namespaces_chart,
+    "reclaimed": _reclaimed_chart,
+    "blockers": _blockers_chart,
+    "deletion_lag": _deletion_lag_chart,
+    "quotas": _quotas_chart,
+}
+
+
+def plots(data: dict[str, Any]) -> dict[str, str]:
+    """Inline SVG per chart that has something to draw."""
+    plt = pyplot()
+    return {name: chart for name, draw in CHARTS.items() if (chart := draw(plt, data))}
+
+
+# ----------------------------------------------------------------------------------------------- page
+
+
+def render_html(data: dict[str, Any], charts: dict[str, str], out_dir: Path) -> str:
+    return render(TEMPLATE, out_dir, r=data, charts=charts)
+
+
+def write_storage_report(store: Store, as_of_ms: int, objectives: Mapping[str, int] | None = None) -> Path:
+    """Build the page and its data; returns the path of index.html."""
+    out_dir = store.root / REPORT_DIR
+    out_dir.mkdir(parents=True, exist_ok=True)
+    data = collect(store, as_of_ms, objectives)
+    data["deletionLagHistory"] = record_lag_history(out_dir, data)
+    (out_dir / "report.json").write_text(json.dumps(data, indent=2, sort_keys=True), encoding="utf-8")
+    page = out_dir / "index.html"
+    page.write_text(render_html(data, plots(data), out_dir), encoding="utf-8")
+    return page

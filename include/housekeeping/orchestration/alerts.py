@@ -1,0 +1,118 @@
+"""The DAGs' own alerts, raised by notifiers on their tasks, never failing (or un-failing) a run (sinks:
+``housekeeping.engine.alerts``; a mechanism's own alert is in its package, backlog quota's
+``housekeeping.mechanisms.backlog.alerts``):
+
+- ``gate_failed`` (every DAG's validate task, on failure): the Great Expectations gate rejected the plan (which
+  expectations, on which frame), or produced no verdict at all (the Spark app failed). Nothing was applied; a
+  person has to look.
+- ``deletion_lag_breached`` (the storage_report DAG's task, on success): a namespace's deletion lag is above its
+  objective (``HOUSEKEEPING_DELETION_LAG_OBJECTIVES``): deletable data is being kept too long.
+"""
+
+from __future__ import annotations
+
+import logging
+from pathlib import Path
+from typing import Any
+
+from airflow.sdk import BaseNotifier
+
+from housekeeping.engine.alerts import deliver
+from housekeeping.engine.contract import RunDir, read_json, read_run_info
+
+log = logging.getLogger(__name__)
+
+# <store>/alerts/<file> per alert.
+ALERT_FILES = {"gate_failed": "gate_failed.jsonl", "deletion_lag_breached": "deletion_lag.jsonl"}
+
+
+def gate_failed_alert(run_dir: Path) -> dict[str, Any]:
+    """The alert for a validate task that failed: the gate's failed expectations, or no verdict at all."""
+    run = RunDir(run_dir)
+    info = read_run_info(run)
+    result = read_json(run.gate_result)
+    return {
+        "alert": "gate_failed",
+        "runId": info["runId"],
+        "mechanism": info["mechanism"],
+        "asOf": info["asOf"],
+        "runDir": str(run_dir),
+        "verdict": "rejected" if result is not None else "none (the gate app failed before a verdict)",
+        "failed": [
+            {
+                "frame": f.get("frame"),
+                "expectation": f.get("expectation"),
+                "column": (f.get("kwargs") or {}).get("column"),
+            }
+            for f in (result or {}).get("failed", [])
+        ],
+    }
+
+
+def gate_summary(alert: dict[str, Any]) -> str:
+    failed = "; ".join(f"{f['frame']}.{f['column']} ({f['expectation']})" for f in alert["failed"])
+    return (
+        f"GATE FAILED for {alert['mechanism']} run {alert['runId']} as of {alert['asOf']}: verdict "
+        f"{alert['verdict']}{': ' + failed if failed else ''}. Nothing was applied. Run dir: {alert['runDir']}"
+    )
+
+
+def deletion_lag_alert(report: dict[str, Any]) -> dict[str, Any] | None:
+    """The alert a storage report calls for, or None when every namespace is within its objective."""
+    breached = [row for row in report.get("deletionLag", []) if row["breached"]]
+    if not breached:
+        return None
+    return {
+        "alert": "deletion_lag_breached",
+        "asOf": report["asOf"],
+        "store": report["store"],
+        "breached": [
+            {
+                "namespace": row["namespace"],
+                "lagSeconds": row["lagSeconds"],
+                "objectiveSeconds": row["objectiveSeconds"],
+                "deletableBytes": row["deletableBytes"],
+            }
+            for row in breached
+        ],
+    }
+
+
+def lag_summary(alert: dict[str, Any]) -> str:
+    return "DELETION LAG OBJECTIVE BREACHED as of {} in {} namespace(s): {}".format(
+        alert["asOf"],
+        len(alert["breached"]),
+        "; ".join(
+            f"{b['namespace']} waited {b['lagSeconds']:.0f} s > {b['objectiveSeconds']} s "
+            f"({b['deletableBytes']} bytes deletable)"
+            for b in alert["breached"]
+        ),
+    )
+
+
+class GateFailedNotifier(BaseNotifier):
+    """on_failure_callback of every DAG's validate task."""
+
+    def notify(self, context: Any) -> None:
+        try:
+            snapshot = context["ti"].xcom_pull(task_ids="take_snapshot")
+            run_dir = Path(snapshot["run_dir"])
+            alert = gate_failed_alert(run_dir)
+            store = read_run_info(run_dir).get("store")
+            deliver(alert, store, gate_summary(alert), ALERT_FILES["gate_failed"])
+        except Exception:  # the task has failed already; the alert must not hide why
+            log.exception("gate-failed alert could not be raised")
+
+
+class DeletionLagNotifier(BaseNotifier):
+    """on_success_callback of the storage_report DAG's task (its return value is the page's path)."""
+
+    def notify(self, context: Any) -> None:
+        try:
+            page = Path(context["ti"].xcom_pull(task_ids="write_storage_report"))
+            report = read_json(page.parent / "report.json")
+            alert = deletion_lag_alert(report)
+            if alert is not None:
+                deliver(alert, report.get("store"), lag_summary(alert), ALERT_FILES["deletion_lag_breached"])
+        except Exception:  # an alert must never fail the run
+            log.exception("deletion-lag alert could not be raised")

@@ -1,0 +1,415 @@
+"""The one DAG factory: snapshot -> Spark plan -> Spark/GX gate -> approval -> apply -> purge -> report.
+
+Every housekeeping DAG is ``build_housekeeping_dag(<mechanism>, doc_md=__doc__)`` (DAG files import it from
+``housekeeping.dag_factory``): the DAG id, schedule, tags, task ids, apps, params and notifiers come from the
+mechanism (``housekeeping.mechanisms.registry``); DAG files are wiring only. Nothing here does work at parse time:
+settings are read and libraries imported inside the tasks.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import sys
+from dataclasses import dataclass
+from datetime import UTC, datetime, timedelta
+from pathlib import Path
+from typing import Any
+
+from housekeeping.orchestration.params import housekeeping_params, what_if_params
+
+DEFAULT_OWNER = "storage-platform"
+# One slot: the steps that delete or move anything (apply, purge) of all the DAGs never run at once on the store,
+# whatever the DAGs' schedules, manual triggers and backfills. Created by `make airflow`, the compose file's
+# airflow-init and the live-Airflow test: `airflow pools set housekeeping_deletes 1 "..."`. (A task in a pool that
+# does not exist is never scheduled; `housekeeping_deletes` missing shows as apply tasks stuck in "scheduled".)
+DELETING_POOL = "housekeeping_deletes"
+DELETING_POOL_DESCRIPTION = "housekeeping: deleting steps on the store, one at a time"
+# Every apply step that changed the store emits an event of this Asset (a dry run's skipped apply emits none);
+# the storage_report DAG is scheduled on it.
+STORE_ASSET_NAME = "housekeeping_store"
+STORE_ASSET_URI = "housekeeping://store"
+# The XCom of the snapshot task that every later task reads (the run directory, dry run).
+RUN_DIR_TEMPLATE = "{{ ti.xcom_pull(task_ids='take_snapshot')['run_dir'] }}"
+
+
+def store_asset():
+    from airflow.sdk import Asset
+
+    return Asset(name=STORE_ASSET_NAME, uri=STORE_ASSET_URI)
+
+
+@dataclass(frozen=True)
+class DagDefaults:
+    """What every housekeeping DAG shares (the mechanism gives the rest)."""
+
+    start_date: datetime = datetime(2026, 1, 1, tzinfo=UTC)
+    retries: int = 2
+    retry_delay: timedelta = timedelta(minutes=2)
+    # Each retry waits twice as long as the one before (2, then 4 min), at most max_retry_delay: a Spark
+    # cluster that lost a worker or a database failing over gets time to come back.
+    retry_exponential_backoff: float = 2.0
+    max_retry_delay: timedelta = timedelta(minutes=30)
+
+    def __post_init__(self) -> None:
+        if self.start_date.tzinfo is None:
+            raise ValueError("start_date must be timezone-aware (UTC)")
+
+
+def spark_submit(task_id: str, app: str, args: list[str], mechanism: str, **operator_kwargs: Any):
+    """The Spark step of this project (``SparkAppOperator``, a SparkSubmitOperator): runs the Spark app module
+    ``app`` through ``spark_apps/submit.py`` (``housekeeping.engine.launcher``) with the Spark connection from
+    settings: spark-submit for a ``spark`` connection, a client of the Spark Connect server for a ``spark_connect``
+    one. Airflow's own Python (the project's virtualenv) is the driver's and the executors' unless
+    PYSPARK_DRIVER_PYTHON / PYSPARK_PYTHON are set (on a cluster, PYSPARK_PYTHON names the workers'
+    interpreter), and its bin is on PATH (SparkSubmitHook runs a bare ``spark-submit``)."""
+    from housekeeping.core.settings import spark_conn_id
+    from housekeeping.engine import launcher
+    from housekeeping.orchestration.spark_operator import SparkAppOperator
+
+    python = sys.executable
+    env_vars = {
+        "PATH": f"{Path(python).parent}{os.pathsep}{os.environ.get('PATH', '')}",
+        "PYSPARK_PYTHON": os.environ.get("PYSPARK_PYTHON") or python,
+        "PYSPARK_DRIVER_PYTHON": os.environ.get("PYSPARK_DRIVER_PYTHON") or python,
+    }
+    return SparkAppOperator(
+        task_id=task_id,
+        application=str(launcher.SUBMIT_APP),
+        application_args=launcher.submit_args(app, args),
+        conn_id=spark_conn_id(),
+        name=f"housekeeping-{mechanism}-{task_id}",
+        env_vars=env_vars,
+        verbose=False,
+        **operator_kwargs,
+    )
+
+
+def resolve_as_of_ms(params: dict[str, Any], context: dict[str, Any]) -> int:
+    """The run's logical "now": the as_of param, else the data interval end, else the run time."""
+    from housekeeping.core.timeutil import parse_as_of
+
+    if params.get("as_of"):
+        return parse_as_of(str(params["as_of"]))
+    dag_run = context.get("dag_run")
+    for candidate in (
+        getattr(dag_run, "data_interval_end", None),
+        context.get("logical_date"),
+        getattr(dag_run, "run_after", None),
+    ):
+        if candidate is not None:
+            return int(candidate.timestamp() * 1000)
+    raise ValueError("cannot determine the run's logical time; pass the as_of param")
+
+
+def _run_facts(spec: Any, context: dict[str, Any]) -> tuple[str, str, int | None]:
+    """The run's id, its actor (this DAG run and who triggered it, journaled by apply and purge) and its data
+    interval in ms (the time between scheduled runs; None for a manual run)."""
+    dag_run = context.get("dag_run")
+    user = getattr(dag_run, "triggering_user_name", None)
+    actor = f"airflow {spec.dag_id} ({context['run_id']})" + (f" triggered by {user}" if user else "")
+    start = getattr(dag_run, "data_interval_start", None)
+    end = getattr(dag_run, "data_interval_end", None)
+    interval = int((end - start).total_seconds() * 1000) if start is not None and end is not None else None
+    return f"{spec.dag_id}__{context['run_id']}", actor, interval
+
+
+def snapshot_task(spec: Any, defaults: DagDefaults):
+    """``take_snapshot``: what the form asks of the store (``Mechanism.before_snapshot``), the run request built
+    from the params as the CLI builds it from its options (``registry.build_request``), then the snapshot."""
+    from airflow.sdk import get_current_context, task
+
+    @task(task_id="take_snapshot", retries=defaults.retries)
+    def take_snapshot() -> dict[str, Any]:
+        from housekeeping.core.settings import Settings
+        from housekeeping.core.timeutil import format_ms
+        from housekeeping.mechanisms.steps import snapshot_step
+        from housekeeping.store.store import Store
+
+        context = get_current_context()
+        params = context["params"]
+        settings = Settings.from_env()
+        store = Store.of_settings(settings)
+        as_of_ms = resolve_as_of_ms(params, context)
+        run_id, actor, interval = _run_facts(spec, context)
+        spec.before_snapshot(store, params, as_of_ms, actor)
+        info = snapshot_step(
+            store,
+            spec.name,
+            run_id=run_id,
+            as_of_ms=as_of_ms,
+            values=params,
+            scope=params.get("scope") or None,
+            settings=settings,
+            actor=actor,
+            schedule_interval_ms=interval,
+        )
+        return {
+            "run_dir": str(info.run_dir),
+            "as_of": format_ms(as_of_ms),
+            "topics": info.topic_count,
+            "dry_run": bool(params.get("dry_run")),
+        }
+
+    return take_snapshot()
+
+
+def gate_steps(spec: Any):
+    """The Spark plan, the Spark/GX gate and the approval step. A rejected plan is a deterministic verdict that
+    needs a person, not a retry; a transient Spark failure there is re-done by the next scheduled run."""
+    from housekeeping.engine import launcher
+    from housekeeping.orchestration.alerts import GateFailedNotifier
+    from housekeeping.orchestration.approval_operator import DeletionApprovalOperator
+
+    ids = spec.task_ids
+    plan = spark_submit(ids.plan, spec.plan_app, ["--run-dir", RUN_DIR_TEMPLATE], spec.name)
+    validate = spark_submit(
+        ids.validate,
+        launcher.GATE_APP,
+        ["--run-dir", RUN_DIR_TEMPLATE, "--mechanism", spec.name],
+        spec.name,
+        retries=0,
+        on_failure_callback=[GateFailedNotifier()],
+    )
+    # Between the gate and apply: a person says yes to a plan over the approval thresholds.
+    approve = DeletionApprovalOperator(task_id=ids.approve, mechanism=spec.name, retries=0)
+    plan >> validate >> approve
+    return plan, approve
+
+
+def apply_steps(spec: Any, snapshot: Any) -> tuple[Any, Any]:
+    """(first, last) of the apply: the mechanism's apply in the task, or its Spark apply app (a dry run skips it
+    with a short circuit: purge then skips too, the report still runs)."""
+    from airflow.sdk import task
+
+    if spec.apply_app is not None:
+
+        @task.short_circuit(task_id="skip_apply_on_dry_run", ignore_downstream_trigger_rules=False)
+        def not_dry_run(snapshot_info: dict[str, Any]) -> bool:
+            return not snapshot_info["dry_run"]
+
+        gate = not_dry_run(snapshot)
+        applied = spark_submit(
+            spec.task_ids.apply,
+            spec.apply_app,
+            ["--run-dir", RUN_DIR_TEMPLATE],
+            spec.name,
+            pool=DELETING_POOL,
+            outlets=[store_asset()],
+        )
+        gate >> applied
+        return gate, applied
+
+    @task(task_id=spec.task_ids.apply, pool=DELETING_POOL, outlets=[store_asset()])
+    def apply_plan(snapshot_info: dict[str, Any]) -> dict[str, Any]:
+        from airflow.sdk.exceptions import AirflowSkipException
+
+        from housekeeping.core.settings import Settings
+        from housekeeping.mechanisms.steps import apply_step
+        from housekeeping.store.store import Store
+
+        if snapshot_info["dry_run"]:
+            raise AirflowSkipException("dry run: the checked plan is reported, not applied")
+        return apply_step(Store.of_settings(Settings.from_env()), Path(snapshot_info["run_dir"]))
+
+    applied = apply_plan(snapshot)
+    return applied, applied
+
+
+def purge_and_report(spec: Any, snapshot: Any) -> tuple[Any, Any]:
+    """``purge_pending_deletions`` (files past their grace period) and the report task (with the run's figures
+    through Airflow's metrics path, and the mechanism's notifiers)."""
+    from airflow.sdk import TriggerRule, task
+
+    @task(task_id="purge_pending_deletions", pool=DELETING_POOL)
+    def purge_pending(snapshot_info: dict[str, Any]) -> dict[str, Any]:
+        from airflow.sdk.exceptions import AirflowSkipException
+
+        from housekeeping.core.settings import Settings
+        from housekeeping.mechanisms.steps import purge_step
+        from housekeeping.store.store import Store
+
+        if snapshot_info["dry_run"]:
+            raise AirflowSkipException("dry run: nothing is purged")
+        return purge_step(Store.of_settings(Settings.from_env()), Path(snapshot_info["run_dir"]))
+
+    @task(
+        task_id=spec.task_ids.report,
+        trigger_rule=TriggerRule.NONE_FAILED,
+        on_success_callback=list(spec.report_notifiers()) or None,
+    )
+    def write_report(snapshot_info: dict[str, Any]) -> str:
+        from airflow.sdk.observability import stats
+
+        from housekeeping.mechanisms.steps import report_step
+        from housekeeping.observe.run_figures import emit_run_figures
+
+        path = report_step(Path(snapshot_info["run_dir"]), dry_run=snapshot_info["dry_run"])
+        print(f"REPORT: {path}")
+        # Through Airflow's [metrics] backend (StatsD / OpenTelemetry), where its own metrics go.
+        figures = emit_run_figures(snapshot_info["run_dir"], stats)
+        print(f"RUN FIGURES: {figures}")
+        return str(path)
+
+    return purge_pending(snapshot), write_report(snapshot)
+
+
+def build_housekeeping_dag(mechanism: str, *, doc_md: str, defaults: DagDefaults = DagDefaults()):
+    from airflow.sdk import DAG
+
+    from housekeeping.mechanisms.registry import get_mechanism
+
+    spec = get_mechanism(mechanism)
+    with DAG(
+        dag_id=spec.dag_id,
+        schedule=spec.schedule,
+        start_date=defaults.start_date,
+        catchup=False,
+        max_active_runs=1,  # one deleting run at a time per mechanism; apply's CAS covers the rest
+        doc_md=doc_md,
+        tags=["housekeeping", "pulsar", spec.name, *spec.tags],
+        params=housekeeping_params(spec),
+        default_args={
+            "owner": DEFAULT_OWNER,
+            "retries": defaults.retries,
+            "retry_delay": defaults.retry_delay,
+            "retry_exponential_backoff": defaults.retry_exponential_backoff,
+            "max_retry_delay": defaults.max_retry_delay,
+        },
+        render_template_as_native_obj=False,
+    ) as dag:
+        snapshot = snapshot_task(spec, defaults)
+        plan, approve = gate_steps(spec)
+        first_apply, last_apply = apply_steps(spec, snapshot)
+        purged, report = purge_and_report(spec, snapshot)
+        snapshot >> plan
+        approve >> first_apply
+        last_apply >> purged >> report
+    return dag
+
+
+def build_storage_report_dag(doc_md: str):
+    """The storage_report DAG: rebuilt whenever an apply step changed the store (the store Asset), and daily."""
+    from airflow.sdk import DAG, get_current_context, task
+    from airflow.timetables.assets import AssetOrTimeSchedule
+    from airflow.timetables.trigger import CronTriggerTimetable
+
+    with DAG(
+        dag_id="storage_report",
+        schedule=AssetOrTimeSchedule(
+            timetable=CronTriggerTimetable("0 6 * * *", timezone="UTC"), assets=[store_asset()]
+        ),
+        start_date=datetime(2026, 1, 1, tzinfo=UTC),
+        catchup=False,
+        max_active_runs=1,
+        doc_md=doc_md,
+        tags=["housekeeping", "report"],
+        default_args={"owner": DEFAULT_OWNER, "retries": 1, "retry_delay": timedelta(minutes=1)},
+    ) as dag:
+        from housekeeping.orchestration.alerts import DeletionLagNotifier
+
+        @task(task_id="write_storage_report", on_success_callback=[DeletionLagNotifier()])
+        def write_storage_report() -> str:
+            from housekeeping.core.settings import Settings
+            from housekeeping.observe.storage_report import write_storage_report
+            from housekeeping.store.store import Store
+
+            context = get_current_context()
+            dag_run = context.get("dag_run")
+            # "As of" is the run's logical time (run_after for an asset-triggered run), as for every DAG here.
+            moment = (
+                context.get("logical_date")
+                or getattr(dag_run, "run_after", None)
+                or getattr(dag_run, "data_interval_end", None)
+            )
+            settings = Settings.from_env()
+            page = write_storage_report(
+                Store.of_settings(settings), int(moment.timestamp() * 1000), settings.deletion_lag_objectives
+            )
+            events = context.get("triggering_asset_events") or {}
+            changed = sum(len(v) for v in events.values())
+            print(f"STORAGE REPORT: {page} ({changed} store change event(s) since the last report)")
+            return str(page)
+
+        write_storage_report()
+    return dag
+
+
+def build_policy_what_if_dag(doc_md: str):
+    """The policy_what_if DAG: manual only; the what-if (or sweep) runs as a Spark step of its own and its report
+    is drawn after. No apply, no purge, no slot of the deleting pool: it changes nothing in the store."""
+    from airflow.sdk import DAG, get_current_context, task
+
+    from housekeeping.engine import launcher
+
+    with DAG(
+        dag_id="policy_what_if",
+        schedule=None,
+        start_date=datetime(2026, 1, 1, tzinfo=UTC),
+        catchup=False,
+        doc_md=doc_md,
+        tags=["housekeeping", "what-if"],
+        params=what_if_params(),
+        default_args={"owner": DEFAULT_OWNER, "retries": 0},
+    ) as dag:
+
+        @task(task_id="prepare_what_if")
+        def prepare_what_if() -> dict[str, Any]:
+            """Checks the form before Spark starts and writes the request the Spark step reads."""
+            import re
+
+            from housekeeping.core.settings import Settings
+            from housekeeping.core.timeutil import format_ms
+            from housekeeping.store.store import Store
+            from housekeeping.what_if.overlay import PolicyOverlay
+            from housekeeping.what_if.report import REPORTS_DIR
+            from housekeeping.what_if.what_if import check_request
+
+            context = get_current_context()
+            params = context["params"]
+            policies = params.get("policies") or {}
+            sweep = params.get("sweep") or None
+            overlay = PolicyOverlay.from_document(policies, "the policies param") if policies else None
+            check_request(params["mechanism"], overlay, sweep)
+            store = Store.of_settings(Settings.from_env())
+            report_dir = store.root / REPORTS_DIR / re.sub(r"[^A-Za-z0-9._-]", "_", context["run_id"])
+            report_dir.mkdir(parents=True, exist_ok=True)
+            request = {
+                "mechanism": params["mechanism"],
+                "policies": policies,
+                "asOf": format_ms(resolve_as_of_ms(params, context)),
+                "sweep": sweep,
+                "scope": params.get("scope") or None,
+                "reportDir": str(report_dir),
+            }
+            path = report_dir / "request.json"
+            path.write_text(json.dumps(request, indent=2), encoding="utf-8")
+            return {"request": str(path), "report_dir": str(report_dir)}
+
+        @task(task_id="write_what_if_report")
+        def write_what_if_report(prepared: dict[str, Any]) -> str:
+            from housekeeping.core.settings import Settings
+            from housekeeping.store.store import Store
+            from housekeeping.what_if.report import WHAT_IF_JSON, record_latest, write_page
+
+            report_dir = Path(prepared["report_dir"])
+            document = json.loads((report_dir / WHAT_IF_JSON).read_text(encoding="utf-8"))
+            page = write_page(document, report_dir)
+            record_latest(
+                Store.of_settings(Settings.from_env()).root,
+                report_dir,
+                document,
+                get_current_context()["run_id"],
+            )
+            print(f"WHAT-IF REPORT: {page}")
+            return str(page)
+
+        prepared = prepare_what_if()
+        run_what_if = spark_submit(
+            "run_what_if",
+            launcher.WHAT_IF_APP,
+            ["--request", "{{ ti.xcom_pull(task_ids='prepare_what_if')['request'] }}"],
+            "what-if",
+        )
+        prepared >> run_what_if >> write_what_if_report(prepared)
+    return dag

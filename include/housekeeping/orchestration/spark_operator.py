@@ -1,0 +1,80 @@
+"""The operator of every Spark step (plan, gate, compaction's apply): spark-submit, or a Spark Connect server.
+
+It is the provider's ``SparkSubmitOperator`` (same arguments, templating, logs and cluster support) that looks at
+its connection when it runs: a ``spark`` connection submits an application as before; a ``spark_connect``
+connection runs the same app file (``spark_apps/submit.py``, the same ``main``) with this Python and
+``SPARK_REMOTE`` set, so the app is a client of a long-lived server (``housekeeping.orchestration.spark_connect``) instead of
+a JVM started for the task. The DAG's shape and task ids do not depend on which: the connection decides at run
+time, so switching a deployment is a connection change.
+"""
+
+from __future__ import annotations
+
+import os
+import subprocess
+from typing import Any
+from urllib.parse import urlparse
+
+from airflow.providers.apache.spark.operators.spark_submit import SparkSubmitOperator
+
+CONNECT_CONN_TYPE = "spark_connect"
+
+
+def connect_target(url: str) -> tuple[str, int]:
+    """Host and port of an ``sc://host:port/;params`` URL (Spark Connect's default port when absent)."""
+    from housekeeping.orchestration.spark_connect import DEFAULT_PORT
+
+    parsed = urlparse(url)
+    return parsed.hostname or "localhost", parsed.port or DEFAULT_PORT
+
+
+class SparkAppOperator(SparkSubmitOperator):
+    """A Spark app of this project, submitted or run against Spark Connect by the kind of its connection."""
+
+    def __init__(self, **kwargs: Any) -> None:
+        super().__init__(**kwargs)
+        self._connect_process: subprocess.Popen | None = None
+
+    def execute(self, context: Any) -> None:
+        from airflow.providers.apache.spark.hooks.spark_connect import SparkConnectHook
+
+        hook = SparkConnectHook(self._conn_id)
+        if hook.get_connection(self._conn_id).conn_type != CONNECT_CONN_TYPE:
+            return super().execute(context)
+        self.run_on_connect(hook.get_connection_url())
+        return None
+
+    def run_on_connect(self, url: str) -> None:
+        from airflow.exceptions import AirflowException
+
+        from housekeeping.engine import launcher
+        from housekeeping.orchestration.spark_connect import port_open
+
+        host, port = connect_target(url)
+        if not port_open(host, port, timeout_s=5.0):
+            raise AirflowException(
+                f"no Spark Connect server answers at {host}:{port} (connection {self._conn_id!r}): start one "
+                "(`housekeeping spark-connect start --state-dir DIR`, `make airflow` does) or point "
+                "HOUSEKEEPING_SPARK_CONN_ID at a spark-submit connection"
+            )
+        env = {**os.environ, **(self.env_vars or {}), "SPARK_REMOTE": url}
+        python = env.get("PYSPARK_DRIVER_PYTHON") or None
+        command = launcher.connect_command(list(self.application_args or []), python)
+        self.log.info("Spark Connect %s: %s", url.split(";")[0], " ".join(command))
+        self._connect_process = subprocess.Popen(
+            command, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, bufsize=1
+        )
+        assert self._connect_process.stdout is not None
+        for line in self._connect_process.stdout:
+            self.log.info("%s", line.rstrip())
+        code = self._connect_process.wait()
+        if code != 0:
+            raise AirflowException(
+                f"{self.application_args[0]} exited with code {code} on Spark Connect {url}"
+            )
+
+    def on_kill(self) -> None:
+        if self._connect_process is not None and self._connect_process.poll() is None:
+            self._connect_process.terminate()
+            return
+        super().on_kill()

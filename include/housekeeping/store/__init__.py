@@ -1,0 +1,1 @@
+"""The store: the metadata database (schema, migrations, transactions), the ledger files, holds, the journal, compacted ledgers, the client paths, the manifest and the generator. Stands on core only."""

@@ -1,0 +1,137 @@
+"""Holds: a namespace or topic that no deleting or cursor-moving action may touch (``housekeeping hold``).
+
+As Hudi savepoints and Iceberg tags protect data from cleaning, a hold protects everything it covers from
+ledger trim, message expiry, backlog-quota eviction, inactive-topic deletion, compaction rewrites and purge,
+until it is removed. It is enforced three times, each on its own reading of the holds:
+
+- the snapshot records the holds and marks each held topic (``heldBy``), and every planner keeps a held topic's
+  rows with kind ``held`` (so the report says why nothing happened to it);
+- the gate re-derives from the raw holds which planned actions a hold covers and rejects the plan if any (which
+  actions a hold forbids is a trait of each action kind, ``ActionKind.held_forbidden``);
+- apply and purge read the holds again inside each topic's transaction, so a hold added after the snapshot
+  still wins (the topic is skipped and journaled as ``skipped_held``).
+
+Matching: a namespace hold ``tenant/ns`` covers every topic of that namespace; a topic hold covers that topic
+and, for a partitioned topic's name, each of its partitions ``<name>-partition-<i>``.
+"""
+
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass
+from typing import Any
+
+from sqlalchemy import select
+
+from housekeeping.core.errors import InputError
+from housekeeping.core.names import NamespaceName, TopicName
+from housekeeping.store import metadata_schema as t
+
+
+@dataclass(frozen=True)
+class Hold:
+    target: str
+    scope: str  # namespace | topic
+    reason: str
+    created_by: str
+    created_at_ms: int
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "target": self.target,
+            "scope": self.scope,
+            "reason": self.reason,
+            "createdBy": self.created_by,
+            "createdAtMs": self.created_at_ms,
+        }
+
+
+def parse_target(text: str) -> tuple[str, str]:
+    """(canonical target, scope) for a namespace ``tenant/ns`` or a topic ``persistent://...``."""
+    if text.startswith("persistent://"):
+        return str(TopicName.parse(text)), "topic"
+    if "://" in text:
+        raise InputError(
+            f"hold target {text!r}: only persistent:// topics and tenant/namespace names are held"
+        )
+    return str(NamespaceName.parse(text)), "namespace"
+
+
+def covering_targets(name: str) -> list[str]:
+    """Every hold target that would cover ``name`` (a topic, or a partitioned topic's own name), most specific
+    first: the topic, its partitioned parent, its namespace."""
+    topic = TopicName.parse(name)
+    return [t for t in (str(topic), topic.partitioned_parent, str(topic.namespace_name)) if t is not None]
+
+
+def hold_for(name: str, holds: dict[str, Hold]) -> Hold | None:
+    """The hold covering ``name`` (the most specific one)."""
+    return next((holds[target] for target in covering_targets(name) if target in holds), None)
+
+
+def describe(hold: Hold) -> str:
+    return f"held by {hold.scope} hold on {hold.target} ({hold.created_by}): {hold.reason}"
+
+
+def _row_to_hold(row: Any) -> Hold:
+    return Hold(row.target, row.scope, row.reason, row.created_by, int(row.created_at_ms))
+
+
+def load_holds(conn: Any) -> dict[str, Hold]:
+    return {row.target: _row_to_hold(row) for row in conn.execute(select(t.holds))}
+
+
+def current_hold(conn: Any, name: str) -> Hold | None:
+    """The hold covering ``name`` now, read in the caller's transaction (apply's and purge's re-check)."""
+    row = conn.execute(select(t.holds).where(t.holds.c.target.in_(covering_targets(name)))).all()
+    return hold_for(name, {r.target: _row_to_hold(r) for r in row})
+
+
+def target_exists(conn: Any, scope: str, canonical: str) -> bool:
+    """Whether the store has the namespace (scope ``namespace``) or the topic or partitioned topic named."""
+    if scope == "namespace":
+        return (
+            conn.execute(select(t.namespaces.c.name).where(t.namespaces.c.name == canonical)).first()
+            is not None
+        )
+    return (
+        conn.execute(select(t.topics.c.name).where(t.topics.c.name == canonical)).first()
+        or conn.execute(
+            select(t.partitioned_topics.c.name).where(t.partitioned_topics.c.name == canonical)
+        ).first()
+    ) is not None
+
+
+def add_hold(conn: Any, target: str, *, reason: str, actor: str) -> Hold:
+    canonical, scope = parse_target(target)
+    if not reason.strip():
+        raise InputError(f"hold on {canonical}: give a reason (--reason) so others know why it is held")
+    if not target_exists(conn, scope, canonical):
+        raise InputError(
+            f"hold on namespace {canonical}: no such namespace in the store"
+            if scope == "namespace"
+            else f"hold on topic {canonical}: no such topic or partitioned topic in the store"
+        )
+    existing = conn.execute(select(t.holds).where(t.holds.c.target == canonical)).first()
+    if existing is not None:
+        raise InputError(f"{canonical} is already held ({existing.created_by}: {existing.reason})")
+    hold = Hold(canonical, scope, reason.strip(), actor, int(time.time() * 1000))  # wall clock: audit only
+    conn.execute(
+        t.holds.insert().values(
+            target=hold.target,
+            scope=hold.scope,
+            reason=hold.reason,
+            created_by=hold.created_by,
+            created_at_ms=hold.created_at_ms,
+        )
+    )
+    return hold
+
+
+def remove_hold(conn: Any, target: str) -> Hold:
+    canonical, _ = parse_target(target)
+    row = conn.execute(select(t.holds).where(t.holds.c.target == canonical)).first()
+    if row is None:
+        raise InputError(f"{canonical} is not held")
+    conn.execute(t.holds.delete().where(t.holds.c.target == canonical))
+    return _row_to_hold(row)

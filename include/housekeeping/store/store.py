@@ -1,0 +1,385 @@
+"""The store: a root directory of ledger Parquet files plus a SQL metadata database.
+
+Layout under the root::
+
+    ledgers/persistent/<tenant>/<namespace>/<topic>/<ledgerId>/part-00000.parquet   one directory per ledger
+    ledgers/persistent/<tenant>/<namespace>/<topic>/<ledgerId>.<n>/...                 its files' generation n > 0
+    runs/<mechanism>/<run_id>/{snapshot,plan,gate,report}                            per-run artefacts
+    metadata.db                                                                      SQLite (default)
+
+A ledger is removed as a unit (its directory), as BookKeeper removes a ledger. A ledger's files are rewritten
+(key erasure) as a new generation beside the old one, never in place: the metadata row names the generation in
+force (``files_generation``), so a reader of an older snapshot keeps reading the files it planned on until they
+are purged. The only function in the
+project that deletes files is :func:`Store.remove_ledger_dir`; it refuses any path outside ``ledgers/``.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+from collections.abc import Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass, field
+from functools import lru_cache
+from pathlib import Path
+from typing import Any
+
+from sqlalchemy import create_engine, event, select
+from sqlalchemy.engine import Connection, Engine, make_url
+from sqlalchemy.exc import OperationalError
+
+from housekeeping.core.errors import InputError, PathOutsideStore
+from housekeeping.core.names import TopicName, topic_dir_parts
+from housekeeping.core.policies import BrokerConfig, read_broker_conf
+from housekeeping.core.settings import Settings
+from housekeeping.store import metadata_schema as t
+from housekeeping.store.fs import prune_empty_dirs, remove_tree
+
+METADATA_URL_ENV = "HOUSEKEEPING_METADATA_URL"
+BROKER_CONF_ENV = "HOUSEKEEPING_BROKER_CONF"
+LEDGERS_DIR = "ledgers"
+RUNS_DIR = "runs"
+
+
+def _sqlite_pragmas(dbapi_connection: Any, _record: Any) -> None:
+    # Take transaction control away from pysqlite (which only BEGINs before DML) so that a read-only
+    # snapshot is one real transaction; the "begin" listener below issues BEGIN itself.
+    dbapi_connection.isolation_level = None
+    cursor = dbapi_connection.cursor()
+    # WAL lets a snapshot read run beside an apply; busy_timeout waits for a lock instead of failing.
+    cursor.execute("PRAGMA journal_mode=WAL")
+    cursor.execute(f"PRAGMA busy_timeout={lock_timeout_ms()}")
+    cursor.execute("PRAGMA foreign_keys=ON")
+    cursor.close()
+
+
+def _sqlite_begin(connection: Connection) -> None:
+    # Writers take the lock up front (BEGIN IMMEDIATE): a deferred transaction that reads, then writes
+    # after another writer committed, fails in WAL mode instead of waiting.
+    mode = connection.get_execution_options().get("sqlite_begin", "DEFERRED")
+    connection.exec_driver_sql(f"BEGIN {mode}")
+
+
+def lock_timeout_ms() -> int:
+    """How long a transaction waits for another process's lock before giving up (HOUSEKEEPING_DB_LOCK_TIMEOUT_
+    SECONDS, default 30 s)."""
+    raw = os.environ.get("HOUSEKEEPING_DB_LOCK_TIMEOUT_SECONDS", "30")
+    try:
+        seconds = float(raw)
+    except ValueError:
+        raise InputError(f"HOUSEKEEPING_DB_LOCK_TIMEOUT_SECONDS={raw!r} is not a number of seconds") from None
+    if seconds < 0:
+        raise InputError(f"HOUSEKEEPING_DB_LOCK_TIMEOUT_SECONDS={raw!r} must be >= 0")
+    return int(seconds * 1000)
+
+
+def mask_url(url: str) -> str:
+    """A database URL fit for messages and logs: the password is never shown."""
+    try:
+        return make_url(url).render_as_string(hide_password=True)
+    except Exception:
+        return re.sub(r"(://[^:/@]*:)[^@]*@", r"\1***@", url)
+
+
+def make_engine(url: str) -> Engine:
+    try:
+        connect_args = {}
+        if make_url(url).get_backend_name() == "postgresql":
+            # The same bounded wait for another transaction's row lock as SQLite's busy_timeout.
+            connect_args["options"] = f"-c lock_timeout={lock_timeout_ms()}"
+        engine = create_engine(url, connect_args=connect_args)
+    except Exception as exc:
+        masked = mask_url(url)
+        text = str(exc)
+        password = _password(url)
+        if password:
+            text = text.replace(password, "***")
+        raise InputError(f"metadata database URL {masked!r} is not usable: {text}") from exc
+    if engine.dialect.name == "sqlite":
+        event.listen(engine, "connect", _sqlite_pragmas)
+        event.listen(engine, "begin", _sqlite_begin)
+    return engine
+
+
+def _password(url: str) -> str | None:
+    try:
+        return make_url(url).password
+    except Exception:
+        return None
+
+
+@contextmanager
+def _named_database_errors(engine: Engine) -> Iterator[None]:
+    """A locked or unreachable database is bad input that names the database (the transaction rolled back,
+    so nothing changed), not a stack trace."""
+    try:
+        yield
+    except OperationalError as exc:
+        where = engine.url.render_as_string(hide_password=True)
+        detail = str(exc.orig).splitlines()[0] if exc.orig is not None else str(exc).splitlines()[0]
+        if "locked" in detail or "busy" in detail or "lock timeout" in detail:
+            raise InputError(
+                f"metadata database {where} is locked by another process (waited "
+                f"{lock_timeout_ms() / 1000:g} s, HOUSEKEEPING_DB_LOCK_TIMEOUT_SECONDS); nothing was changed "
+                f"by this transaction: {detail}"
+            ) from exc
+        raise InputError(f"metadata database {where} cannot be used: {detail}") from exc
+
+
+@contextmanager
+def read_transaction(engine: Engine) -> Iterator[Connection]:
+    """One consistent view of the metadata (snapshot isolation on both SQLite WAL and PostgreSQL)."""
+    with _named_database_errors(engine), engine.connect() as connection:
+        if engine.dialect.name == "postgresql":
+            connection = connection.execution_options(isolation_level="REPEATABLE READ")
+        with connection.begin():
+            yield connection
+
+
+@contextmanager
+def write_transaction(engine: Engine) -> Iterator[Connection]:
+    with _named_database_errors(engine), engine.connect() as connection:
+        if engine.dialect.name == "sqlite":
+            connection = connection.execution_options(sqlite_begin="IMMEDIATE")
+        with connection.begin():
+            yield connection
+
+
+def _alembic_config():
+    from alembic.config import Config
+
+    config = Config()
+    config.set_main_option("script_location", str(Path(__file__).parent / "migrations"))
+    return config
+
+
+@lru_cache(maxsize=1)
+def schema_revisions() -> tuple[str, ...]:
+    """This code's metadata schema revisions, oldest first (the last one is the head it needs)."""
+    from alembic.script import ScriptDirectory
+
+    scripts = ScriptDirectory.from_config(_alembic_config())
+    return tuple(reversed([s.revision for s in scripts.walk_revisions()]))
+
+
+def schema_revision(connection: Connection) -> str | None:
+    """The revision a metadata database is at (None: never migrated)."""
+    from alembic.runtime.migration import MigrationContext
+
+    return MigrationContext.configure(connection).get_current_revision()
+
+
+def migrate(engine: Engine) -> None:
+    """Bring the metadata schema to the newest Alembic revision (idempotent)."""
+    from alembic import command
+
+    config = _alembic_config()
+    with engine.begin() as connection:
+        config.attributes["connection"] = connection
+        command.upgrade(config, "head")
+
+
+LEDGER_DIR_NAME = re.compile(r"^\d+(\.[1-9]\d*)?$")  # <ledgerId> or <ledgerId>.<generation>
+
+
+def ledger_dir_name(ledger_id: int, generation: int = 0) -> str:
+    return str(int(ledger_id)) if not generation else f"{int(ledger_id)}.{int(generation)}"
+
+
+def ledger_rel_path(topic: str, ledger_id: int, generation: int = 0) -> str:
+    """Where a ledger's entries live, relative to the store root (one directory per ledger and files
+    generation; generation 0 is the ledger's first and usually only one)."""
+    tenant, namespace, local = topic_dir_parts(TopicName.parse(topic))
+    return f"{LEDGERS_DIR}/persistent/{tenant}/{namespace}/{local}/{ledger_dir_name(ledger_id, generation)}"
+
+
+def record_pending_deletion(
+    conn: Connection,
+    row: dict[str, Any],
+    *,
+    run_id: str,
+    as_of_ms: int,
+    purge_after_ms: int,
+    kind: str = "ledger",
+    erased_by: str | None = None,
+) -> None:
+    """Log a ledger (a ``ledgers`` or ``compacted_ledgers`` row, kept whole for restore) for purge after its
+    grace period, in the caller's transaction. The caller removes the row itself."""
+    conn.execute(
+        t.pending_deletions.insert().values(
+            topic=row["topic"],
+            ledger_id=row["ledger_id"],
+            path=ledger_rel_path(row["topic"], row["ledger_id"], row.get("files_generation") or 0),
+            ledger_row=json.dumps(row, sort_keys=True),
+            size_bytes=row["size_bytes"],
+            run_id=run_id,
+            deleted_as_of_ms=as_of_ms,
+            purge_after_ms=purge_after_ms,
+            status="pending",
+            kind=kind,
+            erased_by=erased_by,
+        )
+    )
+
+
+@dataclass
+class Store:
+    root: Path
+    metadata_url: str
+
+    @classmethod
+    def open(
+        cls,
+        root: str | Path,
+        metadata_url: str | None = None,
+        *,
+        must_exist: bool = True,
+        check_schema: bool = True,
+    ) -> Store:
+        root_path = Path(root).expanduser().resolve()
+        if must_exist and not root_path.is_dir():
+            raise InputError(
+                f"store {root_path} does not exist (create one with `housekeeping load` or `generate`)"
+            )
+        url = metadata_url or os.environ.get(METADATA_URL_ENV) or f"sqlite:///{root_path / 'metadata.db'}"
+        store = cls(root_path, url)
+        if must_exist:
+            store.require_initialised(check_schema=check_schema)
+        return store
+
+    @classmethod
+    def of_settings(cls, settings: Settings) -> Store:
+        """The store the DAGs housekeep (HOUSEKEEPING_STORE_ROOT, HOUSEKEEPING_METADATA_URL)."""
+        if not settings.store_root:
+            raise InputError("HOUSEKEEPING_STORE_ROOT is not set: point it at the store the DAGs housekeep")
+        return cls.open(settings.store_root, settings.metadata_url)
+
+    # --- database -------------------------------------------------------------------------------
+    _engine: Engine | None = field(default=None, init=False, repr=False)
+
+    @property
+    def engine(self) -> Engine:
+        if self._engine is None:
+            self._engine = make_engine(self.metadata_url)
+        return self._engine
+
+    def require_initialised(self, *, check_schema: bool = True) -> None:
+        from sqlalchemy import inspect
+
+        try:
+            names = set(inspect(self.engine).get_table_names())
+        except Exception as exc:  # unreachable server, locked or corrupt file
+            raise InputError(
+                f"store {self.root}: metadata database {self.safe_url} cannot be read: {exc}"
+            ) from exc
+        if "topics" not in names:
+            raise InputError(
+                f"store {self.root}: metadata database {self.safe_url} holds no store "
+                "(create one with `housekeeping load` or `generate`)"
+            )
+        if check_schema:
+            self.require_current_schema()
+
+    def require_current_schema(self) -> None:
+        """A store whose metadata an older housekeeping wrote is refused with the command that upgrades it,
+        rather than failing later on a missing table or column; one a newer housekeeping wrote is refused
+        outright (this code cannot know what that schema means)."""
+        self._refuse_schema(self._schema_revision(), older_ok=False)
+
+    def upgrade_schema(self) -> dict[str, str | None]:
+        """Migrate the metadata to this code's head revision (idempotent); what it was and what it is now."""
+        before = self._schema_revision()
+        self._refuse_schema(before, older_ok=True)
+        with _named_database_errors(self.engine):
+            migrate(self.engine)
+        return {"store": str(self.root), "fromRevision": before, "toRevision": schema_revisions()[-1]}
+
+    def _schema_revision(self) -> str | None:
+        with self.engine.connect() as connection:
+            return schema_revision(connection)
+
+    def _refuse_schema(self, current: str | None, *, older_ok: bool) -> None:
+        revisions = schema_revisions()
+        if current == revisions[-1]:
+            return
+        if current is None or current in revisions:
+            if older_ok:
+                return
+            raise InputError(
+                f"store {self.root}: metadata database {self.safe_url} is at schema revision "
+                f"{current or 'none'}, this housekeeping needs {revisions[-1]}; back up the metadata, then run "
+                f"`housekeeping upgrade --store {self.root}` (nothing was changed)"
+            )
+        raise InputError(
+            f"store {self.root}: metadata database {self.safe_url} is at schema revision {current}, which "
+            f"this housekeeping does not know (newest it knows: {revisions[-1]}); a newer housekeeping wrote "
+            "it, so use that version (nothing was changed)"
+        )
+
+    @property
+    def safe_url(self) -> str:
+        return self.engine.url.render_as_string(hide_password=True)
+
+    def broker_config(self) -> BrokerConfig:
+        """Pulsar defaults < broker.conf file named by HOUSEKEEPING_BROKER_CONF < the store's broker section."""
+        layers: list[tuple[str, dict[str, Any]]] = []
+        conf_path = os.environ.get(BROKER_CONF_ENV)
+        if conf_path:
+            layers.append((conf_path, read_broker_conf(Path(conf_path))))
+        with self.engine.connect() as connection:
+            row = connection.execute(
+                select(t.store_settings.c.value).where(t.store_settings.c.key == "broker")
+            ).first()
+        if row is not None:
+            layers.append((f"store {self.root} broker settings", json.loads(row[0])))
+        return BrokerConfig.from_layers(*layers)
+
+    # --- files ----------------------------------------------------------------------------------
+    @property
+    def ledgers_root(self) -> Path:
+        return self.root / LEDGERS_DIR
+
+    def ledger_rel_path(self, topic: str, ledger_id: int, generation: int = 0) -> str:
+        return ledger_rel_path(topic, ledger_id, generation)
+
+    def ledger_dir(self, topic: str, ledger_id: int, generation: int = 0) -> Path:
+        return self.root / self.ledger_rel_path(topic, ledger_id, generation)
+
+    def run_dir(self, mechanism: str, run_id: str) -> Path:
+        safe = "".join(ch if ch.isalnum() or ch in "-_.+" else "_" for ch in run_id).strip(".")
+        return self.root / RUNS_DIR / mechanism / (safe or "run")
+
+    def contained(self, path: Path) -> Path:
+        """The resolved path if it lies strictly inside ``ledgers/``; raise otherwise."""
+        base = self.ledgers_root.resolve()
+        resolved = (path if path.is_absolute() else self.root / path).resolve()
+        if resolved == base or base not in resolved.parents:
+            raise PathOutsideStore(
+                f"refusing to touch {path}: it is not inside the store's ledger tree {base}"
+            )
+        return resolved
+
+    def remove_ledger_dir(self, rel_path: str) -> bool:
+        """Delete one ledger directory. The single file-deleting function of the project.
+
+        Returns False when it was already gone (idempotent)."""
+        raw = Path(rel_path) if Path(rel_path).is_absolute() else self.root / rel_path
+        if raw.is_symlink():
+            raise PathOutsideStore(f"refusing to delete {raw}: a ledger is a real directory, not a link")
+        target = self.contained(Path(rel_path))
+        depth = target.relative_to(self.ledgers_root.resolve()).parts
+        if len(depth) != 5 or depth[0] != "persistent" or not LEDGER_DIR_NAME.match(depth[4]):
+            raise PathOutsideStore(
+                f"refusing to delete {target}: not a ledger directory "
+                "(ledgers/persistent/<tenant>/<namespace>/<topic>/<ledgerId>[.<generation>])"
+            )
+        if target.exists() and not target.is_dir():
+            raise PathOutsideStore(f"refusing to delete {target}: a ledger is a real directory, not a file")
+        return remove_tree(target, within=self.ledgers_root)
+
+    def prune_empty_parents(self, rel_path: str) -> None:
+        """Remove the now-empty topic/namespace/tenant directories above a removed ledger directory, up to
+        ``ledgers/``. ``rmdir`` only removes empty directories, so no file can go this way."""
+        prune_empty_dirs(self.contained(Path(rel_path)).parent, within=self.ledgers_root)

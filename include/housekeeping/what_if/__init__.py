@@ -1,0 +1,1 @@
+"""Policy what-if: overlays, the current-vs-candidate comparison, sweeps and their report."""

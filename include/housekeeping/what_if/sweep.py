@@ -1,0 +1,273 @@
+"""A policy sweep: the question people ask of retention and TTL ("what would 1 h, 1 d, 7 d keep and free?"),
+every value answered from one read of the store in one Spark application.
+
+``--sweep retention-time=1h,6h,1d,3d,7d`` (or ``retention-size=...``, ``ttl=...``) sets the policy at the
+namespace level of every namespace with a topic in scope, as ``pulsar-admin namespaces set-retention`` or
+``set-message-ttl`` would, on top of the ``--policies`` overlay if one is given; a topic-level policy still wins
+(resolution is the snapshot's, topic > namespace > broker). A retention sweep keeps the other half of the
+namespace's retention in force (its own, else the broker default), since Pulsar sets both together. Pulsar
+accepts 0 only for both halves: a value 0 is no retention (both 0), and beside a non-zero value a half that was 0
+becomes -1 (no limit).
+
+Each value is a point: a snapshot of the same read of the store with that overlay, so a point is exactly the
+what-if candidate of the same overlay (tested). The mechanism's planner (the same decisions its ``plan`` writes)
+measures every point in one Spark application, per namespace: the bytes it frees and keeps (for TTL, the backlog
+bytes its cursors acknowledge and the backlog left) and its counts. A sweep runs no gate: ask a what-if at the
+value you choose for the gate's verdict.
+
+Values follow pulsar-admin: times take s, m, h, d, w or y (no unit: seconds), sizes k, m, g or t (no unit:
+bytes; binary multiples), -1 is infinite. Unlike pulsar-admin, which truncates, a retention time that is not a
+whole number of minutes or a size that is not a whole number of MB is refused: Pulsar stores minutes and MB.
+"""
+
+from __future__ import annotations
+
+import re
+import tempfile
+from collections.abc import Mapping
+from dataclasses import dataclass, replace
+from pathlib import Path
+from typing import Any
+
+from housekeeping.core.errors import InputError
+from housekeeping.what_if.overlay import PolicyOverlay
+
+_TIME_UNITS = {"s": 1, "m": 60, "h": 3600, "d": 86_400, "w": 7 * 86_400, "y": 365 * 86_400}
+_SIZE_UNITS = {"k": 1024, "m": 1024**2, "g": 1024**3, "t": 1024**4}
+MIB = 1024**2
+
+
+def parse_seconds(text: str) -> int:
+    """A pulsar-admin relative time (``90``, ``30m``, ``6h``, ``7d``, ``2w``, ``1y``; ``-1`` infinite) in seconds."""
+    match = re.fullmatch(r"(-1|\d+)([smhdwy]?)", text.strip().lower())
+    if not match:
+        raise InputError(f"sweep value {text!r} is not a time: a number with s, m, h, d, w or y, or -1")
+    number, unit = int(match.group(1)), match.group(2)
+    if number < 0:
+        return -1
+    return number * _TIME_UNITS[unit or "s"]
+
+
+def parse_bytes(text: str) -> int:
+    """A pulsar-admin size (``4096``, ``500M``, ``5G``, ``1T``; ``-1`` infinite) in bytes."""
+    match = re.fullmatch(r"(-1|\d+)([kmgt]?)", text.strip().lower())
+    if not match:
+        raise InputError(f"sweep value {text!r} is not a size: a number with k, M, G or T, or -1")
+    number, unit = int(match.group(1)), match.group(2)
+    if number < 0:
+        return -1
+    return number * (_SIZE_UNITS[unit] if unit else 1)
+
+
+def _retention_minutes(text: str) -> int:
+    seconds = parse_seconds(text)
+    if seconds > 0 and seconds % 60:
+        raise InputError(
+            f"sweep value {text!r}: retention time is kept in whole minutes ({seconds} s is not)"
+        )
+    return seconds if seconds < 0 else seconds // 60
+
+
+def _retention_mb(text: str) -> int:
+    size = parse_bytes(text)
+    if size > 0 and size % MIB:
+        raise InputError(f"sweep value {text!r}: retention size is kept in whole MB ({size} bytes is not)")
+    return size if size < 0 else size // MIB
+
+
+@dataclass(frozen=True)
+class Knob:
+    """One policy a sweep varies: how a value is read and the namespace policy it becomes."""
+
+    name: str
+    policy: str  # the namespace policy it sets
+    field: str  # the stored field the value is
+    unit: str  # what the stored value counts
+    parse: Any  # str -> the stored value
+
+    def namespace_policy(self, value: int, in_force: Mapping[str, Any]) -> Any:
+        """The policy at ``value``. Retention's other half stays as in force, except that Pulsar accepts 0
+        only for both halves: 0 is no retention (both 0), and beside a non-zero value a half that was 0 (no
+        retention before) becomes -1 (no limit): "retention 1 d" alone is a time limit."""
+        if self.name not in ("retention-time", "retention-size"):
+            return value
+        if value == 0:
+            return {"retentionTimeInMinutes": 0, "retentionSizeInMB": 0}
+        if self.name == "retention-time":
+            size = in_force["retentionSizeInMB"]
+            return {"retentionTimeInMinutes": value, "retentionSizeInMB": -1 if size == 0 else size}
+        time = in_force["retentionTimeInMinutes"]
+        return {"retentionTimeInMinutes": -1 if time == 0 else time, "retentionSizeInMB": value}
+
+
+KNOBS = {
+    knob.name: knob
+    for knob in (
+        Knob("retention-time", "retention_policies", "retentionTimeInMinutes", "minutes", _retention_minutes),
+        Knob("retention-size", "retention_policies", "retentionSizeInMB", "MB", _retention_mb),
+        Knob("ttl", "message_ttl_in_seconds", "message_ttl_in_seconds", "seconds", parse_seconds),
+    )
+}
+
+
+def knob_mechanism(knob: str) -> str:
+    """The mechanism whose spec lists the knob among its ``sweeps``."""
+    from housekeeping.mechanisms.registry import MECHANISMS
+
+    owners = [spec.name for spec in MECHANISMS.values() if knob in spec.sweeps]
+    if len(owners) != 1:
+        raise InputError(f"no mechanism sweeps {knob!r}")
+    return owners[0]
+
+
+@dataclass(frozen=True)
+class Sweep:
+    knob: Knob
+    labels: tuple[str, ...]  # as the user wrote them
+    values: tuple[int, ...]  # stored units (minutes, MB, seconds)
+
+    @classmethod
+    def parse(cls, text: str) -> Sweep:
+        name, sep, values = text.partition("=")
+        if not sep or name.strip() not in KNOBS:
+            raise InputError(
+                f"--sweep {text!r}: expected POLICY=V1,V2,... with POLICY one of {', '.join(KNOBS)}"
+            )
+        knob = KNOBS[name.strip()]
+        labels = tuple(v.strip() for v in values.split(",") if v.strip())
+        if not labels:
+            raise InputError(f"--sweep {text!r}: no values")
+        parsed = tuple(knob.parse(label) for label in labels)
+        if len(set(parsed)) != len(parsed):
+            raise InputError(f"--sweep {text!r}: a value is given twice")
+        return cls(knob, labels, parsed)
+
+    @property
+    def mechanism(self) -> str:
+        return knob_mechanism(self.knob.name)
+
+
+def _in_force(stored: Mapping[str, Any], broker: Any) -> dict[str, Any]:
+    """A namespace's retention in force: its own, else the broker default."""
+    own = stored.get("retention_policies")
+    if own:
+        return dict(own)
+    default = broker.retention
+    return {"retentionTimeInMinutes": default.time_minutes, "retentionSizeInMB": default.size_mb}
+
+
+def point_overlays(
+    sweep: Sweep, base: PolicyOverlay, namespaces: Mapping[str, Mapping[str, Any]], broker: Any
+) -> list[PolicyOverlay]:
+    """Per value, the base overlay with the knob's policy set in each namespace of ``namespaces`` (their stored
+    policies by name); ``broker``: the broker settings with the base overlay."""
+    overlays = []
+    for value in sweep.values:
+        changed = {name: dict(policies) for name, policies in base.namespaces.items()}
+        for name in sorted(namespaces):
+            stored = base.namespace_policies(name, namespaces[name])
+            changed.setdefault(name, {})[sweep.knob.policy] = sweep.knob.namespace_policy(
+                value, _in_force(stored, broker)
+            )
+        overlays.append(replace(base, namespaces=changed))
+    return overlays
+
+
+def run_sweep(
+    store: Any,
+    sweep: Sweep,
+    base: PolicyOverlay,
+    *,
+    as_of: str,
+    scope: str | None = None,
+    spark: Any = None,
+) -> dict[str, Any]:
+    """Every point of the sweep: ``{"mechanism", "asOf", "sweep": {"policy", "unit", "values"}, "points": [{"value",
+    "setting", "perNamespace": {ns: measures}, "total": measures}]}``. Nothing is written to the store."""
+    from housekeeping.core.scope import in_scope, parse_scope
+    from housekeeping.core.settings import Settings
+    from housekeeping.core.timeutil import format_ms, parse_as_of
+    from housekeeping.engine import launcher
+    from housekeeping.engine.snapshot import read_store_state, take_snapshot
+    from housekeeping.mechanisms.registry import build_request, get_mechanism
+    from housekeeping.store.manifest.export import export_manifest
+
+    spec = get_mechanism(sweep.mechanism)
+    settings = Settings.from_env()
+    as_of_ms = parse_as_of(as_of)
+    state = read_store_state(store)
+    broker = base.broker_config(state.broker)
+    patterns = parse_scope(scope)
+    swept = {row.namespace for row in state.topic_rows if in_scope(row.name, patterns)}
+    overlays = point_overlays(sweep, base, {name: state.namespaces[name] for name in swept}, broker)
+    manifest = export_manifest(store)
+    for label, overlay in zip(sweep.labels, overlays, strict=True):
+        try:
+            overlay.validate_against(store, manifest)
+        except InputError as exc:
+            raise InputError(f"--sweep {sweep.knob.name}={label}: {exc}") from None
+    with tempfile.TemporaryDirectory(prefix="housekeeping-sweep-") as tmp:
+        run_dirs = []
+        for index, overlay in enumerate(overlays):
+            run_dir = Path(tmp) / f"point-{index}"
+            request = build_request(
+                spec, run_id=f"sweep-{index}", as_of_ms=as_of_ms, settings=settings, scope=scope
+            )
+            take_snapshot(
+                store,
+                request,
+                run_dir=run_dir,
+                policy_overlay=overlay,
+                state=state,
+                # The sweep app reads the other tables from the first point: all of one read, the same rows.
+                tables=None if index == 0 else ("topics",),
+            )
+            run_dirs.append(run_dir)
+        measured = launcher.sweep_in_process(
+            spark or launcher.local_spark(settings.spark_master), run_dirs, spec
+        )
+    points = []
+    for label, value, per_namespace in zip(sweep.labels, sweep.values, measured, strict=True):
+        total: dict[str, int] = {}
+        for measures in per_namespace.values():
+            for name, amount in measures.items():
+                total[name] = total.get(name, 0) + amount
+        points.append(
+            {
+                "value": label,
+                "setting": {sweep.knob.field: value},
+                "perNamespace": per_namespace,
+                "total": total,
+            }
+        )
+    return {
+        "mechanism": spec.name,
+        "asOf": format_ms(as_of_ms),
+        "sweep": {"policy": sweep.knob.name, "unit": sweep.knob.unit, "values": list(sweep.labels)},
+        "points": points,
+    }
+
+
+def format_text(document: Mapping[str, Any]) -> str:
+    """A sweep for a person: one line per namespace, bytes freed at each value."""
+    from housekeeping.engine.report import human_bytes
+
+    sweep = document["sweep"]
+    header = (
+        f"{document['mechanism']} sweep of {sweep['policy']} as of {document['asOf']} (bytes freed / kept)"
+    )
+    namespaces = sorted({ns for point in document["points"] for ns in point["perNamespace"]})
+    width = max([len(ns) for ns in namespaces] + [len("total")])
+    lines = [header, " " * (width + 2) + "".join(f"{v:>22}" for v in sweep["values"])]
+
+    def cell(measures: Mapping[str, int] | None) -> str:
+        measures = measures or {}
+        return f"{human_bytes(measures.get('bytesFreed', 0))} / {human_bytes(measures.get('bytesKept', 0))}"
+
+    for namespace in [*namespaces, "total"]:
+        cells = [
+            cell(point["total"] if namespace == "total" else point["perNamespace"].get(namespace))
+            for point in document["points"]
+        ]
+        lines.append(f"  {namespace:<{width}}" + "".join(f"{c:>22}" for c in cells))
+    return "\n".join(lines)
