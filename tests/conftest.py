@@ -190,9 +190,19 @@ def run_cli(capsys, *argv: str) -> tuple[int, str, str]:
     return code, out, err
 
 
-def run_steps(store, mechanism: str, as_of_ms: int, run_id: str, *, dry_run: bool = False, grace: int = 0):
+def run_steps(
+    store,
+    mechanism: str,
+    as_of_ms: int,
+    run_id: str,
+    *,
+    dry_run: bool = False,
+    grace: int = 0,
+    values: dict | None = None,
+):
     """A DAG run's task steps in-process, in the DAG's order (take_snapshot -> plan -> validate -> apply ->
-    purge -> report; a dry run skips apply and purge), on the session's Spark. Returns the run directory."""
+    purge -> report; a dry run skips apply and purge), on the session's Spark; ``values``: the run request's
+    (``max_deleted_share``, a run option). Returns the run directory."""
     from housekeeping.mechanisms.steps import (
         apply_step,
         plan_and_gate_in_process,
@@ -201,7 +211,9 @@ def run_steps(store, mechanism: str, as_of_ms: int, run_id: str, *, dry_run: boo
         snapshot_step,
     )
 
-    info = snapshot_step(store, mechanism, run_id=run_id, as_of_ms=as_of_ms, actor=f"test {run_id}")
+    info = snapshot_step(
+        store, mechanism, run_id=run_id, as_of_ms=as_of_ms, actor=f"test {run_id}", values=values
+    )
     gate = plan_and_gate_in_process(info.run_dir, mechanism, "local[2]")
     assert gate["success"], gate["failed"]
     if not dry_run:

@@ -254,17 +254,25 @@ def run(spark, run_dir: str | Path, store=None, purge_grace_seconds: int | None 
             if not outcome.applied:
                 result["skippedTopics"][topic] = outcome.why
                 continue
-            result["appliedTopics"].append(topic)
-            result["compactedLedgers"][topic] = staged[topic]
-            result["compactedLedgersReplaced"] += int(action.get("ledgerId") is not None)
-            result["entriesWritten"] += planned[topic].entries
-            result["bytesWritten"] += planned[topic].size_bytes
-            namespace = topic.split("://", 1)[1].rsplit("/", 1)[0]
-            per_ns = result["perNamespace"].setdefault(namespace, {"topics": 0, "entries": 0, "bytes": 0})
-            per_ns["topics"] += 1
-            per_ns["entries"] += planned[topic].entries
-            per_ns["bytes"] += planned[topic].size_bytes
+            _count_switched(result, action, staged[topic], planned[topic])
         return applying.finish(result)
+
+
+def _count_switched(
+    result: dict, action: dict, ledger_id: int, planned: compacted_ledgers.PlannedLedger
+) -> None:
+    """Add a topic whose new compacted ledger is now in force to the run's result."""
+    topic = action["topic"]
+    result["appliedTopics"].append(topic)
+    result["compactedLedgers"][topic] = ledger_id
+    result["compactedLedgersReplaced"] += int(action.get("ledgerId") is not None)
+    result["entriesWritten"] += planned.entries
+    result["bytesWritten"] += planned.size_bytes
+    namespace = topic.split("://", 1)[1].rsplit("/", 1)[0]
+    per_ns = result["perNamespace"].setdefault(namespace, {"topics": 0, "entries": 0, "bytes": 0})
+    per_ns["topics"] += 1
+    per_ns["entries"] += planned.entries
+    per_ns["bytes"] += planned.size_bytes
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -204,6 +204,51 @@ def first_unexpired(frame: DataFrame, entries: DataFrame, stop: str, from_entry:
     )
 
 
+def stop_at(prefix: str, first_col: str) -> tuple[Column, Column, Column, Column]:
+    """Where the run of expired entries stops in the ledger ``prefix`` (``s``: the ledger holding the mark-delete,
+    ``s2``: the next one), given its first unexpired entry ``first_col``: (target ordinal, stop kind, detail for a
+    person, timestamp of the oldest entry left)."""
+    cls = F.col(f"{prefix}.ledgerClass")
+    target = F.when(cls == "straddles_cutoff", F.col(f"{prefix}.startOrd") + F.col(first_col)).otherwise(
+        F.col(f"{prefix}.startOrd")
+    )
+    kind = (
+        F.when(cls == "straddles_cutoff", F.lit("unexpired_entry"))
+        .when(cls == "no_entry_before_cutoff", F.lit("ledger_not_expired"))
+        .otherwise(F.lit("timestamps_unknown"))
+    )
+    detail = (
+        F.when(
+            cls == "straddles_cutoff",
+            F.format_string(
+                "entry %s has timestamp %d >= cutoff %d (not expired)",
+                position_text(F.col(f"{prefix}.ledgerId"), F.col(first_col)),
+                F.col(f"{first_col}Ts"),
+                F.col("cutoffMs"),
+            ),
+        )
+        .when(
+            cls == "no_entry_before_cutoff",
+            F.format_string(
+                "ledger %d: oldest entry timestamp %d >= cutoff %d",
+                F.col(f"{prefix}.ledgerId"),
+                F.col(f"{prefix}.minEntryTsMs"),
+                F.col("cutoffMs"),
+            ),
+        )
+        .otherwise(
+            F.format_string(
+                "ledger %d: entry timestamps unknown (entries not stored) and not closed before the cutoff",
+                F.col(f"{prefix}.ledgerId"),
+            )
+        )
+    )
+    oldest = F.when(cls == "straddles_cutoff", F.col(f"{first_col}Ts")).otherwise(
+        F.col(f"{prefix}.minEntryTsMs")
+    )
+    return target, kind, detail, oldest
+
+
 def expiry_targets(subscriptions: DataFrame, stops: DataFrame, entries: DataFrame) -> DataFrame:
     """Per subscription: ``targetAcked`` (ordinal the cursor may move to; equal to ``acked`` = no move),
     ``stopKind`` and ``stopDetail`` saying what ended the run of expired entries, and the timestamp of the
@@ -214,47 +259,6 @@ def expiry_targets(subscriptions: DataFrame, stops: DataFrame, entries: DataFram
     frame = frame.join(first_unexpired(frame, entries, "s2", F.lit(0)), ["topic", "name"], "left")
 
     s_partial_all_expired = (F.col("s.ledgerClass") == "straddles_cutoff") & F.col("sFirstUnexpired").isNull()
-
-    def stop_at(prefix: str, first_col: str) -> tuple[Column, Column, Column, Column]:
-        cls = F.col(f"{prefix}.ledgerClass")
-        target = F.when(cls == "straddles_cutoff", F.col(f"{prefix}.startOrd") + F.col(first_col)).otherwise(
-            F.col(f"{prefix}.startOrd")
-        )
-        kind = (
-            F.when(cls == "straddles_cutoff", F.lit("unexpired_entry"))
-            .when(cls == "no_entry_before_cutoff", F.lit("ledger_not_expired"))
-            .otherwise(F.lit("timestamps_unknown"))
-        )
-        detail = (
-            F.when(
-                cls == "straddles_cutoff",
-                F.format_string(
-                    "entry %s has timestamp %d >= cutoff %d (not expired)",
-                    position_text(F.col(f"{prefix}.ledgerId"), F.col(first_col)),
-                    F.col(f"{first_col}Ts"),
-                    F.col("cutoffMs"),
-                ),
-            )
-            .when(
-                cls == "no_entry_before_cutoff",
-                F.format_string(
-                    "ledger %d: oldest entry timestamp %d >= cutoff %d",
-                    F.col(f"{prefix}.ledgerId"),
-                    F.col(f"{prefix}.minEntryTsMs"),
-                    F.col("cutoffMs"),
-                ),
-            )
-            .otherwise(
-                F.format_string(
-                    "ledger %d: entry timestamps unknown (entries not stored) and not closed before the cutoff",
-                    F.col(f"{prefix}.ledgerId"),
-                )
-            )
-        )
-        oldest = F.when(cls == "straddles_cutoff", F.col(f"{first_col}Ts")).otherwise(
-            F.col(f"{prefix}.minEntryTsMs")
-        )
-        return target, kind, detail, oldest
 
     t1, k1, d1, o1 = stop_at("s", "sFirstUnexpired")
     t2, k2, d2, o2 = stop_at("s2", "s2FirstUnexpired")

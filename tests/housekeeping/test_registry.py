@@ -227,3 +227,41 @@ def test_every_kind_is_declared_once_and_by_the_package_of_the_mechanisms_that_p
         assert package != SHARED or len(planners[name]) > 1, (
             f"{name} is declared as shared but one mechanism plans it"
         )
+
+
+# --- no function over 80 lines ---------------------------------------------------------------------------------
+
+MAX_FUNCTION_LINES = 80
+# A function that must be one piece says so in a comment right above its ``def`` containing this phrase.
+ONE_PIECE = "must be one piece"
+
+
+def _long_functions(source: str, limit: int = MAX_FUNCTION_LINES) -> list[str]:
+    """Functions longer than ``limit`` lines (decorators excluded) without a one-piece comment above them."""
+    lines = source.splitlines()
+    found = []
+    for node in ast.walk(ast.parse(source)):
+        if isinstance(node, ast.FunctionDef | ast.AsyncFunctionDef):
+            start = min([node.lineno, *(d.lineno for d in node.decorator_list)])
+            above = lines[start - 2] if start >= 2 else ""
+            if node.end_lineno - node.lineno + 1 > limit and ONE_PIECE not in above:
+                found.append(f"{node.name}:{node.lineno}")
+    return found
+
+
+def test_no_function_is_over_80_lines_unless_it_says_why():
+    offenders = {}
+    for root in (LIBRARY, SPARK_APPS):
+        for path in root.rglob("*.py"):
+            found = _long_functions(path.read_text(encoding="utf-8"))
+            if found:
+                offenders[str(path.relative_to(REPO))] = found
+    assert offenders == {}
+
+
+def test_the_length_detector_finds_a_long_function_and_honours_the_comment():
+    body = "".join(f"    x{i} = {i}\n" for i in range(3))
+    source = (
+        f"def short():\n    pass\n\n\n# this {ONE_PIECE}: why\ndef excused():\n{body}\n\ndef long():\n{body}"
+    )
+    assert _long_functions(source, limit=3) == ["long:12"]
