@@ -260,16 +260,8 @@ def ledger_facts(
     )
 
 
-def ledger_checks(
-    spark: SparkSession,
-    run: RunDir,
-    snapshot: dict,
-    files: LedgerFiles,
-    ledgers: DataFrame,
-    entry_checks: DataFrame,
-    actions: DataFrame,
-) -> DataFrame:
-    joined = ledger_facts(spark, run, snapshot, files, ledgers, entry_checks, actions)
+def ledger_checks(joined: DataFrame) -> DataFrame:
+    """Per rewritten ledger, each invariant as a boolean column, from its facts (``ledger_facts``)."""
     generation = F.coalesce(F.col("snapGeneration"), F.lit(0))
 
     def holds(condition: Column, name: str) -> Column:
@@ -458,7 +450,7 @@ def checks(spark, run_dir: str | Path, spec: Mechanism) -> list[CheckFrame]:
         ),
         CheckFrame(
             "rewritten_ledgers",
-            ledger_checks(spark, run, snapshot, files, ledgers, entry_checks, actions),
+            ledger_checks(ledger_facts(spark, run, snapshot, files, ledgers, entry_checks, actions)),
             must_be_true(*LEDGER_CHECKS),
         ),
         CheckFrame(

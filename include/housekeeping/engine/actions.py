@@ -22,7 +22,7 @@ from __future__ import annotations
 import enum
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, Protocol
 
 
 class Changes(enum.StrEnum):
@@ -195,3 +195,13 @@ class ActionKind:
         """An ``after_topics`` kind's change in its own transaction: (why it was skipped, None when done; the
         journal row's detail)."""
         raise NotImplementedError(f"{self.name} is not applied after the topics")
+
+
+class PlansActions(Protocol):
+    """What the apply engine asks of a mechanism (``housekeeping.engine.mechanism.Mechanism`` is one): its name and
+    the kinds its plans may hold. The engine needs nothing else, so it does not depend on the mechanism module."""
+
+    name: str
+    actions: tuple[ActionKind, ...]
+
+    def action(self, name: str, where: str = "the plan") -> ActionKind: ...

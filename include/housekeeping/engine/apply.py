@@ -26,14 +26,14 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from functools import cached_property
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from sqlalchemy import and_, select, update
 
 from housekeeping.core.actor import current_actor
 from housekeeping.core.errors import InputError
 from housekeeping.core.policies import BrokerConfig
-from housekeeping.engine.actions import TopicTally
+from housekeeping.engine.actions import PlansActions, TopicTally
 from housekeeping.engine.contract import ACTIONS, RunDir, read_json, read_run_info, write_json
 from housekeeping.engine.faults import checkpoint
 from housekeeping.engine.gate import require_passed_gate
@@ -43,9 +43,6 @@ from housekeeping.store.holds import current_hold
 from housekeeping.store.holds import describe as describe_hold
 from housekeeping.store.journal import begin_run, finish_run, journal, plan_rows
 from housekeeping.store.store import Store, write_transaction
-
-if TYPE_CHECKING:
-    from housekeeping.engine.mechanism import Mechanism
 
 
 @dataclass
@@ -73,7 +70,7 @@ class ApplyRun:
     store: Store
     run: RunDir
     info: dict[str, Any]
-    spec: Mechanism
+    spec: PlansActions
     run_id: str
     purge_grace_seconds: int
     actor: str
@@ -84,7 +81,7 @@ class ApplyRun:
         cls,
         store: Store,
         run_dir: str | Path,
-        spec: Mechanism,
+        spec: PlansActions,
         *,
         purge_grace_seconds: int,
         detail: dict[str, Any] | None = None,
@@ -219,7 +216,7 @@ class ApplyResult:
     per_namespace: dict[str, dict[str, int]] = field(default_factory=dict)
 
     @classmethod
-    def of(cls, run_id: str, spec: Mechanism) -> ApplyResult:
+    def of(cls, run_id: str, spec: PlansActions) -> ApplyResult:
         zero: dict[str, Any] = {}
         for kind in spec.actions:
             for key, value in kind.result_keys.items():
@@ -260,7 +257,7 @@ class ApplyResult:
         per_ns["topics"] += int(bool(tally.detail.get("topicDeleted")))
 
 
-def apply_plan(store: Store, run_dir: Path, spec: Mechanism, *, purge_grace_seconds: int) -> ApplyResult:
+def apply_plan(store: Store, run_dir: Path, spec: PlansActions, *, purge_grace_seconds: int) -> ApplyResult:
     """The shared Python apply of a checked plan: each topic's rows by their kinds, then the rows applied after
     every topic."""
     run = RunDir(run_dir)
