@@ -36,7 +36,13 @@ os.environ["PYSPARK_PYTHON"] = sys.executable
 os.environ["PYSPARK_DRIVER_PYTHON"] = sys.executable
 os.environ["PATH"] = f"{VENV_BIN}{os.pathsep}{os.environ.get('PATH', '')}"
 os.environ.setdefault("HOUSEKEEPING_SPARK_MASTER", "local[2]")
-for _name in ("HOUSEKEEPING_METADATA_URL", "HOUSEKEEPING_BROKER_CONF", "HOUSEKEEPING_STORE_ROOT"):
+for _name in (
+    "HOUSEKEEPING_METADATA_URL",
+    "HOUSEKEEPING_BROKER_CONF",
+    "HOUSEKEEPING_STORE_ROOT",
+    "HOUSEKEEPING_OFFLOAD_URL",
+    "HOUSEKEEPING_OFFLOAD_ENDPOINT_URL",
+):
     os.environ.pop(_name, None)
 
 
@@ -123,6 +129,40 @@ def metadata_backend(request, monkeypatch) -> str:
         url = request.getfixturevalue("postgres_server").create_database()
         monkeypatch.setenv("HOUSEKEEPING_METADATA_URL", url)
     return request.param
+
+
+@pytest.fixture(scope="session")
+def s3_server():
+    """A real S3 API server of this pytest worker (tests/s3_server.py: moto's server on loopback), stopped at the
+    end."""
+    from tests.s3_server import S3Server
+
+    server = S3Server.start()
+    yield server
+    server.stop()
+
+
+@pytest.fixture(params=["directory", pytest.param("s3", marks=pytest.mark.processes)])
+def object_tier(request, monkeypatch, tmp_path):
+    """Runs the test once per kind of object tier, chosen as users do (HOUSEKEEPING_OFFLOAD_URL): a directory (the
+    embedded default), then a fresh bucket on the real S3 API server with the standard AWS credentials in the
+    environment. Yields the ObjectTier; every store the test opens uses it."""
+    from housekeeping.store.tier import OFFLOAD_ENDPOINT_ENV, OFFLOAD_URL_ENV, tier_of_settings
+
+    if request.param == "s3":
+        from tests.s3_server import CREDENTIALS
+
+        server = request.getfixturevalue("s3_server")
+        for name, value in CREDENTIALS.items():
+            monkeypatch.setenv(name, value)
+        monkeypatch.setenv(OFFLOAD_URL_ENV, f"s3://{server.create_bucket()}/offloaded")
+        monkeypatch.setenv(OFFLOAD_ENDPOINT_ENV, server.endpoint_url)
+    else:
+        directory = tmp_path / "tier"
+        directory.mkdir()
+        monkeypatch.setenv(OFFLOAD_URL_ENV, str(directory))
+        monkeypatch.delenv(OFFLOAD_ENDPOINT_ENV, raising=False)
+    return tier_of_settings()
 
 
 def write_manifest(tmp_path: Path, document: dict, name: str = "manifest.json") -> Path:

@@ -18,6 +18,13 @@ from typing import Any
 
 from housekeeping.core.errors import InputError
 from housekeeping.core.names import is_system_topic_name
+from housekeeping.core.offload_policies import BROKER_DEFAULTS as OFFLOAD_BROKER_DEFAULTS
+from housekeeping.core.offload_policies import (
+    OffloadPolicy,
+    resolve_offload_policy,
+    validate_broker_offload,
+    validate_offload_policies,
+)
 
 MIB = 1024 * 1024
 # The retention source of a system topic without a topic-level retention (the gate checks it against the name).
@@ -61,6 +68,8 @@ BROKER_DEFAULTS: dict[str, Any] = {
     # This project makes them configurable under these names, with Pulsar's values as defaults.
     "housekeepingExpiryGuardMinimumBacklog": 1000,
     "housekeepingExpiryGuardAgeFactor": 1.5,
+    # Tiered storage (housekeeping.core.offload_policies): offload thresholds and the offload-deletion lag.
+    **OFFLOAD_BROKER_DEFAULTS,
 }
 
 
@@ -74,7 +83,9 @@ def _coerce(key: str, value: Any, source: str) -> Any:
             if text in ("true", "false"):
                 return text == "true"
             raise ValueError
-        if key == "brokerDeleteInactiveTopicsMaxInactiveDurationSeconds":
+        if default is None:  # an integer setting that is unset unless given
+            if isinstance(value, bool) or (isinstance(value, float) and not value.is_integer()):
+                raise ValueError
             return None if value in (None, "") else int(value)
         if isinstance(default, float):
             return float(value)
@@ -122,6 +133,7 @@ class BrokerConfig:
             )
         if self["housekeepingCompactedTombstoneGraceSeconds"] < 0:
             raise InputError(f"{where}: housekeepingCompactedTombstoneGraceSeconds must be >= 0")
+        validate_broker_offload(self.settings)
         if self["brokerServiceCompactionThresholdInBytes"] < 0:
             raise InputError(f"{where}: brokerServiceCompactionThresholdInBytes must be >= 0")
         if self["backlogQuotaDefaultRetentionPolicy"] not in BACKLOG_QUOTA_POLICIES:
@@ -213,6 +225,10 @@ POLICY_KEYS = (
     "compacted_retention",
     "compaction_threshold",
     "compacted_tombstone_grace_seconds",
+    "offload_policies",
+    "offload_threshold",
+    "offload_threshold_in_seconds",
+    "offload_deletion_lag_ms",
 )
 
 
@@ -280,6 +296,7 @@ def validate_policies(where: str, policies: Mapping[str, Any], retention_in_forc
     grace = policies.get("compacted_tombstone_grace_seconds")
     if grace is not None and (isinstance(grace, bool) or not isinstance(grace, int) or grace < 0):
         raise InputError(f"{where}: compacted_tombstone_grace_seconds={grace!r} must be an integer >= 0")
+    validate_offload_policies(where, policies, namespace_level=where.startswith("namespace"))
 
 
 @dataclass(frozen=True)
@@ -296,6 +313,7 @@ class EffectivePolicies:
     compacted_retention: RetentionPolicy | None
     compaction_threshold_bytes: int
     compacted_tombstone_grace_seconds: int = 0
+    offload: OffloadPolicy | None = None
 
     def to_json(self) -> dict[str, Any]:
         return asdict(self)
@@ -433,5 +451,8 @@ def resolve_policies(
         ),
         compacted_tombstone_grace_seconds=int(
             grace_value if grace_value is not None else broker["housekeepingCompactedTombstoneGraceSeconds"]
+        ),
+        offload=resolve_offload_policy(
+            topic_name, topic_policies, namespace_name, namespace_policies, broker.settings
         ),
     )

@@ -22,6 +22,10 @@
 | HOUSEKEEPING_APPROVAL_TOPICS      | (none)                           | ... deleting more topics                    |
 | HOUSEKEEPING_APPROVAL_CURSORS     | (none)                           | ... moving more cursors                     |
 | HOUSEKEEPING_APPROVAL_TIMEOUT_SECONDS | 86400                        | unanswered that long: rejected              |
+| HOUSEKEEPING_OFFLOAD_URL          | (none: no offloader)             | the object tier: s3://bucket/prefix or a    |
+|                                   |                                  | directory (housekeeping.store.tier)         |
+| HOUSEKEEPING_OFFLOAD_ENDPOINT_URL | (AWS)                            | the tier's S3 endpoint (MinIO, a test       |
+|                                   |                                  | server); credentials: the AWS chain         |
 
 A mechanism's own settings (GC's HOUSEKEEPING_MAX_DELETED_TOPIC_SHARE, key erasure's
 HOUSEKEEPING_ERASURE_GRACE_SECONDS) are :class:`Setting` declarations in its package; docs/deployment.md lists

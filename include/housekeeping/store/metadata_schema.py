@@ -17,6 +17,7 @@ from sqlalchemy import (
     String,
     Table,
     Text,
+    false,
 )
 
 NAME = 700  # persistent:// + three segments of at most 200 characters
@@ -65,6 +66,14 @@ ledgers = Table(
     Column("entries_stored", Boolean, nullable=False),
     # Which directory holds the entries (0: <ledgerId>, n: <ledgerId>.<n>); key erasure writes n + 1.
     Column("files_generation", BigInteger, nullable=False, server_default="0"),
+    # Tiered storage (Pulsar's OffloadContext; docs/store.md): the current or last offload attempt's UUID, written
+    # before its upload; complete once the upload was read back whole under that UUID; when completion was recorded
+    # (logical time: the offload-deletion lag counts from it); the local copy deleted (bookkeeperDeleted: the
+    # ledger stays listed and is read from the tier).
+    Column("offload_uuid", String(36), nullable=True),
+    Column("offload_complete", Boolean, nullable=False, server_default=false()),
+    Column("offloaded_at_ms", BigInteger, nullable=True),
+    Column("local_deleted", Boolean, nullable=False, server_default=false()),
 )
 
 cursors = Table(
@@ -118,6 +127,9 @@ pending_deletions = Table(
     Column("kind", String(20), nullable=False, server_default="ledger"),
     # The key-erasure run whose request covers these files: restore refuses them (an erased key never comes back).
     Column("erased_by", String(250), nullable=True),
+    # The tier object purge deletes with the local files (an offloaded ledger) or alone (an abandoned offload
+    # attempt's object: ``path`` is then empty).
+    Column("tier_key", Text, nullable=True),
     Index("ix_pending_status", "status", "purge_after_ms"),
     Index("ix_pending_deletions_topic", "topic", "status"),
 )

@@ -36,6 +36,7 @@ from housekeeping.core.policies import BrokerConfig, read_broker_conf
 from housekeeping.core.settings import Settings
 from housekeeping.store import metadata_schema as t
 from housekeeping.store.fs import prune_empty_dirs, remove_tree
+from housekeeping.store.tier import ObjectTier, object_key, tier_of_settings
 
 METADATA_URL_ENV = "HOUSEKEEPING_METADATA_URL"
 BROKER_CONF_ENV = "HOUSEKEEPING_BROKER_CONF"
@@ -335,6 +336,58 @@ class Store:
         if row is not None:
             layers.append((f"store {self.root} broker settings", json.loads(row[0])))
         return BrokerConfig.from_layers(*layers)
+
+    # --- the object tier ------------------------------------------------------------------------
+    _tier: ObjectTier | None = field(default=None, init=False, repr=False)
+    _tier_read: bool = field(default=False, init=False, repr=False)
+
+    @property
+    def tier(self) -> ObjectTier | None:
+        """The deployment's object tier (``HOUSEKEEPING_OFFLOAD_URL``); None: no offloader."""
+        if not self._tier_read:
+            self._tier, self._tier_read = tier_of_settings(), True
+        return self._tier
+
+    def require_tier(self, why: str) -> ObjectTier:
+        """The tier, for something that cannot be done without it (bad input naming what, otherwise)."""
+        if self.tier is None:
+            raise InputError(f"{why}: no object tier is configured (set HOUSEKEEPING_OFFLOAD_URL)")
+        return self.tier
+
+    def store_id(self) -> str:
+        """This store's identity (``store_settings.storeId``, made once and kept across loads)."""
+        import uuid
+
+        with write_transaction(self.engine) as conn:
+            row = conn.execute(
+                select(t.store_settings.c.value).where(t.store_settings.c.key == "storeId")
+            ).first()
+            if row is not None:
+                return json.loads(row[0])
+            made = str(uuid.uuid4())
+            conn.execute(t.store_settings.insert().values(key="storeId", value=json.dumps(made)))
+            return made
+
+    def tier_for_writing(self, why: str) -> ObjectTier:
+        """The tier, checked reachable and claimed for this store, before the first object is written."""
+        tier = self.require_tier(why)
+        tier.check()
+        tier.claim(self.store_id(), str(self.root))
+        return tier
+
+    def read_ledger_entries(self, row: Any, columns: list[str] | None = None) -> Any:
+        """A ``ledgers`` row's entries (Arrow table): the local copy, or the tier's when the local copy is gone
+        (``local_deleted``: an offloaded ledger whose local copy the offload-deletion lag removed)."""
+        from housekeeping.store.entries import read_ledger
+
+        if getattr(row, "local_deleted", False):
+            tier = self.require_tier(f"topic {row.topic} ledger {row.ledger_id} is only in the object tier")
+            return tier.read_ledger(object_key(row.topic, row.ledger_id, row.offload_uuid), columns)
+        ledger_dir = self.ledger_dir(row.topic, row.ledger_id, row.files_generation)
+        if not ledger_dir.is_dir():
+            raise InputError(f"topic {row.topic} ledger {row.ledger_id}: directory {ledger_dir} is missing")
+        table = read_ledger(ledger_dir)
+        return table.select(columns) if columns else table
 
     # --- files ----------------------------------------------------------------------------------
     @property

@@ -9,7 +9,6 @@ from typing import Any
 
 from sqlalchemy import select
 
-from housekeeping.core.errors import InputError
 from housekeeping.store import metadata_schema as t
 from housekeeping.store.manifest.model import MANIFEST_VERSION
 from housekeeping.store.store import Store, read_transaction
@@ -92,21 +91,29 @@ def _compacted_facts(row: Any) -> dict[str, Any]:
     }
 
 
+def _ledger_body(r: Any) -> dict[str, Any]:
+    """A ledger as stats-internal shows it (``offloaded``: its offload completed), with its offload context when an
+    offload was ever attempted."""
+    body: dict[str, Any] = {"ledgerId": r.ledger_id, "entries": r.entries, "size": r.size_bytes}
+    if r.closed_at_ms is not None:
+        body["timestamp"] = r.closed_at_ms
+    if r.offload_uuid is not None:
+        body["offloaded"] = bool(r.offload_complete)
+        body["offloadContext"] = {
+            "complete": bool(r.offload_complete),
+            **({"timestamp": r.offloaded_at_ms} if r.offloaded_at_ms is not None else {}),
+            "bookkeeperDeleted": bool(r.local_deleted),
+        }
+    return body
+
+
 def _topic_body(rows: _StoreRows, topic: Any) -> dict[str, Any]:
     """A topic in the manifest's shape (without its messages)."""
     body: dict[str, Any] = {}
     policies = json.loads(topic.policies)
     if policies:
         body["policies"] = policies
-    body["ledgers"] = [
-        {
-            "ledgerId": r.ledger_id,
-            "entries": r.entries,
-            "size": r.size_bytes,
-            **({"timestamp": r.closed_at_ms} if r.closed_at_ms is not None else {}),
-        }
-        for r in rows.ledgers.get(topic.name, [])
-    ]
+    body["ledgers"] = [_ledger_body(r) for r in rows.ledgers.get(topic.name, [])]
     body["cursors"] = {
         r.name: {
             "markDeletePosition": f"{r.mark_delete_ledger}:{r.mark_delete_entry}",
@@ -132,7 +139,7 @@ def _add_messages(store: Store, rows: _StoreRows, topic: Any, body: dict[str, An
             "entries": compacted.entries,
             "size": compacted.size_bytes,
             "compactedAt": compacted.compacted_as_of_ms,
-            "messages": _ledger_messages(store, topic.name, compacted.ledger_id, compacted.files_generation),
+            "messages": _ledger_messages(store, compacted),
         }
 
 
@@ -173,19 +180,15 @@ def _read_messages(store: Store, topic: str, ledger_rows: list) -> list[dict[str
     out: list[dict[str, Any]] = []
     for row in ledger_rows:
         if row.entries_stored and row.entries > 0:
-            out += _ledger_messages(store, topic, row.ledger_id, row.files_generation)
+            out += _ledger_messages(store, row)
     return out
 
 
-def _ledger_messages(store: Store, topic: str, ledger_id: int, generation: int) -> list[dict[str, Any]]:
-    """A ledger's entries as manifest messages (a compacted ledger's at their original positions)."""
-    from housekeeping.store.entries import read_ledger
-
-    ledger_dir = store.ledger_dir(topic, ledger_id, generation)
-    if not ledger_dir.is_dir():
-        raise InputError(f"topic {topic} ledger {ledger_id}: directory {ledger_dir} is missing")
+def _ledger_messages(store: Store, row: Any) -> list[dict[str, Any]]:
+    """A ledger's entries as manifest messages (a compacted ledger's at their original positions), read where the
+    ledger is: its local copy, or the object tier once the local copy is gone."""
     out: list[dict[str, Any]] = []
-    for rec in read_ledger(ledger_dir).to_pylist():
+    for rec in store.read_ledger_entries(row).to_pylist():
         message = {
             "ledgerId": rec["ledgerId"],
             "entryId": rec["entryId"],

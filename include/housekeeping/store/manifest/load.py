@@ -9,6 +9,7 @@ import json
 import os
 import uuid
 from collections.abc import Callable, Mapping
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -24,12 +25,14 @@ from housekeeping.store.manifest.model import (
     CompactedLedgerSpec,
     CursorSpec,
     LedgerSpec,
+    OffloadSpec,
     StoreContent,
     TopicSpec,
     compaction_horizon,
 )
 from housekeeping.store.manifest.validate import validate_content, validate_schema
 from housekeeping.store.store import LEDGERS_DIR, Store, migrate, write_transaction
+from housekeeping.store.tier import new_attempt_uuid, object_key, tier_of_settings
 
 
 def read_manifest(path: Path) -> dict[str, Any]:
@@ -65,10 +68,7 @@ def content_from_manifest(document: Mapping[str, Any], source: str) -> tuple[Sto
             TopicSpec(
                 name=name,
                 policies=dict(body.get("policies", {})),
-                ledgers=[
-                    LedgerSpec(ledger["ledgerId"], ledger["entries"], ledger["size"], ledger.get("timestamp"))
-                    for ledger in body["ledgers"]
-                ],
+                ledgers=[_ledger_spec(ledger) for ledger in body["ledgers"]],
                 cursors=cursors,
                 producers=body.get("producers", 0),
                 consumers=body.get("consumers", 0),
@@ -86,6 +86,28 @@ def content_from_manifest(document: Mapping[str, Any], source: str) -> tuple[Sto
         },
     )
     return content, messages
+
+
+def _ledger_spec(ledger: Mapping[str, Any]) -> LedgerSpec:
+    context = ledger.get("offloadContext")
+    offload = (
+        None
+        if context is None
+        else OffloadSpec(
+            complete=bool(context["complete"]),
+            offloaded_at_ms=context.get("timestamp"),
+            local_deleted=bool(context.get("bookkeeperDeleted", False)),
+        )
+    )
+    return LedgerSpec(
+        ledger["ledgerId"],
+        ledger["entries"],
+        ledger["size"],
+        ledger.get("timestamp"),
+        offload=offload,
+        offloaded=ledger.get("offloaded"),
+        offload_uuid=None if offload is None else new_attempt_uuid(),
+    )
 
 
 def _compacted_spec(body: Mapping[str, Any] | None) -> CompactedLedgerSpec | None:
@@ -128,10 +150,21 @@ def _entries_table(topic: str, rows: list[Mapping[str, Any]]) -> Any:
     )
 
 
-def _manifest_entries_writer(content: StoreContent, messages: dict[str, list]) -> Callable[[Store], None]:
-    """Check every topic's messages against its ledgers and return a writer for their Parquet files (the raw
-    ledgers' and the compacted ledger's, each in its own ledger directory)."""
+@dataclass
+class EntryWriters:
+    """What a load writes besides the metadata: the local ledger directories (into the staging store) and the
+    offloaded ledgers' tier objects (into the tier, before the metadata names them)."""
+
+    local: Callable[[Store], None]
+    tier: Callable[[Store], None] = lambda store: None
+
+
+def _manifest_entries_writer(content: StoreContent, messages: dict[str, list]) -> EntryWriters:
+    """Check every topic's messages against its ledgers and return the writers of their Parquet files (the raw
+    ledgers' and the compacted ledger's, each in its own ledger directory; an offloaded ledger's object in the
+    tier, under its attempt's UUID; no local copy when the context says it is deleted)."""
     tables: list[tuple[str, int, Any]] = []
+    objects: list[tuple[str, int, str, Any]] = []
     for topic in content.topics:
         topic_messages = messages.get(topic.name) or []
         if topic.compacted is not None:
@@ -164,15 +197,35 @@ def _manifest_entries_writer(content: StoreContent, messages: dict[str, list]) -
             timestamps = [_entry_timestamp(m) for m in rows]
             ledger.min_entry_ts_ms, ledger.max_entry_ts_ms = min(timestamps), max(timestamps)
             ledger.entries_stored = True
-            tables.append((topic.name, ledger.ledger_id, _entries_table(topic.name, rows)))
+            table = _entries_table(topic.name, rows)
+            offload = ledger.offload
+            if offload is not None and offload.complete:
+                assert ledger.offload_uuid is not None
+                objects.append((topic.name, ledger.ledger_id, ledger.offload_uuid, table))
+            if offload is None or not offload.local_deleted:
+                tables.append((topic.name, ledger.ledger_id, table))
+    if objects and tier_of_settings() is None:
+        topic_name, ledger_id, _, _ = objects[0]
+        raise InputError(
+            f"topic {topic_name} ledger {ledger_id} is offloaded (offloadContext.complete) and its messages are "
+            "given: loading them needs the object tier (set HOUSEKEEPING_OFFLOAD_URL), or leave the messages out "
+            "to load the metadata only"
+        )
 
-    def write(staging: Store) -> None:
+    def write_local(staging: Store) -> None:
         from housekeeping.store.entries import write_ledger
 
         for topic_name, ledger_id, table in tables:
             write_ledger(staging.ledger_dir(topic_name, ledger_id), table)
 
-    return write
+    def write_tier(store: Store) -> None:
+        if not objects:
+            return
+        tier = store.tier_for_writing("loading offloaded ledgers")
+        for topic_name, ledger_id, attempt, table in objects:
+            tier.write_ledger(object_key(topic_name, ledger_id, attempt), table)
+
+    return EntryWriters(write_local, write_tier)
 
 
 def _check_compacted_against_raw(topic: TopicSpec, raw_messages: list[Mapping[str, Any]]) -> None:
@@ -230,8 +283,8 @@ def load_manifest(store_root: Path, manifest_path: Path, metadata_url: str | Non
     document = read_manifest(manifest_path)
     content, messages = content_from_manifest(document, str(manifest_path))
     validate_content(content)
-    writer = _manifest_entries_writer(content, messages)
-    return write_store(store_root, content, writer, metadata_url)
+    writers = _manifest_entries_writer(content, messages)
+    return write_store(store_root, content, writers.local, metadata_url, write_tier=writers.tier)
 
 
 def write_store(
@@ -239,10 +292,14 @@ def write_store(
     content: StoreContent,
     write_entries: Callable[[Store], None],
     metadata_url: str | None = None,
+    *,
+    write_tier: Callable[[Store], None] | None = None,
 ) -> Store:
     """Create or replace a store from validated content (callers run ``validate_content`` first, so its
-    errors come before anything else). Entries are staged first; the metadata is replaced in one transaction;
-    only then is the ledger tree swapped in. A failure before the commit leaves the old store as it was."""
+    errors come before anything else). Entries are staged first and offloaded ledgers' objects uploaded
+    (``write_tier``); the metadata is replaced in one transaction; only then is the ledger tree swapped in. A
+    failure before the commit leaves the old store as it was (an object uploaded before it is named by no row:
+    the store scrub finds it)."""
     root = Path(store_root).expanduser().resolve()
     root.mkdir(parents=True, exist_ok=True)
     if not os.access(root, os.W_OK):
@@ -254,7 +311,10 @@ def write_store(
         write_entries(staging)
         store = Store.open(root, metadata_url, must_exist=False)
         migrate(store.engine)
-        _replace_metadata(store, content)
+        store_id = store.store_id()  # kept across loads: the tier the store claimed stays its own
+        if write_tier is not None:
+            write_tier(store)
+        _replace_metadata(store, content, store_id)
         old = root / f".old-ledgers-{uuid.uuid4().hex}"
         if store.ledgers_root.exists():
             os.replace(store.ledgers_root, old)
@@ -287,17 +347,17 @@ REPLACED_TABLES = (
 BATCH = 5000  # rows per INSERT: bounded statements at benchmark sizes
 
 
-def _replace_metadata(store: Store, content: StoreContent) -> None:
-    """The whole metadata replaced by the content's, in one transaction."""
+def _replace_metadata(store: Store, content: StoreContent, store_id: str) -> None:
+    """The whole metadata replaced by the content's, in one transaction (the store's identity kept)."""
     with write_transaction(store.engine) as conn:
         for table in REPLACED_TABLES:
             conn.execute(delete(table))
-        for table, rows in _metadata_rows(content):
+        for table, rows in _metadata_rows(content, store_id):
             for start in range(0, len(rows), BATCH):
                 conn.execute(insert(table), rows[start : start + BATCH])
 
 
-def _metadata_rows(content: StoreContent) -> list[tuple[Any, list[dict[str, Any]]]]:
+def _metadata_rows(content: StoreContent, store_id: str) -> list[tuple[Any, list[dict[str, Any]]]]:
     """Each table's rows of the content, parents first."""
     topics = content.topics
     return [
@@ -306,6 +366,7 @@ def _metadata_rows(content: StoreContent) -> list[tuple[Any, list[dict[str, Any]
             [
                 {"key": "broker", "value": json.dumps(content.broker, sort_keys=True)},
                 {"key": "manifestVersion", "value": json.dumps(MANIFEST_VERSION)},
+                {"key": "storeId", "value": json.dumps(store_id)},
             ],
         ),
         (
@@ -355,6 +416,10 @@ def _ledger_row(topic: TopicSpec, ledger: LedgerSpec) -> dict[str, Any]:
         "min_entry_ts_ms": ledger.min_entry_ts_ms,
         "max_entry_ts_ms": ledger.max_entry_ts_ms,
         "entries_stored": ledger.entries_stored,
+        "offload_uuid": ledger.offload_uuid,
+        "offload_complete": bool(ledger.offload and ledger.offload.complete),
+        "offloaded_at_ms": ledger.offload.offloaded_at_ms if ledger.offload else None,
+        "local_deleted": bool(ledger.offload and ledger.offload.local_deleted),
     }
 
 

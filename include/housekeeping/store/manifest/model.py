@@ -11,6 +11,17 @@ from housekeeping.core.names import COMPACTION_SUBSCRIPTION, TopicName
 MANIFEST_VERSION = 1
 
 
+@dataclass(frozen=True)
+class OffloadSpec:
+    """A ledger's offload context as a cluster has it (the manifest's ``offloadContext``): complete, when
+    completion was recorded (None: not known, so the offload-deletion lag never fires for it), and whether the
+    local copy is deleted (Pulsar's ``bookkeeperDeleted``). Its attempt's UUID is made by the load."""
+
+    complete: bool
+    offloaded_at_ms: int | None = None
+    local_deleted: bool = False
+
+
 @dataclass
 class LedgerSpec:
     ledger_id: int
@@ -20,6 +31,9 @@ class LedgerSpec:
     min_entry_ts_ms: int | None = None
     max_entry_ts_ms: int | None = None
     entries_stored: bool = False
+    offload: OffloadSpec | None = None
+    offloaded: bool | None = None  # stats-internal's flag as the manifest gave it (checked against offload)
+    offload_uuid: str | None = None  # the attempt's UUID, made by the load (or the generator)
 
 
 @dataclass

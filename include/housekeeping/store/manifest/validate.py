@@ -12,7 +12,7 @@ from housekeeping.core.errors import InputError
 from housekeeping.core.names import COMPACTION_SUBSCRIPTION, NamespaceName, TopicName
 from housekeeping.core.policies import BrokerConfig, RetentionPolicy, resolve_policies, validate_policies
 from housekeeping.core.positions import format_position
-from housekeeping.store.manifest.model import StoreContent, TopicSpec, last_position
+from housekeeping.store.manifest.model import LedgerSpec, StoreContent, TopicSpec, last_position
 
 
 def _schema() -> dict[str, Any]:
@@ -130,6 +130,45 @@ def _validate_ledgers(topic: TopicSpec) -> None:
             raise InputError(
                 f"{where}: only the last (current) ledger may lack a close timestamp; closed ledgers need one"
             )
+        _validate_offload(where, ledger, is_last)
+
+
+def _validate_offload(where: str, ledger: LedgerSpec, is_last: bool) -> None:
+    """A ledger's offload context as Pulsar can have it: never on the current ledger, ``offloaded`` (stats-internal)
+    equal to ``complete``, the local copy deleted only after a completed offload, completed after the ledger
+    closed."""
+    spec = ledger.offload
+    if ledger.offloaded and spec is None:
+        raise InputError(f"{where}: offloaded is true but offloadContext is missing (complete, timestamp)")
+    if spec is None:
+        return
+    if is_last:
+        raise InputError(
+            f"{where}: the current (open) ledger is never offloaded; it cannot have an offloadContext"
+        )
+    if ledger.offloaded is not None and ledger.offloaded != spec.complete:
+        raise InputError(
+            f"{where}: offloaded={str(ledger.offloaded).lower()} contradicts offloadContext.complete="
+            f"{str(spec.complete).lower()} (stats-internal's offloaded is the context's complete)"
+        )
+    if spec.local_deleted and not spec.complete:
+        raise InputError(
+            f"{where}: offloadContext.bookkeeperDeleted needs complete=true (a local copy is deleted only after the "
+            "offload completed)"
+        )
+    if not spec.complete and spec.offloaded_at_ms is not None:
+        raise InputError(
+            f"{where}: offloadContext.timestamp is when an offload completed; this one is not complete"
+        )
+    if (
+        spec.offloaded_at_ms is not None
+        and ledger.closed_at_ms is not None
+        and spec.offloaded_at_ms < ledger.closed_at_ms
+    ):
+        raise InputError(
+            f"{where}: offloadContext.timestamp {spec.offloaded_at_ms} is before the ledger closed "
+            f"({ledger.closed_at_ms}); a ledger is offloaded after it closes"
+        )
 
 
 def _validate_cursors(topic: TopicSpec) -> None:

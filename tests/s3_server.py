@@ -1,0 +1,94 @@
+"""A real S3 API server for the tests: moto's server (`moto_server`, PyPI `moto[server]`) on a free loopback port,
+started and stopped by the test session. The object tier talks to it over HTTP through pyarrow.fs exactly as it
+would talk to S3 or MinIO; the tests only use boto3 to set up and inspect buckets.
+
+Each test that asks gets a fresh bucket. Credentials are dummy values set in the environment (the standard AWS
+chain the tier reads), never in a URL."""
+
+from __future__ import annotations
+
+import os
+import signal
+import socket
+import subprocess
+import sys
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from tests.pg_server import free_port
+
+CREDENTIALS = {"AWS_ACCESS_KEY_ID": "testing", "AWS_SECRET_ACCESS_KEY": "testing", "AWS_REGION": "us-east-1"}
+
+
+@dataclass
+class S3Server:
+    port: int
+    process: subprocess.Popen
+    _buckets: int = field(default=0, init=False)
+
+    @classmethod
+    def start(cls, wait_s: float = 60) -> S3Server:
+        port = free_port()
+        moto = Path(sys.executable).with_name("moto_server")
+        process = subprocess.Popen(
+            [str(moto), "-H", "127.0.0.1", "-p", str(port)],
+            stdout=subprocess.DEVNULL,
+            stderr=subprocess.DEVNULL,
+            start_new_session=True,
+        )
+        server = cls(port, process)
+        server.wait_listening(wait_s)
+        return server
+
+    def wait_listening(self, wait_s: float = 60) -> None:
+        deadline = time.monotonic() + wait_s
+        while time.monotonic() < deadline:
+            if self.process.poll() is not None:
+                raise RuntimeError(f"moto_server exited with {self.process.returncode}")
+            with socket.socket() as probe:
+                if probe.connect_ex(("127.0.0.1", self.port)) == 0:
+                    return
+            time.sleep(0.1)
+        raise RuntimeError(f"moto_server did not listen on port {self.port} within {wait_s} s")
+
+    @property
+    def endpoint_url(self) -> str:
+        return f"http://127.0.0.1:{self.port}"
+
+    def client(self):
+        import boto3
+
+        return boto3.client(
+            "s3",
+            endpoint_url=self.endpoint_url,
+            aws_access_key_id=CREDENTIALS["AWS_ACCESS_KEY_ID"],
+            aws_secret_access_key=CREDENTIALS["AWS_SECRET_ACCESS_KEY"],
+            region_name=CREDENTIALS["AWS_REGION"],
+        )
+
+    def create_bucket(self, prefix: str = "tier") -> str:
+        self._buckets += 1
+        name = f"{prefix}-{os.getpid()}-{self._buckets}"
+        self.client().create_bucket(Bucket=name)
+        return name
+
+    def keys(self, bucket: str) -> list[str]:
+        pages = self.client().get_paginator("list_objects_v2").paginate(Bucket=bucket)
+        return sorted(item["Key"] for page in pages for item in page.get("Contents", []))
+
+    def pause(self) -> None:
+        """Stop answering (SIGSTOP): requests time out as with a server that went away mid-run."""
+        os.killpg(self.process.pid, signal.SIGSTOP)
+
+    def resume(self) -> None:
+        os.killpg(self.process.pid, signal.SIGCONT)
+
+    def stop(self) -> None:
+        if self.process.poll() is None:
+            os.killpg(self.process.pid, signal.SIGCONT)
+            os.killpg(self.process.pid, signal.SIGTERM)
+            try:
+                self.process.wait(timeout=10)
+            except subprocess.TimeoutExpired:
+                os.killpg(self.process.pid, signal.SIGKILL)
