@@ -274,12 +274,60 @@ def cursor_positions(store) -> dict[tuple[str, str], str]:
     }
 
 
+# The offload columns of a store that never offloaded (no object tier, no offload context): what a planner's unit
+# test means when it leaves them out.
+NEVER_OFFLOADED = {
+    "ledgers": {"offloadAttempted": False, "offloadComplete": False, "localDeleted": False},
+    "topics": {
+        "offloader": False,
+        "offloadThresholdBytes": -1,
+        "offloadThresholdSeconds": -1,
+        "offloadDeletionLagMs": 14_400_000,
+        "offloadPolicyDescription": "offload disabled",
+    },
+}
+
+
+def topic_row(topic: str, **columns) -> dict:
+    """A snapshot topics row of a plain topic (no retention, no TTL, no quota, no offload) with ``columns`` over it:
+    what a planner's unit test varies."""
+    from housekeeping.core.names import TopicName
+
+    name = TopicName.parse(topic)
+    return {
+        "topic": topic,
+        "namespace": str(name.namespace_name),
+        "tenant": name.tenant,
+        "isSystemTopic": False,
+        "version": 1,
+        "producers": 0,
+        "consumers": 0,
+        "retentionTimeMs": -1,
+        "retentionSizeBytes": -1,
+        "retentionSource": "test",
+        "retentionDescription": "test",
+        "messageTtlSeconds": 0,
+        "messageTtlSource": "broker",
+        "sizeQuotaLimitBytes": -1,
+        "sizeQuotaPolicy": "producer_request_hold",
+        "timeQuotaLimitSeconds": -1,
+        "timeQuotaPolicy": "producer_request_hold",
+        "policies": "{}",
+        **NEVER_OFFLOADED["topics"],
+        **columns,
+    }
+
+
 def contract_frame(spark, table, rows: list[dict]):
     """A DataFrame of a contract table (``housekeeping.engine.contract``) from rows given by column name: a column left
-    out is null, a name the table does not have is an error (never positional tuples)."""
+    out is null (the offload columns: a store that never offloaded, NEVER_OFFLOADED), a name the table does not have
+    is an error (never positional tuples)."""
     from spark_apps.shared.io import schema
 
-    return spark.createDataFrame([tuple(table.row(row).values()) for row in rows], schema(table))
+    defaults = NEVER_OFFLOADED.get(table.name, {})
+    return spark.createDataFrame(
+        [tuple(table.row({**defaults, **row}).values()) for row in rows], schema(table)
+    )
 
 
 def iso(ms: int) -> str:

@@ -1,6 +1,6 @@
 """Gate mutants: a valid plan rewritten as a buggy planner or a hand-edited plan would write it must be blocked by
 the expectation that re-derives the broken invariant, and apply must refuse it with nothing changed. Used by
-tests/gc/test_gate_mutations.py and tests/backlog/test_gate_mutations.py (trim: tests/trim/test_gate.py; expiry:
+tests/gc/test_gate_mutations.py, tests/backlog/test_gate_mutations.py and tests/offload/test_gate.py (trim: tests/trim/test_gate.py; expiry:
 tests/expiry/test_plan.py; compaction: tests/compaction/test_scenarios.py; holds: tests/e2e/test_holds_and_journal.py)."""
 
 from __future__ import annotations
@@ -67,7 +67,7 @@ def mutate_and_check(planned: tuple[Store, Path], mechanism: str, edit: Callable
     part = next((run_dir / "plan" / "actions").glob("part-*"))
     original = part.read_text()
     rows = [json.loads(line) for line in original.splitlines()]
-    assert any(r["action"] in ("delete_topic", "move_cursor") for r in rows), f"{mechanism} plan is empty"
+    assert rows, f"{mechanism} plan is empty"
     before = export_manifest(store)
     from housekeeping.mechanisms.steps import local_spark
 

@@ -6,6 +6,7 @@ from sqlalchemy import select
 
 from housekeeping.store import metadata_schema as t
 from housekeeping.store.store import LEDGER_DIR_NAME, Store, read_transaction
+from housekeeping.store.tier import object_key
 
 
 def _ledger_dirs(store: Store) -> set[str]:
@@ -20,33 +21,53 @@ def _ledger_dirs(store: Store) -> set[str]:
 def assert_no_orphans_and_no_dangling_metadata(store: Store) -> None:
     """No file under ledgers/ that the metadata does not know (ledger list, compacted ledgers, pending
     deletions, each at its files generation); no stored ledger or current compacted ledger whose files are
-    missing."""
+    missing (a ledger whose local copy is deleted: in the tier). With an object tier: no object that no ledger row
+    (its attempt) and no pending deletion names, and every completed offload's object there."""
     with read_transaction(store.engine) as conn:
-        ledgers = {
-            (r.topic, r.ledger_id, r.files_generation): r.entries_stored
-            for r in conn.execute(select(t.ledgers))
-        }
+        ledger_rows = list(conn.execute(select(t.ledgers)))
         compacted = {
             (r.topic, r.ledger_id, r.files_generation): r.status
             for r in conn.execute(select(t.compacted_ledgers))
         }
-        pending = {
-            r.path
-            for r in conn.execute(
-                select(t.pending_deletions).where(t.pending_deletions.c.status == "pending")
-            )
-        }
+        pending_rows = list(
+            conn.execute(select(t.pending_deletions).where(t.pending_deletions.c.status == "pending"))
+        )
+    ledgers = {(r.topic, r.ledger_id, r.files_generation): r for r in ledger_rows}
+    pending = {r.path for r in pending_rows if r.path}
     known = {store.ledger_rel_path(*key) for key in [*ledgers, *compacted]} | pending
     on_disk = _ledger_dirs(store)
     assert on_disk <= known, (
         f"orphan ledger directories (no metadata knows them): {sorted(on_disk - known)[:5]}"
     )
-    for key, stored in ledgers.items():
-        if stored:
+    for key, row in ledgers.items():
+        if row.entries_stored and not row.local_deleted:
             assert any(store.ledger_dir(*key).glob("*.parquet")), f"{key} file missing"
     for key, status in compacted.items():
         if status == "current":
             assert any(store.ledger_dir(*key).glob("*.parquet")), f"compacted {key}"
+    _assert_tier_matches(store, ledger_rows, pending_rows)
+
+
+def _assert_tier_matches(store: Store, ledger_rows: list, pending_rows: list) -> None:
+    if store.tier is None:
+        assert not any(r.local_deleted for r in ledger_rows), (
+            "a local copy is deleted but no tier is configured"
+        )
+        return
+    objects = {o.key for o in store.tier.list_objects()}
+    named = {
+        object_key(r.topic, r.ledger_id, r.offload_uuid)
+        for r in ledger_rows
+        if r.offload_uuid and r.entries_stored
+    }
+    known = named | {r.tier_key for r in pending_rows if r.tier_key}
+    assert objects <= known, f"orphan tier objects (no metadata knows them): {sorted(objects - known)[:5]}"
+    for r in ledger_rows:
+        if r.offload_complete and r.entries_stored:
+            key = object_key(r.topic, r.ledger_id, r.offload_uuid)
+            assert key in objects, (
+                f"{r.topic} ledger {r.ledger_id}: its offload is complete but {key} is missing"
+            )
 
 
 def store_state(store: Store) -> dict:

@@ -53,8 +53,9 @@ from spark_apps.shared.io import (
     write_summary,
     write_table,
 )
+from spark_apps.shared.plan_app import parse_plan_args, plan_main
 from spark_apps.shared.positions import position_text
-from spark_apps.shared.session import get_spark, materialize, run_scoped_cache
+from spark_apps.shared.session import materialize, run_scoped_cache
 
 TOPIC_RESULT_SCHEMA = "topic string, result string"
 
@@ -104,11 +105,7 @@ RESULT_SCHEMA = T.StructType(
 
 
 def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
-    parser = argparse.ArgumentParser(description="Plan backlog-quota enforcement for one run's snapshot.")
-    parser.add_argument(
-        "--run-dir", required=True, help="run directory holding snapshot/; plan/ is written there"
-    )
-    return parser.parse_args(argv)
+    return parse_plan_args("Plan backlog-quota enforcement for one run's snapshot.", argv)
 
 
 def _plan_group(frame: pd.DataFrame) -> pd.DataFrame:
@@ -487,7 +484,4 @@ def run(spark, run_dir: str | Path) -> dict:
 
 
 def main(argv: list[str] | None = None) -> int:
-    args = parse_args(argv)
-    spark = get_spark("housekeeping-plan-backlog")
-    print(json.dumps(run(spark, args.run_dir), sort_keys=True))
-    return 0
+    return plan_main("backlog", run, parse_args(argv))

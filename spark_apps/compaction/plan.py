@@ -32,7 +32,6 @@ driver but per-topic metadata and counts.
 from __future__ import annotations
 
 import argparse
-import json
 from pathlib import Path
 
 from pyspark.sql import Column, DataFrame, Window
@@ -49,18 +48,15 @@ from housekeeping.mechanisms.compaction.tables import (
 from spark_apps.compaction.entries import read_compaction_input, topic_inputs
 from spark_apps.shared.holds import keep_held
 from spark_apps.shared.io import LedgerFiles, read_snapshot, write_summary, write_table
+from spark_apps.shared.plan_app import parse_plan_args, plan_main
 from spark_apps.shared.positions import position_key, position_text
-from spark_apps.shared.session import get_spark, materialize, run_scoped_cache
+from spark_apps.shared.session import materialize, run_scoped_cache
 
 DECISIONS = ("kept", "superseded", "tombstoned", "expired_time", "expired_size", "keyless_dropped")
 
 
 def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
-    parser = argparse.ArgumentParser(description="Plan topic compaction for one run's snapshot.")
-    parser.add_argument(
-        "--run-dir", required=True, help="run directory holding snapshot/; plan/ is written there"
-    )
-    return parser.parse_args(argv)
+    return parse_plan_args("Plan topic compaction for one run's snapshot.", argv)
 
 
 def _compaction_cursor(cursors: DataFrame) -> DataFrame:
@@ -478,8 +474,4 @@ def run(spark, run_dir: str | Path) -> dict:
 
 
 def main(argv: list[str] | None = None) -> int:
-    args = parse_args(argv)
-    spark = get_spark("housekeeping-plan-compaction")
-    summary = run(spark, args.run_dir)
-    print(json.dumps(summary, sort_keys=True))
-    return 0
+    return plan_main("compaction", run, parse_args(argv))

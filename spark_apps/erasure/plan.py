@@ -27,7 +27,6 @@ Writes:
 from __future__ import annotations
 
 import argparse
-import json
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -51,7 +50,8 @@ from spark_apps.shared.io import (
     write_summary,
     write_table,
 )
-from spark_apps.shared.session import get_spark, materialize, run_scoped_cache
+from spark_apps.shared.plan_app import parse_plan_args, plan_main
+from spark_apps.shared.session import materialize, run_scoped_cache
 from spark_apps.shared.topic_names import topic_name_facts
 
 KEY_COLUMNS = entry_columns("ledgerId", "entryId", "key", "size")
@@ -62,11 +62,7 @@ FILES_SCHEMA = (
 
 
 def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
-    parser = argparse.ArgumentParser(description="Plan key erasure for one run's snapshot.")
-    parser.add_argument(
-        "--run-dir", required=True, help="run directory holding snapshot/; plan/ is written there"
-    )
-    return parser.parse_args(argv)
+    return parse_plan_args("Plan key erasure for one run's snapshot.", argv)
 
 
 def covering(requests: DataFrame, names: DataFrame) -> DataFrame:
@@ -526,8 +522,4 @@ def _summary(ledger_table: list[dict], pending: list, decisions: list) -> dict:
 
 
 def main(argv: list[str] | None = None) -> int:
-    args = parse_args(argv)
-    spark = get_spark("housekeeping-plan-erasure")
-    summary = run(spark, args.run_dir)
-    print(json.dumps(summary, sort_keys=True))
-    return 0
+    return plan_main("erasure", run, parse_args(argv))

@@ -23,7 +23,6 @@ The rule, per subscription (PULSAR_SEMANTICS.md section 2):
 from __future__ import annotations
 
 import argparse
-import json
 from pathlib import Path
 
 from pyspark.sql import DataFrame
@@ -54,16 +53,13 @@ from spark_apps.shared.io import (
     write_summary,
     write_table,
 )
+from spark_apps.shared.plan_app import parse_plan_args, plan_main
 from spark_apps.shared.positions import position_text
-from spark_apps.shared.session import get_spark, materialize, run_scoped_cache
+from spark_apps.shared.session import materialize, run_scoped_cache
 
 
 def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
-    parser = argparse.ArgumentParser(description="Plan message expiry (TTL) for one run's snapshot.")
-    parser.add_argument(
-        "--run-dir", required=True, help="run directory holding snapshot/; plan/ is written there"
-    )
-    return parser.parse_args(argv)
+    return parse_plan_args("Plan message expiry (TTL) for one run's snapshot.", argv)
 
 
 def guard_candidates(subs: DataFrame, min_backlog: int) -> DataFrame:
@@ -303,7 +299,4 @@ def run(spark, run_dir: str | Path) -> dict:
 
 
 def main(argv: list[str] | None = None) -> int:
-    args = parse_args(argv)
-    spark = get_spark("housekeeping-plan-expiry")
-    print(json.dumps(run(spark, args.run_dir), sort_keys=True))
-    return 0
+    return plan_main("expiry", run, parse_args(argv))

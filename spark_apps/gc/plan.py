@@ -29,7 +29,6 @@ still exists (Pulsar's ``tryToDeletePartitionedMetadata`` runs after a partition
 from __future__ import annotations
 
 import argparse
-import json
 from pathlib import Path
 
 from pyspark.sql import Column, DataFrame
@@ -40,18 +39,15 @@ from housekeeping.mechanisms.gc.actions import DELETE_PARTITIONED_METADATA, DELE
 from housekeeping.mechanisms.gc.tables import GC_DECISIONS
 from spark_apps.shared.holds import keep_held
 from spark_apps.shared.io import action_rows, read_snapshot, write_summary, write_table
-from spark_apps.shared.session import get_spark, materialize, run_scoped_cache
+from spark_apps.shared.plan_app import parse_plan_args, plan_main
+from spark_apps.shared.session import materialize, run_scoped_cache
 
 NO_SUBSCRIPTIONS = "delete_when_no_subscriptions"
 CAUGHT_UP = "delete_when_subscriptions_caught_up"
 
 
 def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
-    parser = argparse.ArgumentParser(description="Plan inactive-topic GC for one run's snapshot.")
-    parser.add_argument(
-        "--run-dir", required=True, help="run directory holding snapshot/; plan/ is written there"
-    )
-    return parser.parse_args(argv)
+    return parse_plan_args("Plan inactive-topic GC for one run's snapshot.", argv)
 
 
 def _iso(ms: Column) -> Column:
@@ -371,8 +367,4 @@ def run(spark, run_dir: str | Path) -> dict:
 
 
 def main(argv: list[str] | None = None) -> int:
-    args = parse_args(argv)
-    spark = get_spark("housekeeping-plan-gc")
-    summary = run(spark, args.run_dir)
-    print(json.dumps(summary, sort_keys=True))
-    return 0
+    return plan_main("gc", run, parse_args(argv))

@@ -21,7 +21,6 @@ The rule, per topic (PULSAR_SEMANTICS.md section 1):
 from __future__ import annotations
 
 import argparse
-import json
 from pathlib import Path
 
 from pyspark.sql import Column, DataFrame, Window
@@ -33,16 +32,13 @@ from housekeeping.mechanisms.trim.actions import DELETE_LEDGER
 from housekeeping.mechanisms.trim.tables import TRIM_DECISIONS
 from spark_apps.shared.holds import keep_held
 from spark_apps.shared.io import action_rows, read_snapshot, write_summary, write_table
+from spark_apps.shared.plan_app import parse_plan_args, plan_main
 from spark_apps.shared.positions import position_text
-from spark_apps.shared.session import get_spark, materialize, run_scoped_cache
+from spark_apps.shared.session import materialize, run_scoped_cache
 
 
 def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
-    parser = argparse.ArgumentParser(description="Plan consumed-ledger trim for one run's snapshot.")
-    parser.add_argument(
-        "--run-dir", required=True, help="run directory holding snapshot/; plan/ is written there"
-    )
-    return parser.parse_args(argv)
+    return parse_plan_args("Plan consumed-ledger trim for one run's snapshot.", argv)
 
 
 def durable_bounds(ledgers: DataFrame, cursors: DataFrame) -> DataFrame:
@@ -397,8 +393,4 @@ def run(spark, run_dir: str | Path) -> dict:
 
 
 def main(argv: list[str] | None = None) -> int:
-    args = parse_args(argv)
-    spark = get_spark("housekeeping-plan-trim")
-    summary = run(spark, args.run_dir)
-    print(json.dumps(summary, sort_keys=True))
-    return 0
+    return plan_main("trim", run, parse_args(argv))

@@ -67,7 +67,13 @@ ERASURE_POINTS = [
 
 
 def test_every_fault_point_is_exercised_here():
-    exercised = {p.split("@")[0] for p in TRIM_POINTS + PURGE_POINTS + COMPACTION_POINTS + ERASURE_POINTS}
+    """Here and in tests/e2e/test_tier_faults.py (the object tier's points)."""
+    from tests.e2e.test_tier_faults import OFFLOAD_POINTS, TIER_PURGE_POINTS
+
+    points = (
+        TRIM_POINTS + PURGE_POINTS + COMPACTION_POINTS + ERASURE_POINTS + OFFLOAD_POINTS + TIER_PURGE_POINTS
+    )
+    exercised = {p.split("@")[0] for p in points}
     assert exercised == set(fault_points())  # the engine's and every mechanism's
     assert len(fault_points()) >= 8
 

@@ -3,7 +3,7 @@ LocalExecutor) with this project's DAGs, their Spark steps on a Spark Connect se
 them) and a generated store; Airflow's database and the store's metadata are both on the real PostgreSQL server
 the suite starts.
 
-- A real browser (Debian's headless Chromium driven by Playwright) logs in, sees the five DAGs and each one's
+- A real browser (Debian's headless Chromium driven by Playwright) logs in, sees every DAG and each one's
   docs, opens the trim DAG's trigger form, sees its params, triggers a dry run and sees it succeed; nothing in
   the store changes. Screenshots: test-output/ui/ (kept after the run, to look at).
 - `airflow backfill create` over past dates of the trim DAG: the scheduler runs them (Spark Connect, Great
@@ -51,6 +51,8 @@ DAG_IDS = [
     "compacted_ledger_retention",
     "consumed_ledger_trim",
     "inactive_topic_gc",
+    "key_erasure",
+    "ledger_offload",
     "message_expiry",
     "policy_what_if",
     "storage_report",

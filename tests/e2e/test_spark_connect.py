@@ -57,7 +57,7 @@ def _verdict(run_dir: Path) -> list[tuple]:
 @pytest.mark.runs
 @pytest.mark.parametrize("mechanism", mechanism_names())
 def test_the_plan_and_the_gate_on_spark_connect_equal_the_classic_session(
-    mechanism, spark, spark_connect_server, tmp_path
+    mechanism, spark, spark_connect_server, tmp_path, monkeypatch
 ):
     """One snapshot, copied: the classic in-process session plans and gates one copy, the DAG operator's Spark
     Connect launch (plain Python, SPARK_REMOTE, the server's executors) the other. Every action, blocker and
@@ -67,6 +67,9 @@ def test_the_plan_and_the_gate_on_spark_connect_equal_the_classic_session(
     from housekeeping.engine import launcher
 
     store = generate_store(tmp_path / "store", GenerateOptions(topics=28, seed=7, entries_per_ledger=60))
+    if mechanism == "offload":  # an object tier to offload to (acme/audit offloads after an hour)
+        (tmp_path / "tier").mkdir()
+        monkeypatch.setenv("HOUSEKEEPING_OFFLOAD_URL", str(tmp_path / "tier"))
     if mechanism == "erasure":  # something to erase: a key of the generated keyed topics
         from housekeeping.mechanisms.erasure.requests import add_request
 

@@ -18,9 +18,18 @@ def test_a_row_is_written_in_column_order_with_absent_nullable_columns_as_null()
     row = contract.NAMESPACES.row({"topicCount": 3, "namespace": "public/default", "storedBytes": 10})
     assert list(row) == ["namespace", "storedBytes", "topicCount"]
     ledger = contract.LEDGERS.row(
-        {"topic": "persistent://a/b/t", "ledgerId": 1, "entries": 2, "size": 3, "entriesStored": True}
+        {
+            "topic": "persistent://a/b/t",
+            "ledgerId": 1,
+            "entries": 2,
+            "size": 3,
+            "entriesStored": True,
+            "offloadAttempted": False,
+            "offloadComplete": False,
+            "localDeleted": False,
+        }
     )
-    assert ledger["closedAtMs"] is None and ledger["minEntryTsMs"] is None
+    assert ledger["closedAtMs"] is None and ledger["minEntryTsMs"] is None and ledger["offloadedAtMs"] is None
 
 
 def test_a_misspelt_key_is_refused_before_anything_is_written_naming_table_and_key(tmp_path):

@@ -27,15 +27,23 @@ SPARK_APPS = REPO / "spark_apps"
 SHARED = "shared"  # the folder of what mechanisms share (never a mechanism), in both trees
 
 
-def test_the_six_mechanisms_in_order():
-    assert registry.mechanism_names() == ("trim", "expiry", "backlog", "gc", "compaction", "erasure")
+def test_the_seven_mechanisms_in_order():
+    assert registry.mechanism_names() == (
+        "trim",
+        "expiry",
+        "backlog",
+        "gc",
+        "compaction",
+        "erasure",
+        "offload",
+    )
 
 
 def test_a_policy_what_if_runs_the_mechanisms_whose_plans_follow_policies():
     from housekeeping.what_if.overlay import PolicyOverlay
     from housekeeping.what_if.what_if import check_request
 
-    assert registry.what_if_mechanisms() == ("trim", "expiry", "backlog", "gc", "compaction")
+    assert registry.what_if_mechanisms() == ("trim", "expiry", "backlog", "gc", "compaction", "offload")
     with pytest.raises(InputError, match="erasure does not"):
         check_request("erasure", PolicyOverlay(), None)
 

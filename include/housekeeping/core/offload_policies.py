@@ -75,16 +75,15 @@ class OffloadPolicy:
         return self.threshold_bytes >= 0 or self.threshold_seconds >= 0
 
     def describe(self) -> str:
-        def part(value: int | None, unit: str) -> str:
-            if value is None:
-                return "unset"
-            return "disabled" if value < 0 else f"{value} {unit}"
-
-        lag = "never" if self.deletion_lag_ms is not None and self.deletion_lag_ms < 0 else None
-        return (
-            f"offload over {part(self.threshold_bytes, 'bytes')} or after {part(self.threshold_seconds, 's')}, "
-            f"local copy deleted after {lag or part(self.deletion_lag_ms, 'ms')}"
-        )
+        size = f"{self.threshold_bytes} bytes" if self.threshold_bytes >= 0 else "off"
+        time = f"{self.threshold_seconds} s" if self.threshold_seconds >= 0 else "off"
+        if self.deletion_lag_ms is None:
+            lag = "kept (no lag set)"
+        elif self.deletion_lag_ms < 0:
+            lag = "kept (lag -1)"
+        else:
+            lag = f"deleted {self.deletion_lag_ms} ms after offload"
+        return f"size threshold {size}, time threshold {time}; local copy {lag}"
 
 
 def broker_field(broker: Mapping[str, Any], field: str) -> int | None:

@@ -115,12 +115,20 @@ TOPICS = table(
     "policies string!, inactiveDeleteMode string, maxInactiveSeconds bigint, deleteWhileInactive boolean, "
     "inactivePolicySource string, partitionedTopic string, compactionThresholdBytes bigint, "
     "compactedRetentionTimeMs bigint, compactedRetentionSizeBytes bigint, compactedRetentionDescription string, "
-    "tombstoneGraceMs bigint, heldBy string",
+    "tombstoneGraceMs bigint, heldBy string, "
+    # Tiered storage: whether an offloader applies to the topic (a tier is configured and the namespace is not a
+    # system-service one: NullLedgerOffloader), the resolved offload thresholds (< 0 disabled) and the
+    # offload-deletion lag (-1 never, null unset everywhere).
+    "offloader boolean!, offloadThresholdBytes bigint!, offloadThresholdSeconds bigint!, offloadDeletionLagMs bigint, "
+    "offloadPolicyDescription string!",
 )
 LEDGERS = table(
     "ledgers",
     "topic string!, ledgerId bigint!, entries bigint!, size bigint!, closedAtMs bigint, minEntryTsMs bigint, "
-    "maxEntryTsMs bigint, entriesStored boolean!",
+    "maxEntryTsMs bigint, entriesStored boolean!, "
+    # The offload context: an attempt was made (a UUID is recorded), it completed, when completion was recorded,
+    # the local copy is deleted (read from the tier).
+    "offloadAttempted boolean!, offloadComplete boolean!, offloadedAtMs bigint, localDeleted boolean!",
 )
 CURSORS = table(
     "cursors",
@@ -193,6 +201,7 @@ RUN_INFO_KEYS = (
     "actor",
     "snapshotTables",
     "fileGenerations",
+    "offloadTier",
 )
 
 

@@ -18,6 +18,7 @@ FAULT_POINTS = (
     "apply_inside_topic_transaction",  # a topic's metadata changes made, not committed
     "apply_after_topic_commit",  # a topic's metadata (and its pending-deletion records) committed
     "purge_after_file_removed",  # a ledger's files gone, its pending deletion not yet marked purged
+    "purge_after_object_removed",  # a pending deletion's tier object gone, not yet marked purged
     "purge_between_files",  # one ledger purged and recorded, the next not started
 )
 

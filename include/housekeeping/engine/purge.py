@@ -20,7 +20,14 @@ from housekeeping.store import metadata_schema as t
 from housekeeping.store.compacted_ledgers import COMPACTED_KIND
 from housekeeping.store.holds import current_hold
 from housekeeping.store.journal import journal
-from housekeeping.store.store import Store, read_transaction, write_transaction
+from housekeeping.store.store import (
+    LOCAL_COPY_KIND,
+    TIER_OBJECT_KIND,
+    Store,
+    read_transaction,
+    write_transaction,
+)
+from housekeeping.store.tier import TierError, parse_object_key
 
 
 @dataclass
@@ -33,6 +40,8 @@ class PurgeResult:
     topics_purged: list[str] = field(default_factory=list)
     # Due, but a hold covers the topic: kept pending (restorable) until the hold is removed.
     held: list[str] = field(default_factory=list)
+    # Due, but a file or object could not be deleted (the tier down or refusing): kept pending, retried next time.
+    failed: dict[str, str] = field(default_factory=dict)
 
     def to_json(self) -> dict[str, Any]:
         return {
@@ -43,6 +52,7 @@ class PurgeResult:
             "waiting": self.waiting,
             "nextPurgeAfterMs": self.next_purge_after_ms,
             "refused": self.refused,
+            "failed": self.failed,
         }
 
 
@@ -62,29 +72,19 @@ def purge(store: Store, *, as_of_ms: int, run_id: str, actor: str | None = None)
             if result.next_purge_after_ms is None or row.purge_after_ms < result.next_purge_after_ms:
                 result.next_purge_after_ms = row.purge_after_ms
             continue
-        with write_transaction(store.engine) as conn:
-            # A ledger back in a topic's ledger list (restored), or a compacted ledger in use again: live data. A
-            # ledger whose files key erasure rewrote is live at its new files generation, not at this one.
-            live_table = t.compacted_ledgers if row.kind == COMPACTED_KIND else t.ledgers
-            generation = json.loads(row.ledger_row).get("files_generation") or 0
-            live = conn.execute(
-                select(live_table.c.ledger_id).where(
-                    and_(
-                        live_table.c.topic == row.topic,
-                        live_table.c.ledger_id == row.ledger_id,
-                        live_table.c.files_generation == generation,
-                    )
-                )
-            ).first()
-            if live is not None:
-                result.refused.append(f"{row.topic}:{row.ledger_id}")
-                continue
-            if current_hold(conn, row.topic) is not None:
+        with read_transaction(store.engine) as conn:
+            refusal = _live(conn, row)
+            if refusal is None and current_hold(conn, row.topic) is not None:
                 result.held.append(f"{row.topic}:{row.ledger_id}")
                 continue
-        store.remove_ledger_dir(row.path)
-        store.prune_empty_parents(row.path)
-        checkpoint("purge_after_file_removed")
+        if refusal is not None:
+            result.refused.append(f"{row.topic}:{row.ledger_id}")
+            continue
+        failure = _remove_files(store, row)
+        if failure is not None:
+            # Stays pending: the next purge tries again (a tier that said yes and kept the object, or was down).
+            result.failed[f"{row.topic}:{row.ledger_id}"] = failure
+            continue
         with write_transaction(store.engine) as conn:
             conn.execute(
                 update(t.pending_deletions)
@@ -95,7 +95,7 @@ def purge(store: Store, *, as_of_ms: int, run_id: str, actor: str | None = None)
         result.bytes_purged += row.size_bytes
         checkpoint("purge_between_files")
     result.topics_purged = _finish_deleted_topics(store, as_of_ms)
-    if result.purged or result.refused or result.topics_purged or result.held:
+    if result.purged or result.refused or result.topics_purged or result.held or result.failed:
         with write_transaction(store.engine) as conn:
             journal(
                 conn,
@@ -109,6 +109,67 @@ def purge(store: Store, *, as_of_ms: int, run_id: str, actor: str | None = None)
                 actor=actor,
             )
     return result
+
+
+def _live(conn: Any, row: Any) -> str | None:
+    """Why a pending deletion's files are live data again (None: they are not): a ledger back in a topic's ledger
+    list (restored) or a compacted ledger in use again; a ledger whose files key erasure rewrote is live at its new
+    generation, not at this one; an offloaded ledger's local copy put back; an attempt's object its ledger names
+    again."""
+    ledgers = t.ledgers
+    if row.kind == TIER_OBJECT_KIND:
+        attempt = (parse_object_key(row.tier_key or "") or (None, None, None))[2]
+        named = conn.execute(
+            select(ledgers.c.ledger_id).where(
+                and_(
+                    ledgers.c.topic == row.topic,
+                    ledgers.c.ledger_id == row.ledger_id,
+                    ledgers.c.offload_uuid == attempt,
+                )
+            )
+        ).first()
+        return None if named is None else "its ledger names this offload attempt"
+    if row.kind == LOCAL_COPY_KIND:
+        kept = conn.execute(
+            select(ledgers.c.ledger_id).where(
+                and_(
+                    ledgers.c.topic == row.topic,
+                    ledgers.c.ledger_id == row.ledger_id,
+                    ~ledgers.c.local_deleted,
+                )
+            )
+        ).first()
+        return None if kept is None else "its local copy is in use again"
+    live_table = t.compacted_ledgers if row.kind == COMPACTED_KIND else ledgers
+    generation = json.loads(row.ledger_row).get("files_generation") or 0
+    live = conn.execute(
+        select(live_table.c.ledger_id).where(
+            and_(
+                live_table.c.topic == row.topic,
+                live_table.c.ledger_id == row.ledger_id,
+                live_table.c.files_generation == generation,
+            )
+        )
+    ).first()
+    return None if live is None else "the ledger is listed again"
+
+
+def _remove_files(store: Store, row: Any) -> str | None:
+    """Delete the row's local directory, then its tier object; why it could not (None: both gone). The local files
+    go first: a tier failure leaves the row pending and the next purge finds the directory already gone."""
+    if row.path:
+        store.remove_ledger_dir(row.path)
+        store.prune_empty_parents(row.path)
+        checkpoint("purge_after_file_removed")
+    if row.tier_key:
+        if store.tier is None:
+            return f"object {row.tier_key} is in the object tier, which is not configured (HOUSEKEEPING_OFFLOAD_URL)"
+        try:
+            store.tier.delete(row.tier_key)
+        except TierError as exc:
+            return str(exc)
+        checkpoint("purge_after_object_removed")
+    return None
 
 
 def _finish_deleted_topics(store: Store, as_of_ms: int) -> list[str]:

@@ -171,7 +171,9 @@ def take_snapshot(
     tables = tuple(tables) if tables is not None else mechanism.all_snapshot_tables
     state = state or read_store_state(store)
     broker = state.broker if policy_overlay is None else policy_overlay.broker_config(state.broker)
-    selection = Selection(state, broker, select_topics(store, state, request), policy_overlay)
+    selection = Selection(
+        state, broker, select_topics(store, state, request), policy_overlay, offloader=store.tier is not None
+    )
     run = contract.RunDir(run_dir or store.run_dir(mechanism.name, request.run_id))
     run.snapshot_dir.mkdir(parents=True, exist_ok=True)
     for name in tables:
@@ -216,4 +218,6 @@ def run_info(
             for r in (*state.ledger_rows, *state.compacted_rows)
             if r.files_generation and r.topic in selected
         ],
+        # The object tier offloads go to (its URL: no credentials); None: no offloader.
+        "offloadTier": store.tier.url if store.tier is not None else None,
     }

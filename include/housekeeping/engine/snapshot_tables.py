@@ -10,7 +10,7 @@ from dataclasses import dataclass
 from functools import cached_property
 from typing import Any
 
-from housekeeping.core.names import TopicName
+from housekeeping.core.names import TopicName, is_system_service_namespace
 from housekeeping.core.policies import BrokerConfig, EffectivePolicies, RetentionPolicy, resolve_policies
 from housekeeping.store.holds import describe as describe_hold
 from housekeeping.store.holds import hold_for
@@ -29,6 +29,7 @@ class Selection:
     policy_overlay: Any = (
         None  # housekeeping.what_if.overlay.PolicyOverlay (topic_policies, namespace_policies)
     )
+    offloader: bool = False  # an object tier is configured (HOUSEKEEPING_OFFLOAD_URL)
 
     @cached_property
     def topic_namespace(self) -> dict[str, str]:
@@ -48,6 +49,20 @@ class Selection:
     def held_by(self, name: str) -> str | None:
         hold = hold_for(name, self.state.holds)
         return None if hold is None else describe_hold(hold)
+
+
+def _offload_columns(effective: EffectivePolicies, namespace: str, offloader: bool) -> Row:
+    """The offload policy in force. System-service namespaces get Pulsar's NullLedgerOffloader (PR #15008): no
+    offload and no offload-deletion lag there, whatever the policies say."""
+    policy = effective.offload
+    assert policy is not None
+    return {
+        "offloader": offloader and not is_system_service_namespace(namespace),
+        "offloadThresholdBytes": policy.threshold_bytes,
+        "offloadThresholdSeconds": policy.threshold_seconds,
+        "offloadDeletionLagMs": policy.deletion_lag_ms,
+        "offloadPolicyDescription": policy.describe(),
+    }
 
 
 def _policy_columns(effective: EffectivePolicies) -> Row:
@@ -99,7 +114,8 @@ def topics(sel: Selection) -> Iterator[Row]:
             "consumers": row.consumers,
             "lastActiveMs": row.last_active_ms,
             "partitionedTopic": parsed.partitioned_parent,
-            **_policy_columns(sel.effective_policies(row)),
+            **_policy_columns(effective := sel.effective_policies(row)),
+            **_offload_columns(effective, row.namespace, sel.offloader),
             # `housekeeping hold`: every planner keeps a held topic whole (kind "held").
             "heldBy": sel.held_by(row.name),
         }
@@ -117,6 +133,10 @@ def ledgers(sel: Selection) -> Iterator[Row]:
                 "minEntryTsMs": r.min_entry_ts_ms,
                 "maxEntryTsMs": r.max_entry_ts_ms,
                 "entriesStored": bool(r.entries_stored),
+                "offloadAttempted": r.offload_uuid is not None,
+                "offloadComplete": bool(r.offload_complete),
+                "offloadedAtMs": r.offloaded_at_ms,
+                "localDeleted": bool(r.local_deleted),
             }
 
 

@@ -6,7 +6,7 @@ entries are generated and written one ledger at a time; only metadata rows are k
 
 What a generated store holds:
 - tenants/namespaces with different policies (broker default 0/0; time-only; size-only; time+size;
-  infinite; TTL; backlog quotas; compaction threshold and compacted retention);
+  infinite, with an offload threshold; TTL; backlog quotas; compaction threshold and compacted retention);
 - skewed topic sizes (Pareto-distributed ledger counts), Pulsar-like rollover (10 min .. 4 h);
 - a durable subscription on most topics, ~15% of them stale (far behind, idle for days), ~10% topics with
   no durable subscription, readers (non-durable cursors) on ~30%;
@@ -48,7 +48,11 @@ NAMESPACE_POLICIES: dict[str, dict] = {
         "retention_policies": {"retentionTimeInMinutes": 1440, "retentionSizeInMB": -1},
         "message_ttl_in_seconds": 86400,
     },
-    "acme/audit": {"retention_policies": {"retentionTimeInMinutes": -1, "retentionSizeInMB": -1}},
+    # Kept forever: the classic case for tiered storage (closed ledgers to the object tier after an hour).
+    "acme/audit": {
+        "retention_policies": {"retentionTimeInMinutes": -1, "retentionSizeInMB": -1},
+        "offload_policies": {"managedLedgerOffloadThresholdInSeconds": 3600},
+    },
     "acme/metrics": {
         "retention_policies": {"retentionTimeInMinutes": 60, "retentionSizeInMB": 2},
         "message_ttl_in_seconds": 3600,

@@ -42,6 +42,10 @@ METADATA_URL_ENV = "HOUSEKEEPING_METADATA_URL"
 BROKER_CONF_ENV = "HOUSEKEEPING_BROKER_CONF"
 LEDGERS_DIR = "ledgers"
 RUNS_DIR = "runs"
+# Kinds of pending deletion beyond a ledger of the ledger list (``ledger``): an offloaded ledger's local copy (the
+# ledger stays listed, read from the tier) and an offload attempt's object alone (superseded or abandoned).
+LOCAL_COPY_KIND = "local_copy"
+TIER_OBJECT_KIND = "tier_object"
 
 
 def _sqlite_pragmas(dbapi_connection: Any, _record: Any) -> None:
@@ -205,14 +209,28 @@ def record_pending_deletion(
     purge_after_ms: int,
     kind: str = "ledger",
     erased_by: str | None = None,
+    tier_key: str | None = None,
+    local: bool | None = None,
 ) -> None:
     """Log a ledger (a ``ledgers`` or ``compacted_ledgers`` row, kept whole for restore) for purge after its
-    grace period, in the caller's transaction. The caller removes the row itself."""
+    grace period, in the caller's transaction. The caller removes the row itself.
+
+    Its files: the local directory unless ``local`` is false (default: unless the row says its local copy is
+    gone), and the tier object ``tier_key`` (default: the object of the row's offload attempt when its entries are
+    stored), so a ledger deleted from the ledger list is deleted from both tiers (Pulsar's trim deletes the BK
+    ledger and the offloaded object, complete or not)."""
+    if local is None:
+        local = not row.get("local_deleted")
+    if tier_key is None and row.get("offload_uuid") and row.get("entries_stored"):
+        tier_key = object_key(row["topic"], row["ledger_id"], row["offload_uuid"])
     conn.execute(
         t.pending_deletions.insert().values(
             topic=row["topic"],
             ledger_id=row["ledger_id"],
-            path=ledger_rel_path(row["topic"], row["ledger_id"], row.get("files_generation") or 0),
+            path=ledger_rel_path(row["topic"], row["ledger_id"], row.get("files_generation") or 0)
+            if local
+            else "",
+            tier_key=tier_key,
             ledger_row=json.dumps(row, sort_keys=True),
             size_bytes=row["size_bytes"],
             run_id=run_id,

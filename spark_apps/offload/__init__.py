@@ -1,0 +1,1 @@
+"""Ledger offload (Pulsar ``ManagedLedgerImpl#maybeOffload``): planner and gate checks."""

@@ -1,0 +1,1 @@
+"""Tests of ledger offload (tiered storage)."""
