@@ -44,11 +44,11 @@ def read_compaction_input(
     schema = ENTRY_COLUMNS if full else DECISION_COLUMNS  # full: everything the apply app copies
     bounds_rows = []
     compacted_paths: list[str] = []
-    raw_paths: list[str] = []
+    raw_ledgers: list[tuple[str, int]] = []
     for item in inputs:
         if item.compacted_ledger_id is not None:
             compacted_paths += _ledger_paths(files, item.topic, [item.compacted_ledger_id])
-        raw_paths += _ledger_paths(files, item.topic, list(item.raw_ledger_ids))
+        raw_ledgers += [(item.topic, ledger_id) for ledger_id in item.raw_ledger_ids]
         low = item.read_from or (-1, -1)
         bounds_rows.append((item.topic, low[0], low[1], item.horizon[0], item.horizon[1]))
     bounds = spark.createDataFrame(
@@ -57,7 +57,8 @@ def read_compaction_input(
     )
     empty = spark.createDataFrame([], schema)
     compacted = spark.read.schema(schema).parquet(*compacted_paths) if compacted_paths else empty
-    raw = spark.read.schema(schema).parquet(*raw_paths) if raw_paths else empty
+    # A raw ledger whose local copy is deleted is read from the object tier (compacted ledgers are never offloaded).
+    raw = files.read(spark, raw_ledgers, schema)
     position = F.struct("ledgerId", "entryId")
     raw = (
         raw.join(F.broadcast(bounds), "topic")

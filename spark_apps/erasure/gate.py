@@ -79,14 +79,22 @@ def _live_files(spark: SparkSession, snapshot: dict, files: LedgerFiles) -> list
     return out
 
 
-def _read_by_file(spark: SparkSession, files: list[tuple[str, int, str, str]]) -> DataFrame:
+def _read_by_file(
+    spark: SparkSession, files: list[tuple[str, int, str, str]], ledger_files: LedgerFiles | None = None
+) -> DataFrame:
     """Entries of the given files, each tagged with its file's topic, ledger and source (``ledgerId`` of the entry
-    itself is its position's ledger)."""
+    itself is its position's ledger); with ``ledger_files``, a ledger whose local copy is deleted from the tier."""
     tags = spark.createDataFrame(
         [(f[3], f[0], f[1], f[2]) for f in files],
         "dir string, fileTopic string, fileLedger long, source string",
     )
-    return read_dirs(spark, [f[3] for f in files], ENTRY_COLUMNS).join(F.broadcast(tags), "dir")
+    dirs = [f[3] for f in files]
+    entries = (
+        ledger_files.read_dirs(spark, dirs, ENTRY_COLUMNS)
+        if ledger_files
+        else read_dirs(spark, dirs, ENTRY_COLUMNS)
+    )
+    return entries.join(F.broadcast(tags), "dir")
 
 
 def _same(a: str, b: str) -> Column:
@@ -432,7 +440,9 @@ def checks(spark, run_dir: str | Path, spec: Mechanism) -> list[CheckFrame]:
     digests = materialize(covering_digests(snapshot, names, as_of_ms))
     # The files of the topics a request in effect covers (by the gate's own reading of the requests and holds).
     covered = {r["topic"] for r in digests.select("topic").distinct().collect()}
-    original = _read_by_file(spark, [f for f in _live_files(spark, snapshot, files) if f[0] in covered])
+    original = _read_by_file(
+        spark, [f for f in _live_files(spark, snapshot, files) if f[0] in covered], files
+    )
     entry_checks = rewritten_entry_checks(spark, run, original, ledgers, planned, digests)
     return [
         CheckFrame(

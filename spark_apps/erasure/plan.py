@@ -44,7 +44,6 @@ from spark_apps.shared.io import (
     LedgerFiles,
     action_rows,
     entry_columns,
-    read_dirs,
     read_snapshot,
     schema,
     write_summary,
@@ -144,12 +143,14 @@ def candidate_files(spark: SparkSession, snapshot: dict, files: LedgerFiles) -> 
     return spark.createDataFrame(rows, FILES_SCHEMA)
 
 
-def read_files(spark: SparkSession, candidates: DataFrame, columns: T.StructType) -> DataFrame:
+def read_files(
+    spark: SparkSession, candidates: DataFrame, columns: T.StructType, files: LedgerFiles
+) -> DataFrame:
     """The entries of the candidate files (``columns``), each with its file's facts (joined on its directory):
     ``ledgerId`` is the file's ledger, ``entryLedgerId``:``entryId`` the entry's position (in a compacted ledger,
-    the raw ledger it was written to)."""
+    the raw ledger it was written to). A ledger whose local copy is deleted is read from the object tier."""
     dirs = [r["dir"] for r in candidates.select("dir").collect()]
-    entries = read_dirs(spark, dirs, columns).withColumnRenamed("ledgerId", "entryLedgerId")
+    entries = files.read_dirs(spark, dirs, columns).withColumnRenamed("ledgerId", "entryLedgerId")
     if "topic" in entries.columns:
         entries = entries.drop("topic")  # the file's topic: the candidate's
     return entries.join(F.broadcast(candidates), "dir")
@@ -195,7 +196,9 @@ def staged_name(slot: int) -> str:
     return f"ledger-{slot}"
 
 
-def _write_staged(spark, run: RunDir, candidates: DataFrame, live: DataFrame, ledgers: list) -> None:
+def _write_staged(
+    spark, run: RunDir, candidates: DataFrame, live: DataFrame, ledgers: list, files: LedgerFiles
+) -> None:
     """Write each rewritten ledger into ``staged/slot=<n>``, one Spark job, sorted by entry id."""
     staged = run.staged_ledgers_dir
     if staged.exists():
@@ -207,7 +210,7 @@ def _write_staged(spark, run: RunDir, candidates: DataFrame, live: DataFrame, le
         "topic string, ledgerId long, source string, slot int",
     )
     chosen = candidates.join(F.broadcast(slots), ["topic", "ledgerId", "source"])
-    entries = read_files(spark, chosen.drop("slot"), ENTRY_COLUMNS).join(
+    entries = read_files(spark, chosen.drop("slot"), ENTRY_COLUMNS, files).join(
         F.broadcast(slots), ["topic", "ledgerId", "source"]
     )
     (
@@ -247,7 +250,7 @@ def find_requested_entries(spark, snapshot: dict[str, DataFrame], files: LedgerF
     acting = covered.where(F.col("heldBy").isNull())
     # Only the files of topics a request in effect covers are read (none on a day without requests).
     to_read = candidates.join(acting.select("topic").distinct(), "topic", "left_semi")
-    keys = read_files(spark, to_read, KEY_COLUMNS)
+    keys = read_files(spark, to_read, KEY_COLUMNS, files)
     return Found(candidates, covered, materialize(matches(keys, acting)))
 
 
@@ -316,14 +319,15 @@ def run(spark, run_dir: str | Path) -> dict:
     as_of_ms = int(info["asOfMs"])
     with run_scoped_cache(spark):
         snapshot = read_snapshot(spark, run_)
-        found = find_requested_entries(spark, snapshot, LedgerFiles.of(info), as_of_ms)
+        files = LedgerFiles.of(info)
+        found = find_requested_entries(spark, snapshot, files, as_of_ms)
         live = found.found.where(F.col("source") != "pending")
         position = ["topic", "ledgerId", "source", "entryLedgerId", "entryId"]
         write_table(
             live.select(*position, "requestId", "size"), run_, ERASURE_ENTRIES, [*position, "requestId"]
         )
         ledgers = ledger_rewrites(live, found.candidates)
-        _write_staged(spark, run_, found.candidates, live, ledgers)
+        _write_staged(spark, run_, found.candidates, live, ledgers, files)
         ledger_table = ledger_table_rows(run_, ledgers)
         ledger_frame = spark.createDataFrame(ledger_table, schema(ERASURE_LEDGERS))
         write_table(ledger_frame, run_, ERASURE_LEDGERS, ["topic", "ledgerId"])

@@ -10,6 +10,7 @@ from pyspark.sql import Column, DataFrame, SparkSession
 from pyspark.sql import functions as F
 from pyspark.sql import types as T
 
+from housekeeping.core.errors import InputError
 from housekeeping.engine.contract import (
     ACTIONS,
     BASE_SNAPSHOT_TABLES,
@@ -151,16 +152,26 @@ def read_dirs(spark: SparkSession, dirs: list[str], columns: T.StructType) -> Da
 @dataclass(frozen=True)
 class LedgerFiles:
     """Where each ledger's entries are at the run's snapshot: ``<ledgerId>`` unless key erasure rewrote the ledger
-    (``fileGenerations`` in run.json lists the ledgers whose files are at a later generation)."""
+    (``fileGenerations`` in run.json lists the ledgers whose files are at a later generation), or in the object tier
+    when its local copy is deleted (``tierLedgers``: read through ``spark_apps.shared.tier_reads``)."""
 
     root: Path
     generations: dict[tuple[str, int], int] = field(default_factory=dict)
+    tier_objects: dict[tuple[str, int], str] = field(default_factory=dict)  # (topic, ledger) -> object key
+    tier: dict[str, str | None] = field(default_factory=dict)  # url, endpoint_url
 
     @classmethod
     def of(cls, info: dict) -> LedgerFiles:
+        from housekeeping.store.tier import object_key
+
         return cls(
             Path(info["store"]),
             {(topic, int(ledger)): int(gen) for topic, ledger, gen in info.get("fileGenerations") or []},
+            {
+                (topic, int(ledger)): object_key(topic, int(ledger), uuid)
+                for topic, ledger, uuid in info.get("tierLedgers") or []
+            },
+            {"url": info.get("offloadTier"), "endpoint_url": info.get("offloadEndpoint")},
         )
 
     def generation(self, topic: str, ledger_id: int) -> int:
@@ -171,6 +182,9 @@ class LedgerFiles:
 
         return self.root / ledger_rel_path(topic, ledger_id, self.generation(topic, ledger_id))
 
+    def in_tier(self, topic: str, ledger_id: int) -> bool:
+        return (topic, int(ledger_id)) in self.tier_objects
+
     def checked_dir(self, topic: str, ledger_id: int) -> tuple[Path, list[Path]]:
         """The ledger's directory and its Parquet files, checked (``check_ledger_files``: the error names the
         topic, ledger and file)."""
@@ -178,6 +192,47 @@ class LedgerFiles:
 
         ledger_dir = self.dir(topic, ledger_id)
         return ledger_dir, check_ledger_files(topic, ledger_id, ledger_dir)
+
+    def read(
+        self,
+        spark: SparkSession,
+        ledgers: list[tuple[str, int]],
+        columns: T.StructType,
+        *,
+        with_dir: bool = False,
+    ) -> DataFrame:
+        """The entries (``columns``) of these ledgers in one frame, each read where it is: its local directory
+        (checked first) or its tier object. ``with_dir``: each row with the ``dir`` of its ledger's local copy."""
+        from spark_apps.shared.tier_reads import read_tier_ledgers
+
+        local = [str(self.checked_dir(t, lid)[0]) for t, lid in ledgers if not self.in_tier(t, lid)]
+        objects = [
+            (self.tier_objects[(t, int(lid))], str(self.dir(t, lid)))
+            for t, lid in ledgers
+            if self.in_tier(t, lid)
+        ]
+        frame = read_dirs(spark, local, columns)
+        if objects:
+            if not self.tier.get("url"):
+                topic, ledger_id = next((t, lid) for t, lid in ledgers if self.in_tier(t, lid))
+                raise InputError(
+                    f"topic {topic} ledger {ledger_id} is only in the object tier, which this run has not configured "
+                    "(HOUSEKEEPING_OFFLOAD_URL)"
+                )
+            frame = frame.unionByName(read_tier_ledgers(spark, self.tier, objects, columns))
+        return frame if with_dir else frame.drop("dir")
+
+    def read_dirs(self, spark: SparkSession, dirs: list[str], columns: T.StructType) -> DataFrame:
+        """As :func:`read_dirs`, a ledger whose local copy is deleted read from the tier under its directory."""
+        by_dir = {str(self.dir(t, lid)): (t, lid) for t, lid in self.tier_objects}
+        tiered = [by_dir[d] for d in dirs if d in by_dir]
+        if not tiered:
+            return read_dirs(spark, dirs, columns)
+        from spark_apps.shared.tier_reads import read_tier_ledgers
+
+        objects = [(self.tier_objects[key], str(self.dir(*key))) for key in tiered]
+        local = read_dirs(spark, [d for d in dirs if d not in by_dir], columns)
+        return local.unionByName(read_tier_ledgers(spark, self.tier, objects, columns))
 
 
 @dataclass
@@ -196,16 +251,15 @@ def read_entries(
     """Entries of the given ledgers only: (topic, ledgerId, payload bytes) -> topic, ledgerId, entryId,
     publishTime, entryTs (broker timestamp when stored, else publish time), size.
 
-    A ledger the metadata says is stored but whose directory is missing is bad input: the error names it."""
-    paths = []
+    A ledger the metadata says is stored but whose directory is missing is bad input: the error names it. A ledger
+    whose local copy is deleted is read from the tier (its bytes are not counted in ``file_bytes``)."""
+    ledgers = []
     for topic, ledger_id, payload_bytes in sorted(set(keys)):
-        ledger_dir, parquet_files = files.checked_dir(topic, ledger_id)
-        paths.append(str(ledger_dir))
+        if not files.in_tier(topic, ledger_id):
+            reads.file_bytes += sum(f.stat().st_size for f in files.checked_dir(topic, ledger_id)[1])
+        ledgers.append((topic, ledger_id))
         reads.ledgers += 1
-        reads.file_bytes += sum(f.stat().st_size for f in parquet_files)
         reads.entry_bytes += int(payload_bytes)
         reads.keys.append((topic, ledger_id))
-    if not paths:
-        return spark.createDataFrame([], ENTRY_READ_SCHEMA).withColumn("entryTs", F.col("publishTime"))
-    frame = spark.read.schema(ENTRY_READ_SCHEMA).parquet(*paths)
+    frame = files.read(spark, ledgers, ENTRY_READ_SCHEMA)
     return frame.withColumn("entryTs", F.coalesce(F.col("brokerTimestamp"), F.col("publishTime")))

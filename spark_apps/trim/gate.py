@@ -7,6 +7,9 @@
   makes them system topics (read from the name here, ``topic_names``); (topic, ledgerId) is unique.
 - cursor moves: the cursor exists at the planned ``from``; it is non-durable; ``to`` is strictly after ``from``
   (never backward), is the last entry of the topic's deleted range and not past the topic's end.
+- local copies (the offload-deletion lag): each planned one is listed, offloaded (complete, at the time the plan
+  names), still local, under an offloader, past its lag (>= 0, strict), not deleted by retention in the same plan,
+  with the snapshot's bytes; every due local copy of an unheld topic is planned.
 - namespaces: bytes deleted reconcile with the planner's summary; the deleted share of the namespace's stored
   bytes is within the blast-radius limit.
 """
@@ -23,7 +26,7 @@ from housekeeping.engine.gate import CheckFrame, must_be_true
 from housekeeping.engine.mechanism import Mechanism
 from housekeeping.engine.plan import read_summary
 from housekeeping.mechanisms.shared.cursors import MOVE_CURSOR
-from housekeeping.mechanisms.trim.actions import DELETE_LEDGER
+from housekeeping.mechanisms.trim.actions import DELETE_LEDGER, DELETE_LOCAL_COPY
 from spark_apps.shared.io import read_actions, read_snapshot
 from spark_apps.shared.positions import position_key, position_part
 from spark_apps.shared.session import materialize
@@ -208,6 +211,78 @@ def trim_namespace_checks(
     )
 
 
+def local_copy_checks(actions: DataFrame, topics: DataFrame, ledgers: DataFrame, as_of_ms: int) -> DataFrame:
+    """Per ``delete_local_copy``: the ledger is listed, its offload complete at the time the plan names, its local
+    copy still there, an offloader applies to its topic, the lag (>= 0) has strictly passed, retention does not
+    delete the same ledger in this plan, and the bytes are the snapshot's."""
+    planned = actions.where(F.col("action") == DELETE_LOCAL_COPY.name).select(
+        "topic", "ledgerId", F.col("bytes").alias("plannedBytes"), F.col("offloadedAtMs").alias("plannedAt")
+    )
+    deleted = actions.where(F.col("action") == DELETE_LEDGER.name).select(
+        "topic", "ledgerId", F.lit(True).alias("alsoDeleted")
+    )
+    facts = ledgers.select(
+        "topic",
+        "ledgerId",
+        "size",
+        "offloadComplete",
+        "localDeleted",
+        "offloadedAtMs",
+        F.lit(True).alias("listed"),
+    )
+    policy = topics.select("topic", "offloader", "offloadDeletionLagMs")
+    frame = (
+        planned.join(facts, ["topic", "ledgerId"], "left")
+        .join(policy, "topic", "left")
+        .join(deleted, ["topic", "ledgerId"], "left")
+    )
+
+    def holds(condition, name: str):
+        return F.coalesce(condition, F.lit(False)).alias(name)
+
+    return frame.select(
+        "topic",
+        "ledgerId",
+        holds(F.col("listed"), "ledger_in_snapshot"),
+        holds(F.col("offloadComplete"), "offload_complete"),
+        holds(~F.col("localDeleted"), "local_copy_present"),
+        holds(F.col("plannedAt") == F.col("offloadedAtMs"), "offload_time_matches_snapshot"),
+        holds(F.col("offloader"), "offloader_applies"),
+        holds(
+            (F.col("offloadDeletionLagMs") >= 0)
+            & (F.lit(as_of_ms) - F.col("offloadedAtMs") > F.col("offloadDeletionLagMs")),
+            "deletion_lag_passed",
+        ),
+        F.col("alsoDeleted").isNull().alias("not_deleted_by_retention"),
+        holds(F.col("plannedBytes") == F.col("size"), "bytes_match_snapshot"),
+    )
+
+
+def local_copy_selection(
+    actions: DataFrame, topics: DataFrame, ledgers: DataFrame, as_of_ms: int
+) -> DataFrame:
+    """One row per local copy the lag lets go on an unheld topic whose ledger retention keeps: ``planned`` is false
+    for one the plan leaves out."""
+    in_plan = actions.where(F.col("action").isin(DELETE_LOCAL_COPY.name, DELETE_LEDGER.name)).select(
+        "topic", "ledgerId", F.lit(True).alias("inPlan")
+    )
+    due = (
+        ledgers.join(topics.select("topic", "offloader", "offloadDeletionLagMs", "heldBy"), "topic")
+        .where(
+            F.col("offloader")
+            & F.col("heldBy").isNull()
+            & F.col("offloadComplete")
+            & ~F.col("localDeleted")
+            & (F.col("offloadDeletionLagMs") >= 0)
+            & (F.lit(as_of_ms) - F.col("offloadedAtMs") > F.col("offloadDeletionLagMs"))
+        )
+        .select("topic", "ledgerId")
+    )
+    return due.join(in_plan, ["topic", "ledgerId"], "left").select(
+        "topic", "ledgerId", F.coalesce("inPlan", F.lit(False)).alias("planned")
+    )
+
+
 def known_topic_checks(actions: DataFrame, topics: DataFrame) -> DataFrame:
     """Every action names a topic of the snapshot."""
     return (
@@ -215,6 +290,36 @@ def known_topic_checks(actions: DataFrame, topics: DataFrame) -> DataFrame:
         .join(topics.select("topic", F.lit(True).alias("known")), "topic", "left")
         .select("topic", "action", F.coalesce("known", F.lit(False)).alias("topic_in_snapshot"))
     )
+
+
+def local_copy_frames(actions: DataFrame, snapshot: dict[str, DataFrame], as_of_ms: int) -> list[CheckFrame]:
+    """The lag rule's two frames: each planned local-copy deletion holds, and none that is due is missing."""
+    import great_expectations.expectations as gxe
+
+    return [
+        CheckFrame(
+            "local_copies",
+            local_copy_checks(actions, snapshot["topics"], snapshot["ledgers"], as_of_ms),
+            [
+                gxe.ExpectCompoundColumnsToBeUnique(column_list=["topic", "ledgerId"]),
+                *must_be_true(
+                    "ledger_in_snapshot",
+                    "offload_complete",
+                    "local_copy_present",
+                    "offload_time_matches_snapshot",
+                    "offloader_applies",
+                    "deletion_lag_passed",
+                    "not_deleted_by_retention",
+                    "bytes_match_snapshot",
+                ),
+            ],
+        ),
+        CheckFrame(
+            "local_copy_selection",
+            local_copy_selection(actions, snapshot["topics"], snapshot["ledgers"], as_of_ms),
+            must_be_true("planned"),
+        ),
+    ]
 
 
 def checks(spark, run_dir: str | Path, spec: Mechanism) -> list[CheckFrame]:
@@ -283,6 +388,7 @@ def checks(spark, run_dir: str | Path, spec: Mechanism) -> list[CheckFrame]:
                 ),
             ],
         ),
+        *local_copy_frames(actions, snapshot, int(info["asOfMs"])),
         CheckFrame(
             "namespaces",
             namespaces,

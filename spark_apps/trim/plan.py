@@ -4,7 +4,8 @@ Reads a run's snapshot, decides every ledger of every in-scope topic in one appl
 
 - ``plan/decisions``  one row per ledger: delete or keep, a typed ``kind`` and a human ``reason``
 - ``plan/actions``    the contract's actions: ``delete_ledger`` rows, plus ``move_cursor`` rows that
-                      fast-forward lagging cursors (readers) past the deleted range
+                      fast-forward lagging cursors (readers) past the deleted range, plus ``delete_local_copy``
+                      rows of offloaded ledgers past the offload-deletion lag (``local_copies``)
 - ``plan/blockers``   per topic and kind, the bytes kept and why (subscription, current ledger, retention)
 - ``plan/summary.json`` totals the gate reconciles independently
 
@@ -35,6 +36,7 @@ from spark_apps.shared.io import action_rows, read_snapshot, write_summary, writ
 from spark_apps.shared.plan_app import parse_plan_args, plan_main
 from spark_apps.shared.positions import position_text
 from spark_apps.shared.session import materialize, run_scoped_cache
+from spark_apps.trim.local_copies import local_copy_deletions
 
 
 def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
@@ -351,6 +353,13 @@ def plan_summary(decisions: DataFrame) -> dict:
     }
 
 
+def local_copy_summary(local_copies: DataFrame) -> dict:
+    """Local copies the offload-deletion lag deletes, apart from the ledgers retention deletes (their data stays in
+    the tier)."""
+    row = local_copies.agg(F.count("*").alias("n"), F.sum("bytes").alias("bytes")).first()
+    return {"localCopiesToDelete": int(row["n"]), "localBytesToDelete": int(row["bytes"] or 0)}
+
+
 def trim_decisions(snapshot: dict[str, DataFrame], info: dict) -> DataFrame:
     """Every ledger's decision, a held topic's kept."""
     return plan_ledger_decisions(
@@ -377,8 +386,13 @@ def run(spark, run_dir: str | Path) -> dict:
         snapshot = read_snapshot(spark, run)
         decisions = trim_decisions(snapshot, info).transform(materialize)
         write_table(decisions, run, TRIM_DECISIONS, ["topic", "ledgerId"])
-        actions = ledger_deletions(decisions).unionByName(
-            cursor_fast_forwards(decisions, snapshot["cursors"])
+        local_copies = local_copy_deletions(
+            snapshot["topics"], snapshot["ledgers"], decisions, int(info["asOfMs"])
+        ).transform(materialize)
+        actions = (
+            ledger_deletions(decisions)
+            .unionByName(cursor_fast_forwards(decisions, snapshot["cursors"]))
+            .unionByName(local_copies)
         )
         write_table(actions, run, ACTIONS, ["topic", "action", "ledgerId", "subscription"])
         write_table(trim_blockers(decisions), run, BLOCKERS, ["topic", "kind"])
@@ -387,6 +401,7 @@ def run(spark, run_dir: str | Path) -> dict:
             "runId": info["runId"],
             "asOfMs": info["asOfMs"],
             **plan_summary(decisions),
+            **local_copy_summary(local_copies),
         }
         write_summary(run, summary)
         return summary

@@ -58,7 +58,7 @@ def test_the_dag_is_manual_with_its_form_and_deletes_nothing(dagbag):
     assert [t.task_id for t in dag.topological_sort()] == TASKS
     assert set(dag.params) == PARAMS
     assert dag.params.get_param("mechanism").schema["enum"] == [
-        "trim", "expiry", "backlog", "gc", "compaction", "all"
+        "trim", "expiry", "backlog", "gc", "compaction", "offload", "all"
     ]  # fmt: skip
     for task in dag.tasks:
         assert task.pool != "housekeeping_deletes" and not task.outlets, task.task_id

@@ -68,11 +68,10 @@ ERASURE_POINTS = [
 
 def test_every_fault_point_is_exercised_here():
     """Here and in tests/e2e/test_tier_faults.py (the object tier's points)."""
-    from tests.e2e.test_tier_faults import OFFLOAD_POINTS, TIER_PURGE_POINTS
+    from tests.e2e.test_tier_faults import ERASURE_TIER_POINTS, OFFLOAD_POINTS, TIER_PURGE_POINTS
 
-    points = (
-        TRIM_POINTS + PURGE_POINTS + COMPACTION_POINTS + ERASURE_POINTS + OFFLOAD_POINTS + TIER_PURGE_POINTS
-    )
+    tier = OFFLOAD_POINTS + TIER_PURGE_POINTS + ERASURE_TIER_POINTS
+    points = TRIM_POINTS + PURGE_POINTS + COMPACTION_POINTS + ERASURE_POINTS + tier
     exercised = {p.split("@")[0] for p in points}
     assert exercised == set(fault_points())  # the engine's and every mechanism's
     assert len(fault_points()) >= 8

@@ -151,3 +151,41 @@ def test_purge_killed_after_deleting_an_object_converges_on_rerun(planned, refer
     with read_transaction(store.engine) as conn:
         assert {r.status for r in conn.execute(select(t.pending_deletions))} == {"purged"}
     assert _offload_state(store) == reference
+
+
+ERASURE_TIER_POINTS = ["erasure_apply_after_upload"]
+
+
+@pytest.mark.parametrize("point", ERASURE_TIER_POINTS)
+def test_erasure_killed_after_uploading_a_redacted_object_converges_when_retried(
+    tmp_path, monkeypatch, point
+):
+    """An offloaded ledger holding the key gets its redacted copy as a new attempt's object; killed right after
+    that upload, the object is named by its staged record (no orphan), and the retried apply switches to it: after
+    purge no local file and no object holds the key."""
+    import hashlib
+
+    from housekeeping.mechanisms.erasure.requests import add_request
+    from tests.offload.test_tier_reads import AS_OF as ERASE_AS_OF
+    from tests.offload.test_tier_reads import TOPIC as KEYED
+    from tests.offload.test_tier_reads import manifest as keyed_manifest
+    from tests.store_invariants import files_holding
+
+    (tmp_path / "tier").mkdir()
+    monkeypatch.setenv("HOUSEKEEPING_OFFLOAD_URL", str(tmp_path / "tier"))
+    monkeypatch.setenv("HOUSEKEEPING_ERASURE_GRACE_SECONDS", "0")
+    load_manifest(tmp_path / "store", write_manifest(tmp_path, keyed_manifest(tiered=True)))
+    store = Store.open(tmp_path / "store")
+    add_request(store, key="k3", topic=KEYED, reason="test", requested_at_ms=ERASE_AS_OF - 1, actor="test")
+    info = snapshot_step(store, "erasure", run_id="faulty", as_of_ms=ERASE_AS_OF)
+    assert plan_and_gate_in_process(info.run_dir, "erasure", "local[2]")["success"]
+    _killed_apply_step(store, info.run_dir, point)
+    assert_no_orphans_and_no_dangling_metadata(store)
+    apply_step(store, info.run_dir, purge_grace_seconds=0)
+    purge_step(store, info.run_dir)
+    assert_no_orphans_and_no_dangling_metadata(store)
+    digest = hashlib.sha256(b"k3").hexdigest()
+    for item in store.tier.list_objects():
+        keys = store.tier.read_ledger(item.key, columns=["key"]).column("key").to_pylist()
+        assert digest not in {hashlib.sha256(k.encode()).hexdigest() for k in keys if k}, item.key
+    assert files_holding(store.ledgers_root, "k3") == []

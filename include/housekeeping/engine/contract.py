@@ -202,6 +202,8 @@ RUN_INFO_KEYS = (
     "snapshotTables",
     "fileGenerations",
     "offloadTier",
+    "offloadEndpoint",
+    "tierLedgers",
 )
 
 
@@ -225,7 +227,9 @@ ACTIONS = table(
     "bytesReplaced bigint, "
     # redact_ledger / redact_compacted: the files generation replaced and the entries redacted; expedite_purge:
     # the pending deletion whose purge is brought forward
-    "fromGeneration bigint, entriesRedacted bigint, pendingId bigint",
+    "fromGeneration bigint, entriesRedacted bigint, pendingId bigint, "
+    # delete_local_copy: when the ledger's offload completed (the lag counts from it; apply compares it)
+    "offloadedAtMs bigint",
     sparse=True,
 )
 # Why what remains was kept: per topic (ledgers) or per subscription (entries).

@@ -1,6 +1,7 @@
-"""Restore: put pending-deleted ledgers back into a topic's ledger list while their files still exist, or a whole
-topic deleted by inactive-topic GC (rows, cursors, quota states, ledgers; its partitioned metadata if that went with
-it) before its purge."""
+"""Restore: put pending-deleted ledgers back into a topic's ledger list while their files still exist (an offloaded
+ledger's local files and its tier object), an offloaded ledger's deleted local copy back in force, or a whole topic
+deleted by inactive-topic GC (rows, cursors, quota states, ledgers; its partitioned metadata if that went with it)
+before its purge."""
 
 from __future__ import annotations
 
@@ -15,7 +16,7 @@ from housekeeping.core.timeutil import format_ms
 from housekeeping.store import metadata_schema as t
 from housekeeping.store.compacted_ledgers import COMPACTED_KIND
 from housekeeping.store.journal import journal
-from housekeeping.store.store import Store, write_transaction
+from housekeeping.store.store import LOCAL_COPY_KIND, Store, write_transaction
 
 
 def restore(
@@ -38,7 +39,8 @@ def restore(
             and_(
                 t.pending_deletions.c.topic == topic,
                 t.pending_deletions.c.status == "pending",
-                t.pending_deletions.c.kind == "ledger",  # a replaced compacted ledger is not put back
+                # A replaced compacted ledger or an abandoned offload attempt's object is not put back.
+                t.pending_deletions.c.kind.in_(("ledger", LOCAL_COPY_KIND)),
                 t.pending_deletions.c.run_id.not_in(predecessor_runs),
             )
         )
@@ -52,13 +54,13 @@ def restore(
             )
         _refuse_erased(rows, topic)
         restored: list[int] = []
-        for row in rows:
-            ledger_row = json.loads(row.ledger_row)
-            if ledger_row.get("entries_stored") and not (store.root / row.path).is_dir():
-                raise InputError(
-                    f"topic {topic} ledger {row.ledger_id}: files at {row.path} are gone; cannot restore"
-                )
-            conn.execute(insert(t.ledgers).values(**ledger_row))
+        # Ledgers back into the list first: a local copy deleted before its ledger is put back onto the row.
+        for row in sorted(rows, key=lambda r: (r.kind != "ledger", r.ledger_id)):
+            _check_files(store, row, topic)
+            if row.kind == LOCAL_COPY_KIND:
+                _restore_local_copy(conn, row, topic)
+            else:
+                conn.execute(insert(t.ledgers).values(**json.loads(row.ledger_row)))
             conn.execute(
                 update(t.pending_deletions)
                 .where(t.pending_deletions.c.id == row.id)
@@ -144,11 +146,35 @@ def _restorable_ledgers(conn: Any, store: Store, name: str, record: Any, saved: 
         )
     _refuse_erased(pending, name)
     for row in pending:
-        if json.loads(row.ledger_row).get("entries_stored") and not (store.root / row.path).is_dir():
-            raise InputError(
-                f"topic {name} ledger {row.ledger_id}: files at {row.path} are gone; cannot restore"
-            )
+        _check_files(store, row, name)
     return pending
+
+
+def _check_files(store: Store, row: Any, topic: str) -> None:
+    """A pending deletion comes back only with every copy it names still there: its local files, its tier object."""
+    if json.loads(row.ledger_row).get("entries_stored") and row.path and not (store.root / row.path).is_dir():
+        raise InputError(
+            f"topic {topic} ledger {row.ledger_id}: files at {row.path} are gone; cannot restore"
+        )
+    if row.tier_key:
+        tier = store.require_tier(f"topic {topic} ledger {row.ledger_id} is in the object tier")
+        if tier.info(row.tier_key) is None:
+            raise InputError(
+                f"topic {topic} ledger {row.ledger_id}: its object {row.tier_key} is gone from {tier.where}; cannot "
+                "restore"
+            )
+
+
+def _restore_local_copy(conn: Any, row: Any, topic: str) -> None:
+    """An offloaded ledger's local copy back in force (the ledger is listed; its copy was deleted for the lag)."""
+    where = and_(
+        t.ledgers.c.topic == topic, t.ledgers.c.ledger_id == row.ledger_id, t.ledgers.c.local_deleted
+    )
+    if conn.execute(update(t.ledgers).where(where).values(local_deleted=False)).rowcount != 1:
+        raise InputError(
+            f"topic {topic} ledger {row.ledger_id}: its local copy cannot come back, the ledger is no longer listed "
+            "with its local copy deleted"
+        )
 
 
 def _restore_deleted_topic(

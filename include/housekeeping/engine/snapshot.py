@@ -218,6 +218,14 @@ def run_info(
             for r in (*state.ledger_rows, *state.compacted_rows)
             if r.files_generation and r.topic in selected
         ],
-        # The object tier offloads go to (its URL: no credentials); None: no offloader.
+        # The object tier offloads go to (its URL and endpoint: no credentials); None: no offloader.
         "offloadTier": store.tier.url if store.tier is not None else None,
+        "offloadEndpoint": store.tier.endpoint_url if store.tier is not None else None,
+        # Ledgers whose entries are only in the tier (their local copy deleted): [topic, ledgerId, attempt UUID];
+        # the Spark apps read them from their object (``spark_apps.shared.io.LedgerFiles``).
+        "tierLedgers": [
+            [r.topic, r.ledger_id, r.offload_uuid]
+            for r in state.ledger_rows
+            if r.local_deleted and r.entries_stored and r.topic in selected
+        ],
     }

@@ -216,12 +216,12 @@ def record_pending_deletion(
     grace period, in the caller's transaction. The caller removes the row itself.
 
     Its files: the local directory unless ``local`` is false (default: unless the row says its local copy is
-    gone), and the tier object ``tier_key`` (default: the object of the row's offload attempt when its entries are
-    stored), so a ledger deleted from the ledger list is deleted from both tiers (Pulsar's trim deletes the BK
+    gone), and the tier object ``tier_key`` (default, for a ledger leaving the ledger list: the object of the row's
+    offload attempt when its entries are stored), so a ledger deleted from the ledger list is deleted from both tiers (Pulsar's trim deletes the BK
     ledger and the offloaded object, complete or not)."""
     if local is None:
         local = not row.get("local_deleted")
-    if tier_key is None and row.get("offload_uuid") and row.get("entries_stored"):
+    if kind == "ledger" and tier_key is None and row.get("offload_uuid") and row.get("entries_stored"):
         tier_key = object_key(row["topic"], row["ledger_id"], row["offload_uuid"])
     conn.execute(
         t.pending_deletions.insert().values(

@@ -73,6 +73,7 @@ MECHANISM = KeyErasure(
     settings=(ERASURE_GRACE_SECONDS,),
     fault_points=(
         "erasure_apply_after_stage",  # a topic's new generations recorded, not yet installed
+        "erasure_apply_after_upload",  # an offloaded ledger's redacted object uploaded, its topic not switched
         "erasure_apply_after_install",  # a redacted ledger renamed into place, its topic not switched
         "erasure_apply_inside_topic_transaction",  # a topic's switch made, not committed
         "erasure_apply_after_topic_commit",  # a topic switched and journaled, the next not started

@@ -25,6 +25,7 @@ from __future__ import annotations
 
 import os
 from collections import defaultdict
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -43,6 +44,7 @@ from housekeeping.store.compacted_ledgers import COMPACTED_KIND
 from housekeeping.store.entries import files_sha256
 from housekeeping.store.journal import plan_rows
 from housekeeping.store.store import Store, record_pending_deletion
+from housekeeping.store.tier import TierError, new_attempt_uuid, object_key, parse_object_key
 
 ERASED_KIND = "erased_ledger"  # a raw ledger's files replaced by their redacted generation (never restored)
 STAGED_KIND = "erasure_staged"  # a new generation's directory between stage and switch (never restored)
@@ -91,12 +93,15 @@ def apply_plan(store: Store, run_dir: Path, spec: Any, *, purge_grace_seconds: i
         )
         if outcome.status == "staged":
             checkpoint("erasure_apply_after_stage")
-            for item in planned.values():
-                _install(applying.store, applying.run, topic, item)
+            copies = outcome.facts
+            for key, item in planned.items():
+                _install(applying.store, applying.run, topic, item, copies[key])
             outcome = applying.commit(
                 topic,
                 topic_actions,
-                lambda conn, tp=topic, acts=topic_actions, pl=planned: _switch(conn, applying, tp, acts, pl),
+                lambda conn, tp=topic, acts=topic_actions, pl=planned, cp=copies: _switch(
+                    conn, applying, tp, acts, pl, cp
+                ),
                 held_action="erase",
             )
         checkpoint("erasure_apply_after_topic_commit")
@@ -147,12 +152,29 @@ def _conflict(conn: Any, topic: str, action: dict[str, Any], planned: dict[str, 
     return None
 
 
-def _install(store: Store, run: RunDir, topic: str, planned: dict[str, Any]) -> None:
-    """Put the staged ledger at its new generation's directory (one rename), its bytes checked first."""
+def _install(store: Store, run: RunDir, topic: str, planned: dict[str, Any], copies: Copies) -> None:
+    """Upload the staged ledger as the new attempt's object (an offloaded ledger), then put it at its new
+    generation's directory (one rename) unless the ledger's local copy is deleted; its bytes checked first."""
     target = store.ledger_dir(topic, int(planned["ledgerId"]), int(planned["toGeneration"]))
     staged = run.staged_ledger(planned["staged"])
-    if target.is_dir() and files_sha256(target) == planned["stagedSha256"]:
-        return  # this run installed it before a crash
+    installed = target.is_dir() and files_sha256(target) == planned["stagedSha256"]
+    source = target if installed else _checked_staged(topic, planned, staged)
+    if copies.tier_key is not None:
+        _upload_redacted(store, topic, int(planned["ledgerId"]), copies.tier_key, source)
+    if not copies.local or installed:
+        return  # an offloaded ledger whose local copy is gone keeps it gone; or this run installed it before a crash
+    if target.exists():
+        # No metadata row names this generation (the compare-and-set above saw the one before it): left by a
+        # run that never switched. It holds no requested key either way; it is replaced.
+        store.remove_ledger_dir(
+            store.ledger_rel_path(topic, int(planned["ledgerId"]), int(planned["toGeneration"]))
+        )
+    target.parent.mkdir(parents=True, exist_ok=True)
+    os.replace(staged, target)
+    checkpoint("erasure_apply_after_install")
+
+
+def _checked_staged(topic: str, planned: dict[str, Any], staged: Path) -> Path:
     if not staged.is_dir():
         raise InputError(
             f"topic {topic} ledger {planned['ledgerId']}: the staged redacted ledger {staged} is missing; plan the "
@@ -164,15 +186,22 @@ def _install(store: Store, run: RunDir, topic: str, planned: dict[str, Any]) -> 
             f"topic {topic} ledger {planned['ledgerId']}: the staged redacted ledger {staged} is not the one the "
             f"gate passed (SHA-256 {actual[:12]}, plan {planned['stagedSha256'][:12]}); nothing was changed"
         )
-    if target.exists():
-        # No metadata row names this generation (the compare-and-set above saw the one before it): left by a
-        # run that never switched. It holds no requested key either way; it is replaced.
-        store.remove_ledger_dir(
-            store.ledger_rel_path(topic, int(planned["ledgerId"]), int(planned["toGeneration"]))
-        )
-    target.parent.mkdir(parents=True, exist_ok=True)
-    os.replace(staged, target)
-    checkpoint("erasure_apply_after_install")
+    return staged
+
+
+def _upload_redacted(store: Store, topic: str, ledger_id: int, key: str, source: Path) -> None:
+    """The redacted entries as the new attempt's object, read back and compared (a rerun finds it there)."""
+    from housekeeping.store.entries import read_ledger
+
+    tier = store.tier_for_writing(
+        f"topic {topic} ledger {ledger_id} is offloaded: its redacted copy goes to the tier"
+    )
+    table = read_ledger(source)
+    if tier.info(key) is None or not tier.read_ledger(key).equals(table):
+        tier.write_ledger(key, table)
+        if not tier.read_ledger(key).equals(table):
+            raise TierError(f"{tier.where}: object {key} read back differs from the redacted ledger uploaded")
+    checkpoint("erasure_apply_after_upload")
 
 
 def _planned(
@@ -212,6 +241,22 @@ def _conflicts(
     return None
 
 
+def _offload_after_rewrite(old: dict[str, Any], copies: Copies) -> dict[str, Any]:
+    """A rewritten ledger's offload context: the new attempt's object when its offload had completed (complete, its
+    completion time and its local copy's state kept); an attempt that had not completed is forgotten (its object,
+    which may hold the key, goes with the old files), so a later offload uploads the redacted ledger afresh."""
+    if copies.tier_key is not None:
+        return {"offload_uuid": parse_object_key(copies.tier_key)[2]}
+    if old.get("offload_uuid") is not None:
+        return {
+            "offload_uuid": None,
+            "offload_complete": False,
+            "offloaded_at_ms": None,
+            "local_deleted": False,
+        }
+    return {}
+
+
 def _staged_path(store: Store, topic: str, ledger_id: int, item: dict[str, Any]) -> str:
     return store.ledger_rel_path(topic, ledger_id, int(item["toGeneration"]))
 
@@ -221,6 +266,20 @@ def _staged_records(path: str) -> Any:
     return and_(p.path == path, p.kind == STAGED_KIND, p.status == "pending")
 
 
+def _staged_objects(run_id: str, topic: str, ledger_id: int) -> Any:
+    """This run's staged tier object of a ledger (its key names the new attempt's UUID)."""
+    p = t.pending_deletions.c
+    return and_(
+        p.kind == STAGED_KIND,
+        p.status == "pending",
+        p.run_id == run_id,
+        p.topic == topic,
+        p.ledger_id == ledger_id,
+        p.tier_key.is_not(None),
+        p.path == "",
+    )
+
+
 def _stage(
     conn: Any,
     applying: ApplyRun,
@@ -228,15 +287,14 @@ def _stage(
     actions: list[dict[str, Any]],
     planned: dict[tuple[str, int, str], dict[str, Any]],
 ) -> TopicOutcome:
-    """Compare-and-set, then record each new generation's directory before it exists (not journaled)."""
+    """Compare-and-set, then record each new generation's directory and, for an offloaded ledger, the new attempt's
+    object before they exist (not journaled). Facts: per ledger where its redacted copies go (:class:`Copies`)."""
     why = _conflicts(conn, topic, actions, planned)
     if why is not None:
         return TopicOutcome("skipped_conflict", why, "erase", {"why": why, "planRows": plan_rows(actions)})
-    for (_, ledger_id, source), item in sorted(planned.items()):
-        path = _staged_path(applying.store, topic, ledger_id, item)
-        mine = and_(_staged_records(path), t.pending_deletions.c.run_id == applying.run_id)
-        if conn.execute(select(t.pending_deletions.c.id).where(mine)).first() is not None:
-            continue  # a rerun: staged already
+    copies: dict[tuple[str, int, str], Copies] = {}
+    for key, item in sorted(planned.items()):
+        _, ledger_id, source = key
         table = SOURCE_TABLES[source]
         old = conn.execute(
             select(table).where(and_(table.c.topic == topic, table.c.ledger_id == ledger_id))
@@ -244,16 +302,47 @@ def _stage(
         staged = dict(
             old._mapping, files_generation=int(item["toGeneration"]), size_bytes=int(item["sizeAfter"])
         )
-        record_pending_deletion(
-            conn,
-            staged,
-            run_id=applying.run_id,
-            as_of_ms=applying.as_of_ms,
-            purge_after_ms=applying.purge_after_ms,
-            kind=STAGED_KIND,
-            erased_by=applying.run_id,
-        )
-    return TopicOutcome("staged", journaled=False)
+        copies[key] = _stage_copies(conn, applying, topic, ledger_id, source, old, staged, item)
+    return TopicOutcome("staged", journaled=False, facts=copies)
+
+
+@dataclass(frozen=True)
+class Copies:
+    """Where a rewritten ledger's redacted files go: its new local generation (unless its local copy is deleted)
+    and, for a ledger whose offload completed, a new object in the tier (``tier_key``)."""
+
+    local: bool
+    tier_key: str | None
+
+
+def _stage_copies(
+    conn: Any, applying: ApplyRun, topic: str, ledger_id: int, source: str, old: Any, staged: dict, item: dict
+) -> Copies:
+    local = source == "compacted" or not old.local_deleted
+    offloaded = (
+        source == "raw" and old.offload_uuid is not None and old.entries_stored and old.offload_complete
+    )
+    tier_key = None
+    common = {
+        "run_id": applying.run_id,
+        "as_of_ms": applying.as_of_ms,
+        "purge_after_ms": applying.purge_after_ms,
+        "kind": STAGED_KIND,
+        "erased_by": applying.run_id,
+    }
+    if local:
+        path = _staged_path(applying.store, topic, ledger_id, item)
+        mine = and_(_staged_records(path), t.pending_deletions.c.run_id == applying.run_id)
+        if conn.execute(select(t.pending_deletions.c.id).where(mine)).first() is None:  # else: a rerun
+            record_pending_deletion(conn, staged, local=True, **common)
+    if offloaded:
+        earlier = conn.execute(
+            select(t.pending_deletions.c.tier_key).where(_staged_objects(applying.run_id, topic, ledger_id))
+        ).first()
+        tier_key = earlier[0] if earlier is not None else object_key(topic, ledger_id, new_attempt_uuid())
+        if earlier is None:
+            record_pending_deletion(conn, staged, local=False, tier_key=tier_key, **common)
+    return Copies(local, tier_key)
 
 
 def _switch(
@@ -262,6 +351,7 @@ def _switch(
     topic: str,
     actions: list[dict[str, Any]],
     planned: dict[tuple[str, int, str], dict[str, Any]],
+    copies: dict[tuple[str, int, str], Copies],
 ) -> TopicOutcome:
     """Compare-and-set again, then switch each ledger to its new generation (module docstring, step 3)."""
     why = _conflicts(conn, topic, actions, planned)
@@ -269,49 +359,14 @@ def _switch(
         # The staged directories stay in the pending-deletion log: purge removes them after the grace period.
         return TopicOutcome("skipped_conflict", why, "erase", {"why": why, "planRows": plan_rows(actions)})
     erase_after_ms = applying.purge_after_ms
-    entries = bytes_ = rewritten = compacted = 0
     for key, item in sorted(planned.items()):
-        source = key[2]
-        table = SOURCE_TABLES[source]
-        where = and_(table.c.topic == topic, table.c.ledger_id == key[1])
-        old = dict(conn.execute(select(table).where(where)).one()._mapping)
-        record_pending_deletion(
-            conn,
-            old,
-            run_id=applying.run_id,
-            as_of_ms=applying.as_of_ms,
-            purge_after_ms=erase_after_ms,
-            kind=ERASED_KIND if source == "raw" else COMPACTED_KIND,
-            erased_by=applying.run_id,
-        )
-        values: dict[str, Any] = {
-            "files_generation": int(item["toGeneration"]),
-            "size_bytes": int(item["sizeAfter"]),
-        }
-        if source == "compacted":
-            values["tombstones"] = max(0, old["tombstones"] - int(item["tombstonesRedacted"]))
-        conn.execute(update(table).where(where).values(**values))
-        # The new directory is the ledger's files now, no longer a staged one waiting for purge (a staged record
-        # of an earlier run that never switched goes too: it names the same directory).
-        path = _staged_path(applying.store, topic, key[1], item)
-        conn.execute(t.pending_deletions.delete().where(_staged_records(path)))
-        entries += int(item["entriesRedacted"])
-        bytes_ += int(item["bytesRedacted"])
-        rewritten += source == "raw"
-        compacted += source == "compacted"
+        _switch_ledger(conn, applying, topic, key, item, copies[key])
     expedites = [a for a in actions if a["action"] == EXPEDITE_PURGE.name]
-    expedited = 0
-    for action in expedites:
-        pending = t.pending_deletions
-        row = conn.execute(select(pending).where(pending.c.id == int(action["pendingId"]))).first()
-        if row is None or row.status != "pending":
-            continue  # purged since the snapshot: gone already
-        conn.execute(
-            update(pending)
-            .where(pending.c.id == row.id)
-            .values(purge_after_ms=min(row.purge_after_ms, erase_after_ms), erased_by=applying.run_id)
-        )
-        expedited += 1
+    expedited = _expedite(conn, applying, expedites)
+    entries = sum(int(item["entriesRedacted"]) for item in planned.values())
+    bytes_ = sum(int(item["bytesRedacted"]) for item in planned.values())
+    rewritten = sum(key[2] == "raw" for key in planned)
+    compacted = sum(key[2] == "compacted" for key in planned)
     if planned:
         conn.execute(update(t.topics).where(t.topics.c.name == topic).values(version=t.topics.c.version + 1))
     checkpoint("erasure_apply_inside_topic_transaction")
@@ -333,3 +388,71 @@ def _switch(
         "expedited": expedited,
     }
     return TopicOutcome("applied", None, "erase", detail, facts)
+
+
+def _switch_ledger(
+    conn: Any, applying: ApplyRun, topic: str, key: tuple[str, int, str], item: dict[str, Any], copies: Copies
+) -> None:
+    """Point one ledger at its new generation; the files in force until now go to the pending-deletion log."""
+    source = key[2]
+    table = SOURCE_TABLES[source]
+    where = and_(table.c.topic == topic, table.c.ledger_id == key[1])
+    old = dict(conn.execute(select(table).where(where)).one()._mapping)
+    # The files in force until now, local and (an offloaded ledger: the attempt's object, complete or not) in
+    # the tier, hold the key: to the pending-deletion log, marked erased (never restored).
+    old_object = (
+        object_key(topic, key[1], old["offload_uuid"])
+        if source == "raw" and old.get("offload_uuid") and old.get("entries_stored")
+        else None
+    )
+    record_pending_deletion(
+        conn,
+        old,
+        run_id=applying.run_id,
+        as_of_ms=applying.as_of_ms,
+        purge_after_ms=applying.purge_after_ms,
+        kind=ERASED_KIND if source == "raw" else COMPACTED_KIND,
+        erased_by=applying.run_id,
+        tier_key=old_object,
+        local=not old.get("local_deleted"),
+    )
+    values: dict[str, Any] = {
+        "files_generation": int(item["toGeneration"]),
+        "size_bytes": int(item["sizeAfter"]),
+        **_offload_after_rewrite(old, copies),
+    }
+    if source == "compacted":
+        values["tombstones"] = max(0, old["tombstones"] - int(item["tombstonesRedacted"]))
+    conn.execute(update(table).where(where).values(**values))
+    # The new directory is the ledger's files now, no longer a staged one waiting for purge (a staged record
+    # of an earlier run that never switched goes too: it names the same directory).
+    path = _staged_path(applying.store, topic, key[1], item)
+    conn.execute(t.pending_deletions.delete().where(_staged_records(path)))
+    if copies.tier_key is not None:
+        conn.execute(
+            t.pending_deletions.delete().where(
+                and_(
+                    _staged_objects(applying.run_id, topic, key[1]),
+                    t.pending_deletions.c.tier_key == copies.tier_key,
+                )
+            )
+        )
+
+
+def _expedite(conn: Any, applying: ApplyRun, expedites: list[dict[str, Any]]) -> int:
+    """Bring forward the purge of pending deletions that still hold a requested key; how many were."""
+    expedited = 0
+    pending = t.pending_deletions
+    for action in expedites:
+        row = conn.execute(select(pending).where(pending.c.id == int(action["pendingId"]))).first()
+        if row is None or row.status != "pending":
+            continue  # purged since the snapshot: gone already
+        conn.execute(
+            update(pending)
+            .where(pending.c.id == row.id)
+            .values(
+                purge_after_ms=min(row.purge_after_ms, applying.purge_after_ms), erased_by=applying.run_id
+            )
+        )
+        expedited += 1
+    return expedited

@@ -1,7 +1,8 @@
 """Proof of erasure, per request: what the erasure runs did for it, when the files they replaced were purged, and
 a final scan of every file the store holds for the request's target (every Parquet file under the topic's, its
-partitions' or the namespace's directories, whatever the metadata says: raw, compacted, waiting for purge, or
-named by nothing) that looks for an entry whose key's SHA-256 is the request's.
+partitions' or the namespace's directories, and every object of the object tier under them, whatever the metadata
+says: raw, compacted, offloaded, waiting for purge, or named by nothing) that looks for an entry whose key's SHA-256
+is the request's.
 
 The request's state follows from the proof, recorded in the metadata with the proof's path:
 
@@ -30,6 +31,7 @@ from housekeeping.mechanisms.erasure.tables import ERASURE_DECISIONS, ERASURE_LE
 from housekeeping.store import metadata_schema as t
 from housekeeping.store.journal import journal
 from housekeeping.store.store import LEDGERS_DIR, Store, read_transaction, write_transaction
+from housekeeping.store.tier import ObjectTier
 
 
 def target_dirs(store: Store, scope: str, target: str) -> list[Path]:
@@ -50,24 +52,57 @@ def target_dirs(store: Store, scope: str, target: str) -> list[Path]:
     )
 
 
-def scan(dirs: list[Path], digests: set[str]) -> dict[str, dict[str, Any]]:
-    """Every Parquet file under ``dirs``, read once for all ``digests``: per digest the files holding an entry
-    whose key's SHA-256 it is (each distinct key of a file is hashed once)."""
+TIER_PREFIX = "tier:"  # how the proof names a tier object it found: tier:<object key>
+
+
+def target_objects(tier: ObjectTier | None, scope: str, target: str) -> list[str]:
+    """Every object of the tier under the target's topics (the namespace's, or the topic's and its partitions'),
+    whatever the metadata says."""
+    if tier is None:
+        return []
+    if scope == "namespace":
+        name = NamespaceName.parse(target)
+        tenant, namespace, _ = topic_dir_parts(TopicName(name.tenant, name.namespace, "x"))
+        return sorted(o.key for o in tier.list_objects(f"persistent/{tenant}/{namespace}"))
+    tenant, namespace, local = topic_dir_parts(TopicName.parse(target))
+    keys = []
+    for item in tier.list_objects(f"persistent/{tenant}/{namespace}"):
+        topic_dir = item.key.split("/")[3] if item.key.count("/") >= 4 else ""
+        if topic_dir == local or (
+            topic_dir.startswith(local + "-partition-") and topic_dir[len(local) + 11 :].isdigit()
+        ):
+            keys.append(item.key)
+    return sorted(keys)
+
+
+def scan(
+    dirs: list[Path], digests: set[str], tier: ObjectTier | None = None, objects: list[str] = ()
+) -> dict[str, dict[str, Any]]:
+    """Every Parquet file under ``dirs`` and every tier object of ``objects``, read once for all ``digests``: per
+    digest the files holding an entry whose key's SHA-256 it is (each distinct key of a file is hashed once; an
+    object is named ``tier:<key>``)."""
     import pyarrow.compute as pc
     import pyarrow.parquet as pq
 
     files = entries = 0
     found: dict[str, list[str]] = {digest: [] for digest in digests}
+
+    def look(name: str, keys: Any) -> None:
+        nonlocal files, entries
+        files += 1
+        entries += len(keys)
+        for value in pc.unique(keys).to_pylist():
+            if value is not None:
+                digest = hashlib.sha256(value.encode("utf-8")).hexdigest()
+                if digest in found:
+                    found[digest].append(name)
+
     for base in dirs:
         for path in sorted(base.rglob("*.parquet")):
-            files += 1
-            keys = pq.read_table(path, columns=["key"]).column("key")
-            entries += len(keys)
-            for value in pc.unique(keys).to_pylist():
-                if value is not None:
-                    digest = hashlib.sha256(value.encode("utf-8")).hexdigest()
-                    if digest in found:
-                        found[digest].append(str(path))
+            look(str(path), pq.read_table(path, columns=["key"]).column("key"))
+    for key in objects:
+        assert tier is not None
+        look(TIER_PREFIX + key, tier.read_ledger(key, columns=["key"]).column("key"))
     return {
         digest: {"filesScanned": files, "entriesScanned": entries, "filesHoldingTheKey": paths}
         for digest, paths in found.items()
@@ -75,7 +110,9 @@ def scan(dirs: list[Path], digests: set[str]) -> dict[str, dict[str, Any]]:
 
 
 def _ledger_dir_of(path: str, root: Path) -> str:
-    """The ledger directory (relative to the store root) a found file is in."""
+    """The ledger directory (relative to the store root) a found file is in; a tier object: its key."""
+    if path.startswith(TIER_PREFIX):
+        return path[len(TIER_PREFIX) :]
     return str(Path(path).parent.relative_to(root))
 
 
@@ -87,7 +124,7 @@ class _RunFacts:
     info: dict[str, Any]
     ledgers: list[dict[str, Any]]  # the plan's rewritten ledgers
     applied: set[str]  # topics the run's apply switched (or had switched)
-    waiting: dict[str, Any]  # pending deletions an erasure marked, by path
+    waiting: dict[str, Any]  # pending deletions an erasure marked, by path and by tier object key
     requests: dict[int, Any]
 
 
@@ -95,12 +132,14 @@ def _run_facts(store: Store, run: RunDir) -> _RunFacts:
     apply_result = read_json(run.apply_result) or {}
     with read_transaction(store.engine) as conn:
         p = t.pending_deletions.c
-        waiting = {
-            row.path: row
-            for row in conn.execute(
-                select(t.pending_deletions).where((p.status == "pending") & p.erased_by.is_not(None))
-            )
-        }
+        waiting: dict[str, Any] = {}
+        for row in conn.execute(
+            select(t.pending_deletions).where((p.status == "pending") & p.erased_by.is_not(None))
+        ):
+            # Its local files by their path, its tier object by its key.
+            for place in (row.path, row.tier_key):
+                if place:
+                    waiting[place] = row
         requests = {row.id: row for row in conn.execute(select(t.erasure_requests))}
     return _RunFacts(
         run,
@@ -182,8 +221,13 @@ def _proof(
             if request.id in (r.get("requestIds") or [])
         ],
         "replacedFilesWaitingForPurge": [
-            {"path": row.path, "purgeAfter": format_ms(row.purge_after_ms), "erasedBy": row.erased_by}
-            for row in awaiting
+            {
+                "path": row.path,
+                **({"tierObject": row.tier_key} if row.tier_key else {}),
+                "purgeAfter": format_ms(row.purge_after_ms),
+                "erasedBy": row.erased_by,
+            }
+            for row in {id(r): r for r in awaiting}.values()
         ],
         "purged": _purged(store, request),
         "finalScan": result,
@@ -203,7 +247,10 @@ def prove(store: Store, run_dir: Path, *, dry_run: bool) -> list[dict[str, Any]]
     for request_id in by_request:
         if (request := facts.requests.get(request_id)) is not None:
             wanted.setdefault((request.scope, request.target), set()).add(request.key_sha256)
-    scans = {target: scan(target_dirs(store, *target), digests) for target, digests in sorted(wanted.items())}
+    scans = {
+        target: scan(target_dirs(store, *target), digests, store.tier, target_objects(store.tier, *target))
+        for target, digests in sorted(wanted.items())
+    }
     proofs = []
     for request_id, rows in sorted(by_request.items()):
         request = facts.requests.get(request_id)
@@ -242,7 +289,12 @@ def _purged(store: Store, request: Any) -> list[dict[str, Any]]:
         )
         if covered:
             out.append(
-                {"path": row.path, "purgedAsOf": format_ms(row.finished_as_of_ms), "erasedBy": row.erased_by}
+                {
+                    "path": row.path,
+                    **({"tierObject": row.tier_key} if row.tier_key else {}),
+                    "purgedAsOf": format_ms(row.finished_as_of_ms),
+                    "erasedBy": row.erased_by,
+                }
             )
     return out
 

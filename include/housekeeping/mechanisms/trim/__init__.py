@@ -10,7 +10,7 @@ from typing import Any
 
 from housekeeping.engine.mechanism import Mechanism, TaskIds
 from housekeeping.mechanisms.shared.cursors import MOVE_CURSOR
-from housekeeping.mechanisms.trim.actions import DELETE_LEDGER
+from housekeeping.mechanisms.trim.actions import DELETE_LEDGER, DELETE_LOCAL_COPY
 
 
 class Trim(Mechanism):
@@ -35,7 +35,7 @@ MECHANISM = Trim(
     ),
     plan_app="spark_apps.trim.plan",
     gate_checks="spark_apps.trim.gate",
-    actions=(DELETE_LEDGER, MOVE_CURSOR),
+    actions=(DELETE_LEDGER, MOVE_CURSOR, DELETE_LOCAL_COPY),
     report_template=Path(__file__).with_name("report.md.j2"),
     sweeps=("retention-time", "retention-size"),
 )

@@ -1,17 +1,20 @@
-"""``delete_ledger``: consumed-ledger trim's action. A ledger leaves its topic's ledger list and waits in the
-pending-deletion log for purge (restorable until then); the topic's version is compare-and-set first."""
+"""Consumed-ledger trim's actions. ``delete_ledger``: a ledger leaves its topic's ledger list and waits in the
+pending-deletion log for purge (restorable until then), from both tiers when it was offloaded; the topic's version is
+compare-and-set first. ``delete_local_copy``: an offloaded ledger's local copy goes once the offload-deletion lag has
+passed (Pulsar's ``isOffloadedNeedsDelete``: ``bookkeeperDeleted``); the ledger stays listed and is read from the
+tier."""
 
 from __future__ import annotations
 
 from collections.abc import Mapping
 from typing import Any
 
-from sqlalchemy import and_, select
+from sqlalchemy import and_, select, update
 
 from housekeeping.core.errors import InputError
 from housekeeping.engine.actions import ActionKind, Changes, Effect, Frees, PlanView, TopicTally, namespace_of
 from housekeeping.store import metadata_schema as t
-from housekeeping.store.store import record_pending_deletion
+from housekeeping.store.store import LOCAL_COPY_KIND, record_pending_deletion
 
 
 class DeleteLedger(ActionKind):
@@ -56,4 +59,44 @@ DELETE_LEDGER = DeleteLedger(
     "a consumed ledger whose retention ran out leaves the ledger list (purged after the grace period)",
     Changes.LEDGERS,
     Frees.DATA,
+)
+
+
+class DeleteLocalCopy(ActionKind):
+    """Compare-and-set on the ledger row: still listed, its offload complete at the time the plan saw, the local
+    copy not deleted yet; otherwise the row is left alone and counted as skipped."""
+
+    def apply_in_topic(self, conn: Any, run: Any, tally: TopicTally, row: Mapping[str, Any]) -> None:
+        topic, ledger_id = tally.topic, int(row["ledgerId"])
+        where = and_(
+            t.ledgers.c.topic == topic,
+            t.ledgers.c.ledger_id == ledger_id,
+            t.ledgers.c.offload_complete,
+            ~t.ledgers.c.local_deleted,
+            t.ledgers.c.offloaded_at_ms == int(row["offloadedAtMs"]),
+        )
+        stored = conn.execute(select(t.ledgers).where(where)).first()
+        if stored is None:
+            tally.add("localCopiesSkipped", [f"{topic}:{ledger_id}"])
+            return
+        conn.execute(update(t.ledgers).where(where).values(local_deleted=True))
+        record_pending_deletion(
+            conn,
+            dict(stored._mapping),
+            run_id=run.run_id,
+            as_of_ms=run.as_of_ms,
+            purge_after_ms=run.purge_after_ms,
+            kind=LOCAL_COPY_KIND,
+            local=True,
+        )
+        tally.add("localCopiesDeleted")
+        tally.add("localBytesDeleted", int(stored.size_bytes))
+
+
+DELETE_LOCAL_COPY = DeleteLocalCopy(
+    "delete_local_copy",
+    "an offloaded ledger's local copy deleted once the offload-deletion lag passed (it stays listed, read from the tier)",
+    Changes.FILES,
+    Frees.LOCAL_COPY,
+    result_keys={"localCopiesDeleted": 0, "localBytesDeleted": 0, "localCopiesSkipped": []},
 )

@@ -9,9 +9,17 @@ from pathlib import Path
 from typing import Any
 
 from housekeeping.core.timeutil import format_ms
-from housekeeping.engine.contract import BLOCKERS, NAMESPACES, TOPICS, read_run_info, read_snapshot_table
+from housekeeping.engine.contract import (
+    ACTIONS,
+    BLOCKERS,
+    NAMESPACES,
+    TOPICS,
+    read_run_info,
+    read_snapshot_table,
+)
 from housekeeping.engine.plan import read_summary, read_table
 from housekeeping.engine.report import run_section
+from housekeeping.mechanisms.trim.actions import DELETE_LOCAL_COPY
 from housekeeping.mechanisms.trim.tables import TRIM_DECISIONS
 
 
@@ -72,6 +80,11 @@ def build_report(run_dir: Path, *, dry_run: bool) -> dict[str, Any]:
                 ],
             }
         )
+    local_copies = [
+        {"topic": a["topic"], "ledgerId": a["ledgerId"], "bytes": a["bytes"], "reason": a["reason"]}
+        for a in read_table(run_dir, ACTIONS.name)
+        if a["action"] == DELETE_LOCAL_COPY.name
+    ]
     top_blockers = sorted(
         (b for b in blockers if b["bytes"] > 0), key=lambda b: (-b["bytes"], b["topic"], b["kind"])
     )[:25]
@@ -85,5 +98,8 @@ def build_report(run_dir: Path, *, dry_run: bool) -> dict[str, Any]:
         },
         "blockers": blockers,
         "topBlockers": top_blockers,
+        # Offloaded ledgers past the offload-deletion lag: their local copy goes, the tier's stays.
+        "localCopies": sorted(local_copies, key=lambda c: (c["topic"], c["ledgerId"])),
+        "localCopyBytes": sum(c["bytes"] for c in local_copies),
         "topics": topics,
     }
