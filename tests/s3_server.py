@@ -3,7 +3,8 @@ started and stopped by the test session. The object tier talks to it over HTTP t
 would talk to S3 or MinIO; the tests only use boto3 to set up and inspect buckets.
 
 Each test that asks gets a fresh bucket. Credentials are dummy values set in the environment (the standard AWS
-chain the tier reads), never in a URL."""
+chain the tier reads), never in a URL. A server started ``authenticating`` checks them as S3 does (moto's IAM
+enforcement, INITIAL_NO_AUTH_ACTION_COUNT): only the access key ``grant`` made may act, any other is refused."""
 
 from __future__ import annotations
 
@@ -26,16 +27,22 @@ class S3Server:
     port: int
     process: subprocess.Popen
     _buckets: int = field(default=0, init=False)
+    _granted: dict[str, str] | None = field(default=None, init=False)
 
     @classmethod
-    def start(cls, wait_s: float = 60) -> S3Server:
+    def start(cls, wait_s: float = 60, *, authenticating: bool = False) -> S3Server:
         port = free_port()
         moto = Path(sys.executable).with_name("moto_server")
+        env = dict(os.environ)
+        if authenticating:
+            # The three IAM calls of ``grant`` go unchecked; every request after them is authenticated.
+            env["INITIAL_NO_AUTH_ACTION_COUNT"] = "3"
         process = subprocess.Popen(
             [str(moto), "-H", "127.0.0.1", "-p", str(port)],
             stdout=subprocess.DEVNULL,
             stderr=subprocess.DEVNULL,
             start_new_session=True,
+            env=env,
         )
         server = cls(port, process)
         server.wait_listening(wait_s)
@@ -56,16 +63,41 @@ class S3Server:
     def endpoint_url(self) -> str:
         return f"http://127.0.0.1:{self.port}"
 
-    def client(self):
+    def client(self, service: str = "s3", credentials: dict[str, str] | None = None):
         import boto3
 
+        credentials = credentials or self.credentials
         return boto3.client(
-            "s3",
+            service,
             endpoint_url=self.endpoint_url,
-            aws_access_key_id=CREDENTIALS["AWS_ACCESS_KEY_ID"],
-            aws_secret_access_key=CREDENTIALS["AWS_SECRET_ACCESS_KEY"],
-            region_name=CREDENTIALS["AWS_REGION"],
+            aws_access_key_id=credentials["AWS_ACCESS_KEY_ID"],
+            aws_secret_access_key=credentials["AWS_SECRET_ACCESS_KEY"],
+            region_name=credentials["AWS_REGION"],
         )
+
+    @property
+    def credentials(self) -> dict[str, str]:
+        return self._granted or CREDENTIALS
+
+    def grant(self) -> dict[str, str]:
+        """On an authenticating server: an IAM user allowed every S3 action and its access key (the credentials
+        the tests' own S3 calls use from now on)."""
+        import json
+
+        iam = self.client("iam")
+        iam.create_user(UserName="offloader")
+        policy = {
+            "Version": "2012-10-17",
+            "Statement": [{"Effect": "Allow", "Action": "s3:*", "Resource": "*"}],
+        }
+        iam.put_user_policy(UserName="offloader", PolicyName="s3", PolicyDocument=json.dumps(policy))
+        key = iam.create_access_key(UserName="offloader")["AccessKey"]
+        self._granted = {
+            "AWS_ACCESS_KEY_ID": key["AccessKeyId"],
+            "AWS_SECRET_ACCESS_KEY": key["SecretAccessKey"],
+            "AWS_REGION": CREDENTIALS["AWS_REGION"],
+        }
+        return self._granted
 
     def create_bucket(self, prefix: str = "tier") -> str:
         self._buckets += 1

@@ -210,6 +210,31 @@ def plan_summary(decisions: DataFrame, info: dict) -> dict:
     }
 
 
+def sweep_point(spark, snapshot: dict[str, DataFrame], info: dict) -> DataFrame:
+    """A policy sweep's point (``spark_apps.sweep``): per namespace, the bytes and ledgers this plan offloads, and
+    the local bytes left once the offload-deletion lag in force has passed for every offloaded ledger (those not
+    offloaded after this plan, and all of them where the lag is -1 or no offloader applies; retention not
+    counted), from the same decisions ``run`` writes."""
+    decisions = offload_decisions(snapshot, info)
+    local = snapshot["ledgers"].select("topic", "ledgerId", (~F.col("localDeleted")).alias("hasLocal"))
+    lag = snapshot["topics"].select("topic", "offloader", "offloadDeletionLagMs")
+    offloaded = F.col("offloadComplete") | (F.col("decision") == "offload")
+    copy_goes = offloaded & F.col("offloader") & F.coalesce(F.col("offloadDeletionLagMs") >= 0, F.lit(False))
+    chosen = F.col("decision") == "offload"
+    return (
+        decisions.join(local, ["topic", "ledgerId"], "left")
+        .join(lag, "topic", "left")
+        .groupBy("namespace")
+        .agg(
+            F.sum(F.when(chosen, F.col("size")).otherwise(0)).cast("long").alias("bytesOffloaded"),
+            F.sum(chosen.cast("long")).alias("ledgersOffloaded"),
+            F.sum(F.when(F.col("hasLocal") & ~copy_goes, F.col("size")).otherwise(0))
+            .cast("long")
+            .alias("localBytesLeft"),
+        )
+    )
+
+
 def run(spark, run_dir: str | Path) -> dict:
     run = RunDir(run_dir)
     with run_scoped_cache(spark):

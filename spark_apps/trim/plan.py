@@ -369,13 +369,28 @@ def trim_decisions(snapshot: dict[str, DataFrame], info: dict) -> DataFrame:
 
 def sweep_point(spark, snapshot: dict[str, DataFrame], info: dict) -> DataFrame:
     """A policy sweep's point (``spark_apps.sweep``): per namespace, the bytes and ledgers this plan frees and
-    the bytes it keeps, from the same decisions ``run`` writes (holds included)."""
+    the bytes it keeps, and on the local disk the bytes it frees (deleted ledgers and the local copies the
+    offload-deletion lag lets go) and leaves, from the same decisions ``run`` writes (holds included)."""
     decisions = trim_decisions(snapshot, info)
+    local_copies = local_copy_deletions(
+        snapshot["topics"], snapshot["ledgers"], decisions, int(info["asOfMs"])
+    ).select("topic", "ledgerId", F.lit(True).alias("localCopyDeleted"))
+    local = snapshot["ledgers"].select("topic", "ledgerId", (~F.col("localDeleted")).alias("hasLocal"))
     deleted = F.col("decision") == "delete"
-    return decisions.groupBy("namespace").agg(
-        F.sum(F.when(deleted, F.col("size")).otherwise(0)).cast("long").alias("bytesFreed"),
-        F.sum(F.when(deleted, 0).otherwise(F.col("size"))).cast("long").alias("bytesKept"),
-        F.sum(deleted.cast("long")).alias("ledgersDeleted"),
+    local_freed = F.col("hasLocal") & (deleted | F.coalesce("localCopyDeleted", F.lit(False)))
+    return (
+        decisions.join(local, ["topic", "ledgerId"], "left")
+        .join(local_copies, ["topic", "ledgerId"], "left")
+        .groupBy("namespace")
+        .agg(
+            F.sum(F.when(deleted, F.col("size")).otherwise(0)).cast("long").alias("bytesFreed"),
+            F.sum(F.when(deleted, 0).otherwise(F.col("size"))).cast("long").alias("bytesKept"),
+            F.sum(deleted.cast("long")).alias("ledgersDeleted"),
+            F.sum(F.when(local_freed, F.col("size")).otherwise(0)).cast("long").alias("localBytesFreed"),
+            F.sum(F.when(F.col("hasLocal") & ~local_freed, F.col("size")).otherwise(0))
+            .cast("long")
+            .alias("localBytesLeft"),
+        )
     )
 
 

@@ -85,6 +85,17 @@ PUBLIC = {
         ],
         {"compact_topics"},
     ),
+    "ledger_offload": (
+        "@hourly",
+        [
+            "plan_ledger_offload",
+            "validate_offload_plan",
+            "approve_ledger_offload",
+            "apply_ledger_offload",
+            "write_offload_report",
+        ],
+        set(),
+    ),
 }
 DAG_IDS = set(PUBLIC)
 DATES = [

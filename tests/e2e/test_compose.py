@@ -38,8 +38,9 @@ def test_compose_services_and_settings():
 
 
 def _interpolated(value: str) -> str:
-    """A compose value as the deployment sees it without an .env: ${X:-default} -> default, ${X:?msg} -> "x"."""
-    value = re.sub(r"\$\{\w+:-([^}]*)\}", r"\1", str(value))
+    """A compose value as the deployment sees it without an .env: ${X:-default} (or ${X-default}) -> default,
+    ${X:?msg} -> "x"."""
+    value = re.sub(r"\$\{\w+:?-([^}]*)\}", r"\1", str(value))
     return re.sub(r"\$\{\w+:\?[^}]*\}", "x", value)
 
 
@@ -51,21 +52,33 @@ def test_every_housekeeping_setting_of_compose_is_read_by_the_code(monkeypatch):
 
     from housekeeping.core.settings import ENV_FIELDS, Settings
     from housekeeping.mechanisms.registry import mechanism_settings
+    from housekeeping.store.tier import OFFLOAD_ENDPOINT_ENV, OFFLOAD_URL_ENV, tier_of_settings
 
     hints = typing.get_type_hints(Settings)
     own = {setting.env: setting for setting in mechanism_settings()}
+    # The object tier's two settings are read by the tier itself (housekeeping.store.tier).
+    tier_reads = {
+        OFFLOAD_URL_ENV: lambda: tier_of_settings().url,
+        OFFLOAD_ENDPOINT_ENV: lambda: tier_of_settings("s3://bucket/prefix").endpoint_url,
+    }
 
     env = yaml.safe_load((REPO / "docker-compose.yaml").read_text())["services"]["airflow-scheduler"][
         "environment"
     ]
     ours = {name: _interpolated(value) for name, value in env.items() if name.startswith("HOUSEKEEPING_")}
     assert ours, "compose sets the store's settings"
-    for name in [*ENV_FIELDS, *own]:
+    for name in [*ENV_FIELDS, *own, *tier_reads]:
         monkeypatch.delenv(name, raising=False)
     for name in ours:
-        assert name in ENV_FIELDS or name in own, (
+        assert name in ENV_FIELDS or name in own or name in tier_reads, (
             f"{name} is set in compose but the code reads no such setting"
         )
+        if name in tier_reads:
+            text = "s3://sentinel-bucket/prefix" if name == OFFLOAD_URL_ENV else "http://sentinel:9000"
+            monkeypatch.setenv(name, text)
+            assert tier_reads[name]() == text, f"{name} does not reach the code"
+            monkeypatch.delenv(name)
+            continue
         # A value of the field's own type (an optional threshold by its number type, objectives as JSON).
         kind = hints[ENV_FIELDS[name]] if name in ENV_FIELDS else own[name].kind
         if kind in (int, int | None):
@@ -86,6 +99,7 @@ def test_every_housekeeping_setting_of_compose_is_read_by_the_code(monkeypatch):
     assert settings.store_root == ours["HOUSEKEEPING_STORE_ROOT"]
     for setting in own.values():
         setting.read()
+    assert tier_of_settings().where == "s3://pulsar-offload/housekeeping at http://object-store:9000"
 
 
 def test_compose_topology_is_consistent_with_the_code():
@@ -123,6 +137,35 @@ def test_compose_topology_is_consistent_with_the_code():
     assert "@store-postgres/" in env["HOUSEKEEPING_METADATA_URL"] and "store-postgres" in services
     for name in ("airflow-apiserver", "airflow-scheduler", "airflow-dag-processor", "airflow-triggerer"):
         assert services[name]["depends_on"]["airflow-init"]["condition"] == "service_completed_successfully"
+
+
+def test_compose_has_the_object_tier_the_settings_name_and_the_spark_executors_can_read_it():
+    """The object-store service answers at the endpoint HOUSEKEEPING_OFFLOAD_ENDPOINT_URL names, its init job makes
+    the bucket HOUSEKEEPING_OFFLOAD_URL names before any Airflow service starts, and the Airflow services and the
+    Spark processes (which read offloaded ledgers) get the same credentials, by the standard AWS variables."""
+    from urllib.parse import urlparse
+
+    compose = yaml.safe_load((REPO / "docker-compose.yaml").read_text())
+    services = compose["services"]
+    env = services["airflow-scheduler"]["environment"]
+    endpoint = urlparse(_interpolated(env["HOUSEKEEPING_OFFLOAD_ENDPOINT_URL"]))
+    assert (
+        endpoint.hostname in services
+        and f"{endpoint.port}:{endpoint.port}" in services[endpoint.hostname]["ports"]
+    )
+    bucket = urlparse(_interpolated(env["HOUSEKEEPING_OFFLOAD_URL"])).netloc
+    init = services["object-store-init"]
+    assert f"mc mb --ignore-existing tier/{bucket}" in " ".join(init["entrypoint"])
+    assert f"http://{endpoint.hostname}:{endpoint.port}" in " ".join(init["entrypoint"])
+    assert services["airflow-scheduler"]["depends_on"]["object-store-init"]["condition"] == (
+        "service_completed_successfully"
+    )
+    store = services[endpoint.hostname]["environment"]
+    for name in ("airflow-scheduler", "spark-worker", "spark-connect"):
+        own = services[name]["environment"]
+        assert own["AWS_ACCESS_KEY_ID"] == store["MINIO_ROOT_USER"], name
+        assert own["AWS_SECRET_ACCESS_KEY"] == store["MINIO_ROOT_PASSWORD"], name
+    assert "object-store-data" in compose["volumes"]
 
 
 def test_compose_prometheus_scrapes_the_store_metrics_and_airflows_statsd_figures():

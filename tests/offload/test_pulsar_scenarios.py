@@ -108,6 +108,19 @@ def test_the_lagged_delete_is_strict_ignores_cursors_and_keeps_the_ledger_readab
     # has not consumed them (slow consumer, testLaggedDeleteSlowConsumer).
     assert "delete_local_copy" not in plan(capsys, store, OFFLOADED_AT + LAG)
     assert plan(capsys, store, OFFLOADED_AT + LAG + 1) == {"delete_local_copy": [1, 2]}
+    # The approval step counts them apart from data deletions: a threshold of 0 deleted bytes asks nobody.
+    from housekeeping.engine.approval import ApprovalThresholds, request_approval, request_markdown
+    from housekeeping.mechanisms.registry import get_mechanism
+
+    run_dir = tmp_path / "run"
+    cli_json(capsys, "plan", "trim", "--store", store, "--as-of", iso(OFFLOADED_AT + LAG + 1), "--format", "json",
+        "--run-dir", str(run_dir))  # fmt: skip
+    request = request_approval(run_dir, get_mechanism("trim"), ApprovalThresholds(bytes=0))
+    assert not request["required"], request["reasons"]
+    assert {k: request["measures"][k] for k in ("bytes", "ledgers", "local_copies", "local_copy_bytes")} == {
+        "bytes": 0, "ledgers": 0, "local_copies": 2, "local_copy_bytes": 200
+    }  # fmt: skip
+    assert "2 local copies of offloaded ledgers deleted (200 B)" in request_markdown(request)
     result = cli_json(capsys, "apply", "trim", "--store", store, "--as-of", iso(OFFLOADED_AT + LAG + 1))
     assert (result["localCopiesDeleted"], result["localBytesDeleted"], result["ledgersDeleted"]) == (
         2,

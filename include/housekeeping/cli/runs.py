@@ -160,7 +160,8 @@ def what_if_command(
         str | None,
         typer.Option(
             "--sweep",
-            help="retention-time=1h,1d,7d | retention-size=1G,5G | ttl=1h,1d: every value's bytes freed and kept "
+            help="retention-time=1h,1d,7d | retention-size=1G,5G | ttl=1h,1d | offload-deletion-lag=0,4h,-1 (trim) | "
+            "offload-threshold=0,1G,-1 (offload): every value's bytes freed and kept (offload: local bytes left) "
             "per namespace (set in every namespace, on top of --policies), in one Spark application",
         ),
     ] = None,

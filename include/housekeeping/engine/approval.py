@@ -74,8 +74,10 @@ class PlanMeasures:
     topics: int
     cursors: int
     ledgers: int
-    # Local copies of data kept in the object tier (tiered storage): counted apart, never among deleted bytes.
+    # Local copies of data kept in the object tier (tiered storage): counted apart, never among deleted bytes
+    # (no threshold applies to them: the data stays readable).
     local_copy_bytes: int = 0
+    local_copies: int = 0
 
 
 def measure_plan(run_dir: str | Path, spec: Mechanism) -> PlanMeasures:
@@ -86,7 +88,7 @@ def measure_plan(run_dir: str | Path, spec: Mechanism) -> PlanMeasures:
     stored = {row["namespace"]: row["storedBytes"] for row in read_snapshot_table(run, NAMESPACES)}
     view = PlanView(run)
     per_namespace: dict[str, int] = defaultdict(int)
-    topics = cursors = ledgers = local_copy = 0
+    topics = cursors = ledgers = local_copy = local_copies = 0
     for row in read_table(run.path, ACTIONS.name):
         kind = spec.action(row["action"], where=f"plan in {run}")
         effect = kind.effect(row, view)
@@ -98,6 +100,7 @@ def measure_plan(run_dir: str | Path, spec: Mechanism) -> PlanMeasures:
         topics += effect.topics if kind.changes is Changes.TOPICS else 0
         cursors += effect.cursors
         local_copy += effect.local_copy
+        local_copies += effect.local_copy > 0
     shares = {ns: (b / stored[ns] if stored.get(ns) else 0.0) for ns, b in per_namespace.items()}
     return PlanMeasures(
         bytes=sum(per_namespace.values()),
@@ -107,6 +110,7 @@ def measure_plan(run_dir: str | Path, spec: Mechanism) -> PlanMeasures:
         cursors=cursors,
         ledgers=ledgers,
         local_copy_bytes=local_copy,
+        local_copies=local_copies,
     )
 
 
@@ -168,6 +172,14 @@ def request_markdown(request: dict[str, Any]) -> str:
         "",
         f"Plan: {m['ledgers']} ledgers and {m['topics']} topics deleted ({human_bytes(m['bytes'])}), "
         f"{m['cursors']} cursors moved.",
+        *(
+            [
+                f"Apart from that: {m['local_copies']} local copies of offloaded ledgers deleted "
+                f"({human_bytes(m['local_copy_bytes'])}); their data stays in the object tier.",
+            ]
+            if m.get("local_copies")
+            else []
+        ),
         "",
         "| namespace | bytes deleted | share of its stored bytes |",
         "|---|---:|---:|",

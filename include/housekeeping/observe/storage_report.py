@@ -3,9 +3,11 @@ each time a housekeeping DAG's apply step changes the store (its Asset event).
 
 From the store alone (no Spark; the metadata and the run directories are small):
 
-- bytes per namespace over time: every run's snapshot records each namespace's stored bytes at its as-of;
+- bytes per namespace over time: every run's snapshot records each namespace's stored bytes at its as-of; and now,
+  split by tier (only local, offloaded with the local copy still kept, only in the object tier);
 - bytes reclaimed per mechanism: the pending-deletion log (ledgers and compacted ledgers deleted, by the run
-  that deleted them; restored ones excluded), split into purged and still restorable;
+  that deleted them; restored ones excluded), split into purged and still restorable; the local copies of
+  offloaded ledgers apart (their data stays in the object tier);
 - the top blockers: what keeps the most bytes in the newest trim run (stale subscriptions first);
 - backlog-quota states: the exceeded quotas now, per namespace;
 - the latest run of each mechanism, with its gate verdict and a link to its Great Expectations Data Docs;
@@ -33,7 +35,7 @@ from housekeeping.engine.contract import NAMESPACES, RunDir, read_json, read_jso
 from housekeeping.engine.pages import bytes_formatter, pyplot, render, svg
 from housekeeping.observe.metrics.deletion_lag import read_deletion_lag
 from housekeeping.store import metadata_schema as t
-from housekeeping.store.store import RUNS_DIR, Store, read_transaction
+from housekeeping.store.store import LOCAL_COPY_KIND, RUNS_DIR, Store, read_transaction
 from housekeeping.what_if.report import read_latest
 
 REPORT_DIR = Path("reports") / "storage"
@@ -48,6 +50,7 @@ class _StoreFacts:
     run_mechanism: dict[str, str]
     deleted: list[Any]  # pending deletions not restored: (run_id, status, deleted_as_of_ms, size_bytes)
     now_bytes: dict[str, int]  # namespace -> bytes in the ledger lists now
+    tier_rows: list[Any]  # (namespace, offload_complete, local_deleted, bytes) of the ledger lists now
     quotas: list[Any]  # exceeded backlog quotas with their topic's namespace
 
     @classmethod
@@ -57,7 +60,9 @@ class _StoreFacts:
             return cls(
                 dict(conn.execute(select(t.journal.c.run_id, t.journal.c.mechanism).distinct()).all()),
                 conn.execute(
-                    select(p.run_id, p.status, p.deleted_as_of_ms, p.size_bytes).where(p.status != "restored")
+                    select(p.run_id, p.status, p.deleted_as_of_ms, p.size_bytes, p.kind).where(
+                        p.status != "restored"
+                    )
                 ).all(),
                 dict(
                     conn.execute(
@@ -66,6 +71,16 @@ class _StoreFacts:
                         .group_by(t.topics.c.namespace)
                     ).all()
                 ),
+                conn.execute(
+                    select(
+                        t.topics.c.namespace,
+                        t.ledgers.c.offload_complete,
+                        t.ledgers.c.local_deleted,
+                        func.sum(t.ledgers.c.size_bytes),
+                    )
+                    .join(t.topics, t.topics.c.name == t.ledgers.c.topic)
+                    .group_by(t.topics.c.namespace, t.ledgers.c.offload_complete, t.ledgers.c.local_deleted)
+                ).all(),
                 conn.execute(
                     select(
                         t.topics.c.namespace,
@@ -94,11 +109,36 @@ def _history(runs: list[dict[str, Any]], now_bytes: dict[str, int], as_of_ms: in
     return {ns: sorted(points.items()) for ns, points in sorted(history.items())}
 
 
+def _by_tier(facts: _StoreFacts) -> dict[str, dict[str, int]]:
+    """Per namespace, the ledger lists' bytes by where their copies are: ``localOnly`` (never offloaded, or an
+    offload that did not complete), ``both`` (offloaded, the local copy kept until the deletion lag passes) and
+    ``tierOnly`` (offloaded, the local copy deleted)."""
+    split: dict[str, dict[str, int]] = {
+        ns: {"localOnly": 0, "both": 0, "tierOnly": 0} for ns in sorted(facts.now_bytes)
+    }
+    for namespace, complete, local_deleted, size in facts.tier_rows:
+        where = "localOnly" if not complete else ("tierOnly" if local_deleted else "both")
+        split[namespace][where] += int(size or 0)
+    return split
+
+
+def _local_copies(facts: _StoreFacts) -> dict[str, int]:
+    """Local copies of offloaded ledgers deleted (the data stays in the object tier): purged or pending."""
+    freed = {"purged": 0, "pending": 0}
+    for row in facts.deleted:
+        if row.kind == LOCAL_COPY_KIND:
+            freed["purged" if row.status == "purged" else "pending"] += row.size_bytes
+    return freed
+
+
 def _reclaimed(facts: _StoreFacts) -> tuple[dict[str, Any], dict[str, Any]]:
-    """Bytes deleted per mechanism (purged, or waiting for purge), and per day of the decisions' as-of."""
+    """Bytes deleted per mechanism (purged, or waiting for purge), and per day of the decisions' as-of; a local
+    copy of an offloaded ledger is not data deleted (``_local_copies``)."""
     reclaimed: dict[str, dict[str, int]] = defaultdict(lambda: {"purged": 0, "pending": 0})
     by_day: dict[str, dict[str, int]] = defaultdict(lambda: defaultdict(int))
     for row in facts.deleted:
+        if row.kind == LOCAL_COPY_KIND:
+            continue
         mechanism = facts.run_mechanism.get(row.run_id, "other")  # every deleting run journals itself
         reclaimed[mechanism]["purged" if row.status == "purged" else "pending"] += row.size_bytes
         by_day[format_ms(row.deleted_as_of_ms)[:10]][mechanism] += row.size_bytes
@@ -143,7 +183,9 @@ def collect(store: Store, as_of_ms: int, objectives: Mapping[str, int] | None = 
         "asOfMs": as_of_ms,
         "namespaceHistory": _history(runs, facts.now_bytes, as_of_ms),
         "storedBytesNow": {ns: int(v) for ns, v in sorted(facts.now_bytes.items())},
+        "storedBytesByTier": _by_tier(facts),
         "reclaimed": reclaimed,
+        "localCopiesReclaimed": _local_copies(facts),
         "reclaimedByDay": reclaimed_by_day,
         "blockersFrom": latest_trim["runId"] if latest_trim else None,
         "topBlockers": (latest_trim["report"]["topBlockers"] or [])[:TOP_BLOCKERS] if latest_trim else [],

@@ -126,7 +126,9 @@ def what_if_params() -> dict[str, Any]:
             pattern=f"^({'|'.join(KNOBS)})=[^=]+$",
             title="Sweep",
             description="One policy at several values, e.g. retention-time=1h,6h,1d,3d,7d (or retention-size="
-            "1G,5G,-1, ttl=1h,1d): bytes freed and kept per namespace at each, set in every namespace in scope.",
+            "1G,5G,-1, ttl=1h,1d, offload-threshold=0,1G,-1, offload-deletion-lag=0,4h,-1): per namespace at each "
+            "value the bytes freed and kept (for the offload policies the local bytes left), set in every "
+            "namespace in scope.",
         ),
         "scope": scope_param(),
     }

@@ -10,6 +10,7 @@ from pathlib import Path
 from typing import Any
 
 from housekeeping.engine.pages import bytes_formatter, pyplot, render, svg
+from housekeeping.what_if.sweep import sweep_measures
 
 WHAT_IF_JSON = "report.json"
 WHAT_IF_HTML = "index.html"
@@ -20,8 +21,9 @@ TEMPLATE = Path(__file__).parent / "templates" / "what_if_report.html.j2"
 
 
 def sweep_chart(document: Mapping[str, Any]) -> str:
-    """Bytes freed against the policy value, one line per namespace (values in the order given, evenly
-    spaced: they are usually 1h, 6h, 1d, ... and read as labels)."""
+    """The knob's plotted measure (bytes freed; local bytes left for the offload knobs) against the policy value,
+    one line per namespace (values in the order given, evenly spaced: they are usually 1h, 6h, 1d, ... and read
+    as labels)."""
     points = document["points"]
     namespaces = sorted({ns for point in points for ns in point["perNamespace"]})
     if not namespaces:
@@ -29,15 +31,19 @@ def sweep_chart(document: Mapping[str, Any]) -> str:
     plt = pyplot()
     figure, axes = plt.subplots(figsize=(9, 3.8))
     positions = list(range(len(points)))
+    sweep = document["sweep"]
+    measure, label = sweep.get("plotted") or (
+        "bytesFreed",
+        "backlog bytes expired" if sweep["policy"] == "ttl" else "bytes freed",
+    )
     for namespace in namespaces:
-        freed = [point["perNamespace"].get(namespace, {}).get("bytesFreed", 0) for point in points]
-        axes.plot(positions, freed, marker="o", markersize=4, label=namespace)
+        values = [point["perNamespace"].get(namespace, {}).get(measure, 0) for point in points]
+        axes.plot(positions, values, marker="o", markersize=4, label=namespace)
     axes.set_xticks(positions, [point["value"] for point in points])
     axes.yaxis.set_major_formatter(bytes_formatter())
-    sweep = document["sweep"]
     axes.set_xlabel(f"{sweep['policy']} (set in every namespace)")
-    axes.set_ylabel("backlog bytes expired" if sweep["policy"] == "ttl" else "bytes freed")
-    axes.set_title(f"{document['mechanism']}: what each {sweep['policy']} frees, as of {document['asOf']}")
+    axes.set_ylabel(label)
+    axes.set_title(f"{document['mechanism']}: {label} at each {sweep['policy']}, as of {document['asOf']}")
     axes.grid(alpha=0.3)
     axes.legend(fontsize=7, ncol=2, loc="upper left", bbox_to_anchor=(1.01, 1))
     return svg(figure)
@@ -54,9 +60,10 @@ def write_page(document: Mapping[str, Any], out_dir: Path) -> Path:
     """index.html for a report.json already in ``out_dir``."""
     chart = sweep_chart(document) if "sweep" in document else ""
     mechanisms = [] if "sweep" in document else list(document.get("mechanisms", [document]))
+    measures = sweep_measures(document["sweep"]) if "sweep" in document else ()
     page = out_dir / WHAT_IF_HTML
     page.write_text(
-        render(TEMPLATE, out_dir, d=document, mechanisms=mechanisms, chart=chart),
+        render(TEMPLATE, out_dir, d=document, mechanisms=mechanisms, chart=chart, measures=measures),
         encoding="utf-8",
     )
     return page

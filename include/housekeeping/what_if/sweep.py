@@ -1,9 +1,10 @@
 """A policy sweep: the question people ask of retention and TTL ("what would 1 h, 1 d, 7 d keep and free?"),
 every value answered from one read of the store in one Spark application.
 
-``--sweep retention-time=1h,6h,1d,3d,7d`` (or ``retention-size=...``, ``ttl=...``) sets the policy at the
-namespace level of every namespace with a topic in scope, as ``pulsar-admin namespaces set-retention`` or
-``set-message-ttl`` would, on top of the ``--policies`` overlay if one is given; a topic-level policy still wins
+``--sweep retention-time=1h,6h,1d,3d,7d`` (or ``retention-size=...``, ``ttl=...``, ``offload-threshold=...``,
+``offload-deletion-lag=...``) sets the policy at the namespace level of every namespace with a topic in scope, as
+``pulsar-admin namespaces set-retention``, ``set-message-ttl``, ``set-offload-threshold`` or
+``set-offload-deletion-lag`` would, on top of the ``--policies`` overlay if one is given; a topic-level policy still wins
 (resolution is the snapshot's, topic > namespace > broker). A retention sweep keeps the other half of the
 namespace's retention in force (its own, else the broker default), since Pulsar sets both together. Pulsar
 accepts 0 only for both halves: a value 0 is no retention (both 0), and beside a non-zero value a half that was 0
@@ -12,7 +13,9 @@ becomes -1 (no limit).
 Each value is a point: a snapshot of the same read of the store with that overlay, so a point is exactly the
 what-if candidate of the same overlay (tested). The mechanism's planner (the same decisions its ``plan`` writes)
 measures every point in one Spark application, per namespace: the bytes it frees and keeps (for TTL, the backlog
-bytes its cursors acknowledge and the backlog left) and its counts. A sweep runs no gate: ask a what-if at the
+bytes its cursors acknowledge and the backlog left; for the offload threshold, the bytes offloaded and the local
+bytes left once the deletion lag in force has passed; for the deletion lag, the local copies' bytes it frees now and
+the local bytes left) and its counts. A sweep runs no gate: ask a what-if at the
 value you choose for the gate's verdict.
 
 Values follow pulsar-admin: times take s, m, h, d, w or y (no unit: seconds), sizes k, m, g or t (no unit:
@@ -75,29 +78,56 @@ def _retention_mb(text: str) -> int:
     return size if size < 0 else size // MIB
 
 
+def _offload_lag_ms(text: str) -> int:
+    seconds = parse_seconds(text)
+    return seconds if seconds < 0 else seconds * 1000
+
+
+def _retention_at(name: str, value: int, stored: Mapping[str, Any], broker: Any) -> Any:
+    """Retention at ``value``: its other half stays as in force (the namespace's own, else the broker default),
+    except that Pulsar accepts 0 only for both halves: 0 is no retention (both 0), and beside a non-zero value a
+    half that was 0 (no retention before) becomes -1 (no limit): "retention 1 d" alone is a time limit."""
+    if value == 0:
+        return {"retentionTimeInMinutes": 0, "retentionSizeInMB": 0}
+    own = stored.get("retention_policies")
+    in_force = (
+        dict(own)
+        if own
+        else {
+            "retentionTimeInMinutes": broker.retention.time_minutes,
+            "retentionSizeInMB": broker.retention.size_mb,
+        }
+    )
+    if name == "retention-time":
+        size = in_force["retentionSizeInMB"]
+        return {"retentionTimeInMinutes": value, "retentionSizeInMB": -1 if size == 0 else size}
+    time = in_force["retentionTimeInMinutes"]
+    return {"retentionTimeInMinutes": -1 if time == 0 else time, "retentionSizeInMB": value}
+
+
 @dataclass(frozen=True)
 class Knob:
-    """One policy a sweep varies: how a value is read and the namespace policy it becomes."""
+    """One policy a sweep varies: how a value is read, the namespace policy it becomes, and the two measures a
+    person reads at each value (the mechanism's ``sweep_point`` columns)."""
 
     name: str
     policy: str  # the namespace policy it sets
     field: str  # the stored field the value is
     unit: str  # what the stored value counts
     parse: Any  # str -> the stored value
+    measures: tuple[str, str] = ("bytesFreed", "bytesKept")
+    measures_label: str = "bytes freed / kept"
+    plotted: tuple[str, str] = ("bytesFreed", "bytes freed")  # the measure the report plots, and its axis
 
-    def namespace_policy(self, value: int, in_force: Mapping[str, Any]) -> Any:
-        """The policy at ``value``. Retention's other half stays as in force, except that Pulsar accepts 0
-        only for both halves: 0 is no retention (both 0), and beside a non-zero value a half that was 0 (no
-        retention before) becomes -1 (no limit): "retention 1 d" alone is a time limit."""
-        if self.name not in ("retention-time", "retention-size"):
-            return value
-        if value == 0:
-            return {"retentionTimeInMinutes": 0, "retentionSizeInMB": 0}
-        if self.name == "retention-time":
-            size = in_force["retentionSizeInMB"]
-            return {"retentionTimeInMinutes": value, "retentionSizeInMB": -1 if size == 0 else size}
-        time = in_force["retentionTimeInMinutes"]
-        return {"retentionTimeInMinutes": -1 if time == 0 else time, "retentionSizeInMB": value}
+    def namespace_policy(self, value: int, stored: Mapping[str, Any], broker: Any) -> Any:
+        """The namespace policy at ``value``, given the namespace's stored policies and the broker's."""
+        if self.policy == "retention_policies":
+            return _retention_at(self.name, value, stored, broker)
+        if self.policy == "offload_policies":
+            # One field of the namespace's offload policies; the others (and the driver fields) stay. Set here,
+            # it wins over the legacy namespace field it stands for (OffloadPoliciesImpl#oldPoliciesCompatible).
+            return {**(stored.get("offload_policies") or {}), self.field: value}
+        return value
 
 
 KNOBS = {
@@ -105,7 +135,37 @@ KNOBS = {
     for knob in (
         Knob("retention-time", "retention_policies", "retentionTimeInMinutes", "minutes", _retention_minutes),
         Knob("retention-size", "retention_policies", "retentionSizeInMB", "MB", _retention_mb),
-        Knob("ttl", "message_ttl_in_seconds", "message_ttl_in_seconds", "seconds", parse_seconds),
+        Knob(
+            "ttl",
+            "message_ttl_in_seconds",
+            "message_ttl_in_seconds",
+            "seconds",
+            parse_seconds,
+            plotted=("bytesFreed", "backlog bytes expired"),
+        ),
+        # pulsar-admin namespaces set-offload-threshold: a size, -1 disables automatic offload, 0 offloads every
+        # closed ledger. Measured: the bytes it offloads and the local bytes left once the lag in force has passed.
+        Knob(
+            "offload-threshold",
+            "offload_policies",
+            "managedLedgerOffloadThresholdInBytes",
+            "bytes",
+            parse_bytes,
+            ("bytesOffloaded", "localBytesLeft"),
+            "bytes offloaded / local bytes left",
+            ("localBytesLeft", "local bytes left"),
+        ),
+        # pulsar-admin namespaces set-offload-deletion-lag: a time, -1 never deletes the local copy (PIP-350).
+        Knob(
+            "offload-deletion-lag",
+            "offload_policies",
+            "managedLedgerOffloadDeletionLagInMillis",
+            "milliseconds",
+            _offload_lag_ms,
+            ("localBytesFreed", "localBytesLeft"),
+            "local bytes freed / left",
+            ("localBytesLeft", "local bytes left"),
+        ),
     )
 }
 
@@ -147,15 +207,6 @@ class Sweep:
         return knob_mechanism(self.knob.name)
 
 
-def _in_force(stored: Mapping[str, Any], broker: Any) -> dict[str, Any]:
-    """A namespace's retention in force: its own, else the broker default."""
-    own = stored.get("retention_policies")
-    if own:
-        return dict(own)
-    default = broker.retention
-    return {"retentionTimeInMinutes": default.time_minutes, "retentionSizeInMB": default.size_mb}
-
-
 def point_overlays(
     sweep: Sweep, base: PolicyOverlay, namespaces: Mapping[str, Mapping[str, Any]], broker: Any
 ) -> list[PolicyOverlay]:
@@ -167,7 +218,7 @@ def point_overlays(
         for name in sorted(namespaces):
             stored = base.namespace_policies(name, namespaces[name])
             changed.setdefault(name, {})[sweep.knob.policy] = sweep.knob.namespace_policy(
-                value, _in_force(stored, broker)
+                value, stored, broker
             )
         overlays.append(replace(base, namespaces=changed))
     return overlays
@@ -243,7 +294,14 @@ def run_sweep(
     return {
         "mechanism": spec.name,
         "asOf": format_ms(as_of_ms),
-        "sweep": {"policy": sweep.knob.name, "unit": sweep.knob.unit, "values": list(sweep.labels)},
+        "sweep": {
+            "policy": sweep.knob.name,
+            "unit": sweep.knob.unit,
+            "values": list(sweep.labels),
+            "measures": list(sweep.knob.measures),
+            "measuresLabel": sweep.knob.measures_label,
+            "plotted": list(sweep.knob.plotted),
+        },
         "points": points,
     }
 
@@ -253,8 +311,10 @@ def format_text(document: Mapping[str, Any]) -> str:
     from housekeeping.engine.report import human_bytes
 
     sweep = document["sweep"]
+    first, second = sweep_measures(sweep)
     header = (
-        f"{document['mechanism']} sweep of {sweep['policy']} as of {document['asOf']} (bytes freed / kept)"
+        f"{document['mechanism']} sweep of {sweep['policy']} as of {document['asOf']} "
+        f"({sweep.get('measuresLabel', 'bytes freed / kept')})"
     )
     namespaces = sorted({ns for point in document["points"] for ns in point["perNamespace"]})
     width = max([len(ns) for ns in namespaces] + [len("total")])
@@ -262,7 +322,7 @@ def format_text(document: Mapping[str, Any]) -> str:
 
     def cell(measures: Mapping[str, int] | None) -> str:
         measures = measures or {}
-        return f"{human_bytes(measures.get('bytesFreed', 0))} / {human_bytes(measures.get('bytesKept', 0))}"
+        return f"{human_bytes(measures.get(first, 0))} / {human_bytes(measures.get(second, 0))}"
 
     for namespace in [*namespaces, "total"]:
         cells = [
@@ -271,3 +331,10 @@ def format_text(document: Mapping[str, Any]) -> str:
         ]
         lines.append(f"  {namespace:<{width}}" + "".join(f"{c:>22}" for c in cells))
     return "\n".join(lines)
+
+
+def sweep_measures(sweep: Mapping[str, Any]) -> tuple[str, str]:
+    """The two measures a sweep document shows per value (a document written before they were named: freed and
+    kept)."""
+    first, second = sweep.get("measures") or ("bytesFreed", "bytesKept")
+    return first, second

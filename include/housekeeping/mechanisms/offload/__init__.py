@@ -45,6 +45,7 @@ MECHANISM = Offload(
     gate_checks="spark_apps.offload.gate",
     actions=(OFFLOAD_LEDGER,),
     report_template=Path(__file__).with_name("report.md.j2"),
+    sweeps=("offload-threshold",),
     fault_points=(
         "offload_apply_after_prepare",  # the attempt's UUID recorded, nothing uploaded
         "offload_apply_after_upload",  # the object written, not read back, not complete

@@ -37,5 +37,5 @@ MECHANISM = Trim(
     gate_checks="spark_apps.trim.gate",
     actions=(DELETE_LEDGER, MOVE_CURSOR, DELETE_LOCAL_COPY),
     report_template=Path(__file__).with_name("report.md.j2"),
-    sweeps=("retention-time", "retention-size"),
+    sweeps=("retention-time", "retention-size", "offload-deletion-lag"),
 )

@@ -97,11 +97,24 @@ def storage(view: StoreView) -> list[Family]:
         "message_age backlog quota limit in seconds (-1: none). Per namespace: the strictest in force.",
         scope,
     )
+    offloaded = made.family(
+        "pulsar_storage_offloaded_size",
+        "Bytes of the ledgers whose offload to the object tier completed, whether or not their local copy is "
+        "deleted (Pulsar ManagedLedgerImpl#getOffloadedSize).",
+        scope,
+    )
+    by_tier = made.family(
+        "housekeeping_storage_tier_size",
+        "Bytes of the ledger lists by where a copy is: tier=local (a local copy) or tier=offloaded (a completed "
+        "offload in the object tier); an offloaded ledger whose local copy is not yet deleted counts in both.",
+        (*scope, "tier"),
+    )
     subscriptions = _subscription_families(made)
 
     by_topic: dict[str, list[Ledger]] = defaultdict(list)
     for row in view.ledgers:
         by_topic[row.topic].append(Ledger(row.ledger_id, row.entries, row.size_bytes, row.closed_at_ms))
+    _tier_sizes(view, offloaded, by_tier)
     cursors_of: dict[str, list[Any]] = defaultdict(list)
     for row in view.cursors:
         cursors_of[row.topic].append(row)
@@ -130,6 +143,23 @@ def storage(view: StoreView) -> list[Family]:
         quota_limit.set(labels, limits["size"])
         quota_limit_time.set(labels, limits["time"])
     return made
+
+
+def _tier_sizes(view: StoreView, offloaded: Family, by_tier: Family) -> None:
+    """Per namespace (or topic), the completed offloads' bytes and the bytes by tier; every topic has its series
+    (0 where nothing is offloaded), so a dashboard's sum is never a missing series."""
+    for topic_row in view.topics:
+        labels = view.key(topic_row.name)
+        offloaded.add(labels, 0)
+        for tier in ("local", "offloaded"):
+            by_tier.add((*labels, tier), 0)
+    for row in view.ledgers:
+        labels = view.key(row.topic)
+        if row.offload_complete:
+            offloaded.add(labels, row.size_bytes)
+            by_tier.add((*labels, "offloaded"), row.size_bytes)
+        if not row.local_deleted:
+            by_tier.add((*labels, "local"), row.size_bytes)
 
 
 def _subscription_series(
