@@ -5,11 +5,13 @@ with the store's invariants (tests/store_invariants.py) and one object per offlo
 
 from __future__ import annotations
 
+import json
+
 import pytest
 from sqlalchemy import select
 
 from housekeeping.store import metadata_schema as t
-from housekeeping.store.store import Store, read_transaction
+from housekeeping.store.store import Store, read_transaction, write_transaction
 from housekeeping.store.tier import OFFLOAD_ENDPOINT_ENV, OFFLOAD_URL_ENV, parse_object_key
 from tests.conftest import iso, ledger_topic, run_cli, write_manifest
 from tests.s3_server import CREDENTIALS, S3Server
@@ -64,6 +66,12 @@ def completed(store: Store) -> dict[int, bool]:
     with read_transaction(store.engine) as conn:
         rows = conn.execute(select(t.ledgers).where(t.ledgers.c.topic == TOPIC))
         return {r.ledger_id: bool(r.offload_complete) for r in rows}
+
+
+def objects(server: S3Server, bucket: str) -> list[str]:
+    """The ledger objects in the bucket (not the store's claim, nor the zero-byte directory marker pyarrow leaves
+    when a topic's last object is deleted)."""
+    return [key for key in server.keys(bucket) if key.endswith(".parquet")]
 
 
 def converged(capsys, store: Store, server: S3Server, bucket: str) -> None:
@@ -149,3 +157,46 @@ def test_the_server_stopping_mid_run_fails_the_run_loses_nothing_and_a_rerun_com
         converged(capsys, store, server, bucket)
     finally:
         server.stop()
+
+
+def test_a_tier_delete_that_fails_stays_pending_fails_the_purge_and_the_next_purge_completes(
+    capsys, tmp_path, authenticating_s3_server, monkeypatch
+):
+    """Retention deletes offloaded ledgers; at purge time the key is refused (a rotated secret): purge deletes the
+    local files, keeps every object's pending deletion pending, lists them in `failed` and exits 1 (never a
+    silent success, apache/pulsar#14693); with the right key the next purge deletes the objects."""
+    server = authenticating_s3_server
+    bucket = server.create_bucket()
+    use_tier(monkeypatch, server, bucket, server.credentials)
+    store = load(capsys, tmp_path)
+    code, err = offload(capsys, store)
+    assert code == 0, err
+    assert len(objects(server, bucket)) == 3
+    # Retention 0 and a consumed backlog: trim deletes L1..L3 from both tiers (to the pending-deletion log).
+    with write_transaction(store.engine) as conn:
+        conn.execute(
+            t.cursors.update()
+            .where(t.cursors.c.topic == TOPIC)
+            .values(mark_delete_ledger=3, mark_delete_entry=7)
+        )
+    code, _, err = run_cli(
+        capsys, "apply", "trim", "--store", str(store.root), "--as-of", iso(AS_OF), "--max-deleted-share", "1"
+    )
+    assert code == 0, err
+    later = iso(AS_OF + 10**10)
+    use_tier(monkeypatch, server, bucket, {**server.credentials, "AWS_SECRET_ACCESS_KEY": "rotated"})
+    code, out, err = run_cli(capsys, "purge", "--store", str(store.root), "--as-of", later)
+    assert code == 1 and "3 pending deletion(s) could not be purged" in err and bucket in err, err
+    result = json.loads(out)
+    assert sorted(result["failed"]) == [f"{TOPIC}:{i}" for i in (1, 2, 3)] and result["purged"] == []
+    with read_transaction(store.engine) as conn:
+        pending = conn.execute(select(t.pending_deletions.c.status, t.pending_deletions.c.tier_key)).all()
+    assert sorted(status for status, key in pending if key) == ["pending"] * 3
+    assert not any((store.root / "ledgers/persistent/t/ns/a" / str(i)).exists() for i in (1, 2, 3))
+    assert len(objects(server, bucket)) == 3, "nothing deleted in the tier"
+    use_tier(monkeypatch, server, bucket, server.credentials)
+    code, out, err = run_cli(capsys, "purge", "--store", str(store.root), "--as-of", later)
+    assert code == 0, err
+    assert sorted(json.loads(out)["purged"]) == [f"{TOPIC}:{i}" for i in (1, 2, 3)]
+    assert objects(server, bucket) == []
+    assert_no_orphans_and_no_dangling_metadata(Store.open(store.root))

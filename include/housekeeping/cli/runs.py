@@ -209,6 +209,7 @@ def purge(store: StoreOpt, as_of: AsOfOpt, metadata_url: MetadataOpt = None) -> 
         run_id=f"cli-purge-{uuid.uuid4().hex[:8]}",
     )
     emit(result.to_json(), "json")
+    result.raise_on_failures()
 
 
 @commands.command()

@@ -4,7 +4,9 @@ Each ledger goes through ``Store.remove_ledger_dir``; the file first, then the r
 in between is completed by the next purge (deleting a missing directory is a no-op). A ledger back in a topic's
 list (restored) or a compacted ledger in use again is refused; a hold covering the topic keeps it pending. A topic
 deleted by inactive-topic GC becomes ``purged`` (no restore) once its ledgers' files are gone; emptied topic
-directories go too.
+directories go too. A file or object that cannot be deleted (the tier down or refusing) stays pending and is
+retried by the next purge; the purge goes on with the others, then fails loudly (``PurgeFailed``, exit 1, a failed
+DAG task) instead of reporting success (Pulsar's silent offloaded-ledger delete failures, apache/pulsar#14693).
 """
 
 from __future__ import annotations
@@ -28,6 +30,10 @@ from housekeeping.store.store import (
     write_transaction,
 )
 from housekeeping.store.tier import TierError, parse_object_key
+
+
+class PurgeFailed(TierError):
+    """Some due pending deletions could not be deleted: they stay pending (the others were purged)."""
 
 
 @dataclass
@@ -54,6 +60,15 @@ class PurgeResult:
             "refused": self.refused,
             "failed": self.failed,
         }
+
+    def raise_on_failures(self) -> None:
+        """After the result is recorded: fail when a due deletion could not be done (it stays pending)."""
+        if self.failed:
+            first = next(iter(self.failed.items()))
+            raise PurgeFailed(
+                f"{len(self.failed)} pending deletion(s) could not be purged; they stay pending and the next purge "
+                f"retries them; first: {first[0]}: {first[1]}"
+            )
 
 
 def purge(store: Store, *, as_of_ms: int, run_id: str, actor: str | None = None) -> PurgeResult:

@@ -75,10 +75,10 @@ def apply_step(store: Store, run_dir: Path, *, purge_grace_seconds: int | None =
 
 def purge_step(store: Store, run_dir: Path) -> dict[str, Any]:
     info = read_run_info(run_dir)
-    result = purge(
-        store, as_of_ms=int(info["asOfMs"]), run_id=info["runId"], actor=info.get("actor")
-    ).to_json()
+    purged = purge(store, as_of_ms=int(info["asOfMs"]), run_id=info["runId"], actor=info.get("actor"))
+    result = purged.to_json()
     write_json(RunDir(run_dir).purge_result, result)
+    purged.raise_on_failures()
     return result
 
 
