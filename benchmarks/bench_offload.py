@@ -126,7 +126,9 @@ def run_tier(kind: str, args, base: Path, spark) -> dict:
         result = apply_step(store, info.run_dir)
         offload_s = time.perf_counter() - started
         assert result["ledgersOffloaded"] == args.topics * (args.ledgers - 1), result
-        offloaded = int(result["bytesOffloaded"])  # the ledgers' sizes (their Parquet objects: about the same)
+        offloaded = int(
+            result["bytesOffloaded"]
+        )  # the ledgers' sizes (their Parquet objects: about the same)
         local_ref = base / "local-ref"
         shutil.copytree(root, local_ref)
         local_s, entries, payload = timed_read(spark, Store.open(local_ref), as_of_ms, base / "read-local")
