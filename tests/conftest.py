@@ -142,14 +142,10 @@ def s3_server():
     server.stop()
 
 
-@pytest.fixture(params=["directory", pytest.param("s3", marks=pytest.mark.processes)])
-def object_tier(request, monkeypatch, tmp_path):
-    """Runs the test once per kind of object tier, chosen as users do (HOUSEKEEPING_OFFLOAD_URL): a directory (the
-    embedded default), then a fresh bucket on the real S3 API server with the standard AWS credentials in the
-    environment. Yields the ObjectTier; every store the test opens uses it."""
+def _use_tier(kind: str, request, monkeypatch, tmp_path):
     from housekeeping.store.tier import OFFLOAD_ENDPOINT_ENV, OFFLOAD_URL_ENV, tier_of_settings
 
-    if request.param == "s3":
+    if kind == "s3":
         from tests.s3_server import CREDENTIALS
 
         server = request.getfixturevalue("s3_server")
@@ -163,6 +159,29 @@ def object_tier(request, monkeypatch, tmp_path):
         monkeypatch.setenv(OFFLOAD_URL_ENV, str(directory))
         monkeypatch.delenv(OFFLOAD_ENDPOINT_ENV, raising=False)
     return tier_of_settings()
+
+
+@pytest.fixture(params=["directory", pytest.param("s3", marks=pytest.mark.processes)])
+def object_tier(request, monkeypatch, tmp_path):
+    """Runs the test once per kind of object tier, chosen as users do (HOUSEKEEPING_OFFLOAD_URL): a directory (the
+    embedded default), then a fresh bucket on the real S3 API server with the standard AWS credentials in the
+    environment. Yields the ObjectTier; every store the test opens uses it. For the tests where the kind of tier
+    matters: uploads, reads, deletes."""
+    return _use_tier(request.param, request, monkeypatch, tmp_path)
+
+
+@pytest.fixture
+def directory_tier(request, monkeypatch, tmp_path):
+    """A directory tier only: for tests whose decisions read the metadata and not the tier's objects (the tier
+    code is the same pyarrow.fs path for both kinds, which ``object_tier`` tests)."""
+    return _use_tier("directory", request, monkeypatch, tmp_path)
+
+
+@pytest.fixture
+def s3_tier(request, monkeypatch, tmp_path):
+    """An S3 tier only (a fresh bucket on the real S3 API server): for a costly test whose directory twin adds
+    nothing the ``object_tier`` tests do not already cover. Its test must carry the ``processes`` mark."""
+    return _use_tier("s3", request, monkeypatch, tmp_path)
 
 
 def write_manifest(tmp_path: Path, document: dict, name: str = "manifest.json") -> Path:

@@ -1,5 +1,6 @@
 """Pulsar's OffloadLedgerDeleteTest and the trim rules across both tiers (PULSAR_OFFLOAD_SEMANTICS.md section 5), in
-our own words, through `load` + the CLI, on a directory tier and on a real S3 API server:
+our own words, through `load` + the CLI, on a directory tier (and on a real S3 API server where the tier is written,
+read or deleted):
 
 - the lagged delete: the local copy goes only once as-of - offload time > the lag (strict), whatever the cursors
   (a slow consumer does not keep it), the ledger stays listed and is read from the tier;
@@ -100,7 +101,7 @@ def ledger_rows(store: str) -> dict[int, object]:
 
 
 def test_the_lagged_delete_is_strict_ignores_cursors_and_keeps_the_ledger_readable(
-    capsys, tmp_path, object_tier
+    capsys, tmp_path, directory_tier
 ):
     document = manifest()
     store = load(capsys, tmp_path, document)
@@ -137,7 +138,7 @@ def test_the_lagged_delete_is_strict_ignores_cursors_and_keeps_the_ledger_readab
     local = sorted(p.name for p in (tmp_path / "store/ledgers/persistent/t/ns/a").iterdir())
     assert local == ["3", "4"]
     rows = ledger_rows(store)
-    assert all(object_tier.info(object_key(TOPIC, i, rows[i].offload_uuid)) for i in (1, 2))
+    assert all(directory_tier.info(object_key(TOPIC, i, rows[i].offload_uuid)) for i in (1, 2))
     exported = cli_json(capsys, "inspect", "--store", store, "--messages")
     assert exported["topics"][TOPIC]["messages"] == document["topics"][TOPIC]["messages"]
     # Nothing more to do.
@@ -177,7 +178,7 @@ def test_an_incomplete_offload_is_never_lag_deleted_and_retention_deletes_its_ob
     assert object_tier.info(key) is None
 
 
-@pytest.mark.usefixtures("object_tier")
+@pytest.mark.usefixtures("directory_tier")
 def test_a_lag_of_minus_one_keeps_the_local_copy(capsys, tmp_path):
     store = load(capsys, tmp_path, manifest(lag=-1))
     assert plan(capsys, store, LATER) == {}
@@ -191,7 +192,7 @@ def test_without_a_tier_the_lag_rule_does_nothing(capsys, tmp_path, monkeypatch)
     assert plan(capsys, store, LATER) == {}
 
 
-@pytest.mark.usefixtures("object_tier")
+@pytest.mark.usefixtures("directory_tier")
 def test_a_hold_keeps_the_local_copy(capsys, tmp_path):
     store = load(capsys, tmp_path, manifest())
     code, _, err = run_cli(capsys, "hold", "add", TOPIC, "--store", store, "--reason", "legal")

@@ -50,7 +50,7 @@ def ledgers(capsys, store: str) -> dict[int, dict]:
     return {ledger["ledgerId"]: ledger for ledger in state["topics"][TOPIC]["ledgers"]}
 
 
-@pytest.mark.usefixtures("object_tier")
+@pytest.mark.usefixtures("directory_tier")
 @pytest.mark.parametrize(
     "policies, expected",
     [

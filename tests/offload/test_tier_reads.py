@@ -116,7 +116,8 @@ def test_tier_only_ledgers_are_read_as_local_ones(capsys, tmp_path, object_tier)
     assert raw[0] == raw[1]
 
 
-def test_key_erasure_reaches_the_tier_and_equals_the_local_store(capsys, tmp_path, object_tier):
+@pytest.mark.processes
+def test_key_erasure_reaches_the_tier_and_equals_the_local_store(capsys, tmp_path, s3_tier):
     """L1 only in the tier, L2 offloaded and local: after the erasure and its purge no local file and no object
     holds the key, the offloaded ledgers are offloaded still (new attempts, read from the tier), and every entry
     equals the same erasure on the local store; the proof scanned the tier too."""
@@ -154,11 +155,11 @@ def test_key_erasure_reaches_the_tier_and_equals_the_local_store(capsys, tmp_pat
     tiered = Store.open(stores["tiered"])
     holding = [
         o.key
-        for o in object_tier.list_objects()
-        if key in str(object_tier.read_ledger(o.key).column("key").to_pylist())
+        for o in s3_tier.list_objects()
+        if key in str(s3_tier.read_ledger(o.key).column("key").to_pylist())
     ]
     assert holding == []
-    assert {parse_object_key(o.key)[1] for o in object_tier.list_objects()} == {1, 2}  # the new attempts only
+    assert {parse_object_key(o.key)[1] for o in s3_tier.list_objects()} == {1, 2}  # the new attempts only
     assert_no_orphans_and_no_dangling_metadata(tiered)
     exported = {
         n: ok(capsys, "inspect", "--store", s, "--messages")["topics"][TOPIC] for n, s in stores.items()
