@@ -249,6 +249,23 @@ def run_cli(capsys, *argv: str) -> tuple[int, str, str]:
     return code, out, err
 
 
+def cli_json(capsys, *argv: str) -> dict:
+    """`housekeeping ARGV` in process, which must succeed: its JSON output."""
+    code, out, err = run_cli(capsys, *argv)
+    assert code == 0, err
+    return json.loads(out)
+
+
+def load_store(capsys, tmp_path: Path, document: dict) -> str:
+    """`housekeeping load` of the manifest ``document`` into ``tmp_path/store``: the store's path."""
+    store = str(tmp_path / "store")
+    code, _, err = run_cli(
+        capsys, "load", "--store", store, "--manifest", str(write_manifest(tmp_path, document))
+    )
+    assert code == 0, err
+    return store
+
+
 def run_steps(
     store,
     mechanism: str,

@@ -7,7 +7,7 @@ import json
 
 import pytest
 
-from tests.conftest import iso, run_cli, topic_body, write_manifest
+from tests.conftest import iso, load_store, run_cli, topic_body
 
 pytestmark = pytest.mark.spark
 # The tests that write the store run on both metadata databases: SQLite in the store, and a fresh database on the
@@ -19,15 +19,6 @@ both_databases = pytest.mark.usefixtures("metadata_backend")
 MIB = 1024 * 1024
 MINUTE = 60_000
 T0 = 1_767_225_600_000  # 2026-01-01T00:00:00Z
-
-
-def load(capsys, tmp_path, document) -> str:
-    store = str(tmp_path / "store")
-    code, _, err = run_cli(
-        capsys, "load", "--store", store, "--manifest", str(write_manifest(tmp_path, document))
-    )
-    assert code == 0, err
-    return store
 
 
 def plan_json(capsys, store: str, as_of_ms: int) -> dict:
@@ -62,7 +53,7 @@ def consumed_ledgers_trim_manifest(mark_delete: str) -> dict:
 
 @pytest.mark.runs
 def test_consumed_ledgers_trim_unconsumed_ledgers_are_retained(capsys, tmp_path, spark):
-    store = load(capsys, tmp_path, consumed_ledgers_trim_manifest("10:-1"))
+    store = load_store(capsys, tmp_path, consumed_ledgers_trim_manifest("10:-1"))
     plan = plan_json(capsys, store, T0 + 10 * MINUTE)
     assert plan["actions"] == []
     assert {b["kind"] for b in plan["blockers"]} == {"slowest_subscription", "current_ledger"}
@@ -71,7 +62,7 @@ def test_consumed_ledgers_trim_unconsumed_ledgers_are_retained(capsys, tmp_path,
 
 @pytest.mark.runs
 def test_consumed_ledgers_trim_all_consumed_leaves_only_the_current_ledger(capsys, tmp_path, spark):
-    store = load(capsys, tmp_path, consumed_ledgers_trim_manifest("14:1"))
+    store = load_store(capsys, tmp_path, consumed_ledgers_trim_manifest("14:1"))
     topic = "persistent://prop/ns-abc/TestConsumedLedgersTrim"
     assert deleted_ids(plan_json(capsys, store, T0 + 10 * MINUTE), topic) == [10, 11, 12, 13, 14]
     # within the retention time, size alone: 10 MiB total, 1 MiB quota -> delete while >= 1 MiB remains
@@ -90,7 +81,7 @@ def test_consumed_ledgers_trim_no_subscriptions(capsys, tmp_path, spark):
         },
         "topics": {"persistent://prop/ns-abc/NoSubs": topic_body([(3, 7, 7 * MIB, T0), (4, 0, 0, None)])},
     }
-    store = load(capsys, tmp_path, doc)
+    store = load_store(capsys, tmp_path, doc)
     assert deleted_ids(plan_json(capsys, store, T0 + MINUTE), "persistent://prop/ns-abc/NoSubs") == []
     assert deleted_ids(plan_json(capsys, store, T0 + MINUTE + 1), "persistent://prop/ns-abc/NoSubs") == [3]
 
@@ -105,7 +96,7 @@ def test_admin_trim_ledgers_scenario(capsys, tmp_path, spark):
         },
         "topics": {"persistent://prop/ns-abc/Admin-partition-0": topic_body(ledgers, {"my-sub": "124:1"})},
     }
-    store = load(capsys, tmp_path, doc)
+    store = load_store(capsys, tmp_path, doc)
     assert deleted_ids(
         plan_json(capsys, store, T0 + 2 * MINUTE), "persistent://prop/ns-abc/Admin-partition-0"
     ) == list(range(100, 125))
@@ -127,15 +118,15 @@ def test_stats_internal_4x_sample(capsys, tmp_path, spark):
         }
 
     topic = "persistent://public/default/pt-zgc-partition-1"
-    plan = plan_json(capsys, load(capsys, tmp_path, doc("94:3")), T0 + MINUTE)
+    plan = plan_json(capsys, load_store(capsys, tmp_path, doc("94:3")), T0 + MINUTE)
     assert deleted_ids(plan, topic) == []
     pinned = [b for b in plan["blockers"] if b["kind"] == "slowest_subscription"]
     assert pinned[0]["bytes"] == 1260 and "'taosx-test' at mark-delete 94:3" in pinned[0]["detail"]
     # s1 at 94:8 is now the slowest and pins 94; only when every durable cursor is at 94:9 does 94 go.
-    assert deleted_ids(plan_json(capsys, load(capsys, tmp_path, doc("94:9")), T0 + MINUTE), topic) == []
+    assert deleted_ids(plan_json(capsys, load_store(capsys, tmp_path, doc("94:9")), T0 + MINUTE), topic) == []
     doc_all = doc("94:9")
     doc_all["topics"][topic]["cursors"]["s1"] = {"markDeletePosition": "94:9"}
-    assert deleted_ids(plan_json(capsys, load(capsys, tmp_path, doc_all), T0 + MINUTE), topic) == [94]
+    assert deleted_ids(plan_json(capsys, load_store(capsys, tmp_path, doc_all), T0 + MINUTE), topic) == [94]
 
 
 @pytest.mark.runs
@@ -145,7 +136,7 @@ def test_plan_document_shape(capsys, tmp_path, spark):
         "markDeletePosition": "10:0",
         "durable": False,
     }
-    store = load(capsys, tmp_path, doc)
+    store = load_store(capsys, tmp_path, doc)
     plan = plan_json(capsys, store, T0 + 10 * MINUTE)
     assert set(plan) >= {"mechanism", "asOf", "actions", "blockers"}
     for action in plan["actions"]:
@@ -169,7 +160,7 @@ def test_plan_document_shape(capsys, tmp_path, spark):
 @pytest.mark.runs
 @both_databases
 def test_plan_changes_nothing(capsys, tmp_path, spark):
-    store = load(capsys, tmp_path, consumed_ledgers_trim_manifest("14:1"))
+    store = load_store(capsys, tmp_path, consumed_ledgers_trim_manifest("14:1"))
     _, before, _ = run_cli(capsys, "inspect", "--store", store)
     plan_json(capsys, store, T0 + 10 * MINUTE)
     _, after, _ = run_cli(capsys, "inspect", "--store", store)
@@ -184,7 +175,7 @@ def test_apply_rerun_restore_and_purge(capsys, tmp_path, spark, monkeypatch):
     doc = consumed_ledgers_trim_manifest("14:1")
     topic = "persistent://prop/ns-abc/TestConsumedLedgersTrim"
     doc["topics"][topic]["cursors"]["reader"] = {"markDeletePosition": "10:0", "durable": False}
-    store = load(capsys, tmp_path, doc)
+    store = load_store(capsys, tmp_path, doc)
     as_of = T0 + 10 * MINUTE
     code, _, err = run_cli(capsys, "apply", "trim", "--store", store, "--as-of", iso(as_of))
     assert code == 3 and "deleted_share" in err  # 100% of the namespace: the default blast radius refuses
@@ -241,7 +232,7 @@ def test_apply_rerun_restore_and_purge(capsys, tmp_path, spark, monkeypatch):
     ],
 )
 def test_bad_input_exits_2_with_a_named_error(capsys, tmp_path, spark, argv, message):
-    store = load(capsys, tmp_path, consumed_ledgers_trim_manifest("14:1"))
+    store = load_store(capsys, tmp_path, consumed_ledgers_trim_manifest("14:1"))
     args = [a.format(store=store, missing=str(tmp_path / "missing")) for a in argv]
     code, _, err = run_cli(capsys, *args)
     assert code == 2 and message in err
@@ -262,7 +253,7 @@ def test_managed_ledger_retention_size_scenario(capsys, tmp_path, spark, eager_r
         },
         "topics": {"persistent://ml/test/retention_size_ledger": topic_body(ledgers, {"c1": "10:0"})},
     }
-    store = load(capsys, tmp_path, doc)
+    store = load_store(capsys, tmp_path, doc)
     topic = "persistent://ml/test/retention_size_ledger"
     assert deleted_ids(plan_json(capsys, store, T0 + MINUTE), topic) == [1, 2, 3, 4, 5]
     code, out, err = run_cli(

@@ -13,15 +13,13 @@ read or deleted):
 
 from __future__ import annotations
 
-import json
-
 import pytest
 from sqlalchemy import select
 
 from housekeeping.store import metadata_schema as t
 from housekeeping.store.store import Store, read_transaction
 from housekeeping.store.tier import object_key
-from tests.conftest import iso, ledger_topic, run_cli, write_manifest
+from tests.conftest import cli_json, iso, ledger_topic, load_store, run_cli
 
 pytestmark = [pytest.mark.spark, pytest.mark.runs]
 
@@ -66,21 +64,6 @@ def manifest(*, retention=(-1, -1), lag=LAG, cursor="1:0", contexts=None) -> dic
     }
 
 
-def load(capsys, tmp_path, document) -> str:
-    store = str(tmp_path / "store")
-    code, _, err = run_cli(
-        capsys, "load", "--store", store, "--manifest", str(write_manifest(tmp_path, document))
-    )
-    assert code == 0, err
-    return store
-
-
-def cli_json(capsys, *argv) -> dict:
-    code, out, err = run_cli(capsys, *argv)
-    assert code == 0, err
-    return json.loads(out)
-
-
 def plan(capsys, store: str, as_of: int) -> dict[str, list[int]]:
     document = cli_json(capsys, "plan", "trim", "--store", store, "--as-of", iso(as_of), "--format", "json")
     assert document["gate"]["success"], document["gate"]
@@ -104,7 +87,7 @@ def test_the_lagged_delete_is_strict_ignores_cursors_and_keeps_the_ledger_readab
     capsys, tmp_path, directory_tier
 ):
     document = manifest()
-    store = load(capsys, tmp_path, document)
+    store = load_store(capsys, tmp_path, document)
     # Exactly at the lag: nothing; one millisecond later: both offloaded ledgers, though the only subscription
     # has not consumed them (slow consumer, testLaggedDeleteSlowConsumer).
     assert "delete_local_copy" not in plan(capsys, store, OFFLOADED_AT + LAG)
@@ -147,7 +130,7 @@ def test_the_lagged_delete_is_strict_ignores_cursors_and_keeps_the_ledger_readab
 
 def test_retention_shorter_than_the_lag_deletes_from_both_tiers(capsys, tmp_path, object_tier):
     """The ledgers are consumed and past a 1-minute retention long before their 1-hour lag."""
-    store = load(capsys, tmp_path, manifest(retention=(1, -1), lag=60 * MIN, cursor="3:9"))
+    store = load_store(capsys, tmp_path, manifest(retention=(1, -1), lag=60 * MIN, cursor="3:9"))
     rows = ledger_rows(store)
     keys = [object_key(TOPIC, i, rows[i].offload_uuid) for i in (1, 2)]
     assert all(object_tier.info(key) for key in keys)
@@ -165,7 +148,7 @@ def test_retention_shorter_than_the_lag_deletes_from_both_tiers(capsys, tmp_path
 def test_an_incomplete_offload_is_never_lag_deleted_and_retention_deletes_its_object(
     capsys, tmp_path, object_tier
 ):
-    store = load(
+    store = load_store(
         capsys, tmp_path, manifest(retention=(1, -1), cursor="3:9", contexts={1: {"complete": False}})
     )
     # The attempt's upload reached the tier, its completion was never recorded (testOffloadDeleteIncomplete).
@@ -180,7 +163,7 @@ def test_an_incomplete_offload_is_never_lag_deleted_and_retention_deletes_its_ob
 
 @pytest.mark.usefixtures("directory_tier")
 def test_a_lag_of_minus_one_keeps_the_local_copy(capsys, tmp_path):
-    store = load(capsys, tmp_path, manifest(lag=-1))
+    store = load_store(capsys, tmp_path, manifest(lag=-1))
     assert plan(capsys, store, LATER) == {}
 
 
@@ -188,13 +171,13 @@ def test_without_a_tier_the_lag_rule_does_nothing(capsys, tmp_path, monkeypatch)
     monkeypatch.delenv("HOUSEKEEPING_OFFLOAD_URL", raising=False)
     document = manifest()
     document["topics"][TOPIC].pop("messages")  # metadata only: no tier needed to load
-    store = load(capsys, tmp_path, document)
+    store = load_store(capsys, tmp_path, document)
     assert plan(capsys, store, LATER) == {}
 
 
 @pytest.mark.usefixtures("directory_tier")
 def test_a_hold_keeps_the_local_copy(capsys, tmp_path):
-    store = load(capsys, tmp_path, manifest())
+    store = load_store(capsys, tmp_path, manifest())
     code, _, err = run_cli(capsys, "hold", "add", TOPIC, "--store", store, "--reason", "legal")
     assert code == 0, err
     assert plan(capsys, store, LATER) == {}
@@ -202,7 +185,7 @@ def test_a_hold_keeps_the_local_copy(capsys, tmp_path):
 
 @pytest.mark.usefixtures("object_tier")
 def test_restore_puts_a_local_copy_back_and_an_offloaded_ledger_back_with_both_copies(capsys, tmp_path):
-    store = load(capsys, tmp_path, manifest(retention=(1, -1), lag=LAG, cursor="1:9"))
+    store = load_store(capsys, tmp_path, manifest(retention=(1, -1), lag=LAG, cursor="1:9"))
     # The lag deletes L2's local copy (L1 is retention's: consumed and past its minute).
     as_of = OFFLOADED_AT + LAG + 1
     assert plan(capsys, store, as_of) == {"delete_ledger": [1], "delete_local_copy": [2]}

@@ -5,12 +5,10 @@ and the local copy left in place (only trim's offload-deletion lag removes it)."
 
 from __future__ import annotations
 
-import json
-
 import pytest
 
 from housekeeping.store.tier import object_key, parse_object_key
-from tests.conftest import iso, ledger_topic, run_cli, write_manifest
+from tests.conftest import cli_json, iso, ledger_topic, load_store, run_cli
 
 pytestmark = [pytest.mark.spark, pytest.mark.runs]
 
@@ -30,21 +28,6 @@ def manifest(policies: dict, ledgers: int = 5) -> dict:
     }
 
 
-def load(capsys, tmp_path, document) -> str:
-    store = str(tmp_path / "store")
-    code, _, err = run_cli(
-        capsys, "load", "--store", store, "--manifest", str(write_manifest(tmp_path, document))
-    )
-    assert code == 0, err
-    return store
-
-
-def cli_json(capsys, *argv) -> dict:
-    code, out, err = run_cli(capsys, *argv)
-    assert code == 0, err
-    return json.loads(out)
-
-
 def ledgers(capsys, store: str) -> dict[int, dict]:
     state = cli_json(capsys, "inspect", "--store", store)
     return {ledger["ledgerId"]: ledger for ledger in state["topics"][TOPIC]["ledgers"]}
@@ -61,7 +44,7 @@ def ledgers(capsys, store: str) -> dict[int, dict]:
 )
 def test_the_plan_follows_pulsars_thresholds(capsys, tmp_path, policies, expected):
     """OffloadPrefixTest#multipleAutoTriggers: five ledgers, L5 current."""
-    store = load(capsys, tmp_path, manifest(policies))
+    store = load_store(capsys, tmp_path, manifest(policies))
     plan = cli_json(capsys, "plan", "offload", "--store", store, "--as-of", iso(AS_OF), "--format", "json")
     assert sorted(a["ledgerId"] for a in plan["actions"]) == expected
     assert plan["gate"]["success"] and plan["summary"]["ledgersToOffload"] == len(expected)
@@ -69,7 +52,7 @@ def test_the_plan_follows_pulsars_thresholds(capsys, tmp_path, policies, expecte
 
 def test_apply_uploads_reads_back_and_records_complete_then_nothing_is_left(capsys, tmp_path, object_tier):
     document = manifest({"managedLedgerOffloadThresholdInBytes": 100})
-    store = load(capsys, tmp_path, document)
+    store = load_store(capsys, tmp_path, document)
     result = cli_json(capsys, "apply", "offload", "--store", store, "--as-of", iso(AS_OF))
     assert (result["ledgersOffloaded"], result["bytesOffloaded"]) == (3, 300)
     after = ledgers(capsys, store)
@@ -110,7 +93,7 @@ def test_apply_uploads_reads_back_and_records_complete_then_nothing_is_left(caps
 
 def test_without_a_tier_nothing_is_offloaded_and_the_report_says_why(capsys, tmp_path, monkeypatch):
     monkeypatch.delenv("HOUSEKEEPING_OFFLOAD_URL", raising=False)
-    store = load(capsys, tmp_path, manifest({"managedLedgerOffloadThresholdInSeconds": 0}))
+    store = load_store(capsys, tmp_path, manifest({"managedLedgerOffloadThresholdInSeconds": 0}))
     result = cli_json(capsys, "apply", "offload", "--store", store, "--as-of", iso(AS_OF))
     assert result["ledgersOffloaded"] == 0
     report = (tmp_path / "store" / "runs" / "offload").glob("*/report/report.md")
@@ -121,7 +104,7 @@ def test_without_a_tier_nothing_is_offloaded_and_the_report_says_why(capsys, tmp
 
 @pytest.mark.usefixtures("object_tier")
 def test_a_hold_does_not_stop_an_offload_it_only_copies(capsys, tmp_path):
-    store = load(capsys, tmp_path, manifest({"managedLedgerOffloadThresholdInSeconds": 0}))
+    store = load_store(capsys, tmp_path, manifest({"managedLedgerOffloadThresholdInSeconds": 0}))
     code, _, err = run_cli(capsys, "hold", "add", "t/ns", "--store", store, "--reason", "legal")
     assert code == 0, err
     result = cli_json(capsys, "apply", "offload", "--store", store, "--as-of", iso(AS_OF))

@@ -117,6 +117,26 @@ class ApplyRun:
         )
         return applying
 
+    @classmethod
+    def open_by_topic(
+        cls, store: Store, run_dir: str | Path, spec: PlansActions, *, purge_grace_seconds: int
+    ) -> tuple[ApplyRun, dict[str, list[dict[str, Any]]]]:
+        """Open the run of a mechanism whose own apply goes topic by topic: the run, and the plan's actions by
+        topic (the journal's start records how many of each)."""
+        actions = read_table(RunDir(run_dir).path, ACTIONS.name)
+        by_topic: dict[str, list[dict[str, Any]]] = defaultdict(list)
+        for action in actions:
+            by_topic[action["topic"]].append(action)
+        applying = cls.open(
+            store,
+            run_dir,
+            spec,
+            purge_grace_seconds=purge_grace_seconds,
+            detail={"topics": len(by_topic), "actions": len(actions)},
+            actions=actions,
+        )
+        return applying, by_topic
+
     @property
     def mechanism(self) -> str:
         return self.spec.name

@@ -134,39 +134,21 @@ def _live(conn: Any, row: Any) -> str | None:
     ledgers = t.ledgers
     if row.kind == TIER_OBJECT_KIND:
         attempt = (parse_object_key(row.tier_key or "") or (None, None, None))[2]
-        named = conn.execute(
-            select(ledgers.c.ledger_id).where(
-                and_(
-                    ledgers.c.topic == row.topic,
-                    ledgers.c.ledger_id == row.ledger_id,
-                    ledgers.c.offload_uuid == attempt,
-                )
-            )
-        ).first()
-        return None if named is None else "its ledger names this offload attempt"
+        named = _still_named(conn, ledgers, row, ledgers.c.offload_uuid == attempt)
+        return "its ledger names this offload attempt" if named else None
     if row.kind == LOCAL_COPY_KIND:
-        kept = conn.execute(
-            select(ledgers.c.ledger_id).where(
-                and_(
-                    ledgers.c.topic == row.topic,
-                    ledgers.c.ledger_id == row.ledger_id,
-                    ~ledgers.c.local_deleted,
-                )
-            )
-        ).first()
-        return None if kept is None else "its local copy is in use again"
+        kept = _still_named(conn, ledgers, row, ~ledgers.c.local_deleted)
+        return "its local copy is in use again" if kept else None
     live_table = t.compacted_ledgers if row.kind == COMPACTED_KIND else ledgers
     generation = json.loads(row.ledger_row).get("files_generation") or 0
-    live = conn.execute(
-        select(live_table.c.ledger_id).where(
-            and_(
-                live_table.c.topic == row.topic,
-                live_table.c.ledger_id == row.ledger_id,
-                live_table.c.files_generation == generation,
-            )
-        )
-    ).first()
-    return None if live is None else "the ledger is listed again"
+    live = _still_named(conn, live_table, row, live_table.c.files_generation == generation)
+    return "the ledger is listed again" if live else None
+
+
+def _still_named(conn: Any, table: Any, row: Any, condition: Any) -> bool:
+    """A row of ``table`` for the pending deletion's topic and ledger that meets ``condition``."""
+    where = and_(table.c.topic == row.topic, table.c.ledger_id == row.ledger_id, condition)
+    return conn.execute(select(table.c.ledger_id).where(where)).first() is not None
 
 
 def _remove_files(store: Store, row: Any) -> str | None:

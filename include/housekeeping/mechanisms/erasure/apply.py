@@ -24,7 +24,6 @@ leaves the old files in force until the switch commits and the new ones after; a
 from __future__ import annotations
 
 import os
-from collections import defaultdict
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -34,7 +33,7 @@ from sqlalchemy import and_, select, update
 from housekeeping.core.errors import InputError
 from housekeeping.core.names import TopicName
 from housekeeping.engine.apply import ApplyRun, TopicOutcome
-from housekeeping.engine.contract import ACTIONS, RunDir
+from housekeeping.engine.contract import RunDir
 from housekeeping.engine.faults import checkpoint
 from housekeeping.engine.plan import read_table
 from housekeeping.mechanisms.erasure.actions import EXPEDITE_PURGE, REDACTIONS
@@ -53,20 +52,11 @@ SOURCE_TABLES = {"raw": t.ledgers, "compacted": t.compacted_ledgers}
 
 def apply_plan(store: Store, run_dir: Path, spec: Any, *, purge_grace_seconds: int) -> dict[str, Any]:
     run = RunDir(run_dir)
-    actions = read_table(run.path, ACTIONS.name)
     ledgers = {
         (r["topic"], int(r["ledgerId"]), r["source"]): r for r in read_table(run.path, ERASURE_LEDGERS.name)
     }
-    by_topic: dict[str, list[dict[str, Any]]] = defaultdict(list)
-    for action in actions:
-        by_topic[action["topic"]].append(action)
-    applying = ApplyRun.open(
-        store,
-        run.path,
-        spec,
-        purge_grace_seconds=purge_grace_seconds,
-        detail={"topics": len(by_topic), "actions": len(actions)},
-        actions=actions,
+    applying, by_topic = ApplyRun.open_by_topic(
+        store, run.path, spec, purge_grace_seconds=purge_grace_seconds
     )
     result: dict[str, Any] = {
         "runId": applying.run_id,

@@ -21,7 +21,6 @@ goes on with the next ledger (``offloadThreeOneFails``), reporting the failure; 
 
 from __future__ import annotations
 
-from collections import defaultdict
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -30,9 +29,7 @@ from sqlalchemy import and_, select, update
 
 from housekeeping.core.names import TopicName
 from housekeeping.engine.apply import ApplyRun, TopicOutcome
-from housekeeping.engine.contract import ACTIONS, RunDir
 from housekeeping.engine.faults import checkpoint
-from housekeeping.engine.plan import read_table
 from housekeeping.store import metadata_schema as t
 from housekeeping.store.journal import plan_rows
 from housekeeping.store.store import TIER_OBJECT_KIND, Store, record_pending_deletion
@@ -174,20 +171,10 @@ def _offload_one(applying: ApplyRun, tier: ObjectTier, attempt: Attempt) -> tupl
 
 
 def apply_plan(store: Store, run_dir: Path, spec: Any, *, purge_grace_seconds: int) -> dict[str, Any]:
-    run = RunDir(run_dir)
-    actions = read_table(run.path, ACTIONS.name)
-    by_topic: dict[str, list[dict[str, Any]]] = defaultdict(list)
-    for action in actions:
-        by_topic[action["topic"]].append(action)
-    applying = ApplyRun.open(
-        store,
-        run.path,
-        spec,
-        purge_grace_seconds=purge_grace_seconds,
-        detail={"topics": len(by_topic), "actions": len(actions)},
-        actions=actions,
+    applying, by_topic = ApplyRun.open_by_topic(
+        store, Path(run_dir), spec, purge_grace_seconds=purge_grace_seconds
     )
-    tier = store.tier_for_writing("offloading ledgers") if actions else None
+    tier = store.tier_for_writing("offloading ledgers") if by_topic else None
     result: dict[str, Any] = {
         "runId": applying.run_id,
         "appliedTopics": [],
