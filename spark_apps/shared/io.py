@@ -203,36 +203,36 @@ class LedgerFiles:
     ) -> DataFrame:
         """The entries (``columns``) of these ledgers in one frame, each read where it is: its local directory
         (checked first) or its tier object. ``with_dir``: each row with the ``dir`` of its ledger's local copy."""
-        from spark_apps.shared.tier_reads import read_tier_ledgers
-
         local = [str(self.checked_dir(t, lid)[0]) for t, lid in ledgers if not self.in_tier(t, lid)]
-        objects = [
-            (self.tier_objects[(t, int(lid))], str(self.dir(t, lid)))
-            for t, lid in ledgers
-            if self.in_tier(t, lid)
-        ]
+        tiered = [(t, int(lid)) for t, lid in ledgers if self.in_tier(t, lid)]
         frame = read_dirs(spark, local, columns)
-        if objects:
-            if not self.tier.get("url"):
-                topic, ledger_id = next((t, lid) for t, lid in ledgers if self.in_tier(t, lid))
-                raise InputError(
-                    f"topic {topic} ledger {ledger_id} is only in the object tier, which this run has not configured "
-                    "(HOUSEKEEPING_OFFLOAD_URL)"
-                )
-            frame = frame.unionByName(read_tier_ledgers(spark, self.tier, objects, columns))
+        if tiered:
+            frame = frame.unionByName(self._read_tier(spark, tiered, columns))
         return frame if with_dir else frame.drop("dir")
 
     def read_dirs(self, spark: SparkSession, dirs: list[str], columns: T.StructType) -> DataFrame:
         """As :func:`read_dirs`, a ledger whose local copy is deleted read from the tier under its directory."""
         by_dir = {str(self.dir(t, lid)): (t, lid) for t, lid in self.tier_objects}
         tiered = [by_dir[d] for d in dirs if d in by_dir]
+        local = read_dirs(spark, [d for d in dirs if d not in by_dir], columns)
         if not tiered:
-            return read_dirs(spark, dirs, columns)
+            return local
+        return local.unionByName(self._read_tier(spark, tiered, columns))
+
+    def _read_tier(
+        self, spark: SparkSession, ledgers: list[tuple[str, int]], columns: T.StructType
+    ) -> DataFrame:
+        """The entries of ledgers only in the tier, each row with its ledger's local ``dir``."""
         from spark_apps.shared.tier_reads import read_tier_ledgers
 
-        objects = [(self.tier_objects[key], str(self.dir(*key))) for key in tiered]
-        local = read_dirs(spark, [d for d in dirs if d not in by_dir], columns)
-        return local.unionByName(read_tier_ledgers(spark, self.tier, objects, columns))
+        if not self.tier.get("url"):
+            topic, ledger_id = ledgers[0]
+            raise InputError(
+                f"topic {topic} ledger {ledger_id} is only in the object tier, which this run has not configured "
+                "(HOUSEKEEPING_OFFLOAD_URL)"
+            )
+        objects = [(self.tier_objects[key], str(self.dir(*key))) for key in ledgers]
+        return read_tier_ledgers(spark, self.tier, objects, columns)
 
 
 @dataclass

@@ -19,10 +19,10 @@ from __future__ import annotations
 import json
 import os
 import re
-from collections.abc import Iterator
+from collections.abc import Iterator, Mapping
 from contextlib import contextmanager
 from dataclasses import dataclass, field
-from functools import lru_cache
+from functools import cached_property, lru_cache
 from pathlib import Path
 from typing import Any
 
@@ -200,6 +200,14 @@ def ledger_rel_path(topic: str, ledger_id: int, generation: int = 0) -> str:
     return f"{LEDGERS_DIR}/persistent/{tenant}/{namespace}/{local}/{ledger_dir_name(ledger_id, generation)}"
 
 
+def attempt_object(row: Mapping[str, Any]) -> str | None:
+    """The tier object of a ``ledgers`` row's offload attempt, complete or not (None: never attempted, or entries
+    not stored: a metadata-only ledger uploads nothing)."""
+    if row.get("offload_uuid") and row.get("entries_stored"):
+        return object_key(row["topic"], row["ledger_id"], row["offload_uuid"])
+    return None
+
+
 def record_pending_deletion(
     conn: Connection,
     row: dict[str, Any],
@@ -221,8 +229,8 @@ def record_pending_deletion(
     ledger and the offloaded object, complete or not)."""
     if local is None:
         local = not row.get("local_deleted")
-    if kind == "ledger" and tier_key is None and row.get("offload_uuid") and row.get("entries_stored"):
-        tier_key = object_key(row["topic"], row["ledger_id"], row["offload_uuid"])
+    if kind == "ledger" and tier_key is None:
+        tier_key = attempt_object(row)
     conn.execute(
         t.pending_deletions.insert().values(
             topic=row["topic"],
@@ -356,15 +364,10 @@ class Store:
         return BrokerConfig.from_layers(*layers)
 
     # --- the object tier ------------------------------------------------------------------------
-    _tier: ObjectTier | None = field(default=None, init=False, repr=False)
-    _tier_read: bool = field(default=False, init=False, repr=False)
-
-    @property
+    @cached_property
     def tier(self) -> ObjectTier | None:
         """The deployment's object tier (``HOUSEKEEPING_OFFLOAD_URL``); None: no offloader."""
-        if not self._tier_read:
-            self._tier, self._tier_read = tier_of_settings(), True
-        return self._tier
+        return tier_of_settings()
 
     def require_tier(self, why: str) -> ObjectTier:
         """The tier, for something that cannot be done without it (bad input naming what, otherwise)."""

@@ -283,10 +283,6 @@ class ObjectTier:
         except OSError as exc:
             raise self._fail(f"writing {CLAIM_OBJECT}", exc) from exc
 
-    def reader_options(self) -> dict[str, str | None]:
-        """What a Spark task needs to open this tier itself (no credentials: the task's environment has them)."""
-        return {"url": self.url, "endpoint_url": self.endpoint_url}
-
 
 def tier_of_settings(url: str | None = None, endpoint_url: str | None = None) -> ObjectTier | None:
     """The deployment's tier (``HOUSEKEEPING_OFFLOAD_URL``, ``HOUSEKEEPING_OFFLOAD_ENDPOINT_URL``); None: no

@@ -42,7 +42,7 @@ from housekeeping.store import metadata_schema as t
 from housekeeping.store.compacted_ledgers import COMPACTED_KIND
 from housekeeping.store.entries import files_sha256
 from housekeeping.store.journal import plan_rows
-from housekeeping.store.store import Store, record_pending_deletion
+from housekeeping.store.store import Store, attempt_object, record_pending_deletion
 from housekeeping.store.tier import TierError, new_attempt_uuid, object_key, parse_object_key
 
 ERASED_KIND = "erased_ledger"  # a raw ledger's files replaced by their redacted generation (never restored)
@@ -390,11 +390,6 @@ def _switch_ledger(
     old = dict(conn.execute(select(table).where(where)).one()._mapping)
     # The files in force until now, local and (an offloaded ledger: the attempt's object, complete or not) in
     # the tier, hold the key: to the pending-deletion log, marked erased (never restored).
-    old_object = (
-        object_key(topic, key[1], old["offload_uuid"])
-        if source == "raw" and old.get("offload_uuid") and old.get("entries_stored")
-        else None
-    )
     record_pending_deletion(
         conn,
         old,
@@ -403,8 +398,7 @@ def _switch_ledger(
         purge_after_ms=applying.purge_after_ms,
         kind=ERASED_KIND if source == "raw" else COMPACTED_KIND,
         erased_by=applying.run_id,
-        tier_key=old_object,
-        local=not old.get("local_deleted"),
+        tier_key=attempt_object(old) if source == "raw" else None,
     )
     values: dict[str, Any] = {
         "files_generation": int(item["toGeneration"]),

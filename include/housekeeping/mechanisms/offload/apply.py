@@ -32,7 +32,7 @@ from housekeeping.engine.apply import ApplyRun, TopicOutcome
 from housekeeping.engine.faults import checkpoint
 from housekeeping.store import metadata_schema as t
 from housekeeping.store.journal import plan_rows
-from housekeeping.store.store import TIER_OBJECT_KIND, Store, record_pending_deletion
+from housekeeping.store.store import TIER_OBJECT_KIND, Store, attempt_object, record_pending_deletion
 from housekeeping.store.tier import ObjectTier, TierError, new_attempt_uuid, object_key
 
 
@@ -84,10 +84,9 @@ def _prepare(conn: Any, applying: ApplyRun, attempt: Attempt) -> TopicOutcome:
     if why is not None:
         return TopicOutcome("skipped_conflict", why, "offload", {"why": why, "planRows": plan_rows([action])})
     previous = dict(row._mapping)
-    if previous.get("offload_uuid") and previous.get("entries_stored"):
-        _abandon_object(
-            conn, applying, previous, object_key(attempt.topic, attempt.ledger_id, previous["offload_uuid"])
-        )
+    earlier = attempt_object(previous)
+    if earlier is not None:
+        _abandon_object(conn, applying, previous, earlier)
     conn.execute(
         update(t.ledgers)
         .where(_ledger_where(attempt.topic, attempt.ledger_id))
