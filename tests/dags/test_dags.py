@@ -96,6 +96,17 @@ PUBLIC = {
         ],
         set(),
     ),
+    "store_scrub": (
+        "@daily",
+        [
+            "plan_store_scrub",
+            "validate_scrub_plan",
+            "approve_scrub_repair",
+            "apply_scrub_repair",
+            "write_scrub_report",
+        ],
+        {"scrub_min_age_seconds"},
+    ),
 }
 DAG_IDS = set(PUBLIC)
 DATES = [

@@ -56,6 +56,7 @@ DAG_IDS = [
     "message_expiry",
     "policy_what_if",
     "storage_report",
+    "store_scrub",
 ]
 TRIM = "consumed_ledger_trim"
 WHAT_IF = "policy_what_if"

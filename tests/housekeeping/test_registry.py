@@ -27,7 +27,7 @@ SPARK_APPS = REPO / "spark_apps"
 SHARED = "shared"  # the folder of what mechanisms share (never a mechanism), in both trees
 
 
-def test_the_seven_mechanisms_in_order():
+def test_the_eight_mechanisms_in_order():
     assert registry.mechanism_names() == (
         "trim",
         "expiry",
@@ -36,6 +36,7 @@ def test_the_seven_mechanisms_in_order():
         "compaction",
         "erasure",
         "offload",
+        "scrub",
     )
 
 

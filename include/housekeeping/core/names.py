@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import re
 from dataclasses import dataclass
-from urllib.parse import quote
+from urllib.parse import quote, unquote
 
 from housekeeping.core.errors import InputError
 
@@ -181,3 +181,14 @@ def topic_dir_parts(topic: TopicName) -> tuple[str, str, str]:
         return encoded.replace(".", "%2E") if set(encoded) <= {"."} else encoded
 
     return (encode(topic.tenant), encode(topic.namespace), encode(topic.local_name))
+
+
+def topic_of_dir_parts(tenant: str, namespace: str, local: str) -> str | None:
+    """The topic whose directory segments (:func:`topic_dir_parts`) these are; None when they are not the encoding
+    of a valid topic name (a directory no topic of this store could have written)."""
+    try:
+        topic = TopicName(unquote(tenant), unquote(namespace), unquote(local))
+        parsed = TopicName.parse(str(topic))
+    except InputError:
+        return None
+    return str(parsed) if topic_dir_parts(parsed) == (tenant, namespace, local) else None

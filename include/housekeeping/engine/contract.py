@@ -204,6 +204,7 @@ RUN_INFO_KEYS = (
     "offloadTier",
     "offloadEndpoint",
     "tierLedgers",
+    "scrubMinAgeSeconds",
 )
 
 
@@ -229,7 +230,10 @@ ACTIONS = table(
     # the pending deletion whose purge is brought forward
     "fromGeneration bigint, entriesRedacted bigint, pendingId bigint, "
     # delete_local_copy: when the ledger's offload completed (the lag counts from it; apply compares it)
-    "offloadedAtMs bigint",
+    "offloadedAtMs bigint, "
+    # delete_orphan (store scrub): where the item is (local or tier), its path or object key, and the modification
+    # time it was listed with (apply compares it)
+    "location string, path string, mtimeMs bigint",
     sparse=True,
 )
 # Why what remains was kept: per topic (ledgers) or per subscription (entries).

@@ -157,6 +157,10 @@ class Mechanism:
         """What the run's trigger form asks of the store before the snapshot reads it; idempotent (a retried
         snapshot task calls it again)."""
 
+    def after_snapshot(self, store: Any, run_dir: Path, request: Any) -> None:
+        """What it reads beyond the metadata tables, once they are written (the store scrub lists the storage
+        here, after the metadata read, so nothing written since looks missing)."""
+
     def purge_grace_seconds(self, settings: Settings) -> int:
         """How long the files its apply replaced wait before purge."""
         return settings.purge_grace_seconds

@@ -16,14 +16,65 @@ from housekeeping.core.timeutil import format_ms
 from housekeeping.store import metadata_schema as t
 from housekeeping.store.compacted_ledgers import COMPACTED_KIND
 from housekeeping.store.journal import journal
-from housekeeping.store.store import LOCAL_COPY_KIND, Store, write_transaction
+from housekeeping.store.store import LOCAL_COPY_KIND, ORPHAN_KIND, Store, write_transaction
 
 
 def restore(
     store: Store, topic: str, *, ledger_id: int | None = None, as_of_ms: int, run_id: str
 ) -> list[int]:
     """Put a topic's pending-deleted ledgers (or one of them) back. Cursors fast-forwarded past them stay.
-    A topic deleted as a whole (inactive-topic GC) comes back whole: see :func:`restore_topic`."""
+    A topic deleted as a whole (inactive-topic GC) comes back whole: see :func:`restore_topic`. Orphans the store
+    scrub queued under the topic's directory are kept first (:func:`restore_orphans`)."""
+    orphans = restore_orphans(store, topic, ledger_id=ledger_id, as_of_ms=as_of_ms, run_id=run_id)
+    if orphans:
+        try:
+            return sorted({*orphans, *_restore_ledgers(store, topic, ledger_id, as_of_ms, run_id)})
+        except InputError:
+            return orphans  # nothing else of the topic waits for purge
+    return _restore_ledgers(store, topic, ledger_id, as_of_ms, run_id)
+
+
+def restore_orphans(
+    store: Store, topic: str, *, ledger_id: int | None = None, as_of_ms: int, run_id: str
+) -> list[int]:
+    """Keep the items the store scrub queued under ``topic`` (or its ledger ``ledger_id``): their pending deletions
+    become ``restored`` and their files, never moved, stay where they are; a later scrub counts a restored orphan as
+    kept, not as an orphan. The ledger ids they were named by (empty: none was queued)."""
+    p = t.pending_deletions.c
+    with write_transaction(store.engine) as conn:
+        query = select(t.pending_deletions).where(
+            and_(p.topic == topic, p.status == "pending", p.kind == ORPHAN_KIND)
+        )
+        if ledger_id is not None:
+            query = query.where(p.ledger_id == ledger_id)
+        rows = list(conn.execute(query.order_by(p.id)))
+        if not rows:
+            return []
+        for row in rows:
+            conn.execute(
+                update(t.pending_deletions)
+                .where(p.id == row.id)
+                .values(status="restored", finished_as_of_ms=as_of_ms)
+            )
+        journal(
+            conn,
+            run_id=run_id,
+            mechanism="restore",
+            topic=topic,
+            action="restore_orphans",
+            status="restored",
+            detail={
+                "orphans": [row.path or row.tier_key for row in rows],
+                "pendingIds": [row.id for row in rows],
+            },
+            as_of_ms=as_of_ms,
+        )
+    return sorted({row.ledger_id for row in rows})
+
+
+def _restore_ledgers(
+    store: Store, topic: str, ledger_id: int | None, as_of_ms: int, run_id: str
+) -> list[int]:
     with write_transaction(store.engine) as conn:
         exists = conn.execute(select(t.topics.c.name).where(t.topics.c.name == topic)).first() is not None
     if not exists:

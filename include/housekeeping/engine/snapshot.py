@@ -181,6 +181,8 @@ def take_snapshot(
             run.snapshot_table(name), contract.SNAPSHOT_TABLES[name], BUILDERS[name](selection)
         )
     contract.write_json(run.run_info, run_info(store, request, selection, tables))
+    if policy_overlay is None:
+        mechanism.after_snapshot(store, run.path, request)
     checkpoint("snapshot_after_write")
     return SnapshotInfo(run.path, request.run_id, mechanism.name, request.as_of_ms, len(selection.selected))
 

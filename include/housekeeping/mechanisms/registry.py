@@ -15,7 +15,7 @@ from housekeeping.engine.actions import ActionKind
 from housekeeping.engine.faults import FAULT_POINTS
 from housekeeping.engine.mechanism import Mechanism, RunOption, mechanism_sequence
 from housekeeping.engine.request import RunRequest
-from housekeeping.mechanisms import backlog, compaction, erasure, expiry, gc, offload, trim
+from housekeeping.mechanisms import backlog, compaction, erasure, expiry, gc, offload, scrub, trim
 
 MECHANISMS: dict[str, Mechanism] = mechanism_sequence(
     [
@@ -26,6 +26,7 @@ MECHANISMS: dict[str, Mechanism] = mechanism_sequence(
         compaction.MECHANISM,
         erasure.MECHANISM,
         offload.MECHANISM,
+        scrub.MECHANISM,
     ]
 )
 

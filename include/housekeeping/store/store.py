@@ -46,6 +46,9 @@ RUNS_DIR = "runs"
 # ledger stays listed, read from the tier) and an offload attempt's object alone (superseded or abandoned).
 LOCAL_COPY_KIND = "local_copy"
 TIER_OBJECT_KIND = "tier_object"
+# Files no metadata row referenced, found by the store scrub and queued by its repair (``housekeeping scrub
+# --repair``): a ledger directory, a writer's staging directory or a tier object; restore leaves them where they are.
+ORPHAN_KIND = "orphan"
 
 
 def _sqlite_pragmas(dbapi_connection: Any, _record: Any) -> None:
@@ -187,6 +190,9 @@ def migrate(engine: Engine) -> None:
 
 
 LEDGER_DIR_NAME = re.compile(r"^\d+(\.[1-9]\d*)?$")  # <ledgerId> or <ledgerId>.<generation>
+# A writer's staging directory beside a ledger directory (``housekeeping.store.entries.write_ledger``): renamed onto
+# the ledger when complete, left behind only by a crash.
+WRITER_STAGING_NAME = re.compile(r"^\.tmp-(\d+(?:\.[1-9]\d*)?)-[0-9a-f]{32}$")
 
 
 def ledger_dir_name(ledger_id: int, generation: int = 0) -> str:
@@ -219,6 +225,7 @@ def record_pending_deletion(
     erased_by: str | None = None,
     tier_key: str | None = None,
     local: bool | None = None,
+    path: str | None = None,
 ) -> None:
     """Log a ledger (a ``ledgers`` or ``compacted_ledgers`` row, kept whole for restore) for purge after its
     grace period, in the caller's transaction. The caller removes the row itself.
@@ -226,7 +233,8 @@ def record_pending_deletion(
     Its files: the local directory unless ``local`` is false (default: unless the row says its local copy is
     gone), and the tier object ``tier_key`` (default, for a ledger leaving the ledger list: the object of the row's
     offload attempt when its entries are stored), so a ledger deleted from the ledger list is deleted from both tiers (Pulsar's trim deletes the BK
-    ledger and the offloaded object, complete or not)."""
+    ledger and the offloaded object, complete or not). ``path``: the local directory when it is not the row's
+    ledger directory (a writer's staging directory the scrub found)."""
     if local is None:
         local = not row.get("local_deleted")
     if kind == "ledger" and tier_key is None:
@@ -235,7 +243,7 @@ def record_pending_deletion(
         t.pending_deletions.insert().values(
             topic=row["topic"],
             ledger_id=row["ledger_id"],
-            path=ledger_rel_path(row["topic"], row["ledger_id"], row.get("files_generation") or 0)
+            path=(path or ledger_rel_path(row["topic"], row["ledger_id"], row.get("files_generation") or 0))
             if local
             else "",
             tier_key=tier_key,
@@ -444,10 +452,15 @@ class Store:
             raise PathOutsideStore(f"refusing to delete {raw}: a ledger is a real directory, not a link")
         target = self.contained(Path(rel_path))
         depth = target.relative_to(self.ledgers_root.resolve()).parts
-        if len(depth) != 5 or depth[0] != "persistent" or not LEDGER_DIR_NAME.match(depth[4]):
+        if (
+            len(depth) != 5
+            or depth[0] != "persistent"
+            or not (LEDGER_DIR_NAME.match(depth[4]) or WRITER_STAGING_NAME.match(depth[4]))
+        ):
             raise PathOutsideStore(
                 f"refusing to delete {target}: not a ledger directory "
-                "(ledgers/persistent/<tenant>/<namespace>/<topic>/<ledgerId>[.<generation>])"
+                "(ledgers/persistent/<tenant>/<namespace>/<topic>/<ledgerId>[.<generation>]) or a writer's staging "
+                "directory beside one (.tmp-<ledgerId>-<32 hex>)"
             )
         if target.exists() and not target.is_dir():
             raise PathOutsideStore(f"refusing to delete {target}: a ledger is a real directory, not a file")

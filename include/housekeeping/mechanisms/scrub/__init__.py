@@ -1,0 +1,91 @@
+"""The store scrub: what the metadata says against what the storage holds, on both tiers, and proof that deleted is
+freed. Its findings are the plan (orphans, items purges left behind, missing and mismatched ledgers, unreadable
+files, overdue purges); its one action, ``delete_orphan``, queues an old unreferenced item for purge. Its package:
+the mechanism with its setting and run option (here), its action kind (``actions``), its tables (``tables``), its
+part of the snapshot (``listing``: the storage listed after the metadata read), its apply (``apply``), its report
+(``report``, ``report.md.j2``) and its command (``commands``: ``housekeeping scrub``); its Spark apps are
+``spark_apps/scrub``. No Pulsar code does this; the references are BookKeeper's ``verifyMetadataOnGC`` and Iceberg's
+orphan-file removal (docs/semantics.md, Store scrub)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+from housekeeping.core.settings import Setting
+from housekeeping.engine.mechanism import Mechanism, RunOption, TaskIds
+from housekeeping.mechanisms.scrub.actions import DELETE_ORPHAN
+
+# Iceberg's default for orphan-file removal (3 days): a writer's or a run's files in flight are never candidates.
+MIN_AGE = Setting(
+    "HOUSEKEEPING_SCRUB_MIN_AGE_SECONDS",
+    int,
+    3 * 24 * 3600,
+    minimum=0,
+    help="store scrub: an unreferenced item is an orphan only once this old (physical modification time)",
+)
+MIN_AGE_OPTION = RunOption(
+    name="scrub_min_age_seconds",
+    flag="--min-age-seconds",
+    run_info_key="scrubMinAgeSeconds",
+    help="scrub: minimum age of an orphan candidate in seconds (default HOUSEKEEPING_SCRUB_MIN_AGE_SECONDS)",
+    param={
+        "type": ["null", "integer"],
+        "minimum": 0,
+        "title": "Minimum age of an orphan (seconds)",
+        "description": "An unreferenced item younger than this is a file in flight, never a candidate "
+        "(empty = HOUSEKEEPING_SCRUB_MIN_AGE_SECONDS, default 259200: 3 days).",
+    },
+    value_type=int,
+    setting=MIN_AGE,
+)
+
+
+class StoreScrub(Mechanism):
+    def after_snapshot(self, store: Any, run_dir: Path, request: Any) -> None:
+        from housekeeping.mechanisms.scrub.listing import write_scrub_snapshot
+
+        write_scrub_snapshot(
+            store, Path(run_dir), tuple(request.scope), int(request.option(MIN_AGE_OPTION.name))
+        )
+
+    def build_report(self, run_dir: Path, *, dry_run: bool) -> dict[str, Any]:
+        from housekeeping.mechanisms.scrub.report import build_report
+
+        return build_report(run_dir, dry_run=dry_run)
+
+    def apply(
+        self, store: Any, run_dir: Path, *, purge_grace_seconds: int, spark_master: str | None = None
+    ) -> dict[str, Any]:
+        from housekeeping.mechanisms.scrub.apply import apply_plan
+
+        return apply_plan(store, Path(run_dir), self, purge_grace_seconds=purge_grace_seconds)
+
+    def command_group(self) -> tuple[str, Any] | None:
+        from housekeeping.mechanisms.scrub.commands import scrub_app
+
+        return "scrub", scrub_app
+
+
+MECHANISM = StoreScrub(
+    name="scrub",
+    title="store scrub",
+    pulsar="none (BookKeeper GarbageCollectorThread verifyMetadataOnGC; Iceberg DeleteOrphanFiles)",
+    dag_id="store_scrub",
+    schedule="@daily",
+    tags=("scrub",),
+    task_ids=TaskIds(
+        plan="plan_store_scrub",
+        validate="validate_scrub_plan",
+        apply="apply_scrub_repair",
+        report="write_scrub_report",
+    ),
+    plan_app="spark_apps.scrub.plan",
+    gate_checks="spark_apps.scrub.gate",
+    actions=(DELETE_ORPHAN,),
+    report_template=Path(__file__).with_name("report.md.j2"),
+    options=(MIN_AGE_OPTION,),
+    settings=(MIN_AGE,),
+    fault_points=("scrub_apply_between_orphans",),  # one orphan recorded and committed, the next not started
+    policy_driven=False,
+)

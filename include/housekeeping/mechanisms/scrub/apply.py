@@ -1,0 +1,178 @@
+"""Apply a checked scrub plan: each ``delete_orphan`` goes to the pending-deletion log (kind ``orphan``) with the grace
+period, in one metadata transaction of its own (``ApplyRun.commit``: a hold on its topic added since wins), journaled.
+Nothing is deleted here; purge removes it after the grace period, checking once more that no row names it.
+
+In the transaction, before recording, the item is checked again against the metadata now (no ledger row names its
+ledger and generation or its offload attempt, no compacted ledger, no pending deletion: a writer or a run that
+claimed it since the snapshot wins) and against the storage (still there, same modification time and bytes: an
+item written since is not the one the gate passed). An item already recorded by this run (a retried apply after a
+crash) is counted as done; the rest are recorded. A crash between two items leaves the first ones recorded and the
+rest for the rerun."""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+from typing import Any
+
+from sqlalchemy import and_, select
+
+from housekeeping.core.names import TopicName
+from housekeeping.engine.apply import ApplyRun, TopicOutcome
+from housekeeping.engine.faults import checkpoint
+from housekeeping.mechanisms.scrub.tables import LOCAL
+from housekeeping.store import metadata_schema as t
+from housekeeping.store.journal import plan_rows
+from housekeeping.store.store import LEDGER_DIR_NAME, ORPHAN_KIND, Store, record_pending_deletion
+from housekeeping.store.tier import parse_object_key
+
+
+def _named_now(conn: Any, action: dict[str, Any]) -> str | None:
+    """Why a row names the item now (None: none does)."""
+    topic, ledger_id, path = action["topic"], int(action["ledgerId"]), action["path"]
+    p = t.pending_deletions.c
+    column = p.path if action["location"] == LOCAL else p.tier_key
+    pending = conn.execute(
+        select(p.id, p.run_id, p.status).where(
+            and_(
+                column == path, (p.status == "pending") | ((p.status == "restored") & (p.kind == ORPHAN_KIND))
+            )
+        )
+    ).first()
+    if pending is not None:
+        return f"pending deletion {pending.id} of run {pending.run_id} names it ({pending.status})"
+    name = path.rsplit("/", 1)[-1]
+    if action["location"] == LOCAL:
+        if not LEDGER_DIR_NAME.match(name):
+            return None  # a writer's staging directory: no row ever names one
+        generation = int(name.split(".")[1]) if "." in name else 0
+        for table in (t.ledgers, t.compacted_ledgers):
+            row = conn.execute(
+                select(table.c.ledger_id).where(
+                    and_(
+                        table.c.topic == topic,
+                        table.c.ledger_id == ledger_id,
+                        table.c.files_generation == generation,
+                    )
+                )
+            ).first()
+            if row is not None:
+                return f"{table.name} names ledger {ledger_id} of {topic} at generation {generation} now"
+        return None
+    attempt = (parse_object_key(path) or (None, None, None))[2]
+    row = conn.execute(
+        select(t.ledgers.c.ledger_id).where(
+            and_(
+                t.ledgers.c.topic == topic,
+                t.ledgers.c.ledger_id == ledger_id,
+                t.ledgers.c.offload_uuid == attempt,
+            )
+        )
+    ).first()
+    return None if row is None else f"ledger {ledger_id} of {topic} names this offload attempt now"
+
+
+def _as_listed(store: Store, action: dict[str, Any]) -> str | None:
+    """Why the item is not the one planned (None: it is, unchanged)."""
+    if action["location"] == LOCAL:
+        target = store.root / action["path"]
+        if not target.is_dir():
+            return f"{action['path']} is gone"
+        stat = [target.stat().st_mtime_ns] + [c.stat().st_mtime_ns for c in os.scandir(target)]
+        size = sum(c.stat().st_size for c in os.scandir(target))
+        mtime = max(stat) // 1_000_000
+    else:
+        tier = store.require_tier(f"orphan object {action['path']}")
+        found = tier.info(action["path"])
+        if found is None:
+            return f"object {action['path']} is gone"
+        mtime, size = found.mtime_ms, found.size
+    if mtime != int(action["mtimeMs"]) or size != int(action["bytes"]):
+        return f"{action['path']} changed since the scrub listed it (modified {mtime}, {size} bytes)"
+    return None
+
+
+def _record(conn: Any, applying: ApplyRun, action: dict[str, Any]) -> TopicOutcome:
+    detail = {"location": action["location"], "path": action["path"], "planRows": plan_rows([action])}
+    why = _named_now(conn, action) or _as_listed(applying.store, action)
+    if why is not None:
+        return TopicOutcome("skipped_conflict", why, "delete_orphan", {**detail, "why": why})
+    row = {
+        "topic": action["topic"],
+        "ledger_id": int(action["ledgerId"]),
+        "size_bytes": int(action["bytes"]),
+        "location": action["location"],
+        "path": action["path"],
+        "mtime_ms": int(action["mtimeMs"]),
+        "reason": action["reason"],
+    }
+    local = action["location"] == LOCAL
+    record_pending_deletion(
+        conn,
+        row,
+        run_id=applying.run_id,
+        as_of_ms=applying.as_of_ms,
+        purge_after_ms=applying.purge_after_ms,
+        kind=ORPHAN_KIND,
+        local=local,
+        path=action["path"] if local else None,
+        tier_key=None if local else action["path"],
+    )
+    return TopicOutcome("applied", None, "delete_orphan", {**detail, "bytes": row["size_bytes"]}, facts=row)
+
+
+def _already(conn: Any, applying: ApplyRun, action: dict[str, Any]) -> bool:
+    p = t.pending_deletions.c
+    column = p.path if action["location"] == LOCAL else p.tier_key
+    found = conn.execute(
+        select(p.id).where(and_(column == action["path"], p.run_id == applying.run_id, p.kind == ORPHAN_KIND))
+    ).first()
+    return found is not None
+
+
+def apply_plan(store: Store, run_dir: Path, spec: Any, *, purge_grace_seconds: int) -> dict[str, Any]:
+    applying, by_topic = ApplyRun.open_by_topic(
+        store, Path(run_dir), spec, purge_grace_seconds=purge_grace_seconds
+    )
+    result: dict[str, Any] = {
+        "runId": applying.run_id,
+        "appliedTopics": [],
+        "alreadyAppliedTopics": [],
+        "skippedTopics": {},
+        "orphansQueued": [],
+        "alreadyQueued": [],
+        "bytesQueued": 0,
+        "purgeAfterMs": applying.purge_after_ms,
+        "perNamespace": {},
+    }
+    for topic in sorted(by_topic):
+        queued = 0
+        for action in sorted(by_topic[topic], key=lambda a: (a["location"], a["path"])):
+
+            def change(conn: Any, action: dict[str, Any] = action) -> TopicOutcome:
+                if _already(conn, applying, action):
+                    return TopicOutcome("already_applied", journaled=False)
+                return _record(conn, applying, action)
+
+            outcome = applying.commit(topic, [action], change, held_action="delete_orphan")
+            where = f"{action['location']}:{action['path']}"
+            if outcome.applied:
+                queued += 1
+                _count(result, topic, where, int(action["bytes"]))
+                checkpoint("scrub_apply_between_orphans")
+            elif outcome.status == "already_applied":
+                result["alreadyQueued"].append(where)
+            else:
+                result["skippedTopics"][where] = outcome.why
+        if queued:
+            result["appliedTopics"].append(topic)
+    return applying.finish(result)
+
+
+def _count(result: dict[str, Any], topic: str, where: str, size: int) -> None:
+    result["orphansQueued"].append(where)
+    result["bytesQueued"] += size
+    namespace = str(TopicName.parse(topic).namespace_name)
+    per_ns = result["perNamespace"].setdefault(namespace, {"orphans": 0, "bytes": 0})
+    per_ns["orphans"] += 1
+    per_ns["bytes"] += size

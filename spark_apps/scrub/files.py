@@ -1,0 +1,93 @@
+"""What a stored ledger's files hold, read in Spark tasks (``mapInArrow``: one task reads many ledgers, each with
+pyarrow, so an unreadable file is a fact of its row, not a failed job): the rows in the Parquet footers, and from the
+``entryId`` and ``size`` columns the payload bytes, the smallest and largest entry id and how many distinct ids. A
+tier object is read through ``housekeeping.store.tier.ObjectTier`` with the task's own credentials."""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterator
+
+from pyspark.sql import DataFrame, SparkSession
+
+FACTS = (
+    "location string, path string, rows bigint, payloadBytes bigint, minEntryId bigint, maxEntryId bigint, "
+    "distinctEntryIds bigint, error string"
+)
+_EMPTY = {"rows": 0, "payloadBytes": 0, "minEntryId": None, "maxEntryId": None, "distinctEntryIds": 0}
+
+
+def _summarise(tables: list) -> dict:
+    import pyarrow as pa
+    import pyarrow.compute as pc
+
+    if not tables:
+        return dict(_EMPTY)
+    table = pa.concat_tables(tables)
+    if table.num_rows == 0:
+        return dict(_EMPTY)
+    ids = table.column("entryId")
+    return {
+        "rows": table.num_rows,
+        "payloadBytes": int(pc.sum(table.column("size")).as_py() or 0),
+        "minEntryId": pc.min(ids).as_py(),
+        "maxEntryId": pc.max(ids).as_py(),
+        "distinctEntryIds": pc.count_distinct(ids).as_py(),
+    }
+
+
+def ledger_facts(
+    root: str, tier_url: str | None, tier_endpoint: str | None
+) -> Callable[[Iterator], Iterator]:
+    def read(batches: Iterator) -> Iterator:
+        from pathlib import Path
+
+        import pyarrow as pa
+        import pyarrow.parquet as pq
+
+        from housekeeping.store.entries import check_ledger_files
+        from housekeeping.store.tier import ObjectTier
+
+        tier = ObjectTier.of(tier_url, tier_endpoint) if tier_url else None
+        for batch in batches:
+            rows = []
+            for location, path in zip(
+                batch.column("location").to_pylist(), batch.column("path").to_pylist(), strict=True
+            ):
+                facts = {"location": location, "path": path, **_EMPTY, "error": None}
+                try:
+                    if location == "local":
+                        files = check_ledger_files("", 0, Path(root) / path)
+                        tables = [pq.read_table(f, columns=["entryId", "size"]) for f in files]
+                    elif tier is None:
+                        raise ValueError("the object tier is not configured (HOUSEKEEPING_OFFLOAD_URL)")
+                    else:
+                        tables = [tier.read_ledger(path, columns=["entryId", "size"])]
+                    facts.update(_summarise(tables))
+                except Exception as exc:  # every failure to read is the row's finding
+                    facts["error"] = str(exc).replace("topic  ledger 0: ", "")
+                rows.append(facts)
+            yield pa.RecordBatch.from_pylist(
+                rows,
+                schema=pa.schema(
+                    [
+                        ("location", pa.string()),
+                        ("path", pa.string()),
+                        ("rows", pa.int64()),
+                        ("payloadBytes", pa.int64()),
+                        ("minEntryId", pa.int64()),
+                        ("maxEntryId", pa.int64()),
+                        ("distinctEntryIds", pa.int64()),
+                        ("error", pa.string()),
+                    ]
+                ),
+            )
+
+    return read
+
+
+def read_ledger_facts(
+    spark: SparkSession, locations: DataFrame, root: str, tier: dict, partitions: int
+) -> DataFrame:
+    """Per (location, path) of ``locations``: what its files hold (``FACTS``)."""
+    spread = locations.select("location", "path").repartition(max(1, partitions))
+    return spread.mapInArrow(ledger_facts(root, tier.get("url"), tier.get("endpoint_url")), FACTS)
