@@ -33,7 +33,7 @@ from pathlib import Path
 from pyspark.sql import Column, DataFrame
 from pyspark.sql import functions as F
 
-from housekeeping.engine.contract import ACTIONS, BLOCKERS, RunDir, read_run_info
+from housekeeping.engine.contract import ACTIONS, BLOCKERS, HOLDS, RunDir, read_run_info
 from housekeeping.mechanisms.scrub.actions import DELETE_ORPHAN
 from housekeeping.mechanisms.scrub.tables import FINDINGS, SCRUB_EXPECTED, STORAGE_ITEMS, snapshot_path
 from spark_apps.scrub.files import read_ledger_facts
@@ -118,6 +118,31 @@ def unreferenced_findings(referenced: DataFrame, min_age_ms: int) -> DataFrame:
         repair.alias("repair"),
         reason.alias("reason"),
     )
+
+
+def keep_held_repairs(spark, findings: DataFrame, holds: DataFrame) -> DataFrame:
+    """A hold on the topic (its namespace, or its partitioned topic) an orphan's path names keeps it: still a finding,
+    not repaired (a hold forbids every deletion), the hold named."""
+    from spark_apps.shared.topic_names import topic_name_facts
+
+    repairs = findings.where(F.col("repair") == DELETE_ORPHAN.name)
+    names = topic_name_facts(spark, [repairs])
+    targets = F.array(F.col("topic"), F.col("namespace"), F.col("partitionedTopic"))
+    held = (
+        names.select("topic", F.explode(targets).alias("target"))
+        .join(holds.select("target"), "target")
+        .groupBy("topic")
+        .agg(F.min("target").alias("heldBy"))
+    )
+    frame = findings.join(held, "topic", "left")
+    is_held = F.col("heldBy").isNotNull() & (F.col("repair") == DELETE_ORPHAN.name)
+    return frame.select(
+        *[c for c in findings.columns if c not in ("repair", "reason")],
+        F.when(is_held, F.lit("none")).otherwise(F.col("repair")).alias("repair"),
+        F.when(is_held, F.concat(F.col("reason"), F.lit("; a hold on "), F.col("heldBy"), F.lit(" keeps it")))
+        .otherwise(F.col("reason"))
+        .alias("reason"),
+    ).select(*findings.columns)
 
 
 def missing_findings(expected: DataFrame, items: DataFrame) -> DataFrame:
@@ -263,7 +288,7 @@ def freed_summary(expected: DataFrame, items: DataFrame) -> dict:
 
 
 def plan(
-    spark, expected: DataFrame, items: DataFrame, info: dict, scrub: dict, root: str
+    spark, expected: DataFrame, items: DataFrame, info: dict, scrub: dict, root: str, info_dir: Path
 ) -> tuple[DataFrame, dict]:
     """All findings (materialized once) and the summary's facts."""
     min_age_ms = int(scrub["minAgeSeconds"]) * 1000
@@ -272,9 +297,10 @@ def plan(
     tier = {"url": info.get("offloadTier"), "endpoint_url": info.get("offloadEndpoint")}
     partitions = int(spark.conf.get("spark.sql.shuffle.partitions", "8"))
     facts = read_ledger_facts(spark, checked, root, tier, partitions)
+    holds = spark.read.schema(HOLDS.ddl()).json(str(RunDir(info_dir).snapshot_table(HOLDS)))
+    unreferenced = keep_held_repairs(spark, materialize(unreferenced_findings(referenced, min_age_ms)), holds)
     findings = materialize(
-        unreferenced_findings(referenced, min_age_ms)
-        .unionByName(missing_findings(expected, items))
+        unreferenced.unionByName(missing_findings(expected, items))
         .unionByName(content_findings(checked, facts))
         .unionByName(overdue_findings(expected, int(info["asOfMs"])))
     )
@@ -330,7 +356,7 @@ def run(spark, run_dir: str | Path) -> dict:
     info = read_run_info(run_)
     with run_scoped_cache(spark):
         expected, items, scrub = read_scrub_snapshot(spark, run_.path)
-        findings, facts = plan(spark, expected, items, info, scrub, str(info["store"]))
+        findings, facts = plan(spark, expected, items, info, scrub, str(info["store"]), run_.path)
         write_table(findings, run_.path, FINDINGS, ["kind", "location", "path"])
         repairs = findings.where(F.col("repair") == DELETE_ORPHAN.name).join(
             items.select("location", "path", "mtimeMs"), ["location", "path"]

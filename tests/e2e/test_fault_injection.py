@@ -67,10 +67,11 @@ ERASURE_POINTS = [
 
 
 def test_every_fault_point_is_exercised_here():
-    """Here and in tests/e2e/test_tier_faults.py (the object tier's points)."""
+    """Here, in tests/e2e/test_tier_faults.py (the object tier's points) and tests/scrub/test_repair.py."""
     from tests.e2e.test_tier_faults import ERASURE_TIER_POINTS, OFFLOAD_POINTS, TIER_PURGE_POINTS
+    from tests.scrub.test_repair import SCRUB_POINTS
 
-    tier = OFFLOAD_POINTS + TIER_PURGE_POINTS + ERASURE_TIER_POINTS
+    tier = OFFLOAD_POINTS + TIER_PURGE_POINTS + ERASURE_TIER_POINTS + SCRUB_POINTS
     points = TRIM_POINTS + PURGE_POINTS + COMPACTION_POINTS + ERASURE_POINTS + tier
     exercised = {p.split("@")[0] for p in points}
     assert exercised == set(fault_points())  # the engine's and every mechanism's

@@ -69,7 +69,9 @@ MANIFEST = {
 
 
 def scrub(capsys, store: str, *extra: str, as_of: int = AS_OF) -> tuple[int, dict]:
-    code, out, err = run_cli(capsys, "scrub", "--store", store, "--format", "json", "--as-of", iso(as_of), *extra)
+    code, out, err = run_cli(
+        capsys, "scrub", "--store", store, "--format", "json", "--as-of", iso(as_of), *extra
+    )
     assert code in (0, 1), err
     return code, json.loads(out)
 
@@ -137,8 +139,14 @@ def metadata_from_an_older_copy(store: str, tier) -> set:
         db.backup(copy)
     opened = Store.open(store)
     with write_transaction(opened.engine) as conn:
-        row = conn.exec_driver_sql(f"select * from ledgers where topic = '{B}' and ledger_id = 4").mappings().one()
-        record_pending_deletion(conn, dict(row), run_id="trim-yesterday", as_of_ms=AS_OF, purge_after_ms=AS_OF)
+        row = (
+            conn.exec_driver_sql(f"select * from ledgers where topic = '{B}' and ledger_id = 4")
+            .mappings()
+            .one()
+        )
+        record_pending_deletion(
+            conn, dict(row), run_id="trim-yesterday", as_of_ms=AS_OF, purge_after_ms=AS_OF
+        )
         conn.exec_driver_sql(f"delete from ledgers where topic = '{B}' and ledger_id = 4")
     purge(opened, as_of_ms=AS_OF, run_id="purge-yesterday")
     clients.roll_ledger(opened, B, now_ms=AS_OF)
@@ -162,7 +170,11 @@ def object_left_after_a_delete(store: str, tier) -> set:
     saved = Path(tier.path(key)).read_bytes()
     opened = Store.open(store)
     with write_transaction(opened.engine) as conn:
-        row = conn.exec_driver_sql(f"select * from ledgers where topic = '{A}' and ledger_id = 2").mappings().one()
+        row = (
+            conn.exec_driver_sql(f"select * from ledgers where topic = '{A}' and ledger_id = 2")
+            .mappings()
+            .one()
+        )
         record_pending_deletion(conn, dict(row), run_id="trim-2", as_of_ms=AS_OF, purge_after_ms=AS_OF)
         conn.exec_driver_sql(f"delete from ledgers where topic = '{A}' and ledger_id = 2")
     assert purge(opened, as_of_ms=AS_OF, run_id="purge-2").purged == [(A, 2)]
@@ -228,8 +240,18 @@ def test_clean_after_every_other_mechanism(capsys, store, monkeypatch):
 
     monkeypatch.setenv("HOUSEKEEPING_PURGE_GRACE_SECONDS", "0")
     code, _, err = run_cli(
-        capsys, "erase", "request", "k3", "--topic", A, "--store", store, "--reason", "test",
-        "--requested-at", iso(AS_OF - MIN),
+        capsys,
+        "erase",
+        "request",
+        "k3",
+        "--topic",
+        A,
+        "--store",
+        store,
+        "--reason",
+        "test",
+        "--requested-at",
+        iso(AS_OF - MIN),
     )
     assert code == 0, err
     for mechanism in ("compaction", "erasure", "offload", "expiry", "trim", "gc", "backlog"):
@@ -242,8 +264,14 @@ def test_clean_after_every_other_mechanism(capsys, store, monkeypatch):
     with Store.open(store).engine.connect() as conn:
         rewritten = conn.exec_driver_sql("select count(*) from ledgers where files_generation > 0").scalar()
         compacted = conn.exec_driver_sql("select count(*) from compacted_ledgers").scalar()
-        purged = conn.exec_driver_sql("select count(*) from pending_deletions where status = 'purged'").scalar()
+        purged = conn.exec_driver_sql(
+            "select count(*) from pending_deletions where status = 'purged'"
+        ).scalar()
     assert rewritten and compacted and purged  # the mechanisms did change the files
     code, document = scrub(capsys, store, "--min-age-seconds", "0", as_of=AS_OF + 30 * DAYS * 1000)
     assert code == 0, document["findings"]
-    assert document["summary"]["freed"]["bytesVerifiedFreed"] == document["summary"]["freed"]["bytesRecordedFreed"] > 0
+    assert (
+        document["summary"]["freed"]["bytesVerifiedFreed"]
+        == document["summary"]["freed"]["bytesRecordedFreed"]
+        > 0
+    )
