@@ -50,6 +50,7 @@ def scrub(
     metadata_url: MetadataOpt = None,
 ) -> None:
     """Scrub the store: orphans, missing and mismatched ledgers, purges verified against the storage."""
+    from housekeeping.core.errors import HousekeepingError
     from housekeeping.core.scope import parse_scope
     from housekeeping.core.settings import Settings
     from housekeeping.core.timeutil import parse_as_of
@@ -61,6 +62,8 @@ def scrub(
     from housekeeping.engine.snapshot import take_snapshot
     from housekeeping.mechanisms.scrub import MECHANISM, MIN_AGE_OPTION
     from housekeeping.mechanisms.scrub.tables import FINDINGS
+    from housekeeping.store.fs import remove_tree
+    from housekeeping.store.store import RUNS_DIR
 
     check_format(fmt)
     opened = open_store(store, metadata_url)
@@ -76,7 +79,12 @@ def scrub(
         scope=tuple(parse_scope(scope)),
         options=((MIN_AGE_OPTION, MIN_AGE_OPTION.resolve(min_age_seconds)),),
     )
-    take_snapshot(opened, request, run_dir=run_dir)
+    try:
+        take_snapshot(opened, request, run_dir=run_dir)
+    except HousekeepingError:
+        # Bad input found while listing (an unreadable directory, a bucket it may not list): leave nothing behind.
+        remove_tree(run_dir, within=opened.root / RUNS_DIR)
+        raise
     spark = launcher.local_spark(settings.spark_master)
     launcher.plan_in_process(spark, run_dir, MECHANISM)
     gate = launcher.gate_in_process(spark, run_dir, MECHANISM)
