@@ -161,6 +161,11 @@ class Mechanism:
         """What it reads beyond the metadata tables, once they are written (the store scrub lists the storage
         here, after the metadata read, so nothing written since looks missing)."""
 
+    def metric_samples(self, store: Any, as_of_ms: int) -> list[tuple[str, str, float]]:
+        """Gauges of its own for ``housekeeping metrics``: (name, help, value), read from the store at ``as_of_ms``
+        (the store scrub's latest figures)."""
+        return []
+
     def purge_grace_seconds(self, settings: Settings) -> int:
         """How long the files its apply replaced wait before purge."""
         return settings.purge_grace_seconds

@@ -49,6 +49,11 @@ class StoreScrub(Mechanism):
             store, Path(run_dir), tuple(request.scope), int(request.option(MIN_AGE_OPTION.name))
         )
 
+    def metric_samples(self, store: Any, as_of_ms: int) -> list[tuple[str, str, float]]:
+        from housekeeping.mechanisms.scrub.report import metric_samples
+
+        return metric_samples(store, as_of_ms)
+
     def build_report(self, run_dir: Path, *, dry_run: bool) -> dict[str, Any]:
         from housekeeping.mechanisms.scrub.report import build_report
 

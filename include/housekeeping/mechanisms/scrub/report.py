@@ -7,10 +7,11 @@ from pathlib import Path
 from typing import Any
 
 from housekeeping.core.timeutil import format_ms
-from housekeeping.engine.contract import read_run_info
+from housekeeping.engine.contract import read_json, read_run_info
 from housekeeping.engine.plan import read_summary, read_table
 from housekeeping.engine.report import run_section
 from housekeeping.mechanisms.scrub.tables import ERROR_KINDS, FINDINGS
+from housekeeping.store.store import RUNS_DIR
 
 KIND_ORDER = (*ERROR_KINDS, "purge_overdue")
 MAX_FINDINGS_IN_REPORT = 1000
@@ -37,3 +38,54 @@ def build_report(run_dir: Path, *, dry_run: bool) -> dict[str, Any]:
         "findingsLeftOut": max(0, len(findings) - MAX_FINDINGS_IN_REPORT),
         "freed": summary["freed"],
     }
+
+
+def latest_scrub(store: Any, as_of_ms: int) -> dict[str, Any] | None:
+    """The newest completed scrub's plan summary (its plan written) made at or before ``as_of_ms``; None: none yet."""
+    found = []
+    for summary_path in (store.root / RUNS_DIR / "scrub").glob("*/plan/summary.json"):
+        summary = read_json(summary_path)
+        if summary and summary.get("mechanism") == "scrub" and int(summary["asOfMs"]) <= as_of_ms:
+            found.append(((int(summary["asOfMs"]), int(summary["wallClockMs"])), summary))
+    return max(found, key=lambda f: f[0])[1] if found else None
+
+
+def metric_samples(store: Any, as_of_ms: int) -> list[tuple[str, str, float]]:
+    """The latest scrub's figures (none before the first scrub)."""
+    summary = latest_scrub(store, as_of_ms)
+    if summary is None:
+        return []
+    kinds = summary["perKind"]
+    return [
+        (
+            "housekeeping_scrub_orphans",
+            "Orphans the latest store scrub found (items no metadata names).",
+            summary["orphans"],
+        ),
+        ("housekeeping_scrub_orphan_bytes", "Bytes of those orphans.", summary["orphanBytes"]),
+        (
+            "housekeeping_scrub_missing_ledgers",
+            "Ledgers the metadata lists whose files the latest scrub found gone (data loss).",
+            summary["missingLedgers"],
+        ),
+        (
+            "housekeeping_scrub_mismatched_ledgers",
+            "Ledgers whose files the latest scrub found unreadable or different from their metadata row.",
+            summary["mismatchedLedgers"],
+        ),
+        (
+            "housekeeping_scrub_not_freed",
+            "Items purges recorded deleted that the latest scrub found still stored.",
+            kinds.get("not_freed", {}).get("count", 0),
+        ),
+        (
+            "housekeeping_scrub_last_as_of_timestamp_seconds",
+            "Logical time of the latest store scrub.",
+            summary["asOfMs"] / 1000,
+        ),
+        (
+            "housekeeping_scrub_last_listed_timestamp_seconds",
+            "Wall-clock time the latest store scrub listed the storage.",
+            summary["wallClockMs"] / 1000,
+        ),
+    ]

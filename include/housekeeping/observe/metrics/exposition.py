@@ -12,6 +12,7 @@ from prometheus_client.registry import Collector as PrometheusCollector
 from prometheus_client.registry import CollectorRegistry
 
 from housekeeping.core.settings import parse_lag_objectives
+from housekeeping.mechanisms.registry import MECHANISMS
 from housekeeping.observe.metrics.activity import applied, deletions
 from housekeeping.observe.metrics.deletion_lag import runs_and_lag
 from housekeeping.observe.metrics.families import Families, Family, StoreView, seconds
@@ -31,6 +32,9 @@ def store_metrics(
     families = [family for collect in COLLECTORS for family in collect(view)]
     families += runs_and_lag(view, objectives)
     made = Families()
+    for mechanism in MECHANISMS.values():
+        for name, help_text, value in mechanism.metric_samples(store, as_of_ms):
+            made.family(name, help_text, ()).set((), value)
     as_of = made.family(
         "housekeeping_metrics_as_of_timestamp_seconds", "The time these metrics are measured at.", ()
     )
