@@ -26,28 +26,52 @@ ScopeOpt = Annotated[
     typer.Option("--scope", help="comma-separated globs: tenant, tenant/ns or persistent://... topics"),
 ]
 
-scrub_app = typer.Typer(
-    invoke_without_command=True,
-    no_args_is_help=False,
-    help="Compare what the metadata says with what the storage holds (both tiers); --repair queues orphans.",
-)
+
+RepairOpt = Annotated[
+    bool, typer.Option("--repair", help="queue orphans for purge after the grace period (restorable)")
+]
+AsOfOpt = Annotated[
+    str | None, typer.Option("--as-of", help="logical time for overdue purges (default: now)")
+]
+MinAgeOpt = Annotated[
+    int | None, typer.Option("--min-age-seconds", help="minimum age of an orphan (default 3 days)")
+]
 
 
-@scrub_app.callback()
-def scrub(
-    store: StoreOpt,
-    fmt: FormatOpt = "text",
-    repair: Annotated[
-        bool, typer.Option("--repair", help="queue orphans for purge after the grace period (restorable)")
-    ] = False,
-    as_of: Annotated[
-        str | None, typer.Option("--as-of", help="logical time for overdue purges (default: now)")
-    ] = None,
-    scope: ScopeOpt = None,
-    min_age_seconds: Annotated[
-        int | None, typer.Option("--min-age-seconds", help="minimum age of an orphan (default 3 days)")
-    ] = None,
-    metadata_url: MetadataOpt = None,
+def scrub_app_for(mechanism: Any) -> typer.Typer:
+    """The ``housekeeping scrub`` command of ``mechanism`` (the scrub's own instance: no import back into its
+    package)."""
+    app = typer.Typer(
+        invoke_without_command=True,
+        no_args_is_help=False,
+        help="Compare what the metadata says with what the storage holds (both tiers); --repair queues orphans.",
+    )
+
+    @app.callback()
+    def scrub(
+        store: StoreOpt,
+        fmt: FormatOpt = "text",
+        repair: RepairOpt = False,
+        as_of: AsOfOpt = None,
+        scope: ScopeOpt = None,
+        min_age_seconds: MinAgeOpt = None,
+        metadata_url: MetadataOpt = None,
+    ) -> None:
+        """Scrub the store: orphans, missing and mismatched ledgers, purges verified against the storage."""
+        run_scrub(mechanism, store, fmt, repair, as_of, scope, min_age_seconds, metadata_url)
+
+    return app
+
+
+def run_scrub(
+    mechanism: Any,
+    store: str,
+    fmt: str,
+    repair: bool,
+    as_of: str | None,
+    scope: str | None,
+    min_age_seconds: int | None,
+    metadata_url: str | None,
 ) -> None:
     """Scrub the store: orphans, missing and mismatched ledgers, purges verified against the storage."""
     from housekeeping.core.errors import HousekeepingError
@@ -60,7 +84,7 @@ def scrub(
     from housekeeping.engine.report import write_report
     from housekeeping.engine.request import RunRequest
     from housekeeping.engine.snapshot import take_snapshot
-    from housekeeping.mechanisms.scrub import MECHANISM, MIN_AGE_OPTION
+    from housekeeping.mechanisms.scrub.options import MIN_AGE_OPTION
     from housekeeping.mechanisms.scrub.tables import FINDINGS
     from housekeeping.store.fs import remove_tree
     from housekeeping.store.store import RUNS_DIR
@@ -70,10 +94,10 @@ def scrub(
     settings = Settings.from_env()
     as_of_ms = parse_as_of(as_of) if as_of else int(time.time() * 1000)
     run_id = f"cli-scrub-{uuid.uuid4().hex[:8]}"
-    run_dir = opened.run_dir(MECHANISM.name, run_id)
+    run_dir = opened.run_dir(mechanism.name, run_id)
     # The run as `housekeeping plan scrub` builds it (registry.build_request), with the one option a scrub reads.
     request = RunRequest(
-        mechanism=MECHANISM,
+        mechanism=mechanism,
         run_id=run_id,
         as_of_ms=as_of_ms,
         scope=tuple(parse_scope(scope)),
@@ -86,18 +110,18 @@ def scrub(
         remove_tree(run_dir, within=opened.root / RUNS_DIR)
         raise
     spark = launcher.local_spark(settings.spark_master)
-    launcher.plan_in_process(spark, run_dir, MECHANISM)
-    gate = launcher.gate_in_process(spark, run_dir, MECHANISM)
+    launcher.plan_in_process(spark, run_dir, mechanism)
+    gate = launcher.gate_in_process(spark, run_dir, mechanism)
     if not gate["success"]:
-        write_report(run_dir, MECHANISM, dry_run=True)
+        write_report(run_dir, mechanism, dry_run=True)
     raise_if_rejected(gate, run_dir)
     summary = read_summary(run_dir)
     repaired = (
-        MECHANISM.apply(opened, run_dir, purge_grace_seconds=MECHANISM.purge_grace_seconds(settings))
+        mechanism.apply(opened, run_dir, purge_grace_seconds=mechanism.purge_grace_seconds(settings))
         if repair
         else None
     )
-    report = write_report(run_dir, MECHANISM, dry_run=not repair)
+    report = write_report(run_dir, mechanism, dry_run=not repair)
     findings = [
         {k: v for k, v in FINDINGS.read_row(row, str(run_dir)).items() if v is not None}
         for row in read_table(run_dir, FINDINGS.name)
