@@ -127,3 +127,19 @@ def test_a_store_with_nothing_on_record_still_gets_a_page(tmp_path):
     assert (
         "Nothing deleted yet" in html and "No backlog quota is exceeded" in html and "No what-if yet" in html
     )
+
+
+def test_a_time_axis_spans_its_data_not_years():
+    """One deletion-lag history point once stretched the axis from 2025 to 2029: the limits are the data's own."""
+    from housekeeping.engine.pages import pyplot
+    from housekeeping.observe.storage_report import _date_axis, _dates
+
+    plt = pyplot()
+    for points in ([[1_795_000_000_000, 5.0]], [[1_795_000_000_000, 5.0], [1_795_086_400_000, 7.0]]):
+        figure, axes = plt.subplots()
+        axes.plot(_dates(points), [v for _, v in points])
+        _date_axis(axes, [points])
+        low, high = axes.get_xlim()  # matplotlib date numbers: days
+        span = (points[-1][0] - points[0][0]) / 86_400_000
+        assert span <= high - low <= span * 1.1 + 2 / 24 + 1e-6
+        plt.close(figure)

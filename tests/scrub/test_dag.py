@@ -53,3 +53,12 @@ def test_scrub_dag_queues_the_orphan_and_reports_the_lost_ledger(dagbag, tmp_pat
     assert code == 0, err
     assert "housekeeping_scrub_missing_ledgers 1.0" in out
     assert "housekeeping_scrub_orphans 1.0" in out
+
+    # The storage report shows the latest scrub, the lost ledger marked.
+    from housekeeping.observe.storage_report import write_storage_report
+
+    page = write_storage_report(store, int(AS_OF.timestamp() * 1000)).read_text()
+    assert (
+        '<tr class="rejected"><td>scrub</td><td><code>housekeeping_scrub_missing_ledgers</code></td><td>1</td>'
+        in page
+    )

@@ -206,7 +206,24 @@ def collect(store: Store, as_of_ms: int, objectives: Mapping[str, int] | None = 
         # The policy_what_if DAG's latest report (what a policy change would free), if any.
         "latestWhatIf": read_latest(store.root),
         "deletionLag": deletion_lag_status(store, as_of_ms, objectives),
+        "mechanismFigures": _mechanism_figures(store, as_of_ms),
     }
+
+
+def _mechanism_figures(store: Store, as_of_ms: int) -> list[dict[str, Any]]:
+    """Each mechanism's own latest figures (``Mechanism.metric_samples``: the store scrub's), timestamps as dates; a
+    non-zero count of missing, mismatched or not-freed items is marked."""
+    from housekeeping.mechanisms.registry import MECHANISMS
+
+    figures = []
+    for mechanism in MECHANISMS.values():
+        for name, help_text, value in mechanism.metric_samples(store, as_of_ms):
+            shown = format_ms(int(value * 1000)) if name.endswith("_timestamp_seconds") else f"{value:g}"
+            alert = value > 0 and any(w in name for w in ("missing", "mismatched", "not_freed"))
+            figures.append(
+                {"mechanism": mechanism.name, "name": name, "help": help_text, "value": shown, "alert": alert}
+            )
+    return figures
 
 
 def deletion_lag_status(store: Store, as_of_ms: int, objectives: Mapping[str, int]) -> list[dict[str, Any]]:
@@ -280,9 +297,18 @@ def _dates(points: list[Any]) -> list[Any]:
     return [datetime.fromtimestamp(ms / 1000, UTC) for ms, _ in points]
 
 
-def _date_axis(axes: Any) -> None:
+def _date_axis(axes: Any, series: list[list[Any]]) -> None:
+    """Dates on the x axis, spanning the data: matplotlib alone widens one point (or points at one time) to years
+    around it, so the limits are the data's own, padded by 5 % of its span and at least an hour."""
+    from datetime import timedelta
+
     from matplotlib.dates import AutoDateLocator, ConciseDateFormatter
 
+    stamps = [stamp for points in series for stamp in _dates(points)]
+    if stamps:
+        low, high = min(stamps), max(stamps)
+        pad = max((high - low) * 0.05, timedelta(hours=1))
+        axes.set_xlim(low - pad, high + pad)
     locator = AutoDateLocator(maxticks=8)
     axes.xaxis.set_major_locator(locator)
     axes.xaxis.set_major_formatter(ConciseDateFormatter(locator))
@@ -296,7 +322,7 @@ def _namespaces_chart(plt: Any, data: dict[str, Any]) -> str:
     for namespace, points in history.items():
         axes.plot(_dates(points), [b for _, b in points], marker="o", markersize=3, label=namespace)
     axes.yaxis.set_major_formatter(bytes_formatter())
-    _date_axis(axes)
+    _date_axis(axes, list(history.values()))
     axes.set_title("Stored bytes per namespace (at each run's as-of, UTC)")
     axes.grid(alpha=0.3)
     axes.legend(fontsize=7, ncol=2, loc="upper left", bbox_to_anchor=(1.01, 1))
@@ -347,7 +373,7 @@ def _deletion_lag_chart(plt: Any, data: dict[str, Any]) -> str:
         {row["objectiveSeconds"] for row in data["deletionLag"] if row["objectiveSeconds"]}
     ):
         axes.axhline(objective / 3600, color="#c0392b", linestyle="--", linewidth=1)
-    _date_axis(axes)
+    _date_axis(axes, list(lag_history.values()))
     axes.set_ylabel("hours")
     axes.set_title("Deletion lag per namespace (dashed: objective)")
     axes.grid(alpha=0.3)
