@@ -30,9 +30,9 @@ import psutil
 AS_OF = "2026-11-01T00:00:00Z"
 
 
-def run_sampled(command: list[str]) -> dict:
+def run_sampled(command: list[str], ok_codes: tuple[int, ...] = (0,)) -> dict:
     """Run COMMAND; its wall time, stdout, and the peak RSS (MiB) of its own process and of its Java
-    descendants (the Spark driver), sampled every 0.2 s."""
+    descendants (the Spark driver), sampled every 0.2 s. An exit code outside ``ok_codes`` stops the benchmark."""
     peaks = {"python": 0, "jvm": 0}
     started = time.perf_counter()
     process = subprocess.Popen(command, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
@@ -59,13 +59,14 @@ def run_sampled(command: list[str]) -> dict:
     done.set()
     sampler.join()
     wall = time.perf_counter() - started
-    if process.returncode != 0:
+    if process.returncode not in ok_codes:
         raise SystemExit(f"{' '.join(command)} exited {process.returncode}:\n{err[-3000:]}")
     return {
         "wall_s": round(wall, 2),
         "pythonPeakRssMiB": round(peaks["python"] / 2**20, 1),
         "jvmPeakRssMiB": round(peaks["jvm"] / 2**20, 1),
         "stdout": out,
+        "returncode": process.returncode,
     }
 
 

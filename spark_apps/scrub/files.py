@@ -35,6 +35,20 @@ def _summarise(tables: list) -> dict:
     }
 
 
+def _read_local(directory, pq) -> list:
+    """The entry ids and sizes of a ledger directory's Parquet files; an error naming the file that cannot be read."""
+    files = sorted(directory.glob("*.parquet"))
+    if not files:
+        raise ValueError(f"{directory} holds no Parquet file")
+    tables = []
+    for path in files:
+        try:
+            tables.append(pq.read_table(path, columns=["entryId", "size"]))
+        except Exception as exc:
+            raise ValueError(f"{path} is not a readable ledger file (corrupt or truncated): {exc}") from exc
+    return tables
+
+
 def ledger_facts(
     root: str, tier_url: str | None, tier_endpoint: str | None
 ) -> Callable[[Iterator], Iterator]:
@@ -44,7 +58,6 @@ def ledger_facts(
         import pyarrow as pa
         import pyarrow.parquet as pq
 
-        from housekeeping.store.entries import check_ledger_files
         from housekeeping.store.tier import ObjectTier
 
         tier = ObjectTier.of(tier_url, tier_endpoint) if tier_url else None
@@ -56,15 +69,14 @@ def ledger_facts(
                 facts = {"location": location, "path": path, **_EMPTY, "error": None}
                 try:
                     if location == "local":
-                        files = check_ledger_files("", 0, Path(root) / path)
-                        tables = [pq.read_table(f, columns=["entryId", "size"]) for f in files]
+                        tables = _read_local(Path(root) / path, pq)
                     elif tier is None:
                         raise ValueError("the object tier is not configured (HOUSEKEEPING_OFFLOAD_URL)")
                     else:
                         tables = [tier.read_ledger(path, columns=["entryId", "size"])]
                     facts.update(_summarise(tables))
                 except Exception as exc:  # every failure to read is the row's finding
-                    facts["error"] = str(exc).replace("topic  ledger 0: ", "")
+                    facts["error"] = str(exc)
                 rows.append(facts)
             yield pa.RecordBatch.from_pylist(
                 rows,
