@@ -23,11 +23,11 @@ from housekeeping.store.compacted_ledgers import COMPACTED_KIND
 from housekeeping.store.holds import current_hold
 from housekeeping.store.journal import journal
 from housekeeping.store.store import (
-    LEDGER_DIR_NAME,
     LOCAL_COPY_KIND,
     ORPHAN_KIND,
     TIER_OBJECT_KIND,
     Store,
+    orphan_named,
     read_transaction,
     write_transaction,
 )
@@ -151,32 +151,10 @@ def _live(conn: Any, row: Any) -> str | None:
 
 def _orphan_named(conn: Any, row: Any) -> str | None:
     """An orphan the scrub queued is checked once more before its files go (BookKeeper's ``verifyMetadataOnGC``):
-    a ledger or compacted ledger naming its directory's ledger and generation, a ledger naming its object's offload
-    attempt, or another pending deletion naming the same location, and it stays."""
-    p = t.pending_deletions.c
-    other = conn.execute(
-        select(p.id).where(
-            and_(
-                p.id != row.id,
-                p.status == "pending",
-                (p.path == row.path) if row.path else (p.tier_key == row.tier_key),
-            )
-        )
-    ).first()
-    if other is not None:
-        return "another pending deletion names it"
-    if row.tier_key:
-        attempt = (parse_object_key(row.tier_key) or (None, None, None))[2]
-        named = _still_named(conn, t.ledgers, row, t.ledgers.c.offload_uuid == attempt)
-        return "its ledger names this offload attempt" if named else None
-    name = row.path.rsplit("/", 1)[-1]
-    if not LEDGER_DIR_NAME.match(name):
-        return None  # a writer's staging directory: no row names one
-    generation = int(name.split(".")[1]) if "." in name else 0
-    for table in (t.ledgers, t.compacted_ledgers):
-        if _still_named(conn, table, row, table.c.files_generation == generation):
-            return f"{table.name} names its directory now"
-    return None
+    anything that names it now keeps it."""
+    return orphan_named(
+        conn, row.topic, row.ledger_id, path=row.path or None, tier_key=row.tier_key, other_than=row.id
+    )
 
 
 def _still_named(conn: Any, table: Any, row: Any, condition: Any) -> bool:

@@ -214,6 +214,50 @@ def attempt_object(row: Mapping[str, Any]) -> str | None:
     return None
 
 
+def orphan_named(
+    conn: Connection,
+    topic: str,
+    ledger_id: int,
+    *,
+    path: str | None = None,
+    tier_key: str | None = None,
+    other_than: int | None = None,
+) -> str | None:
+    """Why a row names an orphan the scrub found, now (None: none does), read in the caller's transaction: a pending
+    deletion (other than ``other_than``) or a restored orphan naming the same location; for a ledger directory
+    (``path``), a ledger or compacted ledger of that ledger id and files generation; for an object (``tier_key``), a
+    ledger naming its offload attempt. A writer's staging directory is never named by a row. The scrub's apply and
+    purge both ask it (BookKeeper's ``verifyMetadataOnGC``)."""
+    from housekeeping.store.tier import parse_object_key
+
+    p = t.pending_deletions.c
+    same = (p.path == path) if path else (p.tier_key == tier_key)
+    live = (p.status == "pending") | ((p.status == "restored") & (p.kind == ORPHAN_KIND))
+    query = select(p.id, p.run_id, p.status).where(same & live)
+    if other_than is not None:
+        query = query.where(p.id != other_than)
+    pending = conn.execute(query).first()
+    if pending is not None:
+        return f"pending deletion {pending.id} of run {pending.run_id} names it ({pending.status})"
+    if tier_key:
+        attempt = (parse_object_key(tier_key) or (None, None, None))[2]
+        tables = [(t.ledgers, t.ledgers.c.offload_uuid == attempt, "its offload attempt")]
+    else:
+        name = str(path).rsplit("/", 1)[-1]
+        if not LEDGER_DIR_NAME.match(name):
+            return None
+        generation = int(name.split(".")[1]) if "." in name else 0
+        tables = [
+            (table, table.c.files_generation == generation, f"its directory (generation {generation})")
+            for table in (t.ledgers, t.compacted_ledgers)
+        ]
+    for table, condition, what in tables:
+        where = (table.c.topic == topic) & (table.c.ledger_id == int(ledger_id)) & condition
+        if conn.execute(select(table.c.ledger_id).where(where)).first() is not None:
+            return f"{table.name} names {what}: ledger {ledger_id} of {topic}"
+    return None
+
+
 def record_pending_deletion(
     conn: Connection,
     row: dict[str, Any],

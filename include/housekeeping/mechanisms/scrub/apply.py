@@ -23,53 +23,19 @@ from housekeeping.engine.faults import checkpoint
 from housekeeping.mechanisms.scrub.tables import LOCAL
 from housekeeping.store import metadata_schema as t
 from housekeeping.store.journal import plan_rows
-from housekeeping.store.store import LEDGER_DIR_NAME, ORPHAN_KIND, Store, record_pending_deletion
-from housekeeping.store.tier import parse_object_key
+from housekeeping.store.store import ORPHAN_KIND, Store, orphan_named, record_pending_deletion
 
 
 def _named_now(conn: Any, action: dict[str, Any]) -> str | None:
     """Why a row names the item now (None: none does)."""
-    topic, ledger_id, path = action["topic"], int(action["ledgerId"]), action["path"]
-    p = t.pending_deletions.c
-    column = p.path if action["location"] == LOCAL else p.tier_key
-    pending = conn.execute(
-        select(p.id, p.run_id, p.status).where(
-            and_(
-                column == path, (p.status == "pending") | ((p.status == "restored") & (p.kind == ORPHAN_KIND))
-            )
-        )
-    ).first()
-    if pending is not None:
-        return f"pending deletion {pending.id} of run {pending.run_id} names it ({pending.status})"
-    name = path.rsplit("/", 1)[-1]
-    if action["location"] == LOCAL:
-        if not LEDGER_DIR_NAME.match(name):
-            return None  # a writer's staging directory: no row ever names one
-        generation = int(name.split(".")[1]) if "." in name else 0
-        for table in (t.ledgers, t.compacted_ledgers):
-            row = conn.execute(
-                select(table.c.ledger_id).where(
-                    and_(
-                        table.c.topic == topic,
-                        table.c.ledger_id == ledger_id,
-                        table.c.files_generation == generation,
-                    )
-                )
-            ).first()
-            if row is not None:
-                return f"{table.name} names ledger {ledger_id} of {topic} at generation {generation} now"
-        return None
-    attempt = (parse_object_key(path) or (None, None, None))[2]
-    row = conn.execute(
-        select(t.ledgers.c.ledger_id).where(
-            and_(
-                t.ledgers.c.topic == topic,
-                t.ledgers.c.ledger_id == ledger_id,
-                t.ledgers.c.offload_uuid == attempt,
-            )
-        )
-    ).first()
-    return None if row is None else f"ledger {ledger_id} of {topic} names this offload attempt now"
+    local = action["location"] == LOCAL
+    return orphan_named(
+        conn,
+        action["topic"],
+        int(action["ledgerId"]),
+        path=action["path"] if local else None,
+        tier_key=None if local else action["path"],
+    )
 
 
 def _as_listed(store: Store, action: dict[str, Any]) -> str | None:
