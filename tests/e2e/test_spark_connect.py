@@ -11,6 +11,7 @@ import shutil
 import signal
 import subprocess
 import sys
+import time
 from pathlib import Path
 
 import pytest
@@ -81,6 +82,13 @@ def test_the_plan_and_the_gate_on_spark_connect_equal_the_classic_session(
             requested_at_ms=parse_as_of(AS_OF) - 1,
             actor="test",
         )
+    if mechanism == "scrub":  # something to repair: a five-day-old directory no row names
+        orphan = next((store.root / "ledgers" / "persistent").glob("*/*/*")) / "999999"
+        orphan.mkdir()
+        (orphan / "part-00000.parquet").write_bytes(b"PAR1 stray")
+        old = time.time() - 5 * 86_400
+        for item in (orphan / "part-00000.parquet", orphan):
+            os.utime(item, (old, old))
     info = snapshot_step(
         store,
         mechanism,
