@@ -11,7 +11,6 @@ rest for the rerun."""
 
 from __future__ import annotations
 
-import os
 from pathlib import Path
 from typing import Any
 
@@ -20,22 +19,22 @@ from sqlalchemy import and_, select
 from housekeeping.core.names import TopicName
 from housekeeping.engine.apply import ApplyRun, TopicOutcome
 from housekeeping.engine.faults import checkpoint
+from housekeeping.mechanisms.scrub.listing import item_facts
 from housekeeping.mechanisms.scrub.tables import LOCAL
 from housekeeping.store import metadata_schema as t
 from housekeeping.store.journal import plan_rows
 from housekeeping.store.store import ORPHAN_KIND, Store, orphan_named, record_pending_deletion
 
 
+def _where(action: dict[str, Any]) -> dict[str, str | None]:
+    """The item as the pending-deletion log names it: a local ``path`` or a ``tier_key``."""
+    local = action["location"] == LOCAL
+    return {"path": action["path"] if local else None, "tier_key": None if local else action["path"]}
+
+
 def _named_now(conn: Any, action: dict[str, Any]) -> str | None:
     """Why a row names the item now (None: none does)."""
-    local = action["location"] == LOCAL
-    return orphan_named(
-        conn,
-        action["topic"],
-        int(action["ledgerId"]),
-        path=action["path"] if local else None,
-        tier_key=None if local else action["path"],
-    )
+    return orphan_named(conn, action["topic"], int(action["ledgerId"]), **_where(action))
 
 
 def _as_listed(store: Store, action: dict[str, Any]) -> str | None:
@@ -44,9 +43,8 @@ def _as_listed(store: Store, action: dict[str, Any]) -> str | None:
         target = store.root / action["path"]
         if not target.is_dir():
             return f"{action['path']} is gone"
-        stat = [target.stat().st_mtime_ns] + [c.stat().st_mtime_ns for c in os.scandir(target)]
-        size = sum(c.stat().st_size for c in os.scandir(target))
-        mtime = max(stat) // 1_000_000
+        facts = item_facts(target)
+        mtime, size = facts["mtimeMs"], facts["bytes"]
     else:
         tier = store.require_tier(f"orphan object {action['path']}")
         found = tier.info(action["path"])
@@ -72,7 +70,6 @@ def _record(conn: Any, applying: ApplyRun, action: dict[str, Any]) -> TopicOutco
         "mtime_ms": int(action["mtimeMs"]),
         "reason": action["reason"],
     }
-    local = action["location"] == LOCAL
     record_pending_deletion(
         conn,
         row,
@@ -80,16 +77,15 @@ def _record(conn: Any, applying: ApplyRun, action: dict[str, Any]) -> TopicOutco
         as_of_ms=applying.as_of_ms,
         purge_after_ms=applying.purge_after_ms,
         kind=ORPHAN_KIND,
-        local=local,
-        path=action["path"] if local else None,
-        tier_key=None if local else action["path"],
+        local=action["location"] == LOCAL,
+        **_where(action),
     )
     return TopicOutcome("applied", None, "delete_orphan", {**detail, "bytes": row["size_bytes"]}, facts=row)
 
 
 def _already(conn: Any, applying: ApplyRun, action: dict[str, Any]) -> bool:
     p = t.pending_deletions.c
-    column = p.path if action["location"] == LOCAL else p.tier_key
+    column = p.path if _where(action)["path"] else p.tier_key
     found = conn.execute(
         select(p.id).where(and_(column == action["path"], p.run_id == applying.run_id, p.kind == ORPHAN_KIND))
     ).first()

@@ -211,13 +211,14 @@ def _item(location: str, path: str, kind: str, topic: str | None, **facts: Any) 
     }
 
 
-def _entry_facts(entry: os.DirEntry) -> dict[str, int]:
-    """A directory's file count, bytes and newest modification time (its own and its files'); a file's own."""
-    stat = entry.stat(follow_symlinks=False)
-    if not entry.is_dir(follow_symlinks=False):
+def item_facts(path: Path) -> dict[str, int]:
+    """A directory's file count, bytes and newest modification time (its own and its files'); a file's own. The
+    listing records these and the repair compares them again before it queues the item."""
+    stat = path.lstat()
+    if not path.is_dir() or path.is_symlink():
         return {"bytes": stat.st_size, "files": 1, "mtimeMs": stat.st_mtime_ns // 1_000_000}
     total, files, newest = 0, 0, stat.st_mtime_ns
-    for child in _scan(Path(entry.path)):
+    for child in _scan(path):
         child_stat = child.stat(follow_symlinks=False)
         files += 1
         total += child_stat.st_size
@@ -234,7 +235,7 @@ def list_local(store: Store) -> Iterator[Row]:
     for entry in _scan(root):
         rel = f"{LEDGERS_DIR}/{entry.name}"
         if entry.name != "persistent" or not entry.is_dir(follow_symlinks=False):
-            yield _item(LOCAL, rel, "other", None, **_entry_facts(entry))
+            yield _item(LOCAL, rel, "other", None, **item_facts(Path(entry.path)))
             continue
         yield from _walk(Path(entry.path), rel, ())
 
@@ -247,7 +248,7 @@ def _walk(path: Path, rel: str, parts: tuple[str, ...]) -> Iterator[Row]:
             if is_dir:
                 yield from _walk(Path(entry.path), child_rel, (*parts, entry.name))
             else:
-                yield _item(LOCAL, child_rel, "other", None, **_entry_facts(entry))
+                yield _item(LOCAL, child_rel, "other", None, **item_facts(Path(entry.path)))
             continue
         topic = topic_of_dir_parts(*parts)
         ledger = LEDGER_DIR_NAME.match(entry.name)
@@ -258,7 +259,7 @@ def _walk(path: Path, rel: str, parts: tuple[str, ...]) -> Iterator[Row]:
             kind, ledger_id = "staging_dir", int(staging.group(1).split(".")[0])
         else:
             kind, ledger_id = "other", None
-        yield _item(LOCAL, child_rel, kind, topic, ledgerId=ledger_id, **_entry_facts(entry))
+        yield _item(LOCAL, child_rel, kind, topic, ledgerId=ledger_id, **item_facts(Path(entry.path)))
 
 
 def list_tier(tier: ObjectTier) -> Iterator[Row]:
