@@ -40,10 +40,9 @@ def _named_now(conn: Any, action: dict[str, Any]) -> str | None:
 def _as_listed(store: Store, action: dict[str, Any]) -> str | None:
     """Why the item is not the one planned (None: it is, unchanged)."""
     if action["location"] == LOCAL:
-        target = store.root / action["path"]
-        if not target.is_dir():
+        facts = item_facts(store.root / action["path"])
+        if facts is None:
             return f"{action['path']} is gone"
-        facts = item_facts(target)
         mtime, size = facts["mtimeMs"], facts["bytes"]
     else:
         tier = store.require_tier(f"orphan object {action['path']}")

@@ -211,19 +211,33 @@ def _item(location: str, path: str, kind: str, topic: str | None, **facts: Any) 
     }
 
 
-def item_facts(path: Path) -> dict[str, int]:
+def item_facts(path: Path) -> dict[str, int] | None:
     """A directory's file count, bytes and newest modification time (its own and its files'); a file's own. The
-    listing records these and the repair compares them again before it queues the item."""
-    stat = path.lstat()
+    listing records these and the repair compares them again before it queues the item. None: it is gone (a
+    writer's staging directory renamed onto its ledger, a purge, while the tree was walked)."""
+    try:
+        stat = path.lstat()
+    except FileNotFoundError:
+        return None
     if not path.is_dir() or path.is_symlink():
         return {"bytes": stat.st_size, "files": 1, "mtimeMs": stat.st_mtime_ns // 1_000_000}
     total, files, newest = 0, 0, stat.st_mtime_ns
     for child in _scan(path):
-        child_stat = child.stat(follow_symlinks=False)
+        try:
+            child_stat = child.stat(follow_symlinks=False)
+        except FileNotFoundError:
+            continue
         files += 1
         total += child_stat.st_size
         newest = max(newest, child_stat.st_mtime_ns)
     return {"bytes": total, "files": files, "mtimeMs": newest // 1_000_000}
+
+
+def _present(item: Row, path: Path) -> Iterator[Row]:
+    """The item with its facts, unless it went while the tree was walked."""
+    facts = item_facts(path)
+    if facts is not None:
+        yield {**item, **facts}
 
 
 def list_local(store: Store) -> Iterator[Row]:
@@ -235,7 +249,7 @@ def list_local(store: Store) -> Iterator[Row]:
     for entry in _scan(root):
         rel = f"{LEDGERS_DIR}/{entry.name}"
         if entry.name != "persistent" or not entry.is_dir(follow_symlinks=False):
-            yield _item(LOCAL, rel, "other", None, **item_facts(Path(entry.path)))
+            yield from _present(_item(LOCAL, rel, "other", None), Path(entry.path))
             continue
         yield from _walk(Path(entry.path), rel, ())
 
@@ -248,7 +262,7 @@ def _walk(path: Path, rel: str, parts: tuple[str, ...]) -> Iterator[Row]:
             if is_dir:
                 yield from _walk(Path(entry.path), child_rel, (*parts, entry.name))
             else:
-                yield _item(LOCAL, child_rel, "other", None, **item_facts(Path(entry.path)))
+                yield from _present(_item(LOCAL, child_rel, "other", None), Path(entry.path))
             continue
         topic = topic_of_dir_parts(*parts)
         ledger = LEDGER_DIR_NAME.match(entry.name)
@@ -259,7 +273,7 @@ def _walk(path: Path, rel: str, parts: tuple[str, ...]) -> Iterator[Row]:
             kind, ledger_id = "staging_dir", int(staging.group(1).split(".")[0])
         else:
             kind, ledger_id = "other", None
-        yield _item(LOCAL, child_rel, kind, topic, ledgerId=ledger_id, **item_facts(Path(entry.path)))
+        yield from _present(_item(LOCAL, child_rel, kind, topic, ledgerId=ledger_id), Path(entry.path))
 
 
 def list_tier(tier: ObjectTier) -> Iterator[Row]:
