@@ -119,3 +119,42 @@ def test_unsubscribe_with_connected_consumers_is_refused(store):
     clients.connect_consumer(store, TOPIC, "sub", now_ms=T0)
     with pytest.raises(InputError, match="connected consumers"):
         clients.unsubscribe(store, TOPIC, "sub", now_ms=T0 + 1)
+
+
+def test_a_reader_never_finds_the_open_ledger_gone_while_the_writer_appends(store):
+    """The writer rewrites the open ledger's file on every publish; a reader in between (a consumer, a plan, the store
+    scrub's listing) sees the old entries or the new ones, never no ledger: a missing directory whose row still names
+    it is data loss to the scrub."""
+    import threading
+
+    clients.connect_producer(store, TOPIC, now_ms=T0)
+    clients.publish(store, TOPIC, [{"value": "first"}], now_ms=T0)
+    with store.engine.connect() as conn:
+        ledger_id = conn.execute(select(t.ledgers.c.ledger_id).where(t.ledgers.c.topic == TOPIC)).scalar_one()
+    ledger_dir = store.ledger_dir(TOPIC, ledger_id)
+    done = threading.Event()
+    seen: list[int] = []
+    failures: list[str] = []
+
+    def read() -> None:
+        while not done.is_set():
+            if not ledger_dir.is_dir():
+                failures.append("no ledger directory")
+                continue
+            try:
+                seen.append(read_ledger(ledger_dir).num_rows)
+            except (OSError, ValueError) as exc:  # pyarrow raises both for a file that went
+                failures.append(str(exc))
+
+    reader = threading.Thread(target=read)
+    reader.start()
+    try:
+        for n in range(150):
+            clients.publish(store, TOPIC, [{"value": f"m{n}"}], now_ms=T0 + n)
+    finally:
+        done.set()
+        reader.join()
+    assert failures == []
+    assert len(seen) > 10 and seen == sorted(seen), "each read sees a whole ledger, growing"
+    assert read_ledger(ledger_dir).num_rows == 151
+    assert [p.name for p in ledger_dir.iterdir()] == ["part-00000.parquet"], "no temporary file left behind"

@@ -51,21 +51,47 @@ ERASED_PROPERTY = "housekeeping.erased"
 
 
 def write_ledger(ledger_dir: Path, table: pa.Table) -> None:
-    """Write a ledger's entries as a whole: into a sibling temp dir, then one rename.
+    """Write a ledger's entries as a whole, so a reader (a consumer, a plan, the store scrub) sees the old entries or
+    the new ones, never a half-written ledger or none:
 
-    A crash leaves either no ledger directory or a complete one, never a half-written ledger."""
+    - a new ledger: into a sibling staging directory, then one rename of the directory;
+    - a ledger holding exactly ``PART_FILE`` (the open ledger a writer appends to): the new file is written under a
+      hidden name inside the directory, then renamed onto ``PART_FILE``. Replacing the directory instead would leave
+      a moment with no ledger directory while the metadata still names it, which the store scrub would rightly call
+      data loss;
+    - anything else (other files in the directory): the directory is replaced whole, as for a new ledger.
+    """
     table = table.cast(ENTRY_SCHEMA)
+    if _single_part(ledger_dir):
+        # A name pyarrow's dataset discovery and ``*.parquet`` globs skip (leading dot, no .parquet suffix).
+        pending = ledger_dir / f".{PART_FILE}.tmp-{uuid.uuid4().hex}"
+        try:
+            pq.write_table(table, pending, compression="zstd")
+            os.replace(pending, ledger_dir / PART_FILE)
+        finally:
+            with contextlib.suppress(FileNotFoundError):
+                pending.unlink()
+        return
     ledger_dir.parent.mkdir(parents=True, exist_ok=True)
     staging = ledger_dir.parent / f".tmp-{ledger_dir.name}-{uuid.uuid4().hex}"
     # parents=True again: purge removes emptied topic directories, possibly between the two calls.
     staging.mkdir(parents=True)
     try:
         pq.write_table(table, staging / PART_FILE, compression="zstd")
-        remove_tree(ledger_dir, within=ledger_dir.parent)  # the writer replaces its own ledger whole
+        remove_tree(ledger_dir, within=ledger_dir.parent)
         os.replace(staging, ledger_dir)
     finally:
         with contextlib.suppress(OSError):
             remove_tree(staging, within=ledger_dir.parent)
+
+
+def _single_part(ledger_dir: Path) -> bool:
+    try:
+        with os.scandir(ledger_dir) as entries:
+            names = [e.name for e in entries if not e.name.startswith(".")]
+    except (FileNotFoundError, NotADirectoryError):
+        return False
+    return names == [PART_FILE]
 
 
 def files_sha256(ledger_dir: Path) -> str:
