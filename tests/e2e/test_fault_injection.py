@@ -109,10 +109,16 @@ def _killed_cli(argv: list[str], point: str) -> None:
     _killed(["-m", "housekeeping.cli", *argv], point)
 
 
-def _killed_apply_step(store: Store, run_dir: Path, point: str, spark_master: str | None = None) -> None:
+def _killed_apply_step(
+    store: Store,
+    run_dir: Path,
+    point: str,
+    spark_master: str | None = None,
+    env: dict[str, str] | None = None,
+) -> None:
     """The apply step the DAG's apply task (or its retry) runs, on an already validated run, in its own process
     (``spark_master``: where a Spark apply runs, e.g. the suite's Spark Connect server, as `make airflow` runs
-    it, instead of a JVM of its own in the killed process)."""
+    it, instead of a JVM of its own in the killed process; ``env``: settings of the killed process)."""
     code = (
         "import sys; from pathlib import Path; from housekeeping.mechanisms.steps import apply_step; "
         "from housekeeping.store.store import Store; "
@@ -121,7 +127,7 @@ def _killed_apply_step(store: Store, run_dir: Path, point: str, spark_master: st
     _killed(
         ["-c", code, str(store.root), str(run_dir), str(GRACE)],
         point,
-        {"HOUSEKEEPING_SPARK_MASTER": spark_master} if spark_master else None,
+        {**({"HOUSEKEEPING_SPARK_MASTER": spark_master} if spark_master else {}), **(env or {})},
     )
 
 
@@ -247,10 +253,16 @@ def test_trim_run_killed_before_apply_changes_nothing_and_a_new_run_completes(
 def test_trim_apply_killed_mid_apply_converges_when_the_task_is_retried(planned, trim_reference, point):
     run = planned("trim")
     store, run_dir = run.restore(), run.run_dir
-    _killed_apply_step(store, run_dir, point)
+    # Three topics per transaction: the kill lands inside the first batch, or between the first and the second.
+    _killed_apply_step(store, run_dir, point, env={"HOUSEKEEPING_APPLY_BATCH_TOPICS": "3"})
     assert_no_orphans_and_no_dangling_metadata(store)
-    # The journal shows the interrupted run: started, never finished.
+    # The journal shows the interrupted run: started, never finished; a whole batch or nothing committed.
     assert list(_runs(store).values()) == [{"started"}]
+    with read_transaction(store.engine) as conn:
+        committed = (
+            conn.execute(select(t.journal.c.topic).where(t.journal.c.status == "applied")).scalars().all()
+        )
+    assert len(committed) == (3 if point == "apply_after_topic_commit" else 0)
 
     apply_step(store, run_dir, purge_grace_seconds=GRACE)  # the retry: same run, same validated plan
     assert_no_orphans_and_no_dangling_metadata(store)

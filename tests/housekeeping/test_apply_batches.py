@@ -1,0 +1,150 @@
+"""The shared apply commits many topics per metadata transaction (``HOUSEKEEPING_APPLY_BATCH_TOPICS``) and keeps each
+topic's safety: its compare-and-set, its hold re-check and its journal row are its own, so a topic changed since the
+snapshot is skipped while the others of its batch commit, and a failure rolls back its batch only."""
+
+from __future__ import annotations
+
+import shutil
+from pathlib import Path
+
+import pytest
+from sqlalchemy import select, update
+
+from housekeeping.core.timeutil import parse_as_of
+from housekeeping.engine.apply import apply_plan
+from housekeeping.mechanisms.registry import get_mechanism
+from housekeeping.mechanisms.steps import plan_and_gate_in_process, snapshot_step
+from housekeeping.mechanisms.trim import actions as trim_actions
+from housekeeping.store import metadata_schema as t
+from housekeeping.store.generate import GenerateOptions, generate_store
+from housekeeping.store.manifest.export import export_manifest
+from housekeeping.store.store import Store, read_transaction
+
+AS_OF = "2026-11-02T00:00:00Z"
+TRIM = get_mechanism("trim")
+
+pytestmark = pytest.mark.spark
+
+
+@pytest.fixture(scope="module")
+def planned_trim(tmp_path_factory) -> tuple[Path, Path, Path]:
+    """A generated store planned and gated for trim once, kept pristine: (pristine copy, where the run expects its
+    store, run directory)."""
+    base = tmp_path_factory.mktemp("apply-batches")
+    root = base / "store"
+    generate_store(root, GenerateOptions(14, 3, 40, 5, 60, "2026-11-01T00:00:00Z", False), None)
+    store = Store.open(root)
+    info = snapshot_step(store, "trim", run_id="batches", as_of_ms=parse_as_of(AS_OF), max_deleted_share=1.0)
+    assert plan_and_gate_in_process(info.run_dir, "trim", "local[2]")["success"]
+    shutil.copytree(root, base / "pristine")
+    return base / "pristine", root, info.run_dir
+
+
+def _restore(planned_trim) -> tuple[Store, Path]:
+    pristine, root, run_dir = planned_trim
+    shutil.rmtree(root)
+    shutil.copytree(pristine, root)
+    return Store.open(root), run_dir
+
+
+def _state(store: Store) -> tuple:
+    with read_transaction(store.engine) as conn:
+        ledgers = conn.execute(
+            select(t.ledgers.c.topic, t.ledgers.c.ledger_id).order_by("topic", "ledger_id")
+        ).all()
+        pending = conn.execute(
+            select(t.pending_deletions.c.topic, t.pending_deletions.c.ledger_id).order_by(
+                "topic", "ledger_id"
+            )
+        ).all()
+        journal = conn.execute(
+            select(t.journal.c.topic, t.journal.c.action, t.journal.c.status).order_by(
+                "topic", "action", "status"
+            )
+        ).all()
+    cursors = {name: body["cursors"] for name, body in export_manifest(store)["topics"].items()}
+    return ledgers, pending, journal, cursors
+
+
+def _apply(store: Store, run_dir: Path, monkeypatch, batch: int) -> dict:
+    monkeypatch.setenv("HOUSEKEEPING_APPLY_BATCH_TOPICS", str(batch))
+    return apply_plan(store, run_dir, TRIM, purge_grace_seconds=60).to_json()
+
+
+def test_batches_of_any_size_apply_what_one_topic_per_transaction_applies(planned_trim, monkeypatch):
+    store, run_dir = _restore(planned_trim)
+    one_by_one = _apply(store, run_dir, monkeypatch, 1)
+    reference = _state(store)
+    assert len(one_by_one["appliedTopics"]) >= 6, "the plan changes several topics"
+    for batch in (4, 500):
+        store, run_dir = _restore(planned_trim)
+        assert _apply(store, run_dir, monkeypatch, batch) == one_by_one
+        assert _state(store) == reference
+
+
+def test_a_topic_changed_since_the_snapshot_is_skipped_and_its_batch_neighbours_commit(
+    planned_trim, monkeypatch
+):
+    store, run_dir = _restore(planned_trim)
+    reference = _apply(store, run_dir, monkeypatch, 1)
+    applied = reference["appliedTopics"]
+    changed = applied[len(applied) // 2]  # inside the one batch of 500 below
+    store, run_dir = _restore(planned_trim)
+    with store.engine.begin() as conn:  # a writer rolled a ledger of one topic after the snapshot
+        conn.execute(
+            update(t.topics).where(t.topics.c.name == changed).values(version=t.topics.c.version + 1)
+        )
+    result = _apply(store, run_dir, monkeypatch, 500)
+    assert "changed since the snapshot" in result["skippedTopics"][changed]
+    assert result["appliedTopics"] == [name for name in applied if name != changed]
+    with read_transaction(store.engine) as conn:
+        assert not conn.execute(
+            select(t.pending_deletions).where(t.pending_deletions.c.topic == changed)
+        ).all()
+        statuses = (
+            conn.execute(select(t.journal.c.status).where(t.journal.c.topic == changed)).scalars().all()
+        )
+    assert statuses == ["skipped_conflict"]
+
+
+def test_a_failure_rolls_back_its_batch_only_and_the_retry_completes(planned_trim, monkeypatch):
+    store, run_dir = _restore(planned_trim)
+    reference = _apply(store, run_dir, monkeypatch, 1)
+    reference_state = _state(store)
+    store, run_dir = _restore(planned_trim)
+    failing = reference["appliedTopics"][5]  # in the second batch of four
+    real = trim_actions.record_pending_deletion
+
+    def fail_in_one_topic(conn, row, **kwargs):
+        if row["topic"] == failing:
+            raise RuntimeError(f"simulated failure in {failing}")
+        return real(conn, row, **kwargs)
+
+    monkeypatch.setattr(trim_actions, "record_pending_deletion", fail_in_one_topic)
+    with pytest.raises(RuntimeError, match="simulated failure"):
+        _apply(store, run_dir, monkeypatch, 4)
+    with read_transaction(store.engine) as conn:
+        committed = set(
+            conn.execute(select(t.journal.c.topic).where(t.journal.c.status == "applied")).scalars()
+        )
+    assert committed == set(sorted(reference["appliedTopics"])[:4]), (
+        "the first batch committed, the second not"
+    )
+    monkeypatch.setattr(trim_actions, "record_pending_deletion", real)
+    retried = _apply(store, run_dir, monkeypatch, 4)
+    assert sorted(retried["alreadyAppliedTopics"]) == sorted(committed)
+    assert sorted(retried["appliedTopics"] + retried["alreadyAppliedTopics"]) == sorted(
+        reference["appliedTopics"]
+    )
+    assert _state(store)[:2] == reference_state[:2] and _state(store)[3] == reference_state[3]
+
+
+def test_a_batch_size_out_of_bounds_is_bad_input_and_changes_nothing(planned_trim, monkeypatch):
+    from housekeeping.core.errors import InputError
+
+    store, run_dir = _restore(planned_trim)
+    before = _state(store)
+    monkeypatch.setenv("HOUSEKEEPING_APPLY_BATCH_TOPICS", "0")
+    with pytest.raises(InputError, match="HOUSEKEEPING_APPLY_BATCH_TOPICS must be >= 1"):
+        apply_plan(store, run_dir, TRIM, purge_grace_seconds=60)
+    assert _state(store) == before
