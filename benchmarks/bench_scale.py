@@ -70,6 +70,29 @@ def run_sampled(command: list[str], ok_codes: tuple[int, ...] = (0,)) -> dict:
     }
 
 
+# Where a run's phases end: the file each one writes last (the run directory's layout, docs/cli.md).
+APPLY_PHASES = (
+    ("snapshot_s", "snapshot/run.json"),
+    ("plan_s", "plan/summary.json"),
+    ("gate_s", "gate/result.json"),
+    ("apply_s", "apply/result.json"),
+    ("report_s", "report/report.md"),
+)
+
+
+def phases(
+    run_dir: Path, started: float, marks: tuple[tuple[str, str], ...] = APPLY_PHASES
+) -> dict[str, float]:
+    """Seconds each phase of a CLI run took, from the modification times of the files that end them (``started``:
+    the wall clock when the process was launched, so the first phase includes Python's start)."""
+    out, previous = {}, started
+    for name, path in marks:
+        stamp = (run_dir / path).stat().st_mtime
+        out[name] = round(stamp - previous, 2)
+        previous = stamp
+    return out
+
+
 def cli(*args: str) -> list[str]:
     return [sys.executable, "-m", "housekeeping.cli", *args]
 
@@ -109,6 +132,7 @@ def measure(
     for mechanism in mechanisms:
         store = template.parent / mechanism
         subprocess.run(["cp", "-a", str(template), str(store)], check=True)
+        started = time.time()
         applied = run_sampled(
             cli(
                 "apply", mechanism, "--store", str(store), "--as-of", AS_OF, "--max-deleted-share", "1",
@@ -125,6 +149,7 @@ def measure(
                 "generate_s": generated["wall_s"],
                 "generatorPeakRssMiB": generated["pythonPeakRssMiB"],
                 **applied,
+                **phases(Path(document["runDir"]), started),
                 "perThousandTopics_s": round(applied["wall_s"] / topics * 1000, 3),
                 "result": {k: v for k, v in document.items() if isinstance(v, (int, float, str, bool))},
             }
