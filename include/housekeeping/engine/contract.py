@@ -41,6 +41,17 @@ class Column:
     nullable: bool = True
 
 
+_ARROW_TYPES = {"string": "string", "bigint": "int64", "int": "int32", "boolean": "bool", "double": "double"}
+
+
+def _arrow_type(spark_type: str) -> Any:
+    import pyarrow as pa
+
+    if spark_type not in _ARROW_TYPES:
+        raise ValueError(f"no Arrow type for the Spark type {spark_type!r} (scalar columns only)")
+    return pa.type_for_alias(_ARROW_TYPES[spark_type])
+
+
 @dataclass(frozen=True)
 class Table:
     """One table of the run directory: its name (the file or directory under ``snapshot/`` or ``plan/``), its
@@ -60,6 +71,12 @@ class Table:
     def ddl(self) -> str:
         """The Spark schema, as a DDL string (``spark.read.schema``, ``createDataFrame``)."""
         return ", ".join(f"`{c.name}` {c.type}" for c in self.columns)
+
+    def arrow_schema(self) -> Any:
+        """The table's schema in Arrow (Python reads and writes a table columnar with it); scalar columns only."""
+        import pyarrow as pa
+
+        return pa.schema([pa.field(c.name, _arrow_type(c.type), c.nullable) for c in self.columns])
 
     def row(self, values: Mapping[str, Any]) -> dict[str, Any]:
         """A row to write, in column order. A key the table does not define, or a required column left out or

@@ -7,7 +7,8 @@ mechanism's template (``Mechanism.report_template``; what it includes is found i
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+import itertools
+from collections.abc import Callable, Iterator, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -16,6 +17,40 @@ from housekeeping.engine.contract import TOPICS, RunDir, read_json, read_snapsho
 from housekeeping.engine.mechanism import Mechanism
 
 MAX_TOPICS_IN_MARKDOWN = 200
+
+
+class StreamedList(list):
+    """A report's long list (one entry per topic) produced on demand, each time it is iterated, so neither the
+    entries nor their source rows are held at once: ``json.dump`` (whose encoder takes any ``list`` and iterates it)
+    writes ``report.json`` entry by entry, and the page renders the first ``MAX_TOPICS_IN_MARKDOWN`` (a slice).
+    ``produce`` yields the ``count`` entries in order, the same ones on every call."""
+
+    def __init__(self, count: int, produce: Callable[[], Iterator[Any]]) -> None:
+        super().__init__()
+        self._count, self._produce = count, produce
+
+    def __len__(self) -> int:
+        return self._count
+
+    def __bool__(self) -> bool:
+        return self._count > 0
+
+    def __iter__(self) -> Iterator[Any]:
+        return iter(self._produce())
+
+    def __getitem__(self, index: Any) -> Any:
+        if isinstance(index, slice):
+            start, stop, step = index.indices(self._count)
+            return list(itertools.islice(self._produce(), start, stop, step))
+        position = index if index >= 0 else self._count + index
+        if not 0 <= position < self._count:
+            raise IndexError(index)
+        return next(itertools.islice(self._produce(), position, None))
+
+    def __eq__(self, other: object) -> bool:
+        return list(self) == list(other) if isinstance(other, list) else NotImplemented
+
+    __hash__ = None  # type: ignore[assignment]
 
 
 def human_bytes(value: int | float | None) -> str:

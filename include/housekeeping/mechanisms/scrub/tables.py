@@ -51,16 +51,6 @@ FINDINGS = table(
 )
 ERROR_KINDS = ("orphan", "not_freed", "missing", "mismatch", "unreadable", "unrecognised")
 
-_ARROW_TYPES = {"string": "string", "bigint": "int64", "boolean": "bool"}
-
-
-def arrow_schema(spec: Table) -> Any:
-    import pyarrow as pa
-
-    return pa.schema(
-        [pa.field(c.name, pa.type_for_alias(_ARROW_TYPES[c.type]), c.nullable) for c in spec.columns]
-    )
-
 
 def snapshot_path(run_dir: str | Path, spec: Table) -> Path:
     return RunDir(run_dir).snapshot_dir / f"{spec.name}.parquet"
@@ -77,7 +67,7 @@ class ParquetRows:
         self.path = snapshot_path(run_dir, spec)
         self.path.parent.mkdir(parents=True, exist_ok=True)
         self.partial = self.path.with_name(f".{self.path.name}.partial")
-        self.writer = pq.ParquetWriter(self.partial, arrow_schema(spec))
+        self.writer = pq.ParquetWriter(self.partial, spec.arrow_schema())
         self.count = 0
 
     def add(self, row: Mapping[str, Any]) -> None:

@@ -1,0 +1,58 @@
+"""A report's per-topic list is produced while ``report.json`` is written (``StreamedList``), so a report of 100,000
+topics never holds every entry at once; what is written is what a plain list would write."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from housekeeping.engine.contract import write_json
+from housekeeping.engine.report import MAX_TOPICS_IN_MARKDOWN, StreamedList, render_markdown
+
+pytestmark = pytest.mark.unit
+
+
+def _entries(n: int) -> list[dict]:
+    return [
+        {"topic": f"persistent://t/ns/{i:05d}", "decisions": [{"ledgerId": i, "reason": "kept"}]}
+        for i in range(n)
+    ]
+
+
+def test_it_writes_what_the_list_would_and_produces_entries_only_when_iterated(tmp_path):
+    plain = _entries(7)
+    produced: list[int] = []
+
+    def produce():
+        for i, entry in enumerate(plain):
+            produced.append(i)
+            yield entry
+
+    streamed = StreamedList(len(plain), produce)
+    assert produced == [], "nothing is built before the report is written"
+    write_json(tmp_path / "streamed.json", {"topics": streamed, "n": 1})
+    write_json(tmp_path / "plain.json", {"topics": plain, "n": 1})
+    assert (tmp_path / "streamed.json").read_bytes() == (tmp_path / "plain.json").read_bytes()
+    assert len(streamed) == 7 and streamed and streamed == plain
+    assert streamed[2] == plain[2] and streamed[-1] == plain[-1] and streamed[1:3] == plain[1:3]
+    with pytest.raises(IndexError):
+        streamed[7]
+    empty = StreamedList(0, lambda: iter(()))
+    assert not empty and json.dumps(empty) == "[]"
+
+
+def test_the_page_renders_the_first_topics_of_a_long_streamed_list(tmp_path):
+    template = tmp_path / "page.md.j2"
+    template.write_text(
+        "{{ r.topics | length }} topics\n{% for tp in r.topics %}{{ tp.topic }}\n{% endfor %}"
+    )
+    n = MAX_TOPICS_IN_MARKDOWN + 5
+    page = render_markdown({"topics": StreamedList(n, lambda: iter(_entries(n)))}, template)
+    lines = page.splitlines()
+    assert (
+        lines[1] == "persistent://t/ns/00000"
+        and f"persistent://t/ns/{MAX_TOPICS_IN_MARKDOWN - 1:05d}" in page
+    )
+    assert f"persistent://t/ns/{MAX_TOPICS_IN_MARKDOWN:05d}" not in page
+    assert page.rstrip().endswith("_5 more topics are in report.json._")
