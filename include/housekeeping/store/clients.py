@@ -28,7 +28,7 @@ import json
 from collections.abc import Iterable, Mapping
 from typing import Any
 
-from sqlalchemy import and_, func, insert, or_, select, update
+from sqlalchemy import and_, bindparam, func, insert, or_, select, update
 
 from housekeeping.core.errors import InputError
 from housekeeping.core.names import TopicName
@@ -59,12 +59,20 @@ def _touch(conn: Any, topic: str, now_ms: int, **values: Any) -> None:
 
 def stamp_last_active(conn: Any, topic: str, when_ms: int) -> int:
     """lastActive = max(lastActive, when_ms) in the caller's transaction; returns rows changed (0 or 1)."""
-    last = t.topics.c.last_active_ms
-    return conn.execute(
-        update(t.topics)
-        .where(and_(t.topics.c.name == topic, or_(last.is_(None), last < when_ms)))
-        .values(last_active_ms=when_ms)
-    ).rowcount
+    return conn.execute(_STAMP_LAST_ACTIVE, {"stamp_topic": topic, "stamp_ms": when_ms}).rowcount
+
+
+# Compiled once: apply stamps every topic whose cursor it moves.
+_STAMP_LAST_ACTIVE = (
+    update(t.topics)
+    .where(
+        and_(
+            t.topics.c.name == bindparam("stamp_topic"),
+            or_(t.topics.c.last_active_ms.is_(None), t.topics.c.last_active_ms < bindparam("stamp_ms")),
+        )
+    )
+    .values(last_active_ms=bindparam("stamp_ms"))
+)
 
 
 def next_ledger_id(conn: Any, topic: str) -> int:

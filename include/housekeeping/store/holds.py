@@ -21,7 +21,7 @@ import time
 from dataclasses import dataclass
 from typing import Any
 
-from sqlalchemy import select
+from sqlalchemy import bindparam, select
 
 from housekeeping.core.errors import InputError
 from housekeeping.core.names import NamespaceName, TopicName
@@ -83,8 +83,12 @@ def load_holds(conn: Any) -> dict[str, Hold]:
 
 def current_hold(conn: Any, name: str) -> Hold | None:
     """The hold covering ``name`` now, read in the caller's transaction (apply's and purge's re-check)."""
-    row = conn.execute(select(t.holds).where(t.holds.c.target.in_(covering_targets(name)))).all()
+    row = conn.execute(_HOLDS_COVERING, {"targets": covering_targets(name)}).all()
     return hold_for(name, {r.target: _row_to_hold(r) for r in row})
+
+
+# Compiled once (an expanding IN), not built per topic: apply re-checks the holds of every topic it changes.
+_HOLDS_COVERING = select(t.holds).where(t.holds.c.target.in_(bindparam("targets", expanding=True)))
 
 
 def target_exists(conn: Any, scope: str, canonical: str) -> bool:

@@ -52,18 +52,22 @@ def journal(
 ) -> None:
     """One journal row, in the caller's transaction. ``actor``: who (default: this process's user)."""
     conn.execute(
-        insert(t.journal).values(
-            actor=actor or current_actor(),
-            run_id=run_id,
-            mechanism=mechanism,
-            topic=topic,
-            action=action,
-            status=status,
-            detail=json.dumps(detail, sort_keys=True, default=str),
-            as_of_ms=as_of_ms,
-            recorded_at_ms=_wall_ms(),
-        )
+        _INSERT_JOURNAL,  # one statement object, values as parameters: compiled once (store.record_pending_deletion)
+        {
+            "actor": actor or current_actor(),
+            "run_id": run_id,
+            "mechanism": mechanism,
+            "topic": topic,
+            "action": action,
+            "status": status,
+            "detail": json.dumps(detail, sort_keys=True, default=str),
+            "as_of_ms": as_of_ms,
+            "recorded_at_ms": _wall_ms(),
+        },
     )
+
+
+_INSERT_JOURNAL = insert(t.journal)
 
 
 def begin_run(

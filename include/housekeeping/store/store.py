@@ -283,24 +283,32 @@ def record_pending_deletion(
         local = not row.get("local_deleted")
     if kind == "ledger" and tier_key is None:
         tier_key = attempt_object(row)
+    # Values as execution parameters of one statement object: SQLAlchemy compiles it once (literal values would
+    # build and key a new statement per row, most of an apply's time at 100,000 topics).
     conn.execute(
-        t.pending_deletions.insert().values(
-            topic=row["topic"],
-            ledger_id=row["ledger_id"],
-            path=(path or ledger_rel_path(row["topic"], row["ledger_id"], row.get("files_generation") or 0))
+        _INSERT_PENDING_DELETION,
+        {
+            "topic": row["topic"],
+            "ledger_id": row["ledger_id"],
+            "path": (
+                path or ledger_rel_path(row["topic"], row["ledger_id"], row.get("files_generation") or 0)
+            )
             if local
             else "",
-            tier_key=tier_key,
-            ledger_row=json.dumps(row, sort_keys=True),
-            size_bytes=row["size_bytes"],
-            run_id=run_id,
-            deleted_as_of_ms=as_of_ms,
-            purge_after_ms=purge_after_ms,
-            status="pending",
-            kind=kind,
-            erased_by=erased_by,
-        )
+            "tier_key": tier_key,
+            "ledger_row": json.dumps(row, sort_keys=True),
+            "size_bytes": row["size_bytes"],
+            "run_id": run_id,
+            "deleted_as_of_ms": as_of_ms,
+            "purge_after_ms": purge_after_ms,
+            "status": "pending",
+            "kind": kind,
+            "erased_by": erased_by,
+        },
     )
+
+
+_INSERT_PENDING_DELETION = t.pending_deletions.insert()
 
 
 @dataclass

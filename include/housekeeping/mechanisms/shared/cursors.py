@@ -12,7 +12,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
-from sqlalchemy import and_, not_, or_, select, update
+from sqlalchemy import and_, bindparam, not_, or_, select, update
 
 from housekeeping.core.errors import InputError
 from housekeeping.core.positions import parse_position
@@ -22,7 +22,7 @@ from housekeeping.store import metadata_schema as t
 from housekeeping.store.clients import stamp_last_active
 
 
-def _position_before(ledger_col: Any, entry_col: Any, position: tuple[int, int]) -> Any:
+def _position_before(ledger_col: Any, entry_col: Any, position: tuple[Any, Any]) -> Any:
     """SQL: (ledger_col, entry_col) < position, portable (no row-value comparison)."""
     return or_(ledger_col < position[0], and_(ledger_col == position[0], entry_col < position[1]))
 
@@ -31,24 +31,20 @@ def move_cursor(conn: Any, topic: str, name: str, start: tuple[int, int], target
     """Move a mark-delete forward to ``target`` when it is at or after ``start`` and before ``target``: "moved",
     "further" (a consumer acknowledged to or past ``target`` since the snapshot: its newer position is kept), or
     why it was left alone (the cursor is gone, or was reset behind ``start``)."""
-    c = t.cursors.c
+    key = {"cursor_topic": topic, "cursor_name": name}
     moved = conn.execute(
-        update(t.cursors)
-        .where(
-            and_(
-                c.topic == topic,
-                c.name == name,
-                not_(_position_before(c.mark_delete_ledger, c.mark_delete_entry, start)),
-                _position_before(c.mark_delete_ledger, c.mark_delete_entry, target),
-            )
-        )
-        .values(mark_delete_ledger=target[0], mark_delete_entry=target[1])
+        _MOVE_FORWARD,
+        {
+            **key,
+            "start_ledger": start[0],
+            "start_entry": start[1],
+            "target_ledger": target[0],
+            "target_entry": target[1],
+        },
     ).rowcount
     if moved == 1:
         return "moved"
-    row = conn.execute(
-        select(c.mark_delete_ledger, c.mark_delete_entry).where(and_(c.topic == topic, c.name == name))
-    ).first()
+    row = conn.execute(_POSITION, key).first()
     if row is None:
         return "cursor no longer exists"
     if (row.mark_delete_ledger, row.mark_delete_entry) >= target:
@@ -57,6 +53,33 @@ def move_cursor(conn: Any, topic: str, name: str, start: tuple[int, int], target
         f"cursor is at {row.mark_delete_ledger}:{row.mark_delete_entry}, before the planned start "
         f"{start[0]}:{start[1]} (reset since the snapshot)"
     )
+
+
+# The compare-and-set and the re-read, compiled once (built per cursor they cost more than the database's work).
+_C = t.cursors.c
+_CURSOR_KEY = and_(_C.topic == bindparam("cursor_topic"), _C.name == bindparam("cursor_name"))
+_MOVE_FORWARD = (
+    update(t.cursors)
+    .where(
+        and_(
+            _CURSOR_KEY,
+            not_(
+                _position_before(
+                    _C.mark_delete_ledger,
+                    _C.mark_delete_entry,
+                    (bindparam("start_ledger"), bindparam("start_entry")),
+                )
+            ),
+            _position_before(
+                _C.mark_delete_ledger,
+                _C.mark_delete_entry,
+                (bindparam("target_ledger"), bindparam("target_entry")),
+            ),
+        )
+    )
+    .values(mark_delete_ledger=bindparam("target_ledger"), mark_delete_entry=bindparam("target_entry"))
+)
+_POSITION = select(_C.mark_delete_ledger, _C.mark_delete_entry).where(_CURSOR_KEY)
 
 
 class MoveCursor(ActionKind):

@@ -9,12 +9,19 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
-from sqlalchemy import and_, select, update
+from sqlalchemy import and_, bindparam, select, update
 
 from housekeeping.core.errors import InputError
 from housekeeping.engine.actions import ActionKind, Changes, Effect, Frees, PlanView, TopicTally, namespace_of
 from housekeeping.store import metadata_schema as t
 from housekeeping.store.store import LOCAL_COPY_KIND, record_pending_deletion
+
+# One ledger row by its key, as statements compiled once (built per ledger, they cost more than SQLite's work).
+_LEDGER_KEY = and_(
+    t.ledgers.c.topic == bindparam("ledger_topic"), t.ledgers.c.ledger_id == bindparam("ledger_id_key")
+)
+_SELECT_LEDGER = select(t.ledgers).where(_LEDGER_KEY)
+_DELETE_LEDGER = t.ledgers.delete().where(_LEDGER_KEY)
 
 
 class DeleteLedger(ActionKind):
@@ -37,12 +44,12 @@ class DeleteLedger(ActionKind):
 
     def apply_in_topic(self, conn: Any, run: Any, tally: TopicTally, row: Mapping[str, Any]) -> None:
         topic, ledger_id = tally.topic, int(row["ledgerId"])
-        where = and_(t.ledgers.c.topic == topic, t.ledgers.c.ledger_id == ledger_id)
-        stored = conn.execute(select(t.ledgers).where(where)).first()
+        key = {"ledger_topic": topic, "ledger_id_key": ledger_id}
+        stored = conn.execute(_SELECT_LEDGER, key).first()
         if stored is None:
             # Cannot happen with a matching topic version; refuse rather than guess.
             raise InputError(f"topic {topic}: planned ledger {ledger_id} is not in the metadata")
-        conn.execute(t.ledgers.delete().where(where))
+        conn.execute(_DELETE_LEDGER, key)
         record_pending_deletion(
             conn,
             dict(stored._mapping),
