@@ -28,7 +28,7 @@ from pathlib import Path
 import pyarrow as pa
 import pyarrow.parquet as pq
 
-from housekeeping.store.fs import remove_tree
+from housekeeping.store.fs import remove_file, remove_tree
 
 ENTRY_SCHEMA = pa.schema(
     [
@@ -69,8 +69,7 @@ def write_ledger(ledger_dir: Path, table: pa.Table) -> None:
             pq.write_table(table, pending, compression="zstd")
             os.replace(pending, ledger_dir / PART_FILE)
         finally:
-            with contextlib.suppress(FileNotFoundError):
-                pending.unlink()
+            remove_file(pending, within=ledger_dir)  # gone already when the rename happened
         return
     ledger_dir.parent.mkdir(parents=True, exist_ok=True)
     staging = ledger_dir.parent / f".tmp-{ledger_dir.name}-{uuid.uuid4().hex}"
