@@ -56,3 +56,18 @@ def test_the_page_renders_the_first_topics_of_a_long_streamed_list(tmp_path):
     )
     assert f"persistent://t/ns/{MAX_TOPICS_IN_MARKDOWN:05d}" not in page
     assert page.rstrip().endswith("_5 more topics are in report.json._")
+
+
+def test_entries_per_topic_group_a_decisions_table_by_topic_in_ledger_order():
+    import pyarrow as pa
+
+    from housekeeping.engine.report import entries_per_topic
+
+    schema = pa.schema([("topic", pa.string()), ("ledgerId", pa.int64())])
+    rows = [("b", 2), ("a", 5), ("b", 1), ("c", 0), ("a", 3)]
+    table = pa.Table.from_pylist([{"topic": t, "ledgerId": i} for t, i in rows], schema=schema)
+    entries = entries_per_topic(table, lambda rows: (rows[0]["topic"], [r["ledgerId"] for r in rows]))
+    assert len(entries) == 3
+    assert list(entries) == [("a", [3, 5]), ("b", [1, 2]), ("c", [0])]
+    assert list(entries) == list(entries), "the same entries each time the list is written"
+    assert list(entries_per_topic(schema.empty_table(), lambda rows: rows)) == []

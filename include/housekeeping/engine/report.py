@@ -64,6 +64,43 @@ def human_bytes(value: int | float | None) -> str:
     return f"{size:.1f} TiB"
 
 
+# A ledger decision as reports show it (trim, offload): the columns a decisions table has in common.
+DECISION_COLUMNS = ["topic", "ledgerId", "entries", "size", "closedAtMs", "decision", "kind", "reason"]
+
+
+def ledger_decision(row: dict[str, Any]) -> dict[str, Any]:
+    return {
+        "ledgerId": row["ledgerId"],
+        "entries": row["entries"],
+        "size": row["size"],
+        "closed": format_ms(row["closedAtMs"]) if row["closedAtMs"] is not None else "open",
+        "decision": row["decision"],
+        "kind": row["kind"],
+        "reason": row["reason"],
+    }
+
+
+def entries_per_topic(
+    decisions: Any, entry: Callable[[list[dict[str, Any]]], dict[str, Any]]
+) -> StreamedList:
+    """One report entry per topic of a per-ledger decisions table (Arrow, ``DECISION_COLUMNS`` at least), in topic
+    order, built from the topic's rows in ledger order when the report is written: a store's ledger decisions are
+    held as Arrow columns, never as one dict each (437,614 at 100,000 topics)."""
+    import numpy as np
+    import pyarrow.compute as pc
+
+    decisions = decisions.sort_by([("topic", "ascending"), ("ledgerId", "ascending")])
+    codes = pc.dictionary_encode(decisions.column("topic")).combine_chunks().indices.to_numpy()
+    starts = [0, *(np.flatnonzero(np.diff(codes)) + 1).tolist()] if len(codes) else []
+    bounds = list(zip(starts, [*starts[1:], len(codes)], strict=True)) if starts else []
+
+    def produce() -> Iterator[dict[str, Any]]:
+        for start, stop in bounds:
+            yield entry(decisions.slice(start, stop - start).to_pylist())
+
+    return StreamedList(len(bounds), produce)
+
+
 def run_section(run_dir: Path, info: dict[str, Any], dry_run: bool) -> dict[str, Any]:
     """What every mechanism's report starts with: the run, the gate's verdict, apply and purge results."""
     run = RunDir(run_dir)

@@ -3,14 +3,12 @@ current ledger, no offloader), ledgers whose upload failed, and per topic every 
 
 from __future__ import annotations
 
-from collections import defaultdict
 from pathlib import Path
 from typing import Any
 
-from housekeeping.core.timeutil import format_ms
 from housekeeping.engine.contract import BLOCKERS, TOPICS, read_run_info, read_snapshot_table
-from housekeeping.engine.plan import read_summary, read_table
-from housekeeping.engine.report import run_section
+from housekeeping.engine.plan import read_summary, read_table, read_table_arrow
+from housekeeping.engine.report import DECISION_COLUMNS, entries_per_topic, ledger_decision, run_section
 from housekeeping.mechanisms.offload.tables import OFFLOAD_DECISIONS
 
 
@@ -21,32 +19,17 @@ def build_report(run_dir: Path, *, dry_run: bool) -> dict[str, Any]:
     applied = report["apply"] or {}
     offloaded = applied.get("perNamespace") if not dry_run and applied else summary["perNamespace"]
     policies = {row["topic"]: row["offloadPolicyDescription"] for row in read_snapshot_table(run_dir, TOPICS)}
-    per_topic: dict[str, list[dict[str, Any]]] = defaultdict(list)
-    for row in read_table(run_dir, OFFLOAD_DECISIONS.name):
-        per_topic[row["topic"]].append(row)
-    topics = []
-    for topic in sorted(per_topic):
-        rows = sorted(per_topic.pop(topic), key=lambda r: r["ledgerId"])
-        topics.append(
-            {
-                "topic": topic,
-                "policy": policies.get(topic, ""),
-                "offloadLedgers": sum(r["decision"] == "offload" for r in rows),
-                "offloadBytes": sum(r["size"] for r in rows if r["decision"] == "offload"),
-                "decisions": [
-                    {
-                        "ledgerId": r["ledgerId"],
-                        "entries": r["entries"],
-                        "size": r["size"],
-                        "closed": format_ms(r["closedAtMs"]) if r.get("closedAtMs") is not None else "open",
-                        "decision": r["decision"],
-                        "kind": r["kind"],
-                        "reason": r["reason"],
-                    }
-                    for r in rows
-                ],
-            }
-        )
+    decisions = read_table_arrow(run_dir, OFFLOAD_DECISIONS).select(DECISION_COLUMNS)
+
+    def entry(rows: list[dict[str, Any]]) -> dict[str, Any]:
+        return {
+            "topic": rows[0]["topic"],
+            "policy": policies.get(rows[0]["topic"], ""),
+            "offloadLedgers": sum(r["decision"] == "offload" for r in rows),
+            "offloadBytes": sum(r["size"] for r in rows if r["decision"] == "offload"),
+            "decisions": [ledger_decision(r) for r in rows],
+        }
+
     namespaces = [
         {"namespace": ns, "ledgers": v.get("ledgers", 0), "bytes": v.get("bytes", 0)}
         for ns, v in sorted((offloaded or {}).items())
@@ -63,5 +46,5 @@ def build_report(run_dir: Path, *, dry_run: bool) -> dict[str, Any]:
         },
         "failed": applied.get("failedLedgers") or {},
         "blockers": read_table(run_dir, BLOCKERS.name),
-        "topics": topics,
+        "topics": entries_per_topic(decisions, entry),
     }

@@ -4,11 +4,9 @@ about Pulsar retention."""
 
 from __future__ import annotations
 
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
-from housekeeping.core.timeutil import format_ms
 from housekeeping.engine.contract import (
     ACTIONS,
     BLOCKERS,
@@ -18,7 +16,13 @@ from housekeeping.engine.contract import (
     read_snapshot_table,
 )
 from housekeeping.engine.plan import read_summary, read_table, read_table_arrow
-from housekeeping.engine.report import StreamedList, run_section
+from housekeeping.engine.report import (
+    DECISION_COLUMNS,
+    StreamedList,
+    entries_per_topic,
+    ledger_decision,
+    run_section,
+)
 from housekeeping.mechanisms.trim.actions import DELETE_LOCAL_COPY
 from housekeeping.mechanisms.trim.tables import TRIM_DECISIONS
 
@@ -79,49 +83,20 @@ def _local_copies(run_dir: Path) -> list[dict[str, Any]]:
 
 
 def _topic_entries(run_dir: Path, retention: dict[str, tuple[str, str]]) -> StreamedList:
-    """Every topic's entry, in topic order, built from its decisions when the report is written (one per ledger:
-    437,614 at 100,000 topics, held as Arrow columns sorted by topic and ledger, never as one dict each)."""
-    import numpy as np
-    import pyarrow.compute as pc
-
+    """Every topic's entry, built from its ledgers' decisions as the report is written."""
     decisions = read_table_arrow(run_dir, TRIM_DECISIONS).select(DECISION_COLUMNS)
-    decisions = decisions.sort_by([("topic", "ascending"), ("ledgerId", "ascending")])
-    codes = pc.dictionary_encode(decisions.column("topic")).combine_chunks().indices.to_numpy()
-    starts = np.flatnonzero(np.diff(codes)) + 1 if len(codes) else codes
-    bounds = (
-        list(zip([0, *starts.tolist()], [*starts.tolist(), len(codes)], strict=True)) if len(codes) else []
-    )
 
-    def produce() -> Iterator[dict[str, Any]]:
-        for start, stop in bounds:
-            rows = decisions.slice(start, stop - start).to_pylist()
-            yield _topic_entry(rows, *retention[rows[0]["topic"]])
+    def entry(rows: list[dict[str, Any]]) -> dict[str, Any]:
+        description, source = retention[rows[0]["topic"]]
+        return {
+            "topic": rows[0]["topic"],
+            "retention": description,
+            "retentionSource": source,
+            "deletedLedgers": sum(r["decision"] == "delete" for r in rows),
+            "deletedBytes": sum(r["size"] for r in rows if r["decision"] == "delete"),
+            "keptLedgers": sum(r["decision"] == "keep" for r in rows),
+            "keptBytes": sum(r["size"] for r in rows if r["decision"] == "keep"),
+            "decisions": [ledger_decision(r) for r in rows],
+        }
 
-    return StreamedList(len(bounds), produce)
-
-
-DECISION_COLUMNS = ["topic", "ledgerId", "entries", "size", "closedAtMs", "decision", "kind", "reason"]
-
-
-def _topic_entry(rows: list[dict[str, Any]], description: str, source: str) -> dict[str, Any]:
-    return {
-        "topic": rows[0]["topic"],
-        "retention": description,
-        "retentionSource": source,
-        "deletedLedgers": sum(r["decision"] == "delete" for r in rows),
-        "deletedBytes": sum(r["size"] for r in rows if r["decision"] == "delete"),
-        "keptLedgers": sum(r["decision"] == "keep" for r in rows),
-        "keptBytes": sum(r["size"] for r in rows if r["decision"] == "keep"),
-        "decisions": [
-            {
-                "ledgerId": r["ledgerId"],
-                "entries": r["entries"],
-                "size": r["size"],
-                "closed": format_ms(r["closedAtMs"]) if r["closedAtMs"] is not None else "open",
-                "decision": r["decision"],
-                "kind": r["kind"],
-                "reason": r["reason"],
-            }
-            for r in rows
-        ],
-    }
+    return entries_per_topic(decisions, entry)
