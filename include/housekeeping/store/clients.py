@@ -235,13 +235,17 @@ def roll_ledger(store: Store, topic: str, *, now_ms: int) -> int:
 
 def last_entry(conn: Any, topic: str) -> tuple[int, int] | None:
     """The topic's last entry (newest ledger with entries, its last entry id); None when nothing was written."""
-    row = conn.execute(
-        select(t.ledgers.c.ledger_id, t.ledgers.c.entries)
-        .where(and_(t.ledgers.c.topic == topic, t.ledgers.c.entries > 0))
-        .order_by(t.ledgers.c.ledger_id.desc())
-        .limit(1)
-    ).first()
+    row = conn.execute(_LAST_LEDGER_WITH_ENTRIES, {"last_topic": topic}).first()
     return None if row is None else (row.ledger_id, row.entries - 1)
+
+
+# Compiled once: GC's re-check reads it for every topic it deletes in caught-up mode.
+_LAST_LEDGER_WITH_ENTRIES = (
+    select(t.ledgers.c.ledger_id, t.ledgers.c.entries)
+    .where(and_(t.ledgers.c.topic == bindparam("last_topic"), t.ledgers.c.entries > 0))
+    .order_by(t.ledgers.c.ledger_id.desc())
+    .limit(1)
+)
 
 
 def _last_position(conn: Any, topic: str) -> tuple[int, int]:
