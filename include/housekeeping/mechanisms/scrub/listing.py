@@ -13,6 +13,7 @@ read names was there before the listing began unless something deleted it, which
 
 from __future__ import annotations
 
+import hashlib
 import os
 import time
 from collections.abc import Iterator
@@ -53,7 +54,12 @@ def scrub_info_path(run_dir: str | Path) -> Path:
 def write_scrub_snapshot(store: Store, run_dir: Path, scope: tuple[str, ...], min_age_seconds: int) -> dict:
     wall_clock_ms = int(time.time() * 1000)  # physical on purpose: file ages (docs/semantics.md, Store scrub)
     wanted = _scope_filter(scope)
-    first = [row for row in expected_rows(store) if wanted(row["topic"])]
+    # The first read goes to a Parquet file as it is read (stable unknown yet); the second keeps a digest per row;
+    # the table is then written from the first with ``stable`` set. At 100,000 topics both reads held as rows were
+    # most of the scrub's Python memory.
+    first = ParquetRows(run_dir, SCRUB_EXPECTED, name=".scrub_expected.first")
+    first.extend({**row, "stable": False} for row in expected_rows(store) if wanted(row["topic"]))
+    first.close()
     items = ParquetRows(run_dir, STORAGE_ITEMS)
     items.extend(item for item in list_local(store) if wanted(item["topic"]))
     tier = store.tier
@@ -62,8 +68,9 @@ def write_scrub_snapshot(store: Store, run_dir: Path, scope: tuple[str, ...], mi
     items.close()
     again = {_identity(row) for row in expected_rows(store) if wanted(row["topic"])}
     expected = ParquetRows(run_dir, SCRUB_EXPECTED)
-    expected.extend({**row, "stable": _identity(row) in again} for row in first)
+    expected.extend({**row, "stable": _identity(row) in again} for row in first.read_back())
     expected.close()
+    first.remove()
     info = {
         "wallClockMs": wall_clock_ms,
         "minAgeSeconds": int(min_age_seconds),
@@ -85,21 +92,25 @@ def _scope_filter(scope: tuple[str, ...]):
     return wanted
 
 
-def _identity(row: Row) -> tuple:
-    return tuple(sorted((k, v) for k, v in row.items() if k != "stable"))
+def _identity(row: Row) -> bytes:
+    """A row's digest, ``stable`` aside (16 bytes per row instead of the row)."""
+    return hashlib.blake2b(
+        repr(sorted((k, v) for k, v in row.items() if k != "stable")).encode(), digest_size=16
+    ).digest()
 
 
 # --- what the metadata names ------------------------------------------------------------------------------------
 
 
-def expected_rows(store: Store) -> list[Row]:
-    """Every file location the metadata names, from one read transaction (see ``SCRUB_EXPECTED``)."""
+def expected_rows(store: Store) -> Iterator[Row]:
+    """Every file location the metadata names, from one read transaction (see ``SCRUB_EXPECTED``), as it is read."""
     with read_transaction(store.engine) as conn:
         holds = load_holds(conn)
-        rows = [*_ledger_rows(conn), *_compacted_rows(conn), *_pending_rows(conn, holds)]
+        yield from _ledger_rows(conn)
+        yield from _compacted_rows(conn)
+        yield from _pending_rows(conn, holds)
     if store.tier is not None:
-        rows.append(_row(TIER, CLAIM_OBJECT, "claim", None))
-    return rows
+        yield _row(TIER, CLAIM_OBJECT, "claim", None)
 
 
 def _row(location: str, path: str, source: str, topic: str | None, **facts: Any) -> Row:

@@ -5,7 +5,7 @@ schemas; the planner writes the findings, the gate, apply and the report read th
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable, Iterator, Mapping
 from pathlib import Path
 from typing import Any
 
@@ -60,11 +60,16 @@ class ParquetRows:
     """A snapshot table written as Parquet while its rows are produced (batches of ``batch`` rows: memory does not
     grow with the table), every row checked against the table (:meth:`Table.row`)."""
 
-    def __init__(self, run_dir: str | Path, spec: Table, batch: int = 50_000) -> None:
+    def __init__(
+        self, run_dir: str | Path, spec: Table, batch: int = 50_000, name: str | None = None
+    ) -> None:
+        """``name``: a file name other than the table's (a working copy, :meth:`read_back` and :meth:`remove`)."""
         import pyarrow.parquet as pq
 
         self.spec, self.batch, self.rows = spec, batch, []
         self.path = snapshot_path(run_dir, spec)
+        if name is not None:
+            self.path = self.path.with_name(f"{name}.parquet")
         self.path.parent.mkdir(parents=True, exist_ok=True)
         self.partial = self.path.with_name(f".{self.path.name}.partial")
         self.writer = pq.ParquetWriter(self.partial, spec.arrow_schema())
@@ -91,6 +96,18 @@ class ParquetRows:
         self._flush()
         self.writer.close()
         self.partial.replace(self.path)
+
+    def read_back(self) -> Iterator[dict[str, Any]]:
+        """The rows written, a batch at a time."""
+        import pyarrow.parquet as pq
+
+        for batch in pq.ParquetFile(self.path).iter_batches(batch_size=self.batch):
+            yield from batch.to_pylist()
+
+    def remove(self) -> None:
+        from housekeeping.store.fs import remove_file
+
+        remove_file(self.path, within=self.path.parent)
 
 
 def read_snapshot_rows(run_dir: str | Path, spec: Table) -> list[dict[str, Any]]:
