@@ -16,7 +16,8 @@ FAULT_POINTS = (
     "snapshot_after_write",  # snapshot files written, nothing planned
     "plan_after_write",  # plan written, not validated
     "apply_inside_topic_transaction",  # a topic's metadata changes made, not committed
-    "apply_after_topic_commit",  # a topic's metadata (and its pending-deletion records) committed
+    # a batch of topics' metadata (and their pending-deletion records) committed, the next batch not started
+    "apply_after_topic_commit",
     "purge_after_file_removed",  # a ledger's files gone, its pending deletion not yet marked purged
     "purge_after_object_removed",  # a pending deletion's tier object gone, not yet marked purged
     "purge_between_files",  # one ledger purged and recorded, the next not started
