@@ -335,11 +335,11 @@ def apply_plan(store: Store, run_dir: Path, spec: PlansActions, *, purge_grace_s
 def _apply_topics(
     context: ApplyRun, by_topic: dict[str, list[dict[str, Any]]], result: ApplyResult, batch_topics: int
 ) -> None:
-    """The topics' rows, ``batch_topics`` (``APPLY_BATCH_TOPICS``) topics per metadata transaction. Each topic keeps its own checks,
-    compare-and-set and journal row inside the batch (a topic that changed since the snapshot is skipped, the others
-    commit); a crash or an error rolls back the batch as a whole, and the retry of the same run applies it again
-    (the journal, written in the same transaction, says which topics committed). One commit per topic was most of
-    an apply's time at 100,000 topics (benchmarks/README.md)."""
+    """The topics' rows, ``batch_topics`` (``APPLY_BATCH_TOPICS``) topics per metadata transaction. Each topic keeps
+    its own checks, compare-and-set and journal row inside the batch (a topic that changed since the snapshot is
+    skipped, the others commit); a crash or an error rolls back the batch as a whole, and the retry of the same run
+    applies it again (the journal, written in the same transaction, says which topics committed). One commit per
+    topic was most of an apply's time at 100,000 topics (benchmarks/README.md)."""
     versions: dict[str, int] = context.info["topicVersions"]
     pending = []
     for topic in sorted(by_topic):
