@@ -1,0 +1,177 @@
+"""What the engine decides must not change when it gets faster: on one generated store, every mechanism's plan
+tables, its gate verdict and the store after its apply hash to the fingerprints recorded in
+``plan_fingerprints.json`` before the work of issue 35 (each plan written, checked and applied in one chain, so a
+later mechanism plans on what the earlier ones left).
+
+A deliberate change of a rule changes a fingerprint: rerun with ``HOUSEKEEPING_UPDATE_FINGERPRINTS=1`` and commit
+the file with the change that explains it. A failure names the mechanism and the part that differs, and leaves
+the canonical rows beside the store (``<basetemp>/fingerprints0/<mechanism>-<part>.json``) to diff."""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+from pathlib import Path
+from typing import Any
+
+import pyarrow.parquet as pq
+import pytest
+from sqlalchemy import select
+
+from housekeeping.core.timeutil import parse_as_of
+from housekeeping.engine.contract import RunDir, read_jsonl
+from housekeeping.mechanisms.erasure.requests import add_request
+from housekeeping.mechanisms.steps import apply_step, plan_and_gate_in_process, snapshot_step
+from housekeeping.store import metadata_schema as t
+from housekeeping.store.generate import GenerateOptions, generate_store
+from housekeeping.store.manifest.export import export_manifest
+from housekeeping.store.store import Store, read_transaction
+
+pytestmark = pytest.mark.spark
+
+FINGERPRINTS = Path(__file__).with_name("plan_fingerprints.json")
+UPDATE_ENV = "HOUSEKEEPING_UPDATE_FINGERPRINTS"
+AS_OF = "2026-11-02T00:00:00Z"
+# Rewriting mechanisms first (they read entries the deleting ones would remove), then cursor moves, then deletions.
+CHAIN = ("compaction", "erasure", "backlog", "expiry", "trim", "gc")
+# Written at run time, not decided: a wall-clock audit column, a temporary path, and the bytes' digest of a staged
+# Parquet file (its writer's metadata differs run to run; the staged rows are compared as the plan's entries and
+# as the store's messages after apply).
+VOLATILE_KEYS = {"recorded_at_ms", "recordedAtMs", "store", "runDir", "stagedSha256"}
+
+
+def _canonical(value: Any, root: Path) -> Any:
+    """``value`` with the store's temporary path replaced and run-time keys dropped, sorted where order is not
+    meaning (a plan table's rows come in Spark's order)."""
+    if isinstance(value, dict):
+        return {k: _canonical(v, root) for k, v in sorted(value.items()) if k not in VOLATILE_KEYS}
+    if isinstance(value, list):
+        return [_canonical(v, root) for v in value]
+    if isinstance(value, str):
+        return value.replace(str(root), "<store>")
+    return value
+
+
+def _rows(rows: list[dict], root: Path) -> list:
+    return sorted((_canonical(r, root) for r in rows), key=lambda r: json.dumps(r, sort_keys=True))
+
+
+def _part_rows(part: Path) -> list[dict]:
+    """A plan table's part file: JSON lines, or Parquet for the tables of entries (compaction's kept entries)."""
+    return pq.read_table(part).to_pylist() if part.suffix == ".parquet" else read_jsonl(part)
+
+
+def _plan(run_dir: Path, root: Path) -> dict:
+    plan_dir = RunDir(run_dir).plan_dir
+    tables = {}
+    for part_dir in sorted({p.parent for p in plan_dir.rglob("part-*")}):
+        rows = [row for part in sorted(part_dir.glob("part-*")) for row in _part_rows(part)]
+        tables[str(part_dir.relative_to(plan_dir))] = _rows(rows, root)
+    summary = json.loads((plan_dir / "summary.json").read_text())
+    return {"tables": tables, "summary": _canonical(summary, root)}
+
+
+def _verdict(gate: dict, root: Path) -> dict:
+    return _canonical(
+        {
+            "success": gate["success"],
+            "expectations": sorted(
+                (
+                    {
+                        k: e[k]
+                        for k in ("expectation", "frame", "kwargs", "success", "unexpectedCount", "rows")
+                    }
+                    for e in gate["expectations"]
+                ),
+                key=lambda e: json.dumps(e, sort_keys=True),
+            ),
+        },
+        root,
+    )
+
+
+def _store_state(store: Store, root: Path) -> dict:
+    with read_transaction(store.engine) as conn:
+        pending = conn.execute(
+            select(t.pending_deletions.c.topic, t.pending_deletions.c.ledger_id).order_by(
+                "topic", "ledger_id"
+            )
+        ).all()
+        journal = conn.execute(
+            select(t.journal.c.topic, t.journal.c.action, t.journal.c.status).order_by(
+                "topic", "action", "status"
+            )
+        ).all()
+    return _canonical(
+        {
+            "manifest": export_manifest(store, with_messages=True),
+            "pendingDeletions": [list(r) for r in pending],
+            "journal": [list(r) for r in journal],
+        },
+        root,
+    )
+
+
+def _digest(value: Any) -> str:
+    return hashlib.sha256(json.dumps(value, sort_keys=True, default=str).encode()).hexdigest()
+
+
+@pytest.fixture(scope="module")
+def chain(tmp_path_factory) -> dict[str, dict]:
+    """Each mechanism's canonical plan, verdict and resulting store, planned, gated and applied in ``CHAIN``'s
+    order on one generated store (28 topics, seed 7)."""
+    base = tmp_path_factory.mktemp("fingerprints")
+    root = base / "store"
+    store = generate_store(root, GenerateOptions(topics=28, seed=7, entries_per_ledger=60), None)
+    as_of_ms = parse_as_of(AS_OF)
+    add_request(
+        store, key="key-0001", namespace="globex/tables", reason="fp", requested_at_ms=as_of_ms - 1, actor="t"
+    )
+    parts: dict[str, dict] = {}
+    for mechanism in CHAIN:
+        info = snapshot_step(
+            store, mechanism, run_id=f"fp-{mechanism}", as_of_ms=as_of_ms, max_deleted_share=1.0
+        )
+        gate = plan_and_gate_in_process(info.run_dir, mechanism, "local[2]")
+        assert gate["success"], f"{mechanism}: the gate blocked the generated store's plan"
+        plan = _plan(info.run_dir, root)
+        apply_step(store, info.run_dir)
+        parts[mechanism] = {
+            "plan": plan,
+            "verdict": _verdict(gate, root),
+            "applied": _store_state(store, root),
+        }
+        for part, value in parts[mechanism].items():
+            (base / f"{mechanism}-{part}.json").write_text(
+                json.dumps(value, indent=1, sort_keys=True, default=str)
+            )
+    return parts
+
+
+def test_every_mechanism_plans_checks_and_applies_what_it_did_before(chain):
+    actual = {
+        mechanism: {f"plan/{name}": _digest(rows) for name, rows in parts["plan"]["tables"].items()}
+        | {
+            "plan/summary.json": _digest(parts["plan"]["summary"]),
+            "verdict": _digest(parts["verdict"]),
+            "applied": _digest(parts["applied"]),
+        }
+        for mechanism, parts in chain.items()
+    }
+    if os.environ.get(UPDATE_ENV) == "1":
+        FINGERPRINTS.write_text(json.dumps(actual, indent=2, sort_keys=True) + "\n")
+    recorded = json.loads(FINGERPRINTS.read_text())
+    differences = [
+        f"{mechanism} {part}"
+        for mechanism in CHAIN
+        for part in sorted(set(actual[mechanism]) | set(recorded[mechanism]))
+        if recorded[mechanism].get(part) != actual[mechanism].get(part)
+    ]
+    assert not differences, f"changed since the fingerprints were recorded: {differences}"
+
+
+def test_the_chain_plans_real_work(chain):
+    """The fingerprints guard something: every mechanism's plan on this store has actions to check and apply."""
+    for mechanism, parts in chain.items():
+        assert parts["plan"]["tables"]["actions"], f"{mechanism} planned no action on the fingerprint store"
