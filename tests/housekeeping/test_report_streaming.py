@@ -71,3 +71,58 @@ def test_entries_per_topic_group_a_decisions_table_by_topic_in_ledger_order():
     assert list(entries) == [("a", [3, 5]), ("b", [1, 2]), ("c", [0])]
     assert list(entries) == list(entries), "the same entries each time the list is written"
     assert list(entries_per_topic(schema.empty_table(), lambda rows: rows)) == []
+
+
+def _decisions(rows: list[tuple[str, int]]):
+    import pyarrow as pa
+
+    return pa.table(
+        {
+            "topic": [t for t, _ in rows],
+            "ledgerId": pa.array([ledger for _, ledger in rows], pa.int64()),
+            "size": pa.array([10 * ledger for _, ledger in rows], pa.int64()),
+        }
+    )
+
+
+@pytest.mark.parametrize(
+    "rows",
+    [
+        [("a", 1), ("a", 2), ("b", 1), ("c", 5)],  # as the plan writes them
+        [("b", 1), ("a", 2), ("c", 5), ("a", 1)],  # topics out of order
+        [("a", 2), ("a", 1), ("b", 1), ("c", 5)],  # a topic's ledgers out of order
+        [("a", 1), ("a", 1), ("b", 1)],  # a repeated ledger is not "in order"
+    ],
+)
+def test_per_topic_entries_come_by_topic_then_ledger_whatever_order_the_rows_were_written_in(rows):
+    from housekeeping.engine.report import entries_per_topic
+
+    entries = entries_per_topic(_decisions(rows), lambda rs: (rs[0]["topic"], [r["ledgerId"] for r in rs]))
+    expected: dict[str, list[int]] = {}
+    for topic, ledger in sorted(rows):
+        expected.setdefault(topic, []).append(ledger)
+    assert list(entries) == list(expected.items()) and len(entries) == len(expected)
+
+
+def test_a_snapshot_table_is_counted_and_read_by_its_named_columns_only(tmp_path):
+    from housekeeping.core.errors import InputError
+    from housekeeping.engine.contract import (
+        NAMESPACES,
+        RunDir,
+        count_snapshot_rows,
+        read_snapshot_columns,
+        write_jsonl,
+    )
+
+    run = RunDir(tmp_path / "run")
+    path = run.snapshot_table(NAMESPACES)
+    path.parent.mkdir(parents=True)
+    rows = [{"namespace": f"t/ns{i}", "storedBytes": i, "topicCount": 2 * i} for i in range(3)]
+    write_jsonl(path, NAMESPACES, rows)
+    assert count_snapshot_rows(run, NAMESPACES) == 3
+    read = read_snapshot_columns(run, NAMESPACES.select("namespace", "topicCount"))
+    assert read.column_names == ["namespace", "topicCount"]
+    assert read.to_pylist() == [{"namespace": r["namespace"], "topicCount": r["topicCount"]} for r in rows]
+    path.write_text('{"namespace": "t/ns0", "storedBytes": "many", "topicCount": 1}\n')
+    with pytest.raises(InputError, match="namespaces.jsonl"):
+        read_snapshot_columns(run, NAMESPACES.select("namespace", "storedBytes"))

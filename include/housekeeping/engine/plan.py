@@ -25,7 +25,7 @@ from typing import Any
 
 from housekeeping.core.errors import InputError
 from housekeeping.core.timeutil import format_ms
-from housekeeping.engine.contract import ACTIONS, BLOCKERS, RunDir, Table, read_jsonl
+from housekeeping.engine.contract import ACTIONS, BLOCKERS, RunDir, Table, json_read_options, read_jsonl
 
 
 def plan_files(run_dir: Path) -> list[Path]:
@@ -76,7 +76,11 @@ def read_table_arrow(run_dir: Path, spec: Table) -> Any:
         if part.stat().st_size == 0:
             continue  # a Spark task that wrote no row
         try:
-            parts.append(pj.read_json(part, parse_options=options).select(schema.names))
+            parts.append(
+                pj.read_json(part, read_options=json_read_options(), parse_options=options).select(
+                    schema.names
+                )
+            )
         except pa.ArrowInvalid as exc:
             raise InputError(f"{part}: not a row of plan table {spec.name}: {exc}") from exc
     return pa.concat_tables(parts) if parts else schema.empty_table()

@@ -6,9 +6,15 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
-from housekeeping.engine.contract import BLOCKERS, TOPICS, read_run_info, read_snapshot_table
-from housekeeping.engine.plan import read_summary, read_table, read_table_arrow
-from housekeeping.engine.report import DECISION_COLUMNS, entries_per_topic, ledger_decision, run_section
+from housekeeping.engine.contract import BLOCKERS, TOPICS, read_run_info, read_snapshot_columns
+from housekeeping.engine.plan import read_summary, read_table_arrow
+from housekeeping.engine.report import (
+    DECISION_COLUMNS,
+    entries_per_topic,
+    ledger_decision,
+    run_section,
+    sparse_rows,
+)
 from housekeeping.mechanisms.offload.tables import OFFLOAD_DECISIONS
 
 
@@ -18,7 +24,10 @@ def build_report(run_dir: Path, *, dry_run: bool) -> dict[str, Any]:
     report = run_section(run_dir, info, dry_run)
     applied = report["apply"] or {}
     offloaded = applied.get("perNamespace") if not dry_run and applied else summary["perNamespace"]
-    policies = {row["topic"]: row["offloadPolicyDescription"] for row in read_snapshot_table(run_dir, TOPICS)}
+    descriptions = read_snapshot_columns(
+        run_dir, TOPICS.select("topic", "offloadPolicyDescription")
+    ).to_pydict()
+    policies = dict(zip(descriptions["topic"], descriptions["offloadPolicyDescription"], strict=True))
     decisions = read_table_arrow(run_dir, OFFLOAD_DECISIONS).select(DECISION_COLUMNS)
 
     def entry(rows: list[dict[str, Any]]) -> dict[str, Any]:
@@ -45,6 +54,6 @@ def build_report(run_dir: Path, *, dry_run: bool) -> dict[str, Any]:
             "bytes": sum(n["bytes"] for n in namespaces),
         },
         "failed": applied.get("failedLedgers") or {},
-        "blockers": read_table(run_dir, BLOCKERS.name),
+        "blockers": sparse_rows(read_table_arrow(run_dir, BLOCKERS)),
         "topics": entries_per_topic(decisions, entry),
     }

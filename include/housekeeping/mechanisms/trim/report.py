@@ -13,15 +13,17 @@ from housekeeping.engine.contract import (
     NAMESPACES,
     TOPICS,
     read_run_info,
+    read_snapshot_columns,
     read_snapshot_table,
 )
-from housekeeping.engine.plan import read_summary, read_table, read_table_arrow
+from housekeeping.engine.plan import read_summary, read_table_arrow
 from housekeeping.engine.report import (
     DECISION_COLUMNS,
     StreamedList,
     entries_per_topic,
     ledger_decision,
     run_section,
+    sparse_rows,
 )
 from housekeeping.mechanisms.trim.actions import DELETE_LOCAL_COPY
 from housekeeping.mechanisms.trim.tables import TRIM_DECISIONS
@@ -30,13 +32,12 @@ from housekeeping.mechanisms.trim.tables import TRIM_DECISIONS
 def build_report(run_dir: Path, *, dry_run: bool) -> dict[str, Any]:
     info = read_run_info(run_dir)
     summary = read_summary(run_dir)
-    blockers = read_table(run_dir, BLOCKERS.name)
+    blockers = read_table_arrow(run_dir, BLOCKERS)
     report = run_section(run_dir, info, dry_run)
     apply_result = report["apply"]
-    retention = {
-        row["topic"]: (row["retentionDescription"], row["retentionSource"])
-        for row in read_snapshot_table(run_dir, TOPICS)
-    }
+    retention = read_snapshot_columns(
+        run_dir, TOPICS.select("topic", "retentionDescription", "retentionSource")
+    )
     stored = {row["namespace"]: row["storedBytes"] for row in read_snapshot_table(run_dir, NAMESPACES)}
 
     reclaimed = (
@@ -53,9 +54,7 @@ def build_report(run_dir: Path, *, dry_run: bool) -> dict[str, Any]:
         for ns in sorted(stored)
     ]
     local_copies = _local_copies(run_dir)
-    top_blockers = sorted(
-        (b for b in blockers if b["bytes"] > 0), key=lambda b: (-b["bytes"], b["topic"], b["kind"])
-    )[:25]
+    top_blockers = _top_blockers(blockers, 25)
     return {
         **report,
         "plan": summary,
@@ -64,13 +63,22 @@ def build_report(run_dir: Path, *, dry_run: bool) -> dict[str, Any]:
             "ledgers": sum(n["ledgers"] for n in namespaces),
             "bytes": sum(n["bytes"] for n in namespaces),
         },
-        "blockers": blockers,
+        "blockers": sparse_rows(blockers),
         "topBlockers": top_blockers,
         # Offloaded ledgers past the offload-deletion lag: their local copy goes, the tier's stays.
         "localCopies": sorted(local_copies, key=lambda c: (c["topic"], c["ledgerId"])),
         "localCopyBytes": sum(c["bytes"] for c in local_copies),
         "topics": _topic_entries(run_dir, retention),
     }
+
+
+def _top_blockers(blockers: Any, count: int) -> list[dict[str, Any]]:
+    """The ``count`` blockers keeping the most bytes (ties by topic, then kind), as the plan table's rows."""
+    import pyarrow.compute as pc
+
+    kept = blockers.filter(pc.greater(blockers.column("bytes"), 0))
+    ranked = kept.sort_by([("bytes", "descending"), ("topic", "ascending"), ("kind", "ascending")])
+    return list(sparse_rows(ranked.slice(0, count)))
 
 
 def _local_copies(run_dir: Path) -> list[dict[str, Any]]:
@@ -82,12 +90,22 @@ def _local_copies(run_dir: Path) -> list[dict[str, Any]]:
     return copies.select(["topic", "ledgerId", "bytes", "reason"]).to_pylist()
 
 
-def _topic_entries(run_dir: Path, retention: dict[str, tuple[str, str]]) -> StreamedList:
-    """Every topic's entry, built from its ledgers' decisions as the report is written."""
+def _topic_entries(run_dir: Path, retention: Any) -> StreamedList:
+    """Every topic's entry, built from its ledgers' decisions as the report is written (``retention``: the
+    snapshot's topic, retentionDescription and retentionSource columns)."""
     decisions = read_table_arrow(run_dir, TRIM_DECISIONS).select(DECISION_COLUMNS)
+    columns = retention.to_pydict()
+    by_topic = dict(
+        zip(
+            columns["topic"],
+            zip(columns["retentionDescription"], columns["retentionSource"], strict=True),
+            strict=True,
+        )
+    )
+    del columns
 
     def entry(rows: list[dict[str, Any]]) -> dict[str, Any]:
-        description, source = retention[rows[0]["topic"]]
+        description, source = by_topic[rows[0]["topic"]]
         return {
             "topic": rows[0]["topic"],
             "retention": description,
