@@ -1,5 +1,6 @@
 """Quality-gate checks for topic compaction, re-derived from the snapshot and the entry files apart from the
-planner (which ranks entries with a window; the gate aggregates the latest position per key instead).
+planner (which takes each key's winner with ``max_by`` over a position packed into a long; the gate aggregates
+the latest position per key as a struct and joins it back to the entries).
 
 Every ``rewrite_compacted`` action: the topic is in the snapshot and compaction applies to it (named in the
 run's params, a threshold > 0, or a compacted ledger to keep under retention); it replaces the snapshot's

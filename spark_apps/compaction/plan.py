@@ -10,8 +10,9 @@ Which topics (``compaction_candidates``, metadata only):
 - ``compacted_retention_due`` (a gap Pulsar left, #24791): the current compacted ledger holds entries the
   compacted retention no longer allows, or tombstones past their grace, although nothing new arrived.
 
-What each new compacted ledger holds (``entry_decisions``, pure): the previous compacted ledger plus the raw
-entries after its horizon, up to this run's horizon (the topic's last entry in the snapshot). Per entry:
+What each new compacted ledger holds (``entry_decisions``, pure; the plan computes the same from each key's
+latest entry, ``key_groups`` and ``latest_decisions``): the previous compacted ledger plus the raw entries after its
+horizon, up to this run's horizon (the topic's last entry in the snapshot). Per entry:
 
 - ``keyless_dropped``: no key, unless ``topicCompactionRetainNullKey`` (default false since Pulsar 3.2);
 - ``superseded``: a later entry of the same key exists up to the horizon (latest entry per key wins);
@@ -301,17 +302,11 @@ def compaction_candidates(
     )
 
 
-def entry_decisions(entries: DataFrame, params: DataFrame, as_of_ms: int, retain_null_key: bool) -> DataFrame:
-    """Every input entry with its ``decision`` (one of DECISIONS). Pure.
-
-    entries: topic, ledgerId, entryId, entryTs, key, size (+ anything else, passed through);
-    params: topic, compactedRetentionTimeMs, compactedRetentionSizeBytes, tombstoneGraceMs."""
+def _decide(frame: DataFrame, as_of_ms: int, retain_null_key: bool) -> DataFrame:
+    """The rule on entries that carry their topic's params and ``latestForKey`` (the entry is its key's latest up
+    to the horizon): every row gets its ``decision`` (one of DECISIONS)."""
     as_of = F.lit(as_of_ms)
     newest_first = F.col("ledgerId").desc(), F.col("entryId").desc()
-    by_key = Window.partitionBy("topic", "key").orderBy(*newest_first)
-    frame = entries.join(F.broadcast(params), "topic").withColumn(
-        "latestForKey", F.col("key").isNotNull() & (F.row_number().over(by_key) == 1)
-    )
     age = as_of - F.col("entryTs")
     tombstone = F.col("size") == 0
     first = (
@@ -345,11 +340,109 @@ def entry_decisions(entries: DataFrame, params: DataFrame, as_of_ms: int, retain
     return frame.where(F.col("decision").isNotNull()).unionByName(survivors)
 
 
-def decision_counts(decisions: DataFrame) -> DataFrame:
-    """Per topic: entriesRead and one count per decision (the columns of a rewrite_compacted action)."""
-    counts = decisions.groupBy("topic").agg(
-        F.count("*").alias("entriesRead"),
-        *[F.sum(F.when(F.col("decision") == d, 1).otherwise(0)).alias(_count_name(d)) for d in DECISIONS],
+def entry_decisions(entries: DataFrame, params: DataFrame, as_of_ms: int, retain_null_key: bool) -> DataFrame:
+    """Every input entry with its ``decision`` (one of DECISIONS), its key's latest entry found with a window over
+    (topic, key). Pure. The reference form of the rule, and the plan's when positions do not pack
+    (:func:`packable`).
+
+    entries: topic, ledgerId, entryId, entryTs, key, size (+ anything else, passed through);
+    params: topic, compactedRetentionTimeMs, compactedRetentionSizeBytes, tombstoneGraceMs."""
+    newest_first = F.col("ledgerId").desc(), F.col("entryId").desc()
+    by_key = Window.partitionBy("topic", "key").orderBy(*newest_first)
+    frame = entries.join(F.broadcast(params), "topic").withColumn(
+        "latestForKey", F.col("key").isNotNull() & (F.row_number().over(by_key) == 1)
+    )
+    return _decide(frame, as_of_ms, retain_null_key)
+
+
+# A position (ledgerId, entryId) packed into one long, order kept, for the hash aggregate: Spark hash-aggregates
+# fixed-width buffers only, and ``max``/``max_by`` over a struct fall back to sorting every entry. Exact while
+# 0 <= entryId < 2^24 (16,777,216 entries in a ledger) and 0 <= ledgerId < 2^39; :func:`key_groups` records whether
+# every entry it read fits, and the plan decides with :func:`entry_decisions` when one does not.
+ENTRY_BITS = 24
+_ENTRY_MASK = (1 << ENTRY_BITS) - 1
+_LEDGER_LIMIT = 1 << (63 - ENTRY_BITS)
+
+
+def packed_position(ledger: Column, entry: Column) -> Column:
+    return F.shiftleft(ledger.cast("long"), ENTRY_BITS).bitwiseOR(entry.cast("long"))
+
+
+def key_groups(entries: DataFrame) -> DataFrame:
+    """Per (topic, key), keyless entries one group per topic: ``entriesOfKey``, and the latest entry's position
+    (packed), timestamp, size and source; ``unpackable`` 1 when an entry's position does not pack. One hash
+    aggregate over the entries: the keys' winners, not a decision per entry, leave it."""
+    position = packed_position(F.col("ledgerId"), F.col("entryId"))
+    out_of_range = (
+        (F.col("ledgerId") < 0)
+        | (F.col("ledgerId") >= _LEDGER_LIMIT)
+        | (F.col("entryId") < 0)
+        | (F.col("entryId") > _ENTRY_MASK)
+    )
+    return entries.groupBy("topic", "key").agg(
+        F.count("*").alias("entriesOfKey"),
+        F.max(position).alias("latestPosition"),
+        F.max_by("entryTs", position).alias("entryTs"),
+        F.max_by("size", position).alias("size"),
+        F.max_by(F.col("source") == "compacted", position).alias("fromCompacted"),
+        F.max(out_of_range.cast("int")).alias("unpackable"),
+    )
+
+
+def packable(groups: DataFrame) -> bool:
+    """Whether every entry's position packed (:func:`key_groups`), so the groups' latest entries are exact."""
+    return groups.where(F.col("unpackable") == 1).limit(1).count() == 0
+
+
+def latest_decisions(
+    groups: DataFrame, entries: DataFrame, params: DataFrame, as_of_ms: int, retain_null_key: bool
+) -> DataFrame:
+    """The decisions of the entries that can stay (each key's latest entry, and each keyless entry when retained),
+    as :func:`entry_decisions` gives them, from :func:`key_groups`' winners: the size window runs on these
+    only. Every other entry is superseded or keyless-dropped (:func:`folded_decisions` counts them). Pure."""
+    latest = groups.where(F.col("key").isNotNull()).select(
+        "topic",
+        F.shiftright(F.col("latestPosition"), ENTRY_BITS).alias("ledgerId"),
+        F.col("latestPosition").bitwiseAND(F.lit(_ENTRY_MASK)).alias("entryId"),
+        "key",
+        "entryTs",
+        "size",
+        F.when(F.col("fromCompacted"), F.lit("compacted")).otherwise(F.lit("raw")).alias("source"),
+    )
+    if retain_null_key:
+        latest = latest.unionByName(entries.where(F.col("key").isNull()).select(*latest.columns))
+    frame = latest.join(F.broadcast(params), "topic").withColumn("latestForKey", F.col("key").isNotNull())
+    return _decide(frame, as_of_ms, retain_null_key)
+
+
+def folded_decisions(groups: DataFrame, retain_null_key: bool) -> DataFrame:
+    """The entries :func:`latest_decisions` leaves out, as weighted rows for :func:`decision_counts`: per key its
+    superseded entries, per topic its keyless ones when they are dropped."""
+    superseded = groups.where(F.col("key").isNotNull() & (F.col("entriesOfKey") > 1)).select(
+        "topic", F.lit("superseded").alias("decision"), (F.col("entriesOfKey") - 1).alias("weight")
+    )
+    if retain_null_key:
+        return superseded.withColumn("size", F.lit(0))
+    keyless = groups.where(F.col("key").isNull()).select(
+        "topic", F.lit("keyless_dropped").alias("decision"), F.col("entriesOfKey").alias("weight")
+    )
+    return superseded.unionByName(keyless).withColumn("size", F.lit(0))
+
+
+def decision_counts(decisions: DataFrame, folded: DataFrame | None = None) -> DataFrame:
+    """Per topic: entriesRead and one count per decision (the columns of a rewrite_compacted action). ``folded``:
+    rows standing for ``weight`` entries each (:func:`folded_decisions`), added to the decisions'."""
+    tallies = decisions.select("topic", "decision", "size", F.lit(1).cast("long").alias("weight"))
+    if folded is not None:
+        tallies = tallies.unionByName(
+            folded.select("topic", "decision", "size", F.col("weight").cast("long"))
+        )
+    counts = tallies.groupBy("topic").agg(
+        F.sum("weight").alias("entriesRead"),
+        *[
+            F.sum(F.when(F.col("decision") == d, F.col("weight")).otherwise(0)).alias(_count_name(d))
+            for d in DECISIONS
+        ],
         F.sum(F.when(F.col("decision") == "kept", F.col("size")).otherwise(0))
         .cast("long")
         .alias("keptBytes"),
@@ -407,6 +500,21 @@ def compaction_blockers(candidates: DataFrame) -> DataFrame:
     )
 
 
+def decisions_and_counts(
+    entries: DataFrame, params: DataFrame, as_of_ms: int, retain_null_key: bool
+) -> tuple[DataFrame, DataFrame]:
+    """The decisions of the entries that can stay, and every topic's counts, materialized: from each key's winner
+    (one hash aggregate over the entries) when positions pack, else per entry."""
+    groups = materialize(key_groups(entries))
+    if packable(groups):
+        decisions = materialize(latest_decisions(groups, entries, params, as_of_ms, retain_null_key))
+        counts = materialize(decision_counts(decisions, folded_decisions(groups, retain_null_key)))
+    else:
+        decisions = materialize(entry_decisions(entries, params, as_of_ms, retain_null_key))
+        counts = materialize(decision_counts(decisions))
+    return decisions, counts
+
+
 def run(spark, run_dir: str | Path) -> dict:
     run = RunDir(run_dir)
     with run_scoped_cache(spark):
@@ -430,8 +538,7 @@ def run(spark, run_dir: str | Path) -> dict:
             "topic", "compactedRetentionTimeMs", "compactedRetentionSizeBytes", "tombstoneGraceMs"
         )
         entries = read_compaction_input(spark, LedgerFiles.of(info), topic_inputs(planned))
-        decisions = materialize(entry_decisions(entries, params, as_of_ms, retain_null_key))
-        counts = materialize(decision_counts(decisions))
+        decisions, counts = decisions_and_counts(entries, params, as_of_ms, retain_null_key)
         write_table(candidates, run, COMPACTION_DECISIONS, ["topic"])
         write_table(compaction_actions(candidates, counts), run, ACTIONS, ["topic", "action"])
         write_table(compaction_blockers(candidates), run, BLOCKERS, ["topic", "kind"])

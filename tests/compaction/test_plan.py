@@ -3,10 +3,19 @@ Pulsar's CompactionTest cases and the compacted-retention (#19665) boundaries.""
 
 from __future__ import annotations
 
+import random
+
 import pytest
+from pyspark.sql import functions as F
 
 from housekeeping.engine.contract import COMPACTED_LEDGERS, CURSORS, LEDGERS, TOPICS
-from spark_apps.compaction.plan import compaction_candidates, decision_counts, entry_decisions
+from spark_apps.compaction.plan import (
+    ENTRY_BITS,
+    compaction_candidates,
+    decision_counts,
+    decisions_and_counts,
+    entry_decisions,
+)
 from tests.conftest import contract_frame
 
 pytestmark = pytest.mark.spark
@@ -19,12 +28,38 @@ PARAMS = (
 )
 
 
+def _counts(frame) -> dict:
+    return {r.topic: r.asDict() for r in frame.collect()}
+
+
+def decide_both_ways(spark, rows, params_rows, retain_null_key):
+    """rows: (topic, ledgerId, entryId, key, size, entryTs). Decides them per entry (``entry_decisions``, the
+    reference) and as the plan does (``decisions_and_counts``: each key's winner from one hash aggregate, the rest
+    counted), checks that both agree entry by entry and in every count, and returns the per-entry decisions."""
+    frame = spark.createDataFrame(rows, ENTRY_COLUMNS).withColumn("source", F.lit("raw"))
+    params = spark.createDataFrame(params_rows, PARAMS)
+    reference = entry_decisions(frame, params, AS_OF, retain_null_key)
+    by_entry = {(r.topic, r.ledgerId, r.entryId): r.decision for r in reference.collect()}
+    decisions, counts = decisions_and_counts(frame, params, AS_OF, retain_null_key)
+    planned = {(r.topic, r.ledgerId, r.entryId): r.decision for r in decisions.collect()}
+    # What the plan leaves out of its decisions it counts as superseded or keyless-dropped.
+    expanded = {
+        (t, ledger, entry): planned.get(
+            (t, ledger, entry), "superseded" if key is not None else "keyless_dropped"
+        )
+        for t, ledger, entry, key, _, _ in rows
+    }
+    assert expanded == by_entry
+    assert _counts(counts) == _counts(decision_counts(reference))
+    return by_entry
+
+
 def decide(spark, entries, *, time_ms=-1, size_bytes=-1, grace_ms=0, retain_null_key=False):
-    """entries: (ledgerId, entryId, key, size, entryTs) -> {(ledgerId, entryId): decision}."""
-    frame = spark.createDataFrame([(T, *e) for e in entries], ENTRY_COLUMNS)
-    params = spark.createDataFrame([(T, time_ms, size_bytes, grace_ms)], PARAMS)
-    rows = entry_decisions(frame, params, AS_OF, retain_null_key).collect()
-    return {(r.ledgerId, r.entryId): r.decision for r in rows}
+    """entries: (ledgerId, entryId, key, size, entryTs) -> {(ledgerId, entryId): decision}, the same both ways."""
+    decided = decide_both_ways(
+        spark, [(T, *e) for e in entries], [(T, time_ms, size_bytes, grace_ms)], retain_null_key
+    )
+    return {(ledger, entry): d for (_, ledger, entry), d in decided.items()}
 
 
 def kept(decisions):
@@ -98,6 +133,39 @@ def test_counts_reconcile(spark):
     row = decision_counts(entry_decisions(frame, params, AS_OF, False)).first()
     assert (row.entriesRead, row.entriesKept, row.entriesSuperseded, row.entriesTombstoned) == (4, 0, 1, 1)
     assert (row.entriesKeylessDropped, row.entriesExpiredTime, row.entriesExpired) == (1, 1, 1)
+
+
+@pytest.mark.parametrize("seed", [1, 2, 3])
+@pytest.mark.parametrize("retain_null_key", [False, True])
+def test_the_plans_winners_decide_what_every_entry_decided_on_random_topics(spark, seed, retain_null_key):
+    """Many topics, keys repeated across ledgers, tombstones, keyless entries and all three retention limits."""
+    rng = random.Random(seed)
+    rows, params = [], []
+    for t in range(4):
+        topic = f"persistent://t/ns/random-{t}"
+        params.append(
+            (topic, rng.choice([-1, 50_000, 500_000]), rng.choice([-1, 0, 40, 400]), rng.choice([0, 60_000]))
+        )
+        for ledger in range(1, rng.randint(2, 5)):
+            for entry in range(rng.randint(1, 40)):
+                key = None if rng.random() < 0.1 else f"k{rng.randint(0, 12)}"
+                size = 0 if rng.random() < 0.1 else rng.randint(1, 30)
+                rows.append((topic, ledger, entry, key, size, AS_OF - rng.randint(0, 1_000_000)))
+    decided = decide_both_ways(spark, rows, params, retain_null_key)
+    assert {"kept", "superseded"} <= set(decided.values())
+
+
+def test_positions_that_do_not_pack_are_decided_per_entry(spark):
+    """An entry id at 2^24 does not fit the packed position: the plan decides every entry instead, exactly."""
+    big = 1 << ENTRY_BITS
+    entries = [
+        (1, big, "a", 5, AS_OF),
+        (1, big - 1, "a", 6, AS_OF),
+        (2, 0, "b", 5, AS_OF),
+        (1, big + 1, "b", 7, AS_OF),
+    ]
+    decisions = decide(spark, entries)
+    assert kept(decisions) == [(1, big), (2, 0)] and decisions[(1, big + 1)] == "superseded"
 
 
 def _topic(name, threshold, **extra):
