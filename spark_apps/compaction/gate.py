@@ -155,12 +155,44 @@ def gate_inputs(facts: DataFrame, ledgers: DataFrame, topics: list[str]) -> list
     return inputs
 
 
+# The gate's latest position per key as one long while every position fits (entry ids below 2^24, ledger ids
+# below 2^39): Spark hash-aggregates a long, while a max over a struct sorts every entry (19.6 s of the gate at 10 M
+# entries). Whether every position fits is aggregated alongside; when one does not, the struct max decides.
+_ENTRY_BITS = 24
+_ENTRY_MASK = (1 << _ENTRY_BITS) - 1
+
+
 def latest_per_key(entries: DataFrame) -> DataFrame:
-    """topic, key, latest: the newest position of each key in the input (an aggregate, not a ranking)."""
-    return (
-        entries.where(F.col("key").isNotNull())
-        .groupBy("topic", "key")
-        .agg(F.max(F.struct("ledgerId", "entryId")).alias("latest"))
+    """topic, key, latest: the newest position of each key in the input (an aggregate, not a ranking),
+    materialized."""
+    keyed = entries.where(F.col("key").isNotNull())
+    fits = (
+        (F.col("ledgerId") >= 0)
+        & (F.col("ledgerId") < (1 << (63 - _ENTRY_BITS)))
+        & (F.col("entryId") >= 0)
+        & (F.col("entryId") <= _ENTRY_MASK)
+    )
+    packed = materialize(
+        keyed.groupBy("topic", "key").agg(
+            F.max(
+                F.shiftleft(F.col("ledgerId").cast("long"), _ENTRY_BITS).bitwiseOR(
+                    F.col("entryId").cast("long")
+                )
+            ).alias("position"),
+            F.min(fits.cast("int")).alias("fits"),
+        )
+    )
+    if packed.where(F.col("fits") == 0).limit(1).count() == 0:
+        return packed.select(
+            "topic",
+            "key",
+            F.struct(
+                F.shiftright(F.col("position"), _ENTRY_BITS).alias("ledgerId"),
+                F.col("position").bitwiseAND(F.lit(_ENTRY_MASK)).alias("entryId"),
+            ).alias("latest"),
+        )
+    return materialize(
+        keyed.groupBy("topic", "key").agg(F.max(F.struct("ledgerId", "entryId")).alias("latest"))
     )
 
 
@@ -410,7 +442,7 @@ def read_frames(spark, run_dir: str | Path) -> GateFrames:
             "key", F.sha2(F.col("key"), 256)
         )
     )
-    latest = materialize(latest_per_key(entries))
+    latest = latest_per_key(entries)
     return GateFrames(
         as_of_ms=as_of_ms,
         retain_null_key=retain_null_key,
@@ -467,6 +499,7 @@ def checks(spark, run_dir: str | Path, spec: Mechanism) -> list[CheckFrame]:
                     "at_or_before_horizon",
                 ),
             ],
+            materialize_first=True,  # one row per kept entry: millions in a large compaction
         ),
         CheckFrame(
             "topics",

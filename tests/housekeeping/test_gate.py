@@ -3,6 +3,7 @@ offline: no tag loads anything from the network, and the validation results are 
 
 from __future__ import annotations
 
+import dataclasses
 import os
 import re
 
@@ -103,6 +104,16 @@ def test_a_check_frame_over_the_driver_limit_is_validated_on_spark_with_the_same
     on_spark = gate.run_gate(tmp_path / "spark", "trim", checks(), materialize=materialize)
     assert len(materialized) == 1
     assert not on_driver["success"] and _outcomes(on_spark) == _outcomes(on_driver)
+    # A frame marked as possibly large is computed once first, then validated where its size says.
+    for limit, run in ((100, "first-driver"), (3, "first-spark")):
+        monkeypatch.setattr(gate, "PANDAS_ROWS", limit)
+        (tmp_path / run / "plan").mkdir(parents=True)
+        marked = [dataclasses.replace(c, materialize_first=True) for c in checks()]
+        before = len(materialized)
+        assert _outcomes(gate.run_gate(tmp_path / run, "trim", marked, materialize=materialize)) == _outcomes(
+            on_driver
+        )
+        assert len(materialized) == before + 1, "computed once, whatever its size"
     assert [(o["expectation"], o["unexpectedCount"]) for o in on_driver["failed"]] == [
         ("expect_compound_columns_to_be_unique", 2),
         ("expect_column_values_to_be_in_set", 1),
