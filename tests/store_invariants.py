@@ -83,6 +83,23 @@ def store_state(store: Store) -> dict:
     return {"manifest": manifest, "files": files, "pending": pending}
 
 
+def pending_and_journal(store: Store) -> tuple[list, list]:
+    """The pending-deletion log as (topic, ledger_id) and the journal as (topic, action, status), sorted: what an
+    apply wrote, without its wall-clock columns."""
+    with read_transaction(store.engine) as conn:
+        pending = conn.execute(
+            select(t.pending_deletions.c.topic, t.pending_deletions.c.ledger_id).order_by(
+                "topic", "ledger_id"
+            )
+        ).all()
+        journal = conn.execute(
+            select(t.journal.c.topic, t.journal.c.action, t.journal.c.status).order_by(
+                "topic", "action", "status"
+            )
+        ).all()
+    return [tuple(r) for r in pending], [tuple(r) for r in journal]
+
+
 def files_holding(root, key: str) -> list[str]:
     """Every file under ``root`` holding ``key``: Parquet files read column by column (compressed pages hide
     bytes), every other file (metadata database, JSON, reports, data docs) byte by byte."""

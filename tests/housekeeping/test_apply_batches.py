@@ -19,6 +19,7 @@ from housekeeping.store import metadata_schema as t
 from housekeeping.store.generate import GenerateOptions, generate_store
 from housekeeping.store.manifest.export import export_manifest
 from housekeeping.store.store import Store, read_transaction
+from tests.store_invariants import pending_and_journal
 
 AS_OF = "2026-11-02T00:00:00Z"
 TRIM = get_mechanism("trim")
@@ -52,16 +53,7 @@ def _state(store: Store) -> tuple:
         ledgers = conn.execute(
             select(t.ledgers.c.topic, t.ledgers.c.ledger_id).order_by("topic", "ledger_id")
         ).all()
-        pending = conn.execute(
-            select(t.pending_deletions.c.topic, t.pending_deletions.c.ledger_id).order_by(
-                "topic", "ledger_id"
-            )
-        ).all()
-        journal = conn.execute(
-            select(t.journal.c.topic, t.journal.c.action, t.journal.c.status).order_by(
-                "topic", "action", "status"
-            )
-        ).all()
+    pending, journal = pending_and_journal(store)
     cursors = {name: body["cursors"] for name, body in export_manifest(store)["topics"].items()}
     return ledgers, pending, journal, cursors
 

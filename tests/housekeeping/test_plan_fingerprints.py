@@ -17,16 +17,15 @@ from typing import Any
 
 import pyarrow.parquet as pq
 import pytest
-from sqlalchemy import select
 
 from housekeeping.core.timeutil import parse_as_of
 from housekeeping.engine.contract import RunDir, read_jsonl
 from housekeeping.mechanisms.erasure.requests import add_request
 from housekeeping.mechanisms.steps import apply_step, plan_and_gate_in_process, snapshot_step
-from housekeeping.store import metadata_schema as t
 from housekeeping.store.generate import GenerateOptions, generate_store
 from housekeeping.store.manifest.export import export_manifest
-from housekeeping.store.store import Store, read_transaction
+from housekeeping.store.store import Store
+from tests.store_invariants import pending_and_journal
 
 pytestmark = pytest.mark.spark
 
@@ -92,17 +91,7 @@ def _verdict(gate: dict, root: Path) -> dict:
 
 
 def _store_state(store: Store, root: Path) -> dict:
-    with read_transaction(store.engine) as conn:
-        pending = conn.execute(
-            select(t.pending_deletions.c.topic, t.pending_deletions.c.ledger_id).order_by(
-                "topic", "ledger_id"
-            )
-        ).all()
-        journal = conn.execute(
-            select(t.journal.c.topic, t.journal.c.action, t.journal.c.status).order_by(
-                "topic", "action", "status"
-            )
-        ).all()
+    pending, journal = pending_and_journal(store)
     return _canonical(
         {
             "manifest": export_manifest(store, with_messages=True),
