@@ -165,11 +165,18 @@ class ApplyRun:
         return read_table(self.run.path, ACTIONS.name)
 
     @cached_property
-    def snapshot_topics(self) -> dict[str, dict[str, Any]]:
-        """The snapshot's topic rows (read once per apply, when a kind's re-check needs them)."""
-        from housekeeping.engine.contract import TOPICS, read_snapshot_table
+    def snapshot_policies(self) -> dict[str, str]:
+        """The effective policies (JSON) the snapshot recorded for each topic the plan acts on (read once per
+        apply, when a kind's re-check needs them; two columns, not 100,000 whole topic rows)."""
+        import pyarrow as pa
+        import pyarrow.compute as pc
 
-        return {row["topic"]: row for row in read_snapshot_table(self.run, TOPICS)}
+        from housekeeping.engine.contract import TOPICS, read_snapshot_columns
+
+        columns = read_snapshot_columns(self.run, TOPICS.select("topic", "policies"))
+        acted_on = pa.array(sorted({a["topic"] for a in self.actions if a.get("topic")}), pa.string())
+        rows = columns.filter(pc.is_in(columns.column("topic"), value_set=acted_on))
+        return dict(zip(rows.column("topic").to_pylist(), rows.column("policies").to_pylist(), strict=True))
 
     @cached_property
     def broker(self) -> BrokerConfig:

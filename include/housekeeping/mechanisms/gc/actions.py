@@ -42,7 +42,7 @@ def topic_busy(conn: Any, context: Any, topic: str, action: Mapping[str, Any]) -
         json.loads(namespace_policies),
         broker,
     )
-    if json.dumps(effective.to_json(), sort_keys=True) != context.snapshot_topics[topic]["policies"]:
+    if json.dumps(effective.to_json(), sort_keys=True) != context.snapshot_policies[topic]:
         return "the topic's effective policies changed since the snapshot"
     mode = effective.inactive_topic_policies.delete_mode
     cursors = list(conn.execute(_SELECT[t.cursors], {"gc_topic": topic}))
