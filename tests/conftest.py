@@ -392,6 +392,7 @@ LONGEST_FILES_FIRST = (
     "test_what_if.py",
     "test_holds_and_journal.py",
     "test_action_catalogue.py",
+    "test_plan_fingerprints.py",
     "test_fault_injection.py",
     "test_spark_cluster.py",
     "test_gate.py",
