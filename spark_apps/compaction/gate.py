@@ -1,6 +1,6 @@
 """Quality-gate checks for topic compaction, re-derived from the snapshot and the entry files apart from the
-planner (which takes each key's winner with ``max_by`` over a position packed into a long; the gate aggregates
-the latest position per key as a struct and joins it back to the entries).
+planner (which takes each key's winner with ``max_by`` and decides the winners only; the gate aggregates the latest
+position per key and joins it back to every entry).
 
 Every ``rewrite_compacted`` action: the topic is in the snapshot and compaction applies to it (named in the
 run's params, a threshold > 0, or a compacted ledger to keep under retention); it replaces the snapshot's
@@ -34,7 +34,13 @@ from housekeeping.engine.mechanism import Mechanism
 from housekeeping.mechanisms.compaction.tables import COMPACTION_DROPPED_KEYS, COMPACTION_KEPT
 from spark_apps.compaction.entries import TopicInput, read_compaction_input
 from spark_apps.shared.io import LedgerFiles, read_snapshot, read_table
-from spark_apps.shared.positions import position_text
+from spark_apps.shared.positions import (
+    packed_position,
+    position_packs,
+    position_text,
+    unpacked_entry,
+    unpacked_ledger,
+)
 from spark_apps.shared.session import materialize
 
 
@@ -155,30 +161,17 @@ def gate_inputs(facts: DataFrame, ledgers: DataFrame, topics: list[str]) -> list
     return inputs
 
 
-# The gate's latest position per key as one long while every position fits (entry ids below 2^24, ledger ids
-# below 2^39): Spark hash-aggregates a long, while a max over a struct sorts every entry (19.6 s of the gate at 10 M
-# entries). Whether every position fits is aggregated alongside; when one does not, the struct max decides.
-_ENTRY_BITS = 24
-_ENTRY_MASK = (1 << _ENTRY_BITS) - 1
-
-
+# The gate's latest position per key as one packed long while every position fits (``spark_apps.shared.positions``):
+# Spark hash-aggregates a long, while a max over a struct sorts every entry (19.6 s of the gate at 10 M entries).
+# Whether every position fits is aggregated alongside; when one does not, the struct max decides.
 def latest_per_key(entries: DataFrame) -> DataFrame:
     """topic, key, latest: the newest position of each key in the input (an aggregate, not a ranking),
     materialized."""
     keyed = entries.where(F.col("key").isNotNull())
-    fits = (
-        (F.col("ledgerId") >= 0)
-        & (F.col("ledgerId") < (1 << (63 - _ENTRY_BITS)))
-        & (F.col("entryId") >= 0)
-        & (F.col("entryId") <= _ENTRY_MASK)
-    )
+    fits = position_packs(F.col("ledgerId"), F.col("entryId"))
     packed = materialize(
         keyed.groupBy("topic", "key").agg(
-            F.max(
-                F.shiftleft(F.col("ledgerId").cast("long"), _ENTRY_BITS).bitwiseOR(
-                    F.col("entryId").cast("long")
-                )
-            ).alias("position"),
+            F.max(packed_position(F.col("ledgerId"), F.col("entryId"))).alias("position"),
             F.min(fits.cast("int")).alias("fits"),
         )
     )
@@ -187,8 +180,8 @@ def latest_per_key(entries: DataFrame) -> DataFrame:
             "topic",
             "key",
             F.struct(
-                F.shiftright(F.col("position"), _ENTRY_BITS).alias("ledgerId"),
-                F.col("position").bitwiseAND(F.lit(_ENTRY_MASK)).alias("entryId"),
+                unpacked_ledger(F.col("position")).alias("ledgerId"),
+                unpacked_entry(F.col("position")).alias("entryId"),
             ).alias("latest"),
         )
     return materialize(

@@ -50,7 +50,14 @@ from spark_apps.compaction.entries import read_compaction_input, topic_inputs
 from spark_apps.shared.holds import keep_held
 from spark_apps.shared.io import LedgerFiles, read_snapshot, write_summary, write_table
 from spark_apps.shared.plan_app import parse_plan_args, plan_main
-from spark_apps.shared.positions import position_key, position_text
+from spark_apps.shared.positions import (
+    packed_position,
+    position_key,
+    position_packs,
+    position_text,
+    unpacked_entry,
+    unpacked_ledger,
+)
 from spark_apps.shared.session import materialize, run_scoped_cache
 
 DECISIONS = ("kept", "superseded", "tombstoned", "expired_time", "expired_size", "keyless_dropped")
@@ -355,30 +362,13 @@ def entry_decisions(entries: DataFrame, params: DataFrame, as_of_ms: int, retain
     return _decide(frame, as_of_ms, retain_null_key)
 
 
-# A position (ledgerId, entryId) packed into one long, order kept, for the hash aggregate: Spark hash-aggregates
-# fixed-width buffers only, and ``max``/``max_by`` over a struct fall back to sorting every entry. Exact while
-# 0 <= entryId < 2^24 (16,777,216 entries in a ledger) and 0 <= ledgerId < 2^39; :func:`key_groups` records whether
-# every entry it read fits, and the plan decides with :func:`entry_decisions` when one does not.
-ENTRY_BITS = 24
-_ENTRY_MASK = (1 << ENTRY_BITS) - 1
-_LEDGER_LIMIT = 1 << (63 - ENTRY_BITS)
-
-
-def packed_position(ledger: Column, entry: Column) -> Column:
-    return F.shiftleft(ledger.cast("long"), ENTRY_BITS).bitwiseOR(entry.cast("long"))
-
-
 def key_groups(entries: DataFrame) -> DataFrame:
     """Per (topic, key), keyless entries one group per topic: ``entriesOfKey``, and the latest entry's position
-    (packed), timestamp, size and source; ``unpackable`` 1 when an entry's position does not pack. One hash
-    aggregate over the entries: the keys' winners, not a decision per entry, leave it."""
+    (packed: ``spark_apps.shared.positions``), timestamp, size and source; ``unpackable`` 1 when an entry's position
+    does not pack, and the plan then decides with :func:`entry_decisions`. One hash aggregate over the entries: the
+    keys' winners, not a decision per entry, leave it."""
     position = packed_position(F.col("ledgerId"), F.col("entryId"))
-    out_of_range = (
-        (F.col("ledgerId") < 0)
-        | (F.col("ledgerId") >= _LEDGER_LIMIT)
-        | (F.col("entryId") < 0)
-        | (F.col("entryId") > _ENTRY_MASK)
-    )
+    out_of_range = ~position_packs(F.col("ledgerId"), F.col("entryId"))
     return entries.groupBy("topic", "key").agg(
         F.count("*").alias("entriesOfKey"),
         F.max(position).alias("latestPosition"),
@@ -402,8 +392,8 @@ def latest_decisions(
     only. Every other entry is superseded or keyless-dropped (:func:`folded_decisions` counts them). Pure."""
     latest = groups.where(F.col("key").isNotNull()).select(
         "topic",
-        F.shiftright(F.col("latestPosition"), ENTRY_BITS).alias("ledgerId"),
-        F.col("latestPosition").bitwiseAND(F.lit(_ENTRY_MASK)).alias("entryId"),
+        unpacked_ledger(F.col("latestPosition")).alias("ledgerId"),
+        unpacked_entry(F.col("latestPosition")).alias("entryId"),
         "key",
         "entryTs",
         "size",

@@ -25,3 +25,29 @@ def position_key(ledger: Column | str, entry: Column | str) -> Column:
     return F.struct(
         column(ledger).cast("long").alias("ledgerId"), column(entry).cast("long").alias("entryId")
     )
+
+
+# A position packed into one long, order kept: Spark hash-aggregates fixed-width buffers only, and ``max``/``max_by``
+# over a struct (``position_key``) fall back to sorting every row. Exact while 0 <= entryId < 2^24 (16,777,216
+# entries in a ledger) and 0 <= ledgerId < 2^39; a caller checks ``position_packs`` over the same rows and keeps a
+# struct-ordered path for the rows that do not fit.
+PACKED_ENTRY_BITS = 24
+_ENTRY_MASK = (1 << PACKED_ENTRY_BITS) - 1
+_LEDGER_LIMIT = 1 << (63 - PACKED_ENTRY_BITS)
+
+
+def packed_position(ledger: Column, entry: Column) -> Column:
+    return F.shiftleft(ledger.cast("long"), PACKED_ENTRY_BITS).bitwiseOR(entry.cast("long"))
+
+
+def position_packs(ledger: Column, entry: Column) -> Column:
+    """Whether :func:`packed_position` of this position is exact."""
+    return (ledger >= 0) & (ledger < _LEDGER_LIMIT) & (entry >= 0) & (entry <= _ENTRY_MASK)
+
+
+def unpacked_ledger(packed: Column) -> Column:
+    return F.shiftright(packed, PACKED_ENTRY_BITS)
+
+
+def unpacked_entry(packed: Column) -> Column:
+    return packed.bitwiseAND(F.lit(_ENTRY_MASK))

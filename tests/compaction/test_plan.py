@@ -10,12 +10,12 @@ from pyspark.sql import functions as F
 
 from housekeeping.engine.contract import COMPACTED_LEDGERS, CURSORS, LEDGERS, TOPICS
 from spark_apps.compaction.plan import (
-    ENTRY_BITS,
     compaction_candidates,
     decision_counts,
     decisions_and_counts,
     entry_decisions,
 )
+from spark_apps.shared.positions import PACKED_ENTRY_BITS
 from tests.conftest import contract_frame
 
 pytestmark = pytest.mark.spark
@@ -157,7 +157,7 @@ def test_the_plans_winners_decide_what_every_entry_decided_on_random_topics(spar
 
 def test_positions_that_do_not_pack_are_decided_per_entry(spark):
     """An entry id at 2^24 does not fit the packed position: the plan decides every entry instead, exactly."""
-    big = 1 << ENTRY_BITS
+    big = 1 << PACKED_ENTRY_BITS
     entries = [
         (1, big, "a", 5, AS_OF),
         (1, big - 1, "a", 6, AS_OF),

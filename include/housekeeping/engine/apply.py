@@ -168,15 +168,10 @@ class ApplyRun:
     def snapshot_policies(self) -> dict[str, str]:
         """The effective policies (JSON) the snapshot recorded for each topic the plan acts on (read once per
         apply, when a kind's re-check needs them; two columns, not 100,000 whole topic rows)."""
-        import pyarrow as pa
-        import pyarrow.compute as pc
+        from housekeeping.engine.contract import snapshot_topic_values
 
-        from housekeeping.engine.contract import TOPICS, read_snapshot_columns
-
-        columns = read_snapshot_columns(self.run, TOPICS.select("topic", "policies"))
-        acted_on = pa.array(sorted({a["topic"] for a in self.actions if a.get("topic")}), pa.string())
-        rows = columns.filter(pc.is_in(columns.column("topic"), value_set=acted_on))
-        return dict(zip(rows.column("topic").to_pylist(), rows.column("policies").to_pylist(), strict=True))
+        acted_on = {a["topic"] for a in self.actions if a.get("topic")}
+        return snapshot_topic_values(self.run, "policies", topics=acted_on)
 
     @cached_property
     def broker(self) -> BrokerConfig:

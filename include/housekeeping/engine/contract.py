@@ -462,3 +462,22 @@ def read_snapshot_columns(run_dir: str | Path | RunDir, table: Table) -> Any:
         return pj.read_json(path, read_options=json_read_options(), parse_options=options).select(table.names)
     except pa.ArrowInvalid as exc:
         raise InputError(f"{path}: not a row of snapshot table {table.name}: {exc}") from exc
+
+
+def snapshot_topic_values(
+    run_dir: str | Path | RunDir, *columns: str, topics: Iterable[str] | None = None
+) -> dict[str, Any]:
+    """Per topic, the value of one column of the snapshot's topics table (a tuple of several), read columnar
+    (:func:`read_snapshot_columns`); of ``topics`` only when given."""
+    import pyarrow as pa
+    import pyarrow.compute as pc
+
+    read = read_snapshot_columns(run_dir, TOPICS.select("topic", *columns))
+    if topics is not None:
+        wanted = pa.array(sorted(set(topics)), pa.string())
+        read = read.filter(pc.is_in(read.column("topic"), value_set=wanted))
+    names = read.column("topic").to_pylist()
+    if len(columns) == 1:
+        return dict(zip(names, read.column(columns[0]).to_pylist(), strict=True))
+    values = zip(*(read.column(c).to_pylist() for c in columns), strict=True)
+    return dict(zip(names, values, strict=True))

@@ -6,7 +6,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
-from housekeeping.engine.contract import BLOCKERS, TOPICS, read_run_info, read_snapshot_columns
+from housekeeping.engine.contract import BLOCKERS, read_run_info, snapshot_topic_values
 from housekeeping.engine.plan import read_summary, read_table_arrow
 from housekeeping.engine.report import (
     DECISION_COLUMNS,
@@ -24,10 +24,7 @@ def build_report(run_dir: Path, *, dry_run: bool) -> dict[str, Any]:
     report = run_section(run_dir, info, dry_run)
     applied = report["apply"] or {}
     offloaded = applied.get("perNamespace") if not dry_run and applied else summary["perNamespace"]
-    descriptions = read_snapshot_columns(
-        run_dir, TOPICS.select("topic", "offloadPolicyDescription")
-    ).to_pydict()
-    policies = dict(zip(descriptions["topic"], descriptions["offloadPolicyDescription"], strict=True))
+    policies = snapshot_topic_values(run_dir, "offloadPolicyDescription")
     decisions = read_table_arrow(run_dir, OFFLOAD_DECISIONS).select(DECISION_COLUMNS)
 
     def entry(rows: list[dict[str, Any]]) -> dict[str, Any]:

@@ -11,10 +11,9 @@ from housekeeping.engine.contract import (
     ACTIONS,
     BLOCKERS,
     NAMESPACES,
-    TOPICS,
     read_run_info,
-    read_snapshot_columns,
     read_snapshot_table,
+    snapshot_topic_values,
 )
 from housekeeping.engine.plan import read_summary, read_table_arrow
 from housekeeping.engine.report import (
@@ -35,9 +34,7 @@ def build_report(run_dir: Path, *, dry_run: bool) -> dict[str, Any]:
     blockers = read_table_arrow(run_dir, BLOCKERS)
     report = run_section(run_dir, info, dry_run)
     apply_result = report["apply"]
-    retention = read_snapshot_columns(
-        run_dir, TOPICS.select("topic", "retentionDescription", "retentionSource")
-    )
+    retention = snapshot_topic_values(run_dir, "retentionDescription", "retentionSource")
     stored = {row["namespace"]: row["storedBytes"] for row in read_snapshot_table(run_dir, NAMESPACES)}
 
     reclaimed = (
@@ -90,22 +87,12 @@ def _local_copies(run_dir: Path) -> list[dict[str, Any]]:
     return copies.select(["topic", "ledgerId", "bytes", "reason"]).to_pylist()
 
 
-def _topic_entries(run_dir: Path, retention: Any) -> StreamedList:
-    """Every topic's entry, built from its ledgers' decisions as the report is written (``retention``: the
-    snapshot's topic, retentionDescription and retentionSource columns)."""
+def _topic_entries(run_dir: Path, retention: dict[str, tuple[str, str]]) -> StreamedList:
+    """Every topic's entry, built from its ledgers' decisions as the report is written."""
     decisions = read_table_arrow(run_dir, TRIM_DECISIONS).select(DECISION_COLUMNS)
-    columns = retention.to_pydict()
-    by_topic = dict(
-        zip(
-            columns["topic"],
-            zip(columns["retentionDescription"], columns["retentionSource"], strict=True),
-            strict=True,
-        )
-    )
-    del columns
 
     def entry(rows: list[dict[str, Any]]) -> dict[str, Any]:
-        description, source = by_topic[rows[0]["topic"]]
+        description, source = retention[rows[0]["topic"]]
         return {
             "topic": rows[0]["topic"],
             "retention": description,
