@@ -1,9 +1,10 @@
-"""Benchmark: the fixed cost of a DAG run. `airflow dags test consumed_ledger_trim` on a freshly generated demo
-store, with the Spark steps on spark-submit and on a Spark Connect server, side by side in one invocation.
+"""Benchmark: the fixed cost of a DAG run. `airflow dags test consumed_ledger_trim` (or `--dag`, e.g.
+inactive_topic_gc) on a freshly generated demo store, with the Spark steps on spark-submit and on a Spark Connect
+server, side by side in one invocation.
 
     source scripts/env.sh
-    python benchmarks/bench_dag_run.py [--topics 40 | --template STORE] [--runs 2] [--modes submit,connect]
-        [--json OUT]
+    python benchmarks/bench_dag_run.py [--dag DAG_ID] [--topics 40 | --template STORE] [--runs 2]
+        [--modes submit,connect] [--json OUT]
 
 Each run regenerates the store (same seed), or copies ``--template`` (a store generated before, e.g. by
 bench_scale.py --keep: the 100,000-topic run), so every run plans and applies the same thing. Prints the whole
@@ -25,7 +26,7 @@ import time
 from datetime import datetime
 from pathlib import Path
 
-DAG_ID = "consumed_ledger_trim"
+DEFAULT_DAG_ID = "consumed_ledger_trim"
 LOGICAL_DATE = "2026-11-01T00:00:00+00:00"
 TASK_LINE = re.compile(r"^(\S+Z) .*\[DAG TEST\] (starting|end task) task_id=(\w+)")
 
@@ -45,7 +46,9 @@ def task_seconds(log: str) -> dict[str, float]:
     return seconds
 
 
-def dag_run(env: dict[str, str], store: Path, topics: int, template: Path | None) -> dict[str, object]:
+def dag_run(
+    dag_id: str, env: dict[str, str], store: Path, topics: int, template: Path | None
+) -> dict[str, object]:
     subprocess.run(["rm", "-rf", str(store)], check=True)
     subprocess.run(
         ["cp", "-a", str(template), str(store)]
@@ -57,7 +60,7 @@ def dag_run(env: dict[str, str], store: Path, topics: int, template: Path | None
     )
     started = time.perf_counter()
     done = subprocess.run(
-        ["airflow", "dags", "test", DAG_ID, LOGICAL_DATE], env=env, capture_output=True, text=True
+        ["airflow", "dags", "test", dag_id, LOGICAL_DATE], env=env, capture_output=True, text=True
     )
     wall = round(time.perf_counter() - started, 1)
     log = done.stdout + done.stderr
@@ -68,6 +71,7 @@ def dag_run(env: dict[str, str], store: Path, topics: int, template: Path | None
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--dag", default=DEFAULT_DAG_ID, help="the DAG id to run (default: %(default)s)")
     parser.add_argument("--topics", type=int, default=40)
     parser.add_argument("--template", type=Path, help="copy this store before each run instead of generating")
     parser.add_argument("--runs", type=int, default=2)
@@ -89,6 +93,7 @@ def main(argv: list[str] | None = None) -> int:
     subprocess.run(["airflow", "db", "migrate"], env=env, check=True, capture_output=True)
     # --topics only sizes a generated store; a template's size is its own.
     results: dict[str, object] = {
+        "dag": args.dag,
         "topics": None if args.template else args.topics,
         "template": str(args.template or ""),
     }
@@ -103,7 +108,8 @@ def main(argv: list[str] | None = None) -> int:
             mode_env["HOUSEKEEPING_SPARK_CONN_ID"] = "spark_default"
         try:
             results[mode] = [
-                dag_run(mode_env, base / "store", args.topics, args.template) for _ in range(args.runs)
+                dag_run(args.dag, mode_env, base / "store", args.topics, args.template)
+                for _ in range(args.runs)
             ]
         finally:
             if mode == "connect":

@@ -2,10 +2,13 @@
 
 Run by its full path, as cron, systemd or another tool runs it, with a PATH that does not hold the virtualenv and
 whose first ``python3`` is a stand-in that refuses to run: Spark's Python workers must start the interpreter the
-command runs in (``spark_apps.shared.session.use_own_interpreter``), never the first ``python3`` on PATH. The
-``plan`` of every mechanism whose Spark code starts Python workers goes through the entry point this way (found
-in the source, so a planner or gate that starts using them is covered without editing this file); the others
-run in the JVM only, and their CLI runs are in-process in tests/e2e/test_cli_contract.py.
+command runs in (``spark_apps.shared.session.use_own_interpreter``), never the first ``python3`` on PATH. Every
+piece of Spark code that starts Python workers is reached through the entry point this way (found in the source,
+so a planner or gate that starts using them is covered without editing this file): the ``plan`` of each mechanism
+whose own Spark package starts them, and, for shared code that starts them only on some data (reading ledgers
+that are only in the object tier), the run named for it in ``SHARED_WORKER_CODE``, on a store that has such data.
+Every launch takes the same session path, so one run per piece of worker code is the whole check; the others run
+in the JVM only, and their CLI runs are in-process in tests/e2e/test_cli_contract.py.
 """
 
 from __future__ import annotations
@@ -20,7 +23,10 @@ from pathlib import Path
 import pytest
 
 from housekeeping.mechanisms.registry import mechanism_names
-from tests.conftest import REPO
+from housekeeping.store.tier import OFFLOAD_URL_ENV
+from tests.conftest import REPO, iso, write_manifest
+from tests.offload.test_tier_reads import AS_OF as TIER_AS_OF
+from tests.offload.test_tier_reads import manifest as tiered_manifest
 
 pytestmark = pytest.mark.processes
 
@@ -28,13 +34,33 @@ pytestmark = pytest.mark.processes
 PYTHON_WORKER_CALLS = ("applyInPandas", "mapInPandas", "mapInArrow", "pandas_udf", "udf(", ".rdd", "foreach(")
 
 
-def mechanisms_with_python_workers() -> list[str]:
-    def starts_workers(folder: Path) -> bool:
-        return any(call in f.read_text() for f in folder.glob("*.py") for call in PYTHON_WORKER_CALLS)
+def _starts_workers(path: Path) -> bool:
+    return any(call in path.read_text() for call in PYTHON_WORKER_CALLS)
 
-    if starts_workers(REPO / "spark_apps" / "shared") or starts_workers(REPO / "spark_apps"):
-        return list(mechanism_names())
-    return [name for name in mechanism_names() if starts_workers(REPO / "spark_apps" / name)]
+
+def mechanisms_with_python_workers() -> list[str]:
+    """The mechanisms whose own Spark package starts Python workers."""
+    return [
+        name
+        for name in mechanism_names()
+        if any(_starts_workers(f) for f in (REPO / "spark_apps" / name).glob("*.py"))
+    ]
+
+
+def shared_worker_code() -> set[str]:
+    """The Spark files outside every mechanism's package that start Python workers."""
+    own = {REPO / "spark_apps" / name for name in mechanism_names()}
+    return {
+        str(f.relative_to(REPO))
+        for f in (REPO / "spark_apps").rglob("*.py")
+        if f.parent not in own and _starts_workers(f)
+    }
+
+
+# Shared worker code, and the run below that reaches it.
+SHARED_WORKER_CODE = {
+    "spark_apps/shared/tier_reads.py": "expiry on a store whose oldest ledger is only in a directory tier",
+}
 
 
 MECHANISMS = mechanisms_with_python_workers()
@@ -80,6 +106,13 @@ def test_some_planner_starts_python_workers_so_the_check_below_means_something()
     assert MECHANISMS, "no mechanism's Spark code starts Python workers: the interpreter check tests nothing"
 
 
+def test_every_piece_of_shared_worker_code_has_a_run_that_reaches_it():
+    assert shared_worker_code() == set(SHARED_WORKER_CODE), (
+        "shared Spark code that starts Python workers changed: name the run through the entry point that reaches "
+        "it in SHARED_WORKER_CODE and make that run below"
+    )
+
+
 @pytest.mark.parametrize("mechanism", MECHANISMS)
 def test_plan_through_the_entry_point_uses_its_own_interpreter(store_root, bare_env, mechanism):
     done = subprocess.run(
@@ -93,3 +126,41 @@ def test_plan_through_the_entry_point_uses_its_own_interpreter(store_root, bare_
     assert done.returncode == 0, done.stderr[-3000:]
     document = json.loads(done.stdout)
     assert document["mechanism"] == mechanism and document["gate"]["success"]
+
+
+def test_a_plan_reading_ledgers_only_in_the_tier_uses_its_own_interpreter(bare_env, tmp_path):
+    """``spark_apps/shared/tier_reads.py``: expiry reads the publish times of the ledgers its cursor's backlog
+    straddles; the oldest is only in the directory tier, so its entries are read in Python workers."""
+    env = {**bare_env, OFFLOAD_URL_ENV: str(tmp_path / "tier")}
+    (tmp_path / "tier").mkdir()
+    store = tmp_path / "store"
+    manifest_path = write_manifest(tmp_path, tiered_manifest(tiered=True))
+    loaded = subprocess.run(
+        [str(COMMAND), "load", "--store", str(store), "--manifest", str(manifest_path)],
+        env=env,
+        capture_output=True,
+        text=True,
+    )
+    assert loaded.returncode == 0, loaded.stderr[-3000:]
+    assert not (store / "ledgers/persistent/t/ns/keyed/1").exists(), "ledger 1 is only in the tier"
+    done = subprocess.run(
+        [
+            str(COMMAND),
+            "plan",
+            "expiry",
+            "--store",
+            str(store),
+            "--as-of",
+            iso(TIER_AS_OF),
+            "--format",
+            "json",
+        ],
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=600,
+    )
+    assert "wrong interpreter" not in done.stderr
+    assert done.returncode == 0, done.stderr[-3000:]
+    document = json.loads(done.stdout)
+    assert document["gate"]["success"] and document["actions"], document
