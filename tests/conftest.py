@@ -5,6 +5,7 @@ Airflow's environment must be set before anything imports airflow, so it is set 
 
 from __future__ import annotations
 
+import fcntl
 import json
 import os
 import subprocess
@@ -36,6 +37,14 @@ os.environ["PYSPARK_PYTHON"] = sys.executable
 os.environ["PYSPARK_DRIVER_PYTHON"] = sys.executable
 os.environ["PATH"] = f"{VENV_BIN}{os.pathsep}{os.environ.get('PATH', '')}"
 os.environ.setdefault("HOUSEKEEPING_SPARK_MASTER", "local[2]")
+# One directory for the whole pytest run, shared by its xdist workers: the process that imports this file first (the
+# xdist controller, whose environment the workers inherit) makes it, and stops what the workers left running there
+# (pytest_sessionfinish below).
+_SHARED_DIR_ENV = "HOUSEKEEPING_TESTS_SHARED_DIR"
+_OWNS_SHARED_DIR = _SHARED_DIR_ENV not in os.environ
+if _OWNS_SHARED_DIR:
+    os.environ[_SHARED_DIR_ENV] = tempfile.mkdtemp(prefix="housekeeping-tests-shared-")
+SHARED_DIR = Path(os.environ[_SHARED_DIR_ENV])
 for _name in (
     "HOUSEKEEPING_METADATA_URL",
     "HOUSEKEEPING_BROKER_CONF",
@@ -67,32 +76,49 @@ PRODUCTION_EXECUTION = {
     "spark.sql.autoBroadcastJoinThreshold": "10MB",
 }
 
-# The Airflow connection of this worker's Spark Connect server (spark_connect_server below).
+# The Airflow connection of the run's Spark Connect server (spark_connect_server below).
 SPARK_CONNECT_CONN_ID = "spark_connect_tests"
 
 
 @pytest.fixture(scope="session")
-def spark_connect_server(tmp_path_factory):
-    """A real Spark Connect server of this pytest worker (housekeeping.orchestration.spark_connect, as `housekeeping
-    spark-connect start` runs it), registered as the Airflow connection SPARK_CONNECT_CONN_ID. Unlike the suite's
-    other drivers (tests/spark-conf) it keeps Spark's default code generation, as in production: every DAG run on
-    Connect executes its queries as deployed (PRODUCTION_EXECUTION). Yields its sc:// URL; stopped at the end."""
+def spark_connect_server():
+    """A real Spark Connect server (housekeeping.orchestration.spark_connect, as `housekeeping spark-connect start`
+    runs it), registered as the Airflow connection SPARK_CONNECT_CONN_ID. One for the whole pytest run: the first
+    worker to need it starts it, the others connect to it (a Connect server serves each client its own session, as
+    a deployment's does), and the run's first process stops it at the end; one server instead of one per worker
+    saves the start and the compilation of the same query shapes in each. Unlike the suite's other drivers
+    (tests/spark-conf) it keeps Spark's default code generation, as in production: every DAG run on Connect
+    executes its queries as deployed (PRODUCTION_EXECUTION). Yields its sc:// URL."""
     from housekeeping.orchestration import spark_connect
     from tests.pg_server import free_port
 
-    state_dir = tmp_path_factory.mktemp("spark-connect")
-    port = free_port()
-    spark_connect.start(state_dir, port=port, extra_conf=PRODUCTION_EXECUTION, wait_s=180)
+    state_dir = SHARED_DIR / "spark-connect"
+    with (SHARED_DIR / "spark-connect.lock").open("w") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        if spark_connect.ServerState(state_dir).pid() is None:
+            # Three workers' queries at once (each worker's own server had the default 2 GiB).
+            spark_connect.start(
+                state_dir, port=free_port(), driver_memory="3g", extra_conf=PRODUCTION_EXECUTION, wait_s=180
+            )
+        port = spark_connect.ServerState(state_dir).port()
     os.environ[f"AIRFLOW_CONN_{SPARK_CONNECT_CONN_ID.upper()}"] = json.dumps(
         {"conn_type": "spark_connect", "host": "localhost", "port": port}
     )
-    yield f"sc://localhost:{port}"
-    spark_connect.stop(state_dir)
+    return f"sc://localhost:{port}"
+
+
+def pytest_sessionfinish(session, exitstatus):
+    """The run's first process (the xdist controller, after every worker has finished) stops the shared Spark
+    Connect server, if a worker started it."""
+    if _OWNS_SHARED_DIR:
+        from housekeeping.orchestration import spark_connect
+
+        spark_connect.stop(SHARED_DIR / "spark-connect")
 
 
 @pytest.fixture(scope="session")
 def dagbag_on_spark_connect(airflow_db, spark_connect_server):
-    """The DAGs parsed with HOUSEKEEPING_SPARK_CONN_ID naming this worker's Spark Connect server: their Spark
+    """The DAGs parsed with HOUSEKEEPING_SPARK_CONN_ID naming the run's Spark Connect server: their Spark
     steps connect to it, as in `make airflow` (the spark-submit path: tests/dags/test_dags.py)."""
     from airflow.dag_processing.dagbag import DagBag
 

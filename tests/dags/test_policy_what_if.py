@@ -1,5 +1,5 @@
 """policy_what_if under Airflow: its public shape (manual, params, task ids, no deleting step), and real dag.test()
-runs (the Spark step on the worker's Spark Connect server, as `make airflow` runs it) of a sweep and of a
+runs (the Spark step on the suite's Spark Connect server, as `make airflow` runs it) of a sweep and of a
 what-if over a generated store: the report is what `housekeeping what-if` prints, the page is drawn, the storage
 report links the latest, and the store's data and metadata are as they were. The trigger form in a browser:
 tests/e2e/test_live_airflow.py."""

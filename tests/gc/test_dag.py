@@ -1,5 +1,5 @@
 """inactive_topic_gc under Airflow, the DAG run of the Python apply: a real dag.test() (plan and gate on the
-worker's Spark Connect server as `make airflow` runs them, the Great Expectations gate, the apply engine in the
+suite's Spark Connect server as `make airflow` runs them, the Great Expectations gate, the apply engine in the
 task) over a generated store, then a restore of what it deleted. (The DAG run of the Spark apply: tests/compaction/test_dag.py; a dry run in
 tests/e2e/test_live_airflow.py; wiring of every DAG: tests/dags/test_dags.py.)"""
 
