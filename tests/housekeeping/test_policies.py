@@ -123,3 +123,18 @@ def test_backlog_quota_gb_setting_wins_over_bytes():
     )
     eff = resolve_policies("persistent://a/b/c", {}, "a/b", {}, config)
     assert eff.backlog_quotas["destination_storage"].limit_size == 2 * (1 << 30)
+
+
+@pytest.mark.parametrize("topic", ["persistent://a/b/c", "persistent://a/b/__change_events"])
+def test_effective_policies_as_json_equal_dataclasses_asdict(topic):
+    """``EffectivePolicies.to_json`` (the snapshot's ``policies`` column, and GC apply's re-check) is its own walk
+    of the dataclasses, for speed: it must give what ``dataclasses.asdict`` gives, for every level and policy the
+    generated store uses (quotas, inactive-topic policies, compaction, offload), at topic and namespace level."""
+    import dataclasses
+
+    from housekeeping.store.generate import NAMESPACE_POLICIES
+
+    for policies in NAMESPACE_POLICIES.values():
+        for topic_policies, namespace_policies in (({}, policies), (policies, {}), ({}, {})):
+            eff = resolve_policies(topic, topic_policies, "a/b", namespace_policies, BROKER)
+            assert eff.to_json() == dataclasses.asdict(eff)
