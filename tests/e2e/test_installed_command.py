@@ -113,18 +113,24 @@ def test_every_piece_of_shared_worker_code_has_a_run_that_reaches_it():
     )
 
 
-@pytest.mark.parametrize("mechanism", MECHANISMS)
-def test_plan_through_the_entry_point_uses_its_own_interpreter(store_root, bare_env, mechanism):
+def plan_through_the_command(env: dict[str, str], mechanism: str, store: Path, as_of: str) -> dict:
+    """`housekeeping plan MECHANISM` by the entry point's full path: it ran with its own interpreter (the stand-in
+    was never started) and succeeded; its JSON document."""
     done = subprocess.run(
-        [str(COMMAND), "plan", mechanism, "--store", str(store_root), "--as-of", AS_OF, "--format", "json"],
-        env=bare_env,
+        [str(COMMAND), "plan", mechanism, "--store", str(store), "--as-of", as_of, "--format", "json"],
+        env=env,
         capture_output=True,
         text=True,
         timeout=600,
     )
     assert "wrong interpreter" not in done.stderr
     assert done.returncode == 0, done.stderr[-3000:]
-    document = json.loads(done.stdout)
+    return json.loads(done.stdout)
+
+
+@pytest.mark.parametrize("mechanism", MECHANISMS)
+def test_plan_through_the_entry_point_uses_its_own_interpreter(store_root, bare_env, mechanism):
+    document = plan_through_the_command(bare_env, mechanism, store_root, AS_OF)
     assert document["mechanism"] == mechanism and document["gate"]["success"]
 
 
@@ -143,24 +149,5 @@ def test_a_plan_reading_ledgers_only_in_the_tier_uses_its_own_interpreter(bare_e
     )
     assert loaded.returncode == 0, loaded.stderr[-3000:]
     assert not (store / "ledgers/persistent/t/ns/keyed/1").exists(), "ledger 1 is only in the tier"
-    done = subprocess.run(
-        [
-            str(COMMAND),
-            "plan",
-            "expiry",
-            "--store",
-            str(store),
-            "--as-of",
-            iso(TIER_AS_OF),
-            "--format",
-            "json",
-        ],
-        env=env,
-        capture_output=True,
-        text=True,
-        timeout=600,
-    )
-    assert "wrong interpreter" not in done.stderr
-    assert done.returncode == 0, done.stderr[-3000:]
-    document = json.loads(done.stdout)
+    document = plan_through_the_command(env, "expiry", store, iso(TIER_AS_OF))
     assert document["gate"]["success"] and document["actions"], document
