@@ -80,15 +80,18 @@ class PlanView:
         self._ledgers = ledgers_by_topic
 
     def ledgers(self, topic: str) -> list[Mapping[str, Any]]:
-        """The topic's snapshot ledger rows (``ledgerId``, ``entries``, ``size``, ...), by ledger id."""
+        """The topic's snapshot ledger rows by ledger id, with the columns an effect reads (``topic``, ``ledgerId``,
+        ``entries``, ``size``): read columnar, as measuring a 100,000-topic plan reads 437,000 of them."""
         if self._ledgers is None:
-            from housekeeping.engine.contract import LEDGERS, read_snapshot_table
+            from housekeeping.engine.contract import LEDGERS, read_snapshot_columns
 
+            columns = LEDGERS.select("topic", "ledgerId", "entries", "size")
+            read = read_snapshot_columns(self._run_dir, columns).sort_by(
+                [("topic", "ascending"), ("ledgerId", "ascending")]
+            )
             by_topic: dict[str, list[Mapping[str, Any]]] = {}
-            for row in read_snapshot_table(self._run_dir, LEDGERS):
+            for row in read.to_pylist():
                 by_topic.setdefault(row["topic"], []).append(row)
-            for rows in by_topic.values():
-                rows.sort(key=lambda r: r["ledgerId"])
             self._ledgers = by_topic
         return list(self._ledgers.get(topic, []))
 
