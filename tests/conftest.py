@@ -93,14 +93,15 @@ def spark_connect_server():
     from tests.pg_server import free_port
 
     state_dir = SHARED_DIR / "spark-connect"
+    state = spark_connect.ServerState(state_dir)
     with (SHARED_DIR / "spark-connect.lock").open("w") as lock:
         fcntl.flock(lock, fcntl.LOCK_EX)
-        if spark_connect.ServerState(state_dir).pid() is None:
+        if state.pid() is None:
             # Three workers' queries at once (each worker's own server had the default 2 GiB).
             spark_connect.start(
                 state_dir, port=free_port(), driver_memory="3g", extra_conf=PRODUCTION_EXECUTION, wait_s=180
             )
-        port = spark_connect.ServerState(state_dir).port()
+        port = state.port()
     os.environ[f"AIRFLOW_CONN_{SPARK_CONNECT_CONN_ID.upper()}"] = json.dumps(
         {"conn_type": "spark_connect", "host": "localhost", "port": port}
     )
