@@ -99,6 +99,8 @@ def test_run_figures_and_approval_count_the_plan_by_the_catalogue(runs, label):
     assert expected == own_bytes(run_dir, mechanism)
     figures = run_figures(run_dir)
     assert figures["gauges"]["planned_bytes"] == expected
+    # The DAG passes the run's dry_run (its params) rather than have the figures parse the report for it.
+    assert run_figures(run_dir, dry_run=read_json(run_dir.report_json)["dryRun"]) == figures
     applied = set(read_json(run_dir.apply_result)["appliedTopics"])
     assert figures["counters"]["bytes_freed"] == catalogue_bytes(run_dir, mechanism, applied)
     assert measure_plan(run_dir, get_mechanism(mechanism)).bytes == expected

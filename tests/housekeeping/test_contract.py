@@ -150,3 +150,31 @@ def test_the_run_directory_layout_is_the_documented_one(tmp_path):
     assert run.snapshot_table(contract.TOPICS) == run.path / "snapshot" / "topics.jsonl"
     assert run.plan_table(contract.ACTIONS) == run.path / "plan" / "actions"
     assert run.plan_table(COMPACTION_KEPT) == run.path / "plan" / "compaction" / "kept"
+
+
+def test_a_large_document_is_written_one_value_per_line_and_reads_back_as_json_dump_wrote_it(tmp_path):
+    import json
+    from datetime import date
+
+    from housekeeping.engine.report import StreamedList
+
+    entries = [{"topic": f"t-{i}", "ledgers": [{"id": i, "size": None}], "z": 1.5, "a": "é"} for i in range(3)]
+    document = {
+        "topics": StreamedList(len(entries), lambda: iter(entries)),
+        "empty": StreamedList(0, lambda: iter(())),
+        "summary": {"when": date(2026, 11, 1), "nested": {"b": 2, "a": [1, 2]}},
+        "byLedger": {10: [], 7: 1},
+        "none": None,
+        "tuple": (1, "two"),
+    }
+    path = tmp_path / "report.json"
+    contract.write_json_one_line_each(path, document)
+    plain = tmp_path / "plain.json"
+    contract.write_json(plain, {**document, "topics": entries, "empty": []})
+    assert json.loads(path.read_text()) == json.loads(plain.read_text())
+    lines = path.read_text().splitlines()
+    # Each topic's entry on a line of its own, keys sorted, at the second level of indentation.
+    topic_lines = [line for line in lines if '"topic": "t-' in line]
+    assert len(topic_lines) == 3 and all(line.startswith('    {"a": "\\u00e9"') for line in topic_lines)
+    assert lines[0] == "{" and lines[-1] == "}" and '  "empty": [],' in lines
+    assert lines.index('    "7": 1,') < lines.index('    "10": []') and '    "when": "2026-11-01"' in lines

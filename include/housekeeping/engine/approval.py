@@ -30,8 +30,8 @@ from housekeeping.engine.contract import (
     write_json,
 )
 from housekeeping.engine.mechanism import Mechanism
-from housekeeping.engine.plan import read_table
-from housekeeping.engine.report import human_bytes
+from housekeeping.engine.plan import read_table_arrow
+from housekeeping.engine.report import human_bytes, sparse_rows
 from housekeeping.store.journal import journal
 from housekeeping.store.store import Store, write_transaction
 
@@ -89,7 +89,8 @@ def measure_plan(run_dir: str | Path, spec: Mechanism) -> PlanMeasures:
     view = PlanView(run)
     per_namespace: dict[str, int] = defaultdict(int)
     topics = cursors = ledgers = local_copy = local_copies = 0
-    for row in read_table(run.path, ACTIONS.name):
+    # Streamed from Arrow, not one list of dicts (179,404 actions at 100,000 topics).
+    for row in sparse_rows(read_table_arrow(run.path, ACTIONS)):
         kind = spec.action(row["action"], where=f"plan in {run}")
         effect = kind.effect(row, view)
         if effect is None:

@@ -13,7 +13,13 @@ from pathlib import Path
 from typing import Any
 
 from housekeeping.core.timeutil import format_ms
-from housekeeping.engine.contract import TOPICS, RunDir, count_snapshot_rows, read_json, write_json
+from housekeeping.engine.contract import (
+    TOPICS,
+    RunDir,
+    count_snapshot_rows,
+    read_json,
+    write_json_one_line_each,
+)
 from housekeeping.engine.mechanism import Mechanism
 
 MAX_TOPICS_IN_MARKDOWN = 200
@@ -113,8 +119,11 @@ def entries_per_topic(
     bounds = list(zip(starts, [*starts[1:], len(codes)], strict=True)) if starts else []
 
     def produce() -> Iterator[dict[str, Any]]:
+        # Rows converted a batch at a time, not a slice per topic (100,000 small conversions were a third of the
+        # 100,000-topic trim report's time).
+        rows = (row for batch in decisions.to_batches(max_chunksize=65_536) for row in batch.to_pylist())
         for start, stop in bounds:
-            yield entry(decisions.slice(start, stop - start).to_pylist())
+            yield entry(list(itertools.islice(rows, stop - start)))
 
     return StreamedList(len(bounds), produce)
 
@@ -196,7 +205,7 @@ def render_markdown(report: dict[str, Any], template: Path, search: Sequence[Pat
 def write_report(run_dir: Path, spec: Mechanism, *, dry_run: bool) -> Path:
     run = RunDir(run_dir)
     report = spec.build_report(run.path, dry_run=dry_run)
-    write_json(run.report_json, report)
+    write_json_one_line_each(run.report_json, report)
     page = render_markdown(report, spec.report_template, spec.template_dirs)
     run.report_md.write_text(page, encoding="utf-8")
     return run.report_md

@@ -247,7 +247,7 @@ def purge_and_report(spec: Any, snapshot: Any) -> tuple[Any, Any]:
         path = report_step(Path(snapshot_info["run_dir"]), dry_run=snapshot_info["dry_run"])
         print(f"REPORT: {path}")
         # Through Airflow's [metrics] backend (StatsD / OpenTelemetry), where its own metrics go.
-        figures = emit_run_figures(snapshot_info["run_dir"], stats)
+        figures = emit_run_figures(snapshot_info["run_dir"], stats, dry_run=snapshot_info["dry_run"])
         print(f"RUN FIGURES: {figures}")
         return str(path)
 
