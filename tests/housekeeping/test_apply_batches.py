@@ -105,14 +105,14 @@ def test_a_failure_rolls_back_its_batch_only_and_the_retry_completes(planned_tri
     reference_state = _state(store)
     store, run_dir = _restore(planned_trim)
     failing = reference["appliedTopics"][5]  # in the second batch of four
-    real = trim_actions.record_pending_deletion
+    real = trim_actions.record_pending_deletions
 
-    def fail_in_one_topic(conn, row, **kwargs):
-        if row["topic"] == failing:
+    def fail_in_one_topic(conn, rows, **kwargs):
+        if any(row["topic"] == failing for row in rows):
             raise RuntimeError(f"simulated failure in {failing}")
-        return real(conn, row, **kwargs)
+        return real(conn, rows, **kwargs)
 
-    monkeypatch.setattr(trim_actions, "record_pending_deletion", fail_in_one_topic)
+    monkeypatch.setattr(trim_actions, "record_pending_deletions", fail_in_one_topic)
     with pytest.raises(RuntimeError, match="simulated failure"):
         _apply(store, run_dir, monkeypatch, 4)
     with read_transaction(store.engine) as conn:
@@ -122,7 +122,7 @@ def test_a_failure_rolls_back_its_batch_only_and_the_retry_completes(planned_tri
     assert committed == set(sorted(reference["appliedTopics"])[:4]), (
         "the first batch committed, the second not"
     )
-    monkeypatch.setattr(trim_actions, "record_pending_deletion", real)
+    monkeypatch.setattr(trim_actions, "record_pending_deletions", real)
     retried = _apply(store, run_dir, monkeypatch, 4)
     assert sorted(retried["alreadyAppliedTopics"]) == sorted(committed)
     assert sorted(retried["appliedTopics"] + retried["alreadyAppliedTopics"]) == sorted(

@@ -240,20 +240,19 @@ def test_a_failure_inside_a_topics_transaction_changes_nothing(planned, spark, m
     store, run_dir = planned
     assert validate_plan.run(spark, run_dir, "trim")["success"]
     before = state(store)
-    calls = {"n": 0}
-    real = trim_actions.record_pending_deletion
+    calls = {"rows": 0}
 
-    def fail_on_second_ledger(conn, row, **kwargs):
-        # The trim apply logs each ledger for purge inside the topic's transaction; fail the second one.
-        calls["n"] += 1
-        if calls["n"] == 2:
-            raise RuntimeError("simulated crash between two ledgers of one topic")
-        return real(conn, row, **kwargs)
+    def fail_after_the_ledgers_left_the_list(conn, rows, **kwargs):
+        # The trim apply deletes the topic's planned ledgers from the ledger list, then logs them for purge, in the
+        # topic's transaction: fail the logging, after the deletion ran.
+        calls["rows"] += len(rows)
+        raise RuntimeError("simulated crash between deleting a topic's ledgers and logging them")
 
-    monkeypatch.setattr(trim_actions, "record_pending_deletion", fail_on_second_ledger)
+    monkeypatch.setattr(trim_actions, "record_pending_deletions", fail_after_the_ledgers_left_the_list)
     with pytest.raises(RuntimeError, match="simulated crash"):
         apply_plan(store, run_dir, TRIM, purge_grace_seconds=0)
-    assert state(store) == before  # ledger 1's removal and pending record were rolled back with it
+    assert calls["rows"] == 2  # both ledgers had left the list when it failed
+    assert state(store) == before  # their removal was rolled back with the topic's transaction
     monkeypatch.undo()
     assert (
         apply_plan(store, run_dir, TRIM, purge_grace_seconds=0).ledgers_deleted == 2

@@ -196,6 +196,14 @@ class ActionKind:
         """Apply one planned row in the topic's transaction (``ApplyRun.commit``), counting into ``tally``."""
         raise NotImplementedError(f"{self.name} is applied by its mechanism's own apply, not the shared one")
 
+    def apply_rows_in_topic(
+        self, conn: Any, run: Any, tally: TopicTally, rows: list[Mapping[str, Any]]
+    ) -> None:
+        """Apply a topic's consecutive planned rows of this kind, in plan order. Default: each by
+        :meth:`apply_in_topic`; a kind with many rows per topic (a ledger each) does them in a few statements."""
+        for row in rows:
+            self.apply_in_topic(conn, run, tally, row)
+
     def apply_after_topics(
         self, conn: Any, run: Any, row: Mapping[str, Any]
     ) -> tuple[str | None, dict[str, Any]]:

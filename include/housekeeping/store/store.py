@@ -258,8 +258,23 @@ def orphan_named(
     return None
 
 
-def record_pending_deletion(
-    conn: Connection,
+def record_pending_deletion(conn: Connection, row: dict[str, Any], **options: Any) -> None:
+    """Log a ledger (a ``ledgers`` or ``compacted_ledgers`` row, kept whole for restore) for purge after its
+    grace period, in the caller's transaction; ``options`` as :func:`_pending_deletion_values`. The caller removes
+    the row itself."""
+    record_pending_deletions(conn, [row], **options)
+
+
+def record_pending_deletions(conn: Connection, rows: list[dict[str, Any]], **options: Any) -> None:
+    """:func:`record_pending_deletion` of several rows as one statement executed for each (one round of
+    SQLAlchemy's per-statement work for a topic's ledgers, not one per ledger)."""
+    if rows:
+        # Values as execution parameters of one statement object: SQLAlchemy compiles it once (literal values
+        # would build and key a new statement per row, most of an apply's time at 100,000 topics).
+        conn.execute(_INSERT_PENDING_DELETION, [_pending_deletion_values(row, **options) for row in rows])
+
+
+def _pending_deletion_values(
     row: dict[str, Any],
     *,
     run_id: str,
@@ -270,9 +285,9 @@ def record_pending_deletion(
     tier_key: str | None = None,
     local: bool | None = None,
     path: str | None = None,
-) -> None:
-    """Log a ledger (a ``ledgers`` or ``compacted_ledgers`` row, kept whole for restore) for purge after its
-    grace period, in the caller's transaction. The caller removes the row itself.
+) -> dict[str, Any]:
+    """The pending-deletion log's row for a ledger (a ``ledgers`` or ``compacted_ledgers`` row, kept whole for
+    restore).
 
     Its files: the local directory unless ``local`` is false (default: unless the row says its local copy is
     gone), and the tier object ``tier_key`` (default, for a ledger leaving the ledger list: the object of the row's
@@ -283,29 +298,22 @@ def record_pending_deletion(
         local = not row.get("local_deleted")
     if kind == "ledger" and tier_key is None:
         tier_key = attempt_object(row)
-    # Values as execution parameters of one statement object: SQLAlchemy compiles it once (literal values would
-    # build and key a new statement per row, most of an apply's time at 100,000 topics).
-    conn.execute(
-        _INSERT_PENDING_DELETION,
-        {
-            "topic": row["topic"],
-            "ledger_id": row["ledger_id"],
-            "path": (
-                path or ledger_rel_path(row["topic"], row["ledger_id"], row.get("files_generation") or 0)
-            )
-            if local
-            else "",
-            "tier_key": tier_key,
-            "ledger_row": json.dumps(row, sort_keys=True),
-            "size_bytes": row["size_bytes"],
-            "run_id": run_id,
-            "deleted_as_of_ms": as_of_ms,
-            "purge_after_ms": purge_after_ms,
-            "status": "pending",
-            "kind": kind,
-            "erased_by": erased_by,
-        },
-    )
+    return {
+        "topic": row["topic"],
+        "ledger_id": row["ledger_id"],
+        "path": (path or ledger_rel_path(row["topic"], row["ledger_id"], row.get("files_generation") or 0))
+        if local
+        else "",
+        "tier_key": tier_key,
+        "ledger_row": json.dumps(row, sort_keys=True),
+        "size_bytes": row["size_bytes"],
+        "run_id": run_id,
+        "deleted_as_of_ms": as_of_ms,
+        "purge_after_ms": purge_after_ms,
+        "status": "pending",
+        "kind": kind,
+        "erased_by": erased_by,
+    }
 
 
 _INSERT_PENDING_DELETION = t.pending_deletions.insert()

@@ -14,14 +14,17 @@ from sqlalchemy import and_, bindparam, select, update
 from housekeeping.core.errors import InputError
 from housekeeping.engine.actions import ActionKind, Changes, Effect, Frees, PlanView, TopicTally, namespace_of
 from housekeeping.store import metadata_schema as t
-from housekeeping.store.store import LOCAL_COPY_KIND, record_pending_deletion
+from housekeeping.store.store import LOCAL_COPY_KIND, record_pending_deletion, record_pending_deletions
 
-# One ledger row by its key, as statements compiled once (built per ledger, they cost more than SQLite's work).
-_LEDGER_KEY = and_(
-    t.ledgers.c.topic == bindparam("ledger_topic"), t.ledgers.c.ledger_id == bindparam("ledger_id_key")
+# A topic's ledger rows by id, as statements compiled once (built per ledger, they cost more than SQLite's work);
+# the ids bound as one expanding list, at most _LEDGERS_PER_STATEMENT (under every database's parameter limit).
+_LEDGERS_KEY = and_(
+    t.ledgers.c.topic == bindparam("ledger_topic"),
+    t.ledgers.c.ledger_id.in_(bindparam("ledger_ids", expanding=True)),
 )
-_SELECT_LEDGER = select(t.ledgers).where(_LEDGER_KEY)
-_DELETE_LEDGER = t.ledgers.delete().where(_LEDGER_KEY)
+_SELECT_LEDGERS = select(t.ledgers).where(_LEDGERS_KEY)
+_DELETE_LEDGERS = t.ledgers.delete().where(_LEDGERS_KEY)
+_LEDGERS_PER_STATEMENT = 500
 
 
 class DeleteLedger(ActionKind):
@@ -43,22 +46,34 @@ class DeleteLedger(ActionKind):
         return [ledger_id] if ledger_id in listed else []
 
     def apply_in_topic(self, conn: Any, run: Any, tally: TopicTally, row: Mapping[str, Any]) -> None:
-        topic, ledger_id = tally.topic, int(row["ledgerId"])
-        key = {"ledger_topic": topic, "ledger_id_key": ledger_id}
-        stored = conn.execute(_SELECT_LEDGER, key).first()
-        if stored is None:
-            # Cannot happen with a matching topic version; refuse rather than guess.
-            raise InputError(f"topic {topic}: planned ledger {ledger_id} is not in the metadata")
-        conn.execute(_DELETE_LEDGER, key)
-        record_pending_deletion(
-            conn,
-            dict(stored._mapping),
-            run_id=run.run_id,
-            as_of_ms=run.as_of_ms,
-            purge_after_ms=run.purge_after_ms,
-        )
-        tally.ledgers_deleted.append(ledger_id)
-        tally.bytes_deleted += stored.size_bytes
+        self.apply_rows_in_topic(conn, run, tally, [row])
+
+    def apply_rows_in_topic(
+        self, conn: Any, run: Any, tally: TopicTally, rows: list[Mapping[str, Any]]
+    ) -> None:
+        """The topic's planned ledgers in three statements per chunk (read, delete, log), not three per ledger:
+        at 100,000 topics SQLAlchemy's work per statement was most of trim's apply."""
+        topic, ledger_ids = tally.topic, [int(row["ledgerId"]) for row in rows]
+        if len(set(ledger_ids)) != len(ledger_ids):
+            raise InputError(f"topic {topic}: the plan deletes a ledger twice ({sorted(ledger_ids)})")
+        for start in range(0, len(ledger_ids), _LEDGERS_PER_STATEMENT):
+            chunk = ledger_ids[start : start + _LEDGERS_PER_STATEMENT]
+            key = {"ledger_topic": topic, "ledger_ids": chunk}
+            stored = {row.ledger_id: row for row in conn.execute(_SELECT_LEDGERS, key)}
+            missing = [ledger_id for ledger_id in chunk if ledger_id not in stored]
+            if missing:
+                # Cannot happen with a matching topic version; refuse rather than guess.
+                raise InputError(f"topic {topic}: planned ledger {missing[0]} is not in the metadata")
+            conn.execute(_DELETE_LEDGERS, key)
+            record_pending_deletions(
+                conn,
+                [dict(stored[ledger_id]._mapping) for ledger_id in chunk],
+                run_id=run.run_id,
+                as_of_ms=run.as_of_ms,
+                purge_after_ms=run.purge_after_ms,
+            )
+            tally.ledgers_deleted.extend(chunk)
+            tally.bytes_deleted += sum(stored[ledger_id].size_bytes for ledger_id in chunk)
 
 
 DELETE_LEDGER = DeleteLedger(
