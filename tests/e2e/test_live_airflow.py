@@ -461,6 +461,7 @@ def test_a_person_rejects_or_approves_a_large_deletion_in_required_actions(
         share.press("Tab")
         existing = {r["dag_run_id"] for r in api.get(f"/api/v2/dags/{TRIM}/dagRuns")["dag_runs"]}
         run_id = ui.submit(form, api, TRIM, existing)
+        ui.look_away(page)
         assert ui.wait_for_task(api, TRIM, run_id, APPROVE_TASK, {"awaiting_input"}, 600) == "awaiting_input"
         assert store_state(store) == before, "nothing is applied while the request waits"
         # As a person would: not within the seconds it takes the executor to report that the task parked. An
@@ -473,6 +474,7 @@ def test_a_person_rejects_or_approves_a_large_deletion_in_required_actions(
             )
             page.get_by_text("Response received").first.wait_for(timeout=30_000)
             page.screenshot(path=str(answered_shot), full_page=True)
+            ui.look_away(page)
         state = ui.wait_for_run(api, TRIM, run_id, 600)
         browser.close()
 
