@@ -158,7 +158,9 @@ def test_a_large_document_is_written_one_value_per_line_and_reads_back_as_json_d
 
     from housekeeping.engine.report import StreamedList
 
-    entries = [{"topic": f"t-{i}", "ledgers": [{"id": i, "size": None}], "z": 1.5, "a": "é"} for i in range(3)]
+    entries = [
+        {"topic": f"t-{i}", "ledgers": [{"id": i, "size": None}], "z": 1.5, "a": "é"} for i in range(3)
+    ]
     document = {
         "topics": StreamedList(len(entries), lambda: iter(entries)),
         "empty": StreamedList(0, lambda: iter(())),
