@@ -112,3 +112,29 @@ def test_holds_and_the_journal_on_postgresql(postgres_server, tmp_path, capsys, 
     assert "applied" in statuses, statuses
     applied = next(e for e in entries if e["status"] == "applied")
     assert sorted(r["ledgerId"] for r in applied["planRows"] if r["action"] == "delete_ledger") == [1, 2]
+
+
+def test_a_hold_placed_while_an_apply_batch_is_open_waits_for_its_commit(postgres_server, tmp_path, capsys):
+    """Apply reads the holds once per batch of topics (holds_for_this_transaction); on PostgreSQL that read
+    share-locks the holds table, so a hold placed meanwhile cannot commit unseen by the batch: it waits."""
+    from sqlalchemy.exc import OperationalError
+
+    from housekeeping.store.holds import add_hold, holds_for_this_transaction, load_holds
+    from housekeeping.store.store import write_transaction
+
+    url = postgres_server.create_database()
+    store = Store.open(_load(capsys, tmp_path, url), url)
+    other = create_engine(url)
+    try:
+        with write_transaction(store.engine) as batch:
+            assert holds_for_this_transaction(batch) == {}
+            with other.connect() as placing, pytest.raises(OperationalError, match="lock timeout"):
+                with placing.begin():
+                    placing.exec_driver_sql("SET LOCAL lock_timeout = '1s'")
+                    add_hold(placing, "acme/orders", reason="audit", actor="test")
+        with other.connect() as placing, placing.begin():  # the batch committed: the hold goes through
+            add_hold(placing, "acme/orders", reason="audit", actor="test")
+        with write_transaction(store.engine) as batch:
+            assert set(holds_for_this_transaction(batch)) == {"acme/orders"} == set(load_holds(batch))
+    finally:
+        other.dispose()

@@ -97,9 +97,8 @@ class PlanView:
         return list(self._ledgers.get(topic, []))
 
 
-@lru_cache(
-    maxsize=1 << 17
-)  # a plan names a topic once per ledger it acts on (162,527 actions, 100,000 topics)
+# Cached: a plan names a topic once per ledger it acts on (162,527 actions over 48,618 topics at 100,000 topics).
+@lru_cache(maxsize=1 << 17)
 def namespace_of(topic: str) -> str:
     from housekeeping.core.names import TopicName
 

@@ -8,12 +8,10 @@ what apply and purge did. Names are ``housekeeping.<mechanism>.<figure>`` (Stats
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping
 from pathlib import Path
 from typing import Any, Protocol
 
 from housekeeping.engine.contract import ACTIONS, RunDir, read_json, read_run_info
-from housekeeping.engine.mechanism import Mechanism
 from housekeeping.engine.plan import read_table_arrow
 from housekeeping.engine.report import sparse_rows
 from housekeeping.mechanisms.registry import get_mechanism
@@ -33,12 +31,6 @@ class StatsClient(Protocol):
         *,
         tags: Any = None,
     ) -> None: ...
-
-
-def freed_bytes(spec: Mechanism, actions: Iterable[Mapping[str, Any]]) -> int:
-    """Bytes of stored data the actions free, each counted by its kind (``ActionKind.freed_bytes``; the kinds that
-    delete data: a local copy's bytes are not among them)."""
-    return sum(kind.freed_bytes(a) for a in actions if (kind := spec.action(a["action"])).deletes_data)
 
 
 def run_figures(run_dir: str | Path, *, dry_run: bool | None = None) -> dict[str, dict[str, float]]:
@@ -62,7 +54,7 @@ def run_figures(run_dir: str | Path, *, dry_run: bool | None = None) -> dict[str
         for action in sparse_rows(read_table_arrow(run.path, ACTIONS)):
             planned += 1
             kind = spec.action(action["action"])
-            if kind.deletes_data:
+            if kind.deletes_data:  # a local copy's bytes are not among the bytes freed: the data stays
                 freed = kind.freed_bytes(action)
                 planned_bytes += freed
                 applied_bytes += freed if action.get("topic") in applied_topics else 0
