@@ -54,12 +54,15 @@ def timed_read(spark, store, as_of_ms: int, run_dir: Path) -> tuple[float, int, 
     """Seconds, entries and payload bytes of one Spark read of every ledger's entries (after a warm-up read)."""
     from pyspark.sql import functions as F
 
-    from housekeeping.engine.contract import RunDir, read_jsonl, read_run_info
+    from housekeeping.engine.contract import LEDGERS, read_run_info, read_snapshot_columns
     from housekeeping.mechanisms.steps import snapshot_step
     from spark_apps.shared.io import LedgerFiles, entry_columns
 
     snapshot_step(store, "compaction", run_id=run_dir.name, as_of_ms=as_of_ms, run_dir=run_dir)
-    ledgers = [(r["topic"], r["ledgerId"]) for r in read_jsonl(RunDir(run_dir).snapshot_table("ledgers"))]
+    ledgers = [
+        (r["topic"], r["ledgerId"])
+        for r in read_snapshot_columns(run_dir, LEDGERS.select("topic", "ledgerId")).to_pylist()
+    ]
     files = LedgerFiles.of(read_run_info(run_dir))
     columns = entry_columns("ledgerId", "entryId", "value")
 

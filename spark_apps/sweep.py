@@ -16,8 +16,8 @@ from typing import Any
 
 from pyspark.sql import functions as F
 
-from housekeeping.engine.contract import SNAPSHOT_TABLES, RunDir, read_run_info
-from spark_apps.shared.io import read_snapshot
+from housekeeping.engine.contract import TOPICS, RunDir, read_run_info
+from spark_apps.shared.io import read_snapshot, read_snapshot_table
 from spark_apps.shared.session import run_scoped_cache
 
 
@@ -29,11 +29,10 @@ def run(spark, run_dirs: Sequence[str | Path], plan_app: str) -> list[dict[str, 
     planner = importlib.import_module(plan_app)
     with run_scoped_cache(spark):
         shared = read_snapshot(spark, run_dirs[0])
-        topics_ddl = SNAPSHOT_TABLES["topics"].ddl()
         frames = []
         for index, run_dir in enumerate(run_dirs):
             run = RunDir(run_dir)
-            topics = spark.read.schema(topics_ddl).json(str(run.snapshot_table("topics")))
+            topics = read_snapshot_table(spark, run, TOPICS)
             point = planner.sweep_point(spark, {**shared, "topics": topics}, read_run_info(run))
             frames.append(point.withColumn("point", F.lit(index)))
         rows = reduce(lambda left, right: left.unionByName(right), frames).collect()

@@ -42,8 +42,9 @@ def planned(tmp_path_factory, mechanism: str) -> tuple[Store, Path]:
 
 
 def snapshot_topics(run_dir: Path) -> dict[str, dict]:
-    path = run_dir / "snapshot" / "topics.jsonl"
-    return {row["topic"]: row for row in map(json.loads, path.read_text().splitlines())}
+    from housekeeping.engine.contract import TOPICS, read_snapshot_table
+
+    return {row["topic"]: row for row in read_snapshot_table(run_dir, TOPICS)}
 
 
 def kept(run_dir: Path, kind: str) -> str:

@@ -35,9 +35,9 @@ from pyspark.sql import functions as F
 
 from housekeeping.engine.contract import ACTIONS, BLOCKERS, HOLDS, RunDir, read_run_info
 from housekeeping.mechanisms.scrub.actions import DELETE_ORPHAN
-from housekeeping.mechanisms.scrub.tables import FINDINGS, SCRUB_EXPECTED, STORAGE_ITEMS, snapshot_path
+from housekeeping.mechanisms.scrub.tables import FINDINGS, SCRUB_EXPECTED, STORAGE_ITEMS
 from spark_apps.scrub.files import read_ledger_facts
-from spark_apps.shared.io import action_rows, write_summary, write_table
+from spark_apps.shared.io import action_rows, read_snapshot_table, write_summary, write_table
 from spark_apps.shared.plan_app import parse_plan_args, plan_main
 from spark_apps.shared.session import materialize, run_scoped_cache
 
@@ -53,8 +53,8 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
 def read_scrub_snapshot(spark, run_dir: str | Path) -> tuple[DataFrame, DataFrame, dict]:
     from housekeeping.mechanisms.scrub.listing import scrub_info_path
 
-    expected = spark.read.schema(SCRUB_EXPECTED.ddl()).parquet(str(snapshot_path(run_dir, SCRUB_EXPECTED)))
-    items = spark.read.schema(STORAGE_ITEMS.ddl()).parquet(str(snapshot_path(run_dir, STORAGE_ITEMS)))
+    expected = read_snapshot_table(spark, run_dir, SCRUB_EXPECTED)
+    items = read_snapshot_table(spark, run_dir, STORAGE_ITEMS)
     return expected, items, json.loads(scrub_info_path(run_dir).read_text(encoding="utf-8"))
 
 
@@ -297,7 +297,7 @@ def plan(
     tier = {"url": info.get("offloadTier"), "endpoint_url": info.get("offloadEndpoint")}
     partitions = int(spark.conf.get("spark.sql.shuffle.partitions", "8"))
     facts = read_ledger_facts(spark, checked, root, tier, partitions)
-    holds = spark.read.schema(HOLDS.ddl()).json(str(RunDir(info_dir).snapshot_table(HOLDS)))
+    holds = read_snapshot_table(spark, info_dir, HOLDS)
     unreferenced = keep_held_repairs(spark, materialize(unreferenced_findings(referenced, min_age_ms)), holds)
     findings = materialize(
         unreferenced.unionByName(missing_findings(expected, items))

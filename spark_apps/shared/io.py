@@ -17,7 +17,9 @@ from housekeeping.engine.contract import (
     SNAPSHOT_TABLES,
     RunDir,
     Table,
+    is_json_lines,
     read_run_info,
+    snapshot_file,
     write_json,
 )
 
@@ -42,12 +44,19 @@ def schema(table: Table) -> T.StructType:
     return T.StructType([T.StructField(c.name, _spark_type(c.type), c.nullable) for c in table.columns])
 
 
+def read_snapshot_table(spark: SparkSession, run_dir: str | Path | RunDir, table: Table) -> DataFrame:
+    """One snapshot table with the contract's schema: its Parquet file (or a run's from before, JSON lines)."""
+    path = snapshot_file(run_dir, table)
+    reader = spark.read.schema(table.ddl())
+    return reader.json(str(path)) if is_json_lines(path) else reader.parquet(str(path))
+
+
 def read_snapshot(spark: SparkSession, run_dir: str | Path | RunDir) -> dict[str, DataFrame]:
     """The snapshot tables the run's mechanism needs (``snapshotTables`` in run.json), by name."""
     run = RunDir(run_dir)
     names = read_run_info(run).get("snapshotTables") or list(SNAPSHOT_TABLES)
     return {
-        name: spark.read.schema(SNAPSHOT_TABLES[name].ddl()).json(str(run.snapshot_table(name)))
+        name: read_snapshot_table(spark, run, SNAPSHOT_TABLES[name])
         for name in dict.fromkeys([*BASE_SNAPSHOT_TABLES, *names])
     }
 

@@ -14,6 +14,7 @@ import pytest
 
 from housekeeping.core.names import TopicName
 from housekeeping.core.timeutil import format_ms, parse_as_of
+from housekeeping.engine.contract import HOLDS, RunDir, write_parquet
 from housekeeping.engine.plan import read_table
 from housekeeping.mechanisms.steps import apply_step, plan_and_gate_in_process, snapshot_step
 from housekeeping.store.manifest.export import export_manifest
@@ -178,11 +179,10 @@ def test_the_gate_rejects_a_plan_that_ignores_a_hold(generated, tmp_path, capsys
     }
     # A partition hold through its partitioned parent would also match; a namespace hold is the widest.
     namespace = _namespace(sorted(planned)[0])
-    (info.run_dir / "snapshot" / "holds.jsonl").write_text(
-        json.dumps(
-            {"target": namespace, "scope": "namespace", "reason": "x", "createdBy": "t", "createdAtMs": 0}
-        )
-        + "\n"
+    write_parquet(
+        RunDir(info.run_dir).snapshot_table(HOLDS),
+        HOLDS,
+        [{"target": namespace, "scope": "namespace", "reason": "x", "createdBy": "t", "createdAtMs": 0}],
     )
     from housekeeping.mechanisms.steps import local_spark
 

@@ -33,6 +33,7 @@ from pathlib import Path
 import pytest
 
 from housekeeping.core.timeutil import parse_as_of
+from housekeeping.engine.contract import TOPICS, read_snapshot_table
 from housekeeping.mechanisms.steps import apply_step, plan_and_gate_in_process, purge_step, snapshot_step
 from housekeeping.orchestration.dags import DELETING_POOL, DELETING_POOL_DESCRIPTION, STORE_ASSET_NAME
 from housekeeping.store.generate import GenerateOptions, generate_store
@@ -251,8 +252,7 @@ def test_browser_sees_the_dags_their_docs_and_params_and_a_dry_run_succeeds(live
     run_dir = live_airflow.store.run_dir("trim", f"{TRIM}__{run_id}")
     assert "DRY RUN" in (run_dir / "report" / "report.md").read_text()
     assert not (run_dir / "apply" / "result.json").exists()
-    snapshot = (run_dir / "snapshot" / "topics.jsonl").read_text().splitlines()
-    topics = [json.loads(line)["topic"] for line in snapshot]
+    topics = [row["topic"] for row in read_snapshot_table(run_dir, TOPICS)]
     assert topics and all(t.startswith(("persistent://public/", "persistent://acme/")) for t in topics), (
         topics
     )

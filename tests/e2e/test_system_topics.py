@@ -17,6 +17,7 @@ from pathlib import Path
 import pytest
 
 from housekeeping.core.timeutil import parse_as_of
+from housekeeping.engine.contract import TOPICS, RunDir, read_snapshot_table, write_parquet
 from housekeeping.mechanisms.steps import plan_and_gate_in_process, snapshot_step
 from housekeeping.store.store import Store
 from tests.conftest import run_cli, topic_body, write_manifest
@@ -149,11 +150,12 @@ def _is_system(name: str) -> bool:
 
 
 def _tamper(run_dir: Path, topic: str, **changes) -> None:
-    path = run_dir / "snapshot" / "topics.jsonl"
-    rows = [json.loads(line) for line in path.read_text().splitlines()]
+    rows = read_snapshot_table(run_dir, TOPICS)
     assert topic in {r["topic"] for r in rows}
-    path.write_text(
-        "".join(json.dumps(dict(r, **changes) if r["topic"] == topic else r) + "\n" for r in rows)
+    write_parquet(
+        RunDir(run_dir).snapshot_table(TOPICS),
+        TOPICS,
+        [dict(r, **changes) if r["topic"] == topic else r for r in rows],
     )
 
 

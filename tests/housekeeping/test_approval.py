@@ -16,7 +16,7 @@ from housekeeping.engine.approval import (
     record_decision,
     request_approval,
 )
-from housekeeping.engine.contract import ACTIONS, LEDGERS, NAMESPACES, RunDir, write_json, write_jsonl
+from housekeeping.engine.contract import ACTIONS, LEDGERS, NAMESPACES, RunDir, write_json, write_parquet
 from housekeeping.mechanisms.gc.actions import DELETE_TOPIC
 from housekeeping.mechanisms.registry import get_mechanism
 from housekeeping.observe.journal_view import journal_entries
@@ -42,8 +42,8 @@ def _run(tmp_path, actions: list[dict], stored: dict[str, int]) -> RunDir:
             "scope": [],
         },
     )
-    write_jsonl(run.snapshot_table(LEDGERS), LEDGERS, [])
-    write_jsonl(
+    write_parquet(run.snapshot_table(LEDGERS), LEDGERS, [])
+    write_parquet(
         run.snapshot_table(NAMESPACES),
         NAMESPACES,
         [{"namespace": ns, "storedBytes": b, "topicCount": 1} for ns, b in stored.items()],

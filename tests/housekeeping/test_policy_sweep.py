@@ -137,7 +137,7 @@ def _planned_alone(store, mechanism: str, overlay: PolicyOverlay, run_dir: Path)
     app, and the measures read back from what the plan wrote (its summary and tables)."""
     from housekeeping.core.timeutil import parse_as_of
     from housekeeping.engine import launcher
-    from housekeeping.engine.contract import RunDir, read_jsonl
+    from housekeeping.engine.contract import LEDGERS, read_snapshot_table
     from housekeeping.engine.plan import read_summary, read_table
     from housekeeping.mechanisms.registry import get_mechanism
     from housekeeping.mechanisms.steps import snapshot_step
@@ -150,7 +150,7 @@ def _planned_alone(store, mechanism: str, overlay: PolicyOverlay, run_dir: Path)
     per_namespace = read_summary(run_dir)["perNamespace"]
     measured: dict[str, dict[str, int]] = {}
     if mechanism == "trim":
-        for row in read_jsonl(RunDir(run_dir).snapshot_table("ledgers")):
+        for row in read_snapshot_table(run_dir, LEDGERS):
             namespace = "/".join(row["topic"].split("://")[1].split("/")[:2])
             measured.setdefault(namespace, {"bytesFreed": 0, "bytesKept": 0, "ledgersDeleted": 0})
             measured[namespace]["bytesKept"] += row["size"]

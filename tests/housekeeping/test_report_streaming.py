@@ -111,18 +111,24 @@ def test_a_snapshot_table_is_counted_and_read_by_its_named_columns_only(tmp_path
         RunDir,
         count_snapshot_rows,
         read_snapshot_columns,
-        write_jsonl,
+        write_parquet,
     )
 
     run = RunDir(tmp_path / "run")
     path = run.snapshot_table(NAMESPACES)
     path.parent.mkdir(parents=True)
     rows = [{"namespace": f"t/ns{i}", "storedBytes": i, "topicCount": 2 * i} for i in range(3)]
-    write_jsonl(path, NAMESPACES, rows)
+    write_parquet(path, NAMESPACES, rows)
     assert count_snapshot_rows(run, NAMESPACES) == 3
     read = read_snapshot_columns(run, NAMESPACES.select("namespace", "topicCount"))
     assert read.column_names == ["namespace", "topicCount"]
     assert read.to_pylist() == [{"namespace": r["namespace"], "topicCount": r["topicCount"]} for r in rows]
-    path.write_text('{"namespace": "t/ns0", "storedBytes": "many", "topicCount": 1}\n')
-    with pytest.raises(InputError, match="namespaces.jsonl"):
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    pq.write_table(pa.table({"namespace": ["t/ns0"], "storedBytes": ["many"], "topicCount": [1]}), path)
+    with pytest.raises(InputError, match="namespaces.parquet"):
+        read_snapshot_columns(run, NAMESPACES.select("namespace", "storedBytes"))
+    pq.write_table(pa.table({"namespace": ["t/ns0"], "topicCount": [1]}), path)
+    with pytest.raises(InputError, match="namespaces.parquet"):
         read_snapshot_columns(run, NAMESPACES.select("namespace", "storedBytes"))

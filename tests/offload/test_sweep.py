@@ -70,7 +70,7 @@ def _plan_alone(store, mechanism: str, overlay: PolicyOverlay, as_of: str, run_d
     from housekeeping.core.timeutil import parse_as_of
     from housekeeping.engine import launcher
     from housekeeping.engine.actions import namespace_of
-    from housekeeping.engine.contract import RunDir, read_jsonl
+    from housekeeping.engine.contract import LEDGERS, TOPICS, read_snapshot_table
     from housekeeping.engine.plan import read_table
     from housekeeping.mechanisms.registry import get_mechanism
     from housekeeping.mechanisms.steps import snapshot_step
@@ -79,8 +79,8 @@ def _plan_alone(store, mechanism: str, overlay: PolicyOverlay, as_of: str, run_d
         store, mechanism, run_id="alone", as_of_ms=parse_as_of(as_of), run_dir=run_dir, policy_overlay=overlay
     )
     launcher.plan_in_process(launcher.local_spark("local[2]"), run_dir, get_mechanism(mechanism))
-    ledgers = {(r["topic"], r["ledgerId"]): r for r in read_jsonl(RunDir(run_dir).snapshot_table("ledgers"))}
-    topics = {r["topic"]: r for r in read_jsonl(RunDir(run_dir).snapshot_table("topics"))}
+    ledgers = {(r["topic"], r["ledgerId"]): r for r in read_snapshot_table(run_dir, LEDGERS)}
+    topics = {r["topic"]: r for r in read_snapshot_table(run_dir, TOPICS)}
     actions = {
         (a["action"], a["topic"], a["ledgerId"])
         for a in read_table(run_dir, "actions")

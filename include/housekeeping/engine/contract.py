@@ -3,7 +3,8 @@
 A run of a mechanism lives in one directory (``<store>/runs/<mechanism>/<run>/``)::
 
     snapshot/run.json           the run's facts (RUN_INFO_KEYS)
-    snapshot/<table>.jsonl      SNAPSHOT_TABLES: written by Python (housekeeping.engine.snapshot), read by Spark
+    snapshot/<table>.parquet    SNAPSHOT_TABLES: written by Python (housekeeping.engine.snapshot), read by Spark
+                                (a run snapshotted before 2026-11-26 has snapshot/<table>.jsonl: still read)
     plan/<table>/part-*.json    the planner's tables: written by Spark, read by the gate, apply and the report
     plan/compaction/*           compaction's entry tables (Parquet)
     plan/summary.json           the planner's totals
@@ -60,7 +61,7 @@ class Table:
 
     name: str
     columns: tuple[Column, ...]
-    format: str = "json"  # json (JSON lines) or parquet
+    format: str = "json"  # json (JSON lines) or parquet; every snapshot table is parquet
     # A table several mechanisms write, each with the columns it uses (actions, blockers): a writer may leave a
     # nullable column out (it is null). Every other table is written whole.
     sparse: bool = False
@@ -132,8 +133,15 @@ def table(name: str, spec: str, format: str = "json", *, sparse: bool = False) -
 
 
 # --- snapshot tables (housekeeping.engine.snapshot writes them; every planner and the gate read them) ------------------
+# Parquet, one file each: the Spark apps read the columns a query uses without parsing every row's text (a
+# 100,000-topic trim plan read its JSON-lines snapshot in about half its time; benchmarks/README.md).
 
-TOPICS = table(
+
+def snapshot_table_spec(name: str, spec: str) -> Table:
+    return table(name, spec, "parquet")
+
+
+TOPICS = snapshot_table_spec(
     "topics",
     "topic string!, namespace string!, tenant string!, isSystemTopic boolean!, version bigint!, "
     "producers bigint!, consumers bigint!, lastActiveMs bigint, retentionTimeMs bigint!, retentionSizeBytes bigint!, "
@@ -149,7 +157,7 @@ TOPICS = table(
     "offloader boolean!, offloadThresholdBytes bigint!, offloadThresholdSeconds bigint!, offloadDeletionLagMs bigint, "
     "offloadPolicyDescription string!",
 )
-LEDGERS = table(
+LEDGERS = snapshot_table_spec(
     "ledgers",
     "topic string!, ledgerId bigint!, entries bigint!, size bigint!, closedAtMs bigint, minEntryTsMs bigint, "
     "maxEntryTsMs bigint, entriesStored boolean!, "
@@ -157,36 +165,36 @@ LEDGERS = table(
     # the local copy is deleted (read from the tier).
     "offloadAttempted boolean!, offloadComplete boolean!, offloadedAtMs bigint, localDeleted boolean!",
 )
-CURSORS = table(
+CURSORS = snapshot_table_spec(
     "cursors",
     "topic string!, name string!, durable boolean!, markDeleteLedger bigint!, markDeleteEntry bigint!, "
     "lastActiveMs bigint, consumers bigint!",
 )
-NAMESPACES = table("namespaces", "namespace string!, storedBytes bigint!, topicCount bigint!")
-QUOTA_STATES = table(
+NAMESPACES = snapshot_table_spec("namespaces", "namespace string!, storedBytes bigint!, topicCount bigint!")
+QUOTA_STATES = snapshot_table_spec(
     "quota_states",
     "topic string!, quotaType string!, policy string!, exceeded boolean!, limitValue bigint!, "
     "measuredValue bigint, exceededSinceMs bigint, asOfMs bigint!",
 )
-PARTITIONED_TOPICS = table(
+PARTITIONED_TOPICS = snapshot_table_spec(
     "partitioned_topics",
     "partitionedTopic string!, namespace string!, partitions bigint!, existingPartitions bigint!, heldBy string",
 )
-HOLDS = table(
+HOLDS = snapshot_table_spec(
     "holds", "target string!, scope string!, reason string!, createdBy string!, createdAtMs bigint!"
 )
-COMPACTED_LEDGERS = table(
+COMPACTED_LEDGERS = snapshot_table_spec(
     "compacted_ledgers",
     "topic string!, ledgerId bigint!, horizonLedger bigint!, horizonEntry bigint!, entries bigint!, size bigint!, "
     "minEntryTsMs bigint, maxEntryTsMs bigint, tombstones bigint!, oldestTombstoneTsMs bigint, "
     "compactedAsOfMs bigint!",
 )
 # Key erasure: the requests to act on (the key's SHA-256 only) and the files waiting for purge (they may hold a key).
-ERASURE_REQUESTS = table(
+ERASURE_REQUESTS = snapshot_table_spec(
     "erasure_requests",
     "requestId bigint!, keyDigest string!, scope string!, target string!, requestedAtMs bigint!",
 )
-PENDING_FILES = table(
+PENDING_FILES = snapshot_table_spec(
     "pending_files",
     "pendingId bigint!, topic string!, ledgerId bigint!, path string!, kind string!, size bigint!, "
     "purgeAfterMs bigint!, erasedBy string",
@@ -299,8 +307,10 @@ class RunDir:
         return self.snapshot_dir / "run.json"
 
     def snapshot_table(self, table: Table | str) -> Path:
+        """Where a snapshot table is written (Parquet). Readers go through :func:`snapshot_file`, which also finds
+        a run snapshotted as JSON lines before."""
         name = table if isinstance(table, str) else table.name
-        return self.snapshot_dir / f"{name}.jsonl"
+        return self.snapshot_dir / f"{name}.parquet"
 
     # plan
     @property
@@ -388,20 +398,31 @@ class RunDir:
         return self.report_dir / "report.md"
 
 
+def _side_file(path: Path) -> Path:
+    """Where ``path`` is written before it is renamed into place. One name per writer (a file's permissions as any
+    other file's: mkstemp's would be 0600)."""
+    return path.with_name(f".{path.name}.{os.getpid()}.{threading.get_ident()}.partial")
+
+
 @contextmanager
-def _replacing(path: Path) -> Iterator[TextIO]:
-    """A text file written beside ``path`` and renamed onto it only when the block ends without an error: a
-    reader never sees half a file, and a failed write leaves an earlier file as it was."""
+def _replacing_file(path: Path) -> Iterator[Path]:
+    """A side file beside ``path``, renamed onto it only when the block ends without an error: a reader never
+    sees half a file, and a failed write leaves an earlier file as it was."""
     path = Path(path).absolute()  # the side file's removal resolves it against the directory it must stay in
     path.parent.mkdir(parents=True, exist_ok=True)
-    # One name per writer (a file's permissions as any other file's: mkstemp's would be 0600).
-    partial = path.with_name(f".{path.name}.{os.getpid()}.{threading.get_ident()}.partial")
+    partial = _side_file(path)
     try:
-        with partial.open("w", encoding="utf-8") as handle:
-            yield handle
+        yield partial
         partial.replace(path)
     finally:
         remove_file(partial, within=path.parent)  # gone already when renamed
+
+
+@contextmanager
+def _replacing(path: Path) -> Iterator[TextIO]:
+    """A text file written as :func:`_replacing_file` writes one."""
+    with _replacing_file(path) as partial, partial.open("w", encoding="utf-8") as handle:
+        yield handle
 
 
 def write_json(path: Path, document: Any, *, indent: int | None = 2) -> None:
@@ -454,18 +475,77 @@ def read_json(path: Path) -> dict[str, Any] | None:
     return json.loads(path.read_text(encoding="utf-8")) if path.is_file() else None
 
 
-# json.dumps(row, sort_keys=True) builds an encoder per call.
-_SORTED_KEYS = json.JSONEncoder(sort_keys=True)
+# Rows per Parquet row group as a table is written: Python holds one group's rows at a time.
+PARQUET_BATCH_ROWS = 50_000
 
 
-def write_jsonl(path: Path, table: Table, rows: Iterable[Mapping[str, Any]]) -> None:
-    """A snapshot table, written as ``rows`` are produced (memory does not grow with the table), every row
-    checked against the table (:meth:`Table.row`); a bad row leaves no file behind."""
-    encode = _SORTED_KEYS.encode
-    with _replacing(path) as handle:
+class ParquetRows:
+    """A table written as Parquet while its rows are produced, a batch at a time (memory does not grow with the
+    table), every row checked against the table (:meth:`Table.row`). The file appears at ``path`` only when
+    :meth:`close` is reached; :meth:`abort` (or an error inside ``with``) leaves an earlier file as it was."""
+
+    def __init__(self, path: Path, spec: Table, batch: int = PARQUET_BATCH_ROWS) -> None:
+        import pyarrow.parquet as pq
+
+        self.path, self.spec, self.batch = Path(path).absolute(), spec, batch
+        self.path.parent.mkdir(parents=True, exist_ok=True)
+        self.partial = _side_file(self.path)
+        self.rows: list[dict[str, Any]] = []
+        self.count = 0
+        self._writer = pq.ParquetWriter(self.partial, spec.arrow_schema())
+
+    def add(self, row: Mapping[str, Any]) -> None:
+        self.rows.append(self.spec.row(row))
+        if len(self.rows) >= self.batch:
+            self._flush()
+
+    def extend(self, rows: Iterable[Mapping[str, Any]]) -> None:
         for row in rows:
-            handle.write(encode(table.row(row)))
-            handle.write("\n")
+            self.add(row)
+
+    def _flush(self) -> None:
+        import pyarrow as pa
+
+        if self.rows:
+            self._writer.write_table(pa.Table.from_pylist(self.rows, schema=self._writer.schema))
+            self.count += len(self.rows)
+            self.rows = []
+
+    def close(self) -> None:
+        try:
+            self._flush()
+            self._writer.close()
+            self.partial.replace(self.path)
+        finally:
+            remove_file(self.partial, within=self.path.parent)  # gone already when renamed
+
+    def abort(self) -> None:
+        self._writer.close()
+        remove_file(self.partial, within=self.path.parent)
+
+    def read_back(self) -> Iterator[dict[str, Any]]:
+        """The rows written (after :meth:`close`), a batch at a time."""
+        import pyarrow.parquet as pq
+
+        for batch in pq.ParquetFile(self.path).iter_batches(batch_size=self.batch):
+            yield from batch.to_pylist()
+
+    def __enter__(self) -> ParquetRows:
+        return self
+
+    def __exit__(self, kind: Any, error: Any, traceback: Any) -> None:
+        if kind is None:
+            self.close()
+        else:
+            self.abort()
+
+
+def write_parquet(path: Path, table: Table, rows: Iterable[Mapping[str, Any]]) -> int:
+    """A table written from ``rows`` as they are produced (:class:`ParquetRows`); a bad row leaves no file behind
+    and an earlier one as it was. Returns the rows written."""
+    with ParquetRows(path, table) as writer:
+        writer.extend(rows)
+    return writer.count
 
 
 def read_jsonl(path: Path) -> list[dict[str, Any]]:
@@ -480,17 +560,47 @@ def read_run_info(run_dir: str | Path | RunDir) -> dict[str, Any]:
     return json.loads(path.read_text(encoding="utf-8"))
 
 
-def read_snapshot_table(run_dir: str | Path | RunDir, table: Table) -> list[dict[str, Any]]:
+def snapshot_file(run_dir: str | Path | RunDir, table: Table | str) -> Path:
+    """The file a snapshot table is read from: its Parquet file, or the JSON-lines file of a run snapshotted before
+    the snapshot was Parquet (its approval, apply, report and the storage report's history still read it). A table
+    the run does not have is bad input naming the file."""
     path = RunDir(run_dir).snapshot_table(table)
-    return [table.read_row(row, str(path)) for row in read_jsonl(path)]
+    if path.is_file():
+        return path
+    legacy = path.with_suffix(".jsonl")
+    if legacy.is_file():
+        return legacy
+    raise InputError(f"run directory {run_dir} has no snapshot table {path.stem!r} ({path} is missing)")
+
+
+def has_snapshot_table(run_dir: str | Path | RunDir, table: Table | str) -> bool:
+    path = RunDir(run_dir).snapshot_table(table)
+    return path.is_file() or path.with_suffix(".jsonl").is_file()
+
+
+def is_json_lines(path: Path) -> bool:
+    """A snapshot table written as JSON lines (a run snapshotted before the snapshot was Parquet)."""
+    return path.suffix == ".jsonl"
+
+
+def read_snapshot_table(run_dir: str | Path | RunDir, table: Table) -> list[dict[str, Any]]:
+    """Every row of a (small) snapshot table, every column present."""
+    import pyarrow.parquet as pq
+
+    path = snapshot_file(run_dir, table)
+    rows = read_jsonl(path) if is_json_lines(path) else pq.read_table(path).to_pylist()
+    return [table.read_row(row, str(path)) for row in rows]
 
 
 def count_snapshot_rows(run_dir: str | Path | RunDir, table: Table) -> int:
-    """How many rows a snapshot table holds, counted without parsing them (a report's "topics examined": 100,000
-    topics' rows, each with its policies, never held at once)."""
-    path = RunDir(run_dir).snapshot_table(table)
-    with path.open("rb") as handle:
-        return sum(1 for line in handle if line.strip())
+    """How many rows a snapshot table holds, counted without reading them (a report's "topics examined")."""
+    import pyarrow.parquet as pq
+
+    path = snapshot_file(run_dir, table)
+    if is_json_lines(path):
+        with path.open("rb") as handle:
+            return sum(1 for line in handle if line.strip())
+    return pq.ParquetFile(path).metadata.num_rows
 
 
 def json_read_options() -> Any:
@@ -503,19 +613,26 @@ def json_read_options() -> Any:
 
 
 def read_snapshot_columns(run_dir: str | Path | RunDir, table: Table) -> Any:
-    """The columns ``table`` names (a :meth:`Table.select` of a snapshot table) of every row, as one Arrow table:
-    a report that needs a topic's retention text reads 100,000 topics in a few MiB, not their whole rows."""
+    """The columns ``table`` names (a :meth:`Table.select` of a snapshot table) of every row, as one Arrow table
+    with their contract types: a report that needs a topic's retention text reads only that column of 100,000
+    topics. A column missing, or of another type, means the file is not this table: bad input naming it."""
     import pyarrow as pa
     import pyarrow.json as pj
+    import pyarrow.parquet as pq
 
-    path = RunDir(run_dir).snapshot_table(table)
-    if path.stat().st_size == 0:
-        return table.arrow_schema().empty_table()
-    options = pj.ParseOptions(explicit_schema=table.arrow_schema(), unexpected_field_behavior="ignore")
+    path = snapshot_file(run_dir, table)
+    schema = table.arrow_schema()
     try:
+        if not is_json_lines(path):
+            return pq.read_table(path, columns=list(table.names)).select(table.names).cast(schema)
+        if path.stat().st_size == 0:
+            return schema.empty_table()
+        options = pj.ParseOptions(explicit_schema=schema, unexpected_field_behavior="ignore")
         return pj.read_json(path, read_options=json_read_options(), parse_options=options).select(table.names)
-    except pa.ArrowInvalid as exc:
-        raise InputError(f"{path}: not a row of snapshot table {table.name}: {exc}") from exc
+    except (pa.ArrowInvalid, pa.ArrowNotImplementedError, KeyError) as exc:
+        raise InputError(
+            f"{path}: not snapshot table {table.name} (columns {', '.join(table.names)}): {exc}"
+        ) from exc
 
 
 def snapshot_topic_values(

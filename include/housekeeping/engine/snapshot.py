@@ -1,17 +1,17 @@
-"""Snapshot: one consistent read of the metadata, exported as JSON-lines files for the Spark apps.
+"""Snapshot: one consistent read of the metadata, exported as Parquet files (one per table) for the Spark apps.
 
 Files under ``<run_dir>/snapshot/`` (``housekeeping.engine.contract``: paths and columns; a mechanism's spec names the
 tables beyond topics, ledgers, cursors, namespaces and holds that it reads, and only those are written):
 
 - ``run.json``       run facts: runId, mechanism, asOfMs, scope, blast-radius limits (share of a namespace's
                      bytes; for GC, share of its topics), topic versions, broker settings
-- ``topics.jsonl``   one row per in-scope topic with its *effective* policies (resolved here once)
-- ``ledgers.jsonl``  the in-scope topics' ledgers
-- ``cursors.jsonl``  the in-scope topics' cursors
-- ``quota_states.jsonl`` the in-scope topics' recorded backlog-quota states
-- ``namespaces.jsonl`` stored bytes and topic count of every namespace touched by the scope
-- ``partitioned_topics.jsonl`` partitioned-topic metadata of those namespaces, with how many partitions exist
-- ``compacted_ledgers.jsonl`` the in-scope topics' current compacted ledgers (topic compaction)
+- ``topics.parquet``  one row per in-scope topic with its *effective* policies (resolved here once)
+- ``ledgers.parquet`` the in-scope topics' ledgers
+- ``cursors.parquet`` the in-scope topics' cursors
+- ``quota_states.parquet`` the in-scope topics' recorded backlog-quota states
+- ``namespaces.parquet`` stored bytes and topic count of every namespace touched by the scope
+- ``partitioned_topics.parquet`` partitioned-topic metadata of those namespaces, with how many partitions exist
+- ``compacted_ledgers.parquet`` the in-scope topics' current compacted ledgers (topic compaction)
 
 The planner and the gate both read these files, never the live database, so the plan and its check see
 the same state; apply then compare-and-sets on the topic versions recorded here.
@@ -177,7 +177,7 @@ def take_snapshot(
     run = contract.RunDir(run_dir or store.run_dir(mechanism.name, request.run_id))
     run.snapshot_dir.mkdir(parents=True, exist_ok=True)
     for name in tables:
-        contract.write_jsonl(
+        contract.write_parquet(
             run.snapshot_table(name), contract.SNAPSHOT_TABLES[name], BUILDERS[name](selection)
         )
     contract.write_json(run.run_info, run_info(store, request, selection, tables))

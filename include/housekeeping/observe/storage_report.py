@@ -31,7 +31,15 @@ from sqlalchemy import func, select
 
 from housekeeping.core.settings import lag_objective, parse_lag_objectives
 from housekeeping.core.timeutil import format_ms
-from housekeeping.engine.contract import NAMESPACES, RunDir, read_json, read_jsonl, read_run_info, write_json
+from housekeeping.engine.contract import (
+    NAMESPACES,
+    RunDir,
+    has_snapshot_table,
+    read_json,
+    read_run_info,
+    read_snapshot_table,
+    write_json,
+)
 from housekeeping.engine.pages import bytes_formatter, pyplot, render, svg
 from housekeeping.observe.metrics.deletion_lag import read_deletion_lag
 from housekeeping.store import metadata_schema as t
@@ -267,7 +275,6 @@ def _runs(store: Store) -> list[dict[str, Any]]:
     for run_json in (store.root / RUNS_DIR).glob("*/*/snapshot/run.json"):
         run = RunDir(run_json.parent.parent)
         info = read_run_info(run)
-        namespaces_path = run.snapshot_table(NAMESPACES)
         report = read_json(run.report_json)
         gate = read_json(run.gate_result)
         runs.append(
@@ -278,7 +285,9 @@ def _runs(store: Store) -> list[dict[str, Any]]:
                 "asOfMs": info["asOfMs"],
                 # Only to order runs of the same as-of (a rerun or a manual run beside a backfill): audit time.
                 "takenAtMs": info.get("takenAtWallClockMs") or 0,
-                "namespaces": read_jsonl(namespaces_path) if namespaces_path.is_file() else [],
+                "namespaces": (
+                    read_snapshot_table(run, NAMESPACES) if has_snapshot_table(run, NAMESPACES) else []
+                ),
                 "report": report,
                 "reportPath": str(run.report_md) if report is not None else None,
                 "gate": None if gate is None else ("passed" if gate["success"] else "REJECTED"),

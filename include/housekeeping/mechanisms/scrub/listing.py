@@ -25,9 +25,10 @@ from sqlalchemy import select
 from housekeeping.core.errors import InputError
 from housekeeping.core.names import TopicName, topic_of_dir_parts
 from housekeeping.core.scope import in_scope
-from housekeeping.engine.contract import RunDir, write_json
-from housekeeping.mechanisms.scrub.tables import LOCAL, SCRUB_EXPECTED, STORAGE_ITEMS, TIER, ParquetRows
+from housekeeping.engine.contract import ParquetRows, RunDir, write_json
+from housekeeping.mechanisms.scrub.tables import LOCAL, SCRUB_EXPECTED, STORAGE_ITEMS, TIER
 from housekeeping.store import metadata_schema as t
+from housekeeping.store.fs import remove_file
 from housekeeping.store.holds import hold_for, load_holds
 from housekeeping.store.store import (
     LEDGER_DIR_NAME,
@@ -57,20 +58,18 @@ def write_scrub_snapshot(store: Store, run_dir: Path, scope: tuple[str, ...], mi
     # The first read goes to a Parquet file as it is read (stable unknown yet); the second keeps a digest per row;
     # the table is then written from the first with ``stable`` set. At 100,000 topics both reads held as rows were
     # most of the scrub's Python memory.
-    first = ParquetRows(run_dir, SCRUB_EXPECTED, name=".scrub_expected.first")
-    first.extend({**row, "stable": False} for row in expected_rows(store) if wanted(row["topic"]))
-    first.close()
-    items = ParquetRows(run_dir, STORAGE_ITEMS)
-    items.extend(item for item in list_local(store) if wanted(item["topic"]))
-    tier = store.tier
-    if tier is not None:
-        items.extend(item for item in list_tier(tier) if wanted(item["topic"]))
-    items.close()
+    run = RunDir(run_dir)
+    with ParquetRows(run.snapshot_dir / ".scrub_expected.first.parquet", SCRUB_EXPECTED) as first:
+        first.extend({**row, "stable": False} for row in expected_rows(store) if wanted(row["topic"]))
+    with ParquetRows(run.snapshot_table(STORAGE_ITEMS), STORAGE_ITEMS) as items:
+        items.extend(item for item in list_local(store) if wanted(item["topic"]))
+        tier = store.tier
+        if tier is not None:
+            items.extend(item for item in list_tier(tier) if wanted(item["topic"]))
     again = {_identity(row) for row in expected_rows(store) if wanted(row["topic"])}
-    expected = ParquetRows(run_dir, SCRUB_EXPECTED)
-    expected.extend({**row, "stable": _identity(row) in again} for row in first.read_back())
-    expected.close()
-    first.remove()
+    with ParquetRows(run.snapshot_table(SCRUB_EXPECTED), SCRUB_EXPECTED) as expected:
+        expected.extend({**row, "stable": _identity(row) in again} for row in first.read_back())
+    remove_file(first.path, within=run.snapshot_dir)
     info = {
         "wallClockMs": wall_clock_ms,
         "minAgeSeconds": int(min_age_seconds),

@@ -1,0 +1,44 @@
+"""The Spark apps' snapshot reader (spark_apps/shared/io.py): a snapshot table read with the contract's schema, from
+its Parquet file or, for a run snapshotted before the snapshot was Parquet, its JSON-lines file."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from housekeeping.core.errors import InputError
+from housekeeping.engine.contract import CURSORS, RunDir, write_parquet
+from spark_apps.shared.io import read_snapshot_table
+
+pytestmark = pytest.mark.spark
+
+ROWS = [
+    {"topic": "t", "name": "s", "durable": True, "markDeleteLedger": 2**40, "markDeleteEntry": -1, "consumers": 0},
+    {"topic": "t", "name": "r", "durable": False, "markDeleteLedger": 1, "markDeleteEntry": 3, "lastActiveMs": 5,
+     "consumers": 2},
+]  # fmt: skip
+
+
+def _read(spark, run: RunDir) -> list[dict]:
+    frame = read_snapshot_table(spark, run, CURSORS)
+    assert frame.columns == list(CURSORS.names)
+    return sorted((row.asDict() for row in frame.collect()), key=lambda r: r["name"])
+
+
+def test_a_snapshot_table_is_read_from_parquet_with_the_contract_schema(spark, tmp_path):
+    run = RunDir(tmp_path)
+    write_parquet(run.snapshot_table(CURSORS), CURSORS, ROWS)
+    assert _read(spark, run) == sorted((CURSORS.row(r) for r in ROWS), key=lambda r: r["name"])
+
+
+def test_a_run_snapshotted_as_json_lines_is_read_the_same(spark, tmp_path):
+    run = RunDir(tmp_path)
+    run.snapshot_dir.mkdir()
+    (run.snapshot_dir / "cursors.jsonl").write_text("".join(json.dumps(r) + "\n" for r in ROWS))
+    assert _read(spark, run) == sorted((CURSORS.row(r) for r in ROWS), key=lambda r: r["name"])
+
+
+def test_a_missing_snapshot_table_names_the_file(spark, tmp_path):
+    with pytest.raises(InputError, match=r"no snapshot table 'cursors' \(.*cursors.parquet is missing\)"):
+        read_snapshot_table(spark, RunDir(tmp_path), CURSORS)
