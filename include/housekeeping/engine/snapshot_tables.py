@@ -10,7 +10,7 @@ from dataclasses import dataclass
 from functools import cached_property
 from typing import Any
 
-from housekeeping.core.names import TopicName, is_system_service_namespace
+from housekeeping.core.names import TopicName, is_system_service_namespace, is_system_topic_name
 from housekeeping.core.policies import BrokerConfig, EffectivePolicies, RetentionPolicy, resolve_policies
 from housekeeping.store.holds import describe as describe_hold
 from housekeeping.store.holds import hold_for
@@ -39,14 +39,42 @@ class Selection:
     def touched_namespaces(self) -> frozenset[str]:
         return frozenset(self.topic_namespace[name] for name in self.selected)
 
-    def effective_policies(self, row: Any) -> EffectivePolicies:
+    def _levels(self, row: Any) -> tuple[dict[str, Any], str, dict[str, Any]]:
+        """The topic's own policies and its namespace's (a what-if's overlay applied)."""
         topic_policies, namespace_policies = json.loads(row.policies), self.state.namespaces[row.namespace]
         if self.policy_overlay is not None:
             topic_policies = self.policy_overlay.topic_policies(row.name, topic_policies)
             namespace_policies = self.policy_overlay.namespace_policies(row.namespace, namespace_policies)
-        return resolve_policies(row.name, topic_policies, row.namespace, namespace_policies, self.broker)
+        return topic_policies, row.namespace, namespace_policies
+
+    def policy_columns(self, row: Any) -> Row:
+        """The topics table's policy and offload columns of ``row``'s topic. A topic that sets no policy of its own
+        resolves as every other such topic of its namespace whose name says the same about system topics (the
+        name enters the rules only there and in a topic-level source): those columns are computed once for all of
+        them (resolving and encoding 100,000 topics' policies one by one was a third of the snapshot's time)."""
+        topic_policies, namespace, namespace_policies = self._levels(row)
+        if topic_policies:
+            return self._resolved_columns(row.name, topic_policies, namespace, namespace_policies)
+        key = (namespace, is_system_topic_name(row.name))
+        columns = self._shared_policy_columns.get(key)
+        if columns is None:
+            columns = self._resolved_columns(row.name, topic_policies, namespace, namespace_policies)
+            self._shared_policy_columns[key] = columns
+        return columns
+
+    @cached_property
+    def _shared_policy_columns(self) -> dict[tuple[str, bool], Row]:
+        return {}
+
+    def _resolved_columns(
+        self, name: str, topic_policies: dict[str, Any], namespace: str, namespace_policies: dict[str, Any]
+    ) -> Row:
+        effective = resolve_policies(name, topic_policies, namespace, namespace_policies, self.broker)
+        return {**_policy_columns(effective), **_offload_columns(effective, namespace, self.offloader)}
 
     def held_by(self, name: str) -> str | None:
+        if not self.state.holds:
+            return None
         hold = hold_for(name, self.state.holds)
         return None if hold is None else describe_hold(hold)
 
@@ -114,8 +142,7 @@ def topics(sel: Selection) -> Iterator[Row]:
             "consumers": row.consumers,
             "lastActiveMs": row.last_active_ms,
             "partitionedTopic": parsed.partitioned_parent,
-            **_policy_columns(effective := sel.effective_policies(row)),
-            **_offload_columns(effective, row.namespace, sel.offloader),
+            **sel.policy_columns(row),
             # `housekeeping hold`: every planner keeps a held topic whole (kind "held").
             "heldBy": sel.held_by(row.name),
         }
