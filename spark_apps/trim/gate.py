@@ -18,7 +18,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from pyspark.sql import DataFrame, Window
+from pyspark.sql import Column, DataFrame, Window
 from pyspark.sql import functions as F
 
 from housekeeping.engine.contract import RunDir, read_run_info
@@ -68,27 +68,27 @@ def trim_deletion_checks(
         "bytesDeletedUpTo", F.sum(F.coalesce("size", F.lit(0))).over(upto)
     )
     # Durable cursors pinning a ledger: mark-delete in an older ledger, or inside it but not on its last
-    # entry, or on it when it is the current ledger.
-    durable = cursors.where(F.col("durable")).select(
-        "topic", F.col("name").alias("cursor"), "markDeleteLedger", "markDeleteEntry"
+    # entry, or on it when it is the current ledger. Every durable cursor of the topic is tested against each
+    # planned ledger (a topic's mark-deletes as one list beside its rows: no second pass over the joins above).
+    durable = (
+        cursors.where(F.col("durable"))
+        .groupBy("topic")
+        .agg(F.collect_list(F.struct("markDeleteLedger", "markDeleteEntry")).alias("durableMarks"))
     )
-    pins = (
-        frame.select("topic", "ledgerId", "entries", "currentLedgerId")
-        .join(durable, "topic")
-        .where(
-            (F.col("markDeleteLedger") < F.col("ledgerId"))
-            | (
-                (F.col("markDeleteLedger") == F.col("ledgerId"))
-                & (
-                    (F.col("markDeleteEntry") != F.col("entries") - 1)
-                    | (F.col("ledgerId") == F.col("currentLedgerId"))
-                )
+    frame = frame.join(durable, "topic", "left")
+
+    def pins(mark: Column) -> Column:
+        return (mark["markDeleteLedger"] < F.col("ledgerId")) | (
+            (mark["markDeleteLedger"] == F.col("ledgerId"))
+            & (
+                (mark["markDeleteEntry"] != F.col("entries") - 1)
+                | (F.col("ledgerId") == F.col("currentLedgerId"))
             )
         )
-        .groupBy("topic", "ledgerId")
-        .agg(F.count("*").alias("pinningCursors"))
+
+    pinning_cursors = F.when(F.col("durableMarks").isNull(), F.lit(0)).otherwise(
+        F.size(F.filter("durableMarks", pins))
     )
-    frame = frame.join(pins, ["topic", "ledgerId"], "left")
     expired = (F.col("retentionTimeMs") >= 0) & (
         F.lit(as_of_ms) - F.col("closedAtMs") > F.col("retentionTimeMs")
     )
@@ -102,7 +102,7 @@ def trim_deletion_checks(
         F.coalesce(F.col("plannedBytes") == F.col("size"), F.lit(False)).alias("bytes_match_snapshot"),
         F.coalesce(F.col("ledgerId") != F.col("currentLedgerId"), F.lit(False)).alias("not_current_ledger"),
         F.coalesce(F.col("closedAtMs").isNotNull(), F.lit(False)).alias("ledger_is_closed"),
-        F.coalesce(F.col("pinningCursors"), F.lit(0)).eqNullSafe(0).alias("no_durable_cursor_pins_it"),
+        (pinning_cursors == 0).alias("no_durable_cursor_pins_it"),
         F.coalesce(F.col("rank") == F.col("plannedUpTo"), F.lit(False)).alias("contiguous_oldest_prefix"),
         F.coalesce(expired | over_quota, F.lit(False)).alias("retention_allows_delete"),
         F.coalesce(retention_default_fits_name(), F.lit(False)).alias("retention_default_fits_the_name"),
