@@ -53,11 +53,11 @@ def topic_name_facts(spark: SparkSession, frames: Iterable[DataFrame]) -> DataFr
     facts = [_facts(name) for name in sorted(n for n in names if n is not None)]
     schema = NAME_FACTS.arrow_schema()
     columns = zip(*facts, strict=True) if facts else [[]] * len(schema)
-    return spark.createDataFrame(
-        pa.table(
-            [pa.array(values, field.type) for field, values in zip(schema, columns, strict=True)], schema
-        )
+    table = pa.table(
+        [pa.array(values, field.type) for field, values in zip(schema, columns, strict=True)], schema
     )
+    # The schema as well as the table: Spark Connect infers none from an empty table (no topic, e.g. no action).
+    return spark.createDataFrame(table, NAME_FACTS.ddl())
 
 
 def retention_default_fits_name() -> Column:
