@@ -485,7 +485,7 @@ PARQUET_BATCH_ROWS = 50_000
 
 class ParquetRows:
     """A table written as Parquet while its rows are produced, a batch at a time (memory does not grow with the
-    table), every row checked against the table (:meth:`Table.row`). The file appears at ``path`` only when
+    table), every row checked against the table (:meth:`Table.check`). The file appears at ``path`` only when
     :meth:`close` is reached; :meth:`abort` (or an error inside ``with``) leaves an earlier file as it was."""
 
     def __init__(self, path: Path, spec: Table, batch: int = PARQUET_BATCH_ROWS) -> None:
@@ -566,22 +566,26 @@ def read_run_info(run_dir: str | Path | RunDir) -> dict[str, Any]:
     return json.loads(path.read_text(encoding="utf-8"))
 
 
-def snapshot_file(run_dir: str | Path | RunDir, table: Table | str) -> Path:
-    """The file a snapshot table is read from: its Parquet file, or the JSON-lines file of a run snapshotted before
-    the snapshot was Parquet (its approval, apply, report and the storage report's history still read it). A table
-    the run does not have is bad input naming the file."""
+def _existing_snapshot_file(run_dir: str | Path | RunDir, table: Table | str) -> tuple[Path, Path | None]:
+    """The table's Parquet path, and the file it is read from: that one, or the JSON-lines file of a run
+    snapshotted before the snapshot was Parquet (its approval, apply, report and the storage report's history still
+    read it); None when the run has neither."""
     path = RunDir(run_dir).snapshot_table(table)
-    if path.is_file():
-        return path
     legacy = path.with_suffix(".jsonl")
-    if legacy.is_file():
-        return legacy
-    raise InputError(f"run directory {run_dir} has no snapshot table {path.stem!r} ({path} is missing)")
+    return path, next((p for p in (path, legacy) if p.is_file()), None)
+
+
+def snapshot_file(run_dir: str | Path | RunDir, table: Table | str) -> Path:
+    """The file a snapshot table is read from (:func:`_existing_snapshot_file`). A table the run does not have is
+    bad input naming the file."""
+    path, existing = _existing_snapshot_file(run_dir, table)
+    if existing is None:
+        raise InputError(f"run directory {run_dir} has no snapshot table {path.stem!r} ({path} is missing)")
+    return existing
 
 
 def has_snapshot_table(run_dir: str | Path | RunDir, table: Table | str) -> bool:
-    path = RunDir(run_dir).snapshot_table(table)
-    return path.is_file() or path.with_suffix(".jsonl").is_file()
+    return _existing_snapshot_file(run_dir, table)[1] is not None
 
 
 def is_json_lines(path: Path) -> bool:
