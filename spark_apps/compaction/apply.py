@@ -6,12 +6,14 @@ topic to it (protocol in ``housekeeping.store.compacted_ledgers``), committing t
    journal shows applied for this run are skipped (a rerun after a crash completes the rest).
 2. Stage every planned topic's new ledger in the metadata (before any file exists).
 3. One Spark job copies the kept entries (payloads and properties included) of every staged topic whose ledger
-   directory is not there yet into a temporary directory under the run, one sub-directory per topic; the row
-   count of each is checked against the plan, then it is renamed into the store as the ledger directory.
+   directory is not there yet into a temporary directory under the run, one sub-directory per topic written by
+   the task that reads the topic's input; the row count of each is checked against the plan, then it is renamed
+   into the store as the ledger directory.
 4. Per topic, one transaction (``ApplyRun.commit``: a hold added since wins): compare-and-set, switch, journal.
 
-Memory: entries flow executor-side from the input files to the output files (a join on positions and a sort
-per topic); the driver handles per-topic metadata only.
+Memory: entries flow executor-side from the input files to the output files, each topic's in one task that reads
+its input a file at a time and holds only the kept entries (its new compacted ledger, sorted and written as one
+file; no shuffle of the entries); the driver handles per-topic metadata only.
 """
 
 from __future__ import annotations
@@ -21,8 +23,9 @@ import contextlib
 import json
 import os
 import uuid
+from collections.abc import Iterable
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from pyspark.sql import functions as F
 
@@ -35,13 +38,16 @@ from housekeeping.engine.plan import read_table
 from housekeeping.mechanisms.compaction.actions import REWRITE_COMPACTED
 from housekeeping.mechanisms.compaction.tables import COMPACTION_DECISIONS, COMPACTION_KEPT
 from housekeeping.store import compacted_ledgers
-from housekeeping.store.fs import remove_file, remove_tree
+from housekeeping.store.fs import remove_tree
 from housekeeping.store.journal import plan_rows
 from housekeeping.store.store import Store
-from spark_apps.compaction.entries import read_compaction_input, topic_inputs
+from spark_apps.compaction.entries import map_topic_inputs, topic_inputs, topic_sources
 from spark_apps.shared.io import LedgerFiles
 from spark_apps.shared.io import read_table as read_plan_frame
 from spark_apps.shared.session import get_spark, run_scoped_cache
+
+if TYPE_CHECKING:
+    import pyarrow as pa
 
 
 def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
@@ -89,54 +95,83 @@ def _ledger_rows(path: Path) -> int:
     return sum(pq.read_metadata(f).num_rows for f in sorted(path.glob("*.parquet")))
 
 
-def _write_ledgers(spark, store, run: RunDir, info: dict, to_write: dict[str, int], planned: dict) -> None:
-    """Copy the kept entries of the topics in ``to_write`` (topic -> new ledger id) into their ledger dirs."""
+def kept_entries(parts: Iterable[pa.Table], kept: list[dict]) -> pa.Table:
+    """The rows of one topic's input (``parts``, a file each) at the ``kept`` positions (ledgerId, entryId), in
+    position order, as a ledger's entries. Pure. Each part is filtered as it comes, so a task holds the new
+    compacted ledger, not the topic's input; positions are matched ledger by ledger (exact for any id)."""
     import pyarrow as pa
+    import pyarrow.compute as pc
 
-    from housekeeping.store.entries import ENTRY_SCHEMA, write_ledger
+    from housekeeping.store.entries import ENTRY_SCHEMA
+
+    by_ledger: dict[int, list[int]] = {}
+    for position in kept:
+        by_ledger.setdefault(position["ledgerId"], []).append(position["entryId"])
+    chosen_parts = []
+    for part in parts:
+        chosen = pa.array([False] * part.num_rows, pa.bool_())
+        for ledger_id in pc.unique(part["ledgerId"]).to_pylist():
+            if ledger_id in by_ledger:
+                in_ledger = pc.and_(
+                    pc.equal(part["ledgerId"], ledger_id),
+                    pc.is_in(part["entryId"], value_set=pa.array(by_ledger[ledger_id], pa.int64())),
+                )
+                chosen = pc.or_(chosen, in_ledger)
+        chosen_parts.append(part.filter(chosen).select(ENTRY_SCHEMA.names))
+    rows = pa.concat_tables(chosen_parts) if chosen_parts else ENTRY_SCHEMA.empty_table()
+    return rows.take(pc.sort_indices(rows, [("ledgerId", "ascending"), ("entryId", "ascending")]))
+
+
+def _write_ledgers(spark, store, run: RunDir, info: dict, to_write: dict[str, int], planned: dict) -> None:
+    """Copy the kept entries of the topics in ``to_write`` (topic -> new ledger id) into their ledger dirs: each
+    topic's in the task that reads its input (no shuffle of the entries), into the run's staging directory."""
+    from housekeeping.store.entries import ENTRY_SCHEMA
 
     if not to_write:
         return
     run_dir = run.path
     slots = {topic: index for index, topic in enumerate(sorted(to_write))}
     decisions = [r for r in read_table(run_dir, COMPACTION_DECISIONS.name) if r["topic"] in slots]
-    entries = read_compaction_input(spark, LedgerFiles.of(info), topic_inputs(decisions), full=True)
-    kept = read_plan_frame(spark, run, COMPACTION_KEPT).select("topic", "ledgerId", "entryId")
-    slot_frame = spark.createDataFrame(list(slots.items()), "topic string, slot int")
-    staging = run.apply_dir / f"compacted-{uuid.uuid4().hex}"
-    (
-        entries.join(kept, ["topic", "ledgerId", "entryId"])
-        .join(F.broadcast(slot_frame), "topic")
-        .select("slot", *ENTRY_SCHEMA.names)
-        .repartition(max(1, min(len(slots), 64)), "slot")
-        .sortWithinPartitions("slot", "ledgerId", "entryId")
-        .write.option("compression", "zstd")
-        .partitionBy("slot")
-        .parquet(str(staging))
+    files = LedgerFiles.of(info)
+    kept = (
+        read_plan_frame(spark, run, COMPACTION_KEPT)
+        .where(F.col("topic").isin(list(slots)))
+        .groupBy("topic")
+        .agg(F.collect_list(F.struct("ledgerId", "entryId")).alias("kept"))
     )
+    sources = topic_sources(spark, files, topic_inputs(decisions)).join(kept, "topic", "left")
+    staging = run.apply_dir / f"compacted-{uuid.uuid4().hex}"
+
+    def copy(source: dict, parts) -> Any:
+        import pyarrow as pa
+
+        from housekeeping.store.entries import write_ledger
+
+        rows = kept_entries(parts, source["kept"] or [])
+        write_ledger(staging / f"slot={slots[source['topic']]}", rows)
+        return pa.table({"topic": [source["topic"]], "rows": pa.array([rows.num_rows], pa.int64())})
+
+    written = map_topic_inputs(
+        sources, len(decisions), files.tier, ENTRY_SCHEMA.names, copy, "topic string, rows long"
+    ).collect()
     checkpoint("compaction_apply_after_spark_write")
     try:
+        if {r["topic"] for r in written} != set(slots):
+            raise InputError(
+                f"the compacted ledgers of {sorted(set(slots) - {r['topic'] for r in written})} were not written"
+            )
         for topic, slot in slots.items():
             target = store.ledger_dir(topic, to_write[topic])
-            written = staging / f"slot={slot}"
+            written_dir = staging / f"slot={slot}"
             expected = planned[topic].entries
-            if not written.is_dir():
-                if expected != 0:
-                    raise InputError(
-                        f"topic {topic}: the compacted ledger was not written ({expected} entries planned)"
-                    )
-                write_ledger(target, pa.table({name: [] for name in ENTRY_SCHEMA.names}, schema=ENTRY_SCHEMA))
-                continue
-            count = _ledger_rows(written)
+            count = _ledger_rows(written_dir)
             if count != expected:
                 raise InputError(
                     f"topic {topic}: the written compacted ledger has {count} entries, the checked plan {expected}; "
                     "nothing switched"
                 )
-            for crc in written.glob(".*.crc"):
-                remove_file(crc, within=staging)  # Hadoop checksum side files of the run's own staging output
             target.parent.mkdir(parents=True, exist_ok=True)
-            os.replace(written, target)  # one rename: the ledger directory is complete or absent
+            os.replace(written_dir, target)  # one rename: the ledger directory is complete or absent
             checkpoint("compaction_apply_between_ledger_renames")
     finally:
         with contextlib.suppress(OSError):

@@ -8,12 +8,17 @@ strictly safer than starting at a ``__compaction`` cursor that has no compacted 
 
 from __future__ import annotations
 
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any
 
 from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as F
 
-from spark_apps.shared.io import ENTRY_COLUMNS, LedgerFiles, entry_columns
+from spark_apps.shared.io import LedgerFiles, entry_columns
+
+if TYPE_CHECKING:
+    import pyarrow as pa
 
 # The entry columns compaction decides on (no payload: a tombstone is an entry of payload size 0).
 DECISION_COLUMNS = entry_columns(
@@ -36,12 +41,10 @@ def _ledger_paths(files: LedgerFiles, topic: str, ledger_ids: list[int]) -> list
     return [str(files.checked_dir(topic, ledger_id)[0]) for ledger_id in ledger_ids]
 
 
-def read_compaction_input(
-    spark: SparkSession, files: LedgerFiles, inputs: list[TopicInput], *, full: bool = False
-) -> DataFrame:
-    """The entries compaction reads, with ``source`` (compacted | raw) and ``entryTs`` (broker timestamp when
-    stored, else publish time). ``full`` adds the payload and properties (the apply app's copy)."""
-    schema = ENTRY_COLUMNS if full else DECISION_COLUMNS  # full: everything the apply app copies
+def read_compaction_input(spark: SparkSession, files: LedgerFiles, inputs: list[TopicInput]) -> DataFrame:
+    """The entries compaction reads (:data:`DECISION_COLUMNS`), with ``source`` (compacted | raw) and ``entryTs``
+    (broker timestamp when stored, else publish time)."""
+    schema = DECISION_COLUMNS
     bounds_rows = []
     compacted_paths: list[str] = []
     raw_ledgers: list[tuple[str, int]] = []
@@ -76,6 +79,112 @@ def read_compaction_input(
         .unionByName(raw.withColumn("source", F.lit("raw")))
         .withColumn("entryTs", F.coalesce(F.col("brokerTimestamp"), F.col("publishTime")))
     )
+
+
+# One row per topic for the tasks that read a topic's whole input themselves (``map_topic_inputs``): its files,
+# resolved and checked on the driver, and the bounds of its raw read.
+TOPIC_SOURCES = (
+    "topic string, compactedFiles array<string>, rawFiles array<string>, rawTierObjects array<string>, "
+    "fromLedger long, fromEntry long, horizonLedger long, horizonEntry long"
+)
+
+
+def topic_sources(spark: SparkSession, files: LedgerFiles, inputs: list[TopicInput]) -> DataFrame:
+    """:data:`TOPIC_SOURCES`, one row per topic of ``inputs``: a ledger file that is missing or not entry Parquet,
+    or a tier ledger without a configured tier, is bad input named here, before any task runs."""
+    rows = []
+    for item in inputs:
+        compacted = (
+            _ledger_files(files, item.topic, item.compacted_ledger_id)
+            if item.compacted_ledger_id is not None
+            else []
+        )
+        raw_files: list[str] = []
+        raw_objects: list[str] = []
+        for ledger_id in item.raw_ledger_ids:
+            if files.in_tier(item.topic, ledger_id):
+                raw_objects.append(files.tier_object(item.topic, ledger_id))
+            else:
+                raw_files += _ledger_files(files, item.topic, ledger_id)
+        low = item.read_from or (-1, -1)
+        rows.append((item.topic, compacted, raw_files, raw_objects, low[0], low[1], *item.horizon))
+    return spark.createDataFrame(rows, TOPIC_SOURCES)
+
+
+def _ledger_files(files: LedgerFiles, topic: str, ledger_id: int) -> list[str]:
+    return [str(path) for path in files.checked_dir(topic, ledger_id)[1]]
+
+
+def topic_input_parts(source: dict[str, Any], names: list[str], tier: Any = None) -> Iterator[pa.Table]:
+    """One topic's compaction input in Arrow (inside a task), one file at a time, so a task holds one file's
+    entries, not the topic's: the ``names`` columns (publishTime and brokerTimestamp among them) of its compacted
+    ledger and of its raw entries in (from, horizon], each with ``source`` and ``entryTs`` as
+    :func:`read_compaction_input` gives them; parts and rows in no particular order. ``tier``: an ``ObjectTier``
+    for the raw ledgers only in the object tier."""
+    import pyarrow as pa
+    import pyarrow.compute as pc
+    import pyarrow.parquet as pq
+
+    from housekeeping.store.entries import ENTRY_SCHEMA
+
+    columns = [*dict.fromkeys([*names, "ledgerId", "entryId"])]
+    # Files written by different writers differ in their columns' nullability only: read all as nullable.
+    schema = pa.schema([ENTRY_SCHEMA.field(name).with_nullable(True) for name in columns])
+
+    def part(table: pa.Table, label: str) -> pa.Table:
+        if label == "raw":
+            ledger, entry = table["ledgerId"], table["entryId"]
+            after = pc.or_(
+                pc.greater(ledger, source["fromLedger"]),
+                pc.and_(pc.equal(ledger, source["fromLedger"]), pc.greater(entry, source["fromEntry"])),
+            )
+            up_to = pc.or_(
+                pc.less(ledger, source["horizonLedger"]),
+                pc.and_(
+                    pc.equal(ledger, source["horizonLedger"]), pc.less_equal(entry, source["horizonEntry"])
+                ),
+            )
+            table = table.filter(pc.and_(after, up_to))
+        table = table.select(columns).cast(schema).select(names)
+        return table.append_column("source", pa.array([label] * table.num_rows, pa.string())).append_column(
+            "entryTs", pc.coalesce(table["brokerTimestamp"], table["publishTime"])
+        )
+
+    for path in source["compactedFiles"]:
+        yield part(pq.ParquetFile(path).read(columns=columns), "compacted")
+    for path in source["rawFiles"]:
+        yield part(pq.ParquetFile(path).read(columns=columns), "raw")
+    for key in source["rawTierObjects"]:
+        yield part(tier.read_ledger(key, columns=columns), "raw")
+
+
+def map_topic_inputs(
+    sources: DataFrame,
+    topics: int,
+    tier: dict[str, str | None],
+    names: list[str],
+    per_topic: Callable[[dict[str, Any], Iterator[pa.Table]], pa.Table],
+    schema: str,
+) -> DataFrame:
+    """``per_topic(source row, the topic's input parts)`` in the task that reads the topic's input
+    (:func:`topic_input_parts`), one topic at a time: the input is grouped by topic on disk, so work per topic needs
+    no shuffle. ``sources``: :data:`TOPIC_SOURCES` rows (``topics`` of them), plus any columns ``per_topic``
+    reads; ``schema``: of the Arrow tables ``per_topic`` returns."""
+    url, endpoint_url = tier.get("url"), tier.get("endpoint_url")
+
+    def run(batches: Iterator) -> Iterator:
+        from housekeeping.store.tier import ObjectTier
+
+        object_tier = ObjectTier.of(url, endpoint_url) if url else None
+        for batch in batches:
+            for source in batch.to_pylist():
+                yield from per_topic(source, topic_input_parts(source, names, object_tier)).to_batches()
+
+    return sources.repartition(max(1, min(topics, _MAX_TOPIC_TASKS))).mapInArrow(run, schema)
+
+
+# Topics spread round-robin over at most this many tasks (a compaction run rewrites tens of topics, not thousands).
+_MAX_TOPIC_TASKS = 64
 
 
 def _get(row, name: str):

@@ -228,19 +228,22 @@ class LedgerFiles:
             return local
         return local.unionByName(self._read_tier(spark, tiered, columns))
 
+    def tier_object(self, topic: str, ledger_id: int) -> str:
+        """The object key of a ledger only in the tier; bad input when the run has no tier configured."""
+        if not self.tier.get("url"):
+            raise InputError(
+                f"topic {topic} ledger {ledger_id} is only in the object tier, which this run has not configured "
+                "(HOUSEKEEPING_OFFLOAD_URL)"
+            )
+        return self.tier_objects[(topic, int(ledger_id))]
+
     def _read_tier(
         self, spark: SparkSession, ledgers: list[tuple[str, int]], columns: T.StructType
     ) -> DataFrame:
         """The entries of ledgers only in the tier, each row with its ledger's local ``dir``."""
         from spark_apps.shared.tier_reads import read_tier_ledgers
 
-        if not self.tier.get("url"):
-            topic, ledger_id = ledgers[0]
-            raise InputError(
-                f"topic {topic} ledger {ledger_id} is only in the object tier, which this run has not configured "
-                "(HOUSEKEEPING_OFFLOAD_URL)"
-            )
-        objects = [(self.tier_objects[key], str(self.dir(*key))) for key in ledgers]
+        objects = [(self.tier_object(*key), str(self.dir(*key))) for key in ledgers]
         return read_tier_ledgers(spark, self.tier, objects, columns)
 
 

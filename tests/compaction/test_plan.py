@@ -4,12 +4,16 @@ Pulsar's CompactionTest cases and the compacted-retention (#19665) boundaries.""
 from __future__ import annotations
 
 import random
+from collections import defaultdict
 
+import pyarrow as pa
 import pytest
 from pyspark.sql import functions as F
 
 from housekeeping.engine.contract import COMPACTED_LEDGERS, CURSORS, LEDGERS, TOPICS
 from spark_apps.compaction.plan import (
+    KEY_GROUPS,
+    arrow_key_groups,
     compaction_candidates,
     decision_counts,
     decisions_and_counts,
@@ -32,15 +36,38 @@ def _counts(frame) -> dict:
     return {r.topic: r.asDict() for r in frame.collect()}
 
 
+def arrow_groups(rows) -> pa.Table:
+    """The plan's key groups of rows (topic, ledgerId, entryId, key, size, entryTs): each topic's grouped in Arrow
+    as the task reading it does, a part per ledger, the parts and their rows given in reverse order (the grouping
+    orders them itself)."""
+    by_topic = defaultdict(lambda: defaultdict(list))
+    for topic, *entry in reversed(rows):
+        by_topic[topic][entry[0]].append(entry)
+    names = ["ledgerId", "entryId", "key", "size", "entryTs"]
+    types = [pa.int64(), pa.int64(), pa.string(), pa.int32(), pa.int64()]
+
+    def part(entries):
+        columns = {
+            n: pa.array([e[i] for e in entries], t) for i, (n, t) in enumerate(zip(names, types, strict=True))
+        }
+        return pa.table({**columns, "source": pa.array(["raw"] * len(entries))})
+
+    return pa.concat_tables(
+        arrow_key_groups(topic, [part(e) for _, e in sorted(ledgers.items(), reverse=True)])
+        for topic, ledgers in by_topic.items()
+    )
+
+
 def decide_both_ways(spark, rows, params_rows, retain_null_key):
     """rows: (topic, ledgerId, entryId, key, size, entryTs). Decides them per entry (``entry_decisions``, the
-    reference) and as the plan does (``decisions_and_counts``: each key's winner from one hash aggregate, the rest
-    counted), checks that both agree entry by entry and in every count, and returns the per-entry decisions."""
+    reference) and as the plan does (``decisions_and_counts``: each key's winner from its topic's grouping in
+    Arrow, the rest counted), checks that both agree entry by entry and in every count, and returns the per-entry decisions."""
     frame = spark.createDataFrame(rows, ENTRY_COLUMNS).withColumn("source", F.lit("raw"))
     params = spark.createDataFrame(params_rows, PARAMS)
     reference = entry_decisions(frame, params, AS_OF, retain_null_key)
     by_entry = {(r.topic, r.ledgerId, r.entryId): r.decision for r in reference.collect()}
-    decisions, counts = decisions_and_counts(frame, params, AS_OF, retain_null_key)
+    groups = spark.createDataFrame(arrow_groups(rows), KEY_GROUPS)
+    decisions, counts = decisions_and_counts(groups, frame, params, AS_OF, retain_null_key)
     planned = {(r.topic, r.ledgerId, r.entryId): r.decision for r in decisions.collect()}
     # What the plan leaves out of its decisions it counts as superseded or keyless-dropped.
     expanded = {
