@@ -1,6 +1,7 @@
 """Quality-gate checks for topic compaction, re-derived from the snapshot and the entry files apart from the
-planner (which takes each key's winner with ``max_by`` and decides the winners only; the gate aggregates the latest
-position per key and joins it back to every entry).
+planner (which groups each topic's entries by key in Arrow, takes each key's last entry and decides the winners
+with the rule in Spark; the gate sorts each topic's entries by key, newest first, derives the entries that must
+survive itself, and checks the plan's tables against that in Spark).
 
 Every ``rewrite_compacted`` action: the topic is in the snapshot and compaction applies to it (named in the
 run's params, a threshold > 0, or a compacted ledger to keep under retention); it replaces the snapshot's
@@ -21,10 +22,12 @@ entries that must survive equals the kept count); every key of the input is eith
 
 from __future__ import annotations
 
+from collections.abc import Iterable
 from dataclasses import dataclass
 from pathlib import Path
+from typing import TYPE_CHECKING
 
-from pyspark.sql import DataFrame, Window
+from pyspark.sql import DataFrame
 from pyspark.sql import functions as F
 
 from housekeeping.core.names import COMPACTION_SUBSCRIPTION
@@ -32,16 +35,15 @@ from housekeeping.engine.contract import ACTIONS, RunDir, read_run_info
 from housekeeping.engine.gate import CheckFrame, must_be_true
 from housekeeping.engine.mechanism import Mechanism
 from housekeeping.mechanisms.compaction.tables import COMPACTION_DROPPED_KEYS, COMPACTION_KEPT
-from spark_apps.compaction.entries import TopicInput, read_compaction_input
+from spark_apps.compaction.entries import DECISION_COLUMNS, TopicInput, map_topic_inputs, topic_sources
 from spark_apps.shared.io import LedgerFiles, read_snapshot, read_table
 from spark_apps.shared.positions import (
-    packed_position,
-    position_packs,
     position_text,
-    unpacked_entry,
-    unpacked_ledger,
 )
 from spark_apps.shared.session import materialize
+
+if TYPE_CHECKING:
+    import pyarrow as pa
 
 
 def snapshot_facts(snapshot: dict[str, DataFrame], compact_topics: list[str]) -> DataFrame:
@@ -161,90 +163,195 @@ def gate_inputs(facts: DataFrame, ledgers: DataFrame, topics: list[str]) -> list
     return inputs
 
 
-# The gate's latest position per key as one packed long while every position fits (``spark_apps.shared.positions``):
-# Spark hash-aggregates a long, while a max over a struct sorts every entry (19.6 s of the gate at 10 M entries).
-# Whether every position fits is aggregated alongside; when one does not, the struct max decides.
-def latest_per_key(entries: DataFrame) -> DataFrame:
-    """topic, key, latest: the newest position of each key in the input (an aggregate, not a ranking),
-    materialized."""
-    keyed = entries.where(F.col("key").isNotNull())
-    fits = position_packs(F.col("ledgerId"), F.col("entryId"))
-    packed = materialize(
-        keyed.groupBy("topic", "key").agg(
-            F.max(packed_position(F.col("ledgerId"), F.col("entryId"))).alias("position"),
-            F.min(fits.cast("int")).alias("fits"),
-        )
+# What the gate derives from each topic's input, in the task that reads it (``map_topic_inputs``: the input is
+# grouped by topic on disk, so none of this shuffles the entries), one table with a row ``kind`` each:
+# ``latest`` (per key, its newest position), ``input`` (the input entry at each position the plan keeps) and
+# ``counts`` (per topic: entries read, keyless, how many entries must survive (``expectedRows``) and how many kept
+# positions are not among them (``unexpectedRows``): equal counts and none unexpected make the two sets equal).
+TOPIC_FACTS = (
+    "kind string, topic string, key string, ledgerId long, entryId long, size int, entryTs long, "
+    "entriesRead long, keyless long, expectedRows long, unexpectedRows long"
+)
+_FACT_COLUMNS = ["key", "ledgerId", "entryId", "size", "entryTs"]
+
+
+def newest_per_key(rows: pa.Table) -> pa.Table:
+    """The newest row of each key (keys not null): rows sorted by key and newest position first, each key's
+    first row taken. Pure; exact for any ids (no packing), and not the planner's grouping."""
+    import pyarrow as pa
+    import pyarrow.compute as pc
+
+    ordered = rows.take(
+        pc.sort_indices(rows, [("key", "ascending"), ("ledgerId", "descending"), ("entryId", "descending")])
     )
-    if packed.where(F.col("fits") == 0).limit(1).count() == 0:
-        return packed.select(
-            "topic",
-            "key",
-            F.struct(
-                unpacked_ledger(F.col("position")).alias("ledgerId"),
-                unpacked_entry(F.col("position")).alias("entryId"),
-            ).alias("latest"),
-        )
-    return materialize(
-        keyed.groupBy("topic", "key").agg(F.max(F.struct("ledgerId", "entryId")).alias("latest"))
+    keys = ordered["key"]
+    first = pa.concat_arrays(
+        [pa.array([True] * min(1, len(ordered)), pa.bool_()), *pc.not_equal(keys[1:], keys[:-1]).chunks]
     )
+    return ordered.filter(first)
 
 
 def expected_survivors(
-    entries: DataFrame, latest: DataFrame, facts: DataFrame, as_of_ms: int, retain_null_key: bool
+    candidates: pa.Table, as_of_ms: int, time_ms: int, size_bytes: int, grace_ms: int
+) -> pa.Table:
+    """Of a topic's candidates (each key's newest entry, and its keyless entries when the broker retains them),
+    those that must be in the new compacted ledger: a tombstone only within its grace, within the compacted
+    retention time, and the newest whose sizes add up to the compacted retention size. Pure (SQL's three-valued
+    logic, as Spark's)."""
+    import pyarrow as pa
+    import pyarrow.compute as pc
+
+    age = pc.subtract(pa.scalar(as_of_ms, pa.int64()), candidates["entryTs"])
+    gone_tombstone = pc.and_kleene(
+        pc.and_kleene(pc.is_valid(candidates["key"]), pc.equal(candidates["size"], 0)),
+        pc.or_kleene(pa.scalar(grace_ms <= 0), pc.greater(age, grace_ms)),
+    )
+    within_time = pc.or_kleene(pa.scalar(time_ms < 0), pc.less_equal(age, time_ms))
+    kept = candidates.filter(pc.and_kleene(pc.invert(gone_tombstone), within_time))
+    newest_first = kept.take(pc.sort_indices(kept, [("ledgerId", "descending"), ("entryId", "descending")]))
+    if size_bytes < 0:
+        return newest_first
+    newer_bytes = pc.cumulative_sum(newest_first["size"].cast(pa.int64()))
+    return newest_first.filter(pc.less_equal(newer_bytes, size_bytes))
+
+
+def topic_facts(source: dict, parts: Iterable[pa.Table], as_of_ms: int, retain_null_key: bool) -> pa.Table:
+    """:data:`TOPIC_FACTS` of one topic, its input read a part (file) at a time: memory follows its keys and the
+    entries the plan keeps, not its input. ``source``: the topic's sources row with its compacted-retention
+    params and the positions the plan keeps (``kept``)."""
+    import pyarrow as pa
+    import pyarrow.compute as pc
+
+    kept_at: dict[int, list[int]] = {}
+    for position in source["kept"] or []:
+        kept_at.setdefault(position["ledgerId"], []).append(position["entryId"])
+    latest, keyless, inputs = None, [], []
+    read = keyless_count = 0
+    for part in parts:
+        rows = part.select(_FACT_COLUMNS)
+        read += rows.num_rows
+        keyed = pc.is_valid(rows["key"])
+        keyless_rows = rows.filter(pc.invert(keyed))
+        keyless_count += keyless_rows.num_rows
+        if retain_null_key:
+            keyless.append(keyless_rows)
+        at_kept = pa.array([False] * rows.num_rows, pa.bool_())
+        for ledger_id, entry_ids in kept_at.items():
+            at_kept = pc.or_(
+                at_kept,
+                pc.and_(
+                    pc.equal(rows["ledgerId"], ledger_id),
+                    pc.is_in(rows["entryId"], value_set=pa.array(entry_ids, pa.int64())),
+                ),
+            )
+        inputs.append(rows.filter(at_kept))
+        keyed_rows = rows.filter(keyed)
+        latest = newest_per_key(keyed_rows if latest is None else pa.concat_tables([latest, keyed_rows]))
+    schema = pa.schema([(name, type_) for name, type_ in _FACT_TYPES])
+    latest = latest if latest is not None else schema.empty_table()
+    time_ms, size_bytes, grace_ms = (
+        source[name]
+        for name in ("compactedRetentionTimeMs", "compactedRetentionSizeBytes", "tombstoneGraceMs")
+    )
+    candidates = pa.concat_tables([latest, *keyless])
+    if None in (
+        time_ms,
+        size_bytes,
+        grace_ms,
+    ):  # a topic without params: nothing is expected (as SQL's nulls)
+        expected = candidates.slice(0, 0)
+    else:
+        expected = expected_survivors(candidates, as_of_ms, time_ms, size_bytes, grace_ms)
+    expected_at = {(ledger, entry) for ledger, entry in zip(*_positions(expected), strict=True)}
+    unexpected = sum((p["ledgerId"], p["entryId"]) not in expected_at for p in source["kept"] or [])
+    counts = pa.table(
+        {
+            "entriesRead": [read],
+            "keyless": [keyless_count],
+            "expectedRows": [expected.num_rows],
+            "unexpectedRows": [unexpected],
+        }
+    )
+    tables = [
+        _facts("latest", source["topic"], latest.select(["key", "ledgerId", "entryId"])),
+        _facts("input", source["topic"], pa.concat_tables([schema.empty_table(), *inputs])),
+        _facts("counts", source["topic"], counts),
+    ]
+    return pa.concat_tables(tables)
+
+
+def _positions(table: pa.Table) -> tuple[list[int], list[int]]:
+    return table["ledgerId"].to_pylist(), table["entryId"].to_pylist()
+
+
+_FACT_TYPES = [
+    ("key", "string"),
+    ("ledgerId", "int64"),
+    ("entryId", "int64"),
+    ("size", "int32"),
+    ("entryTs", "int64"),
+]
+
+
+def _facts(kind: str, topic: str, table: pa.Table) -> pa.Table:
+    """``table`` as :data:`TOPIC_FACTS` rows (the columns it lacks null)."""
+    import pyarrow as pa
+
+    types = [
+        *_FACT_TYPES,
+        *[(name, "int64") for name in ("entriesRead", "keyless", "expectedRows", "unexpectedRows")],
+    ]
+    columns = {
+        "kind": pa.array([kind] * table.num_rows, pa.string()),
+        "topic": pa.array([topic] * table.num_rows, pa.string()),
+    }
+    for name, type_ in types:
+        columns[name] = (
+            table[name].cast(type_) if name in table.column_names else pa.nulls(table.num_rows, type_)
+        )
+    return pa.table(columns)
+
+
+def gate_topic_facts(
+    spark,
+    files: LedgerFiles,
+    inputs: list[TopicInput],
+    facts: DataFrame,
+    kept: DataFrame,
+    as_of_ms: int,
+    retain_null_key: bool,
 ) -> DataFrame:
-    """The input entries that must be in the new compacted ledger, derived with an aggregate of the latest
-    position per key (not the planner's ranking)."""
-    age = F.lit(as_of_ms) - F.col("entryTs")
-    frame = (
-        entries.join(latest, ["topic", "key"], "left")
-        .join(
-            F.broadcast(
-                facts.select(
-                    "topic", "compactedRetentionTimeMs", "compactedRetentionSizeBytes", "tombstoneGraceMs"
-                )
-            ),
-            "topic",
-        )
-        .withColumn(
-            "isLatest",
-            F.col("key").isNotNull() & (F.col("latest") == F.struct(F.col("ledgerId"), F.col("entryId"))),
-        )
+    """:data:`TOPIC_FACTS` of every topic the gate reads, materialized once."""
+    params = facts.select(
+        "topic", "compactedRetentionTimeMs", "compactedRetentionSizeBytes", "tombstoneGraceMs"
     )
-    candidate = (
-        (F.col("isLatest") | (F.col("key").isNull() & F.lit(retain_null_key)))
-        & ~(
-            F.col("key").isNotNull()
-            & (F.col("size") == 0)
-            & ((F.col("tombstoneGraceMs") <= 0) | (age > F.col("tombstoneGraceMs")))
-        )
-        & ((F.col("compactedRetentionTimeMs") < 0) | (age <= F.col("compactedRetentionTimeMs")))
+    positions = kept.groupBy("topic").agg(F.collect_list(F.struct("ledgerId", "entryId")).alias("kept"))
+    sources = (
+        topic_sources(spark, files, inputs).join(params, "topic", "left").join(positions, "topic", "left")
     )
-    newest = (
-        Window.partitionBy("topic")
-        .orderBy(F.col("ledgerId").desc(), F.col("entryId").desc())
-        .rowsBetween(Window.unboundedPreceding, 0)
-    )
-    return (
-        frame.where(candidate)
-        .withColumn("newerBytes", F.sum(F.col("size").cast("long")).over(newest))
-        .where(
-            (F.col("compactedRetentionSizeBytes") < 0)
-            | (F.col("newerBytes") <= F.col("compactedRetentionSizeBytes"))
+    return materialize(
+        map_topic_inputs(
+            sources,
+            len(inputs),
+            files.tier,
+            DECISION_COLUMNS.fieldNames(),
+            lambda source, parts: topic_facts(source, parts, as_of_ms, retain_null_key),
+            TOPIC_FACTS,
         )
-        .select("topic", "ledgerId", "entryId")
     )
 
 
 def kept_checks(
     kept: DataFrame,
-    entries: DataFrame,
+    inputs: DataFrame,
     latest: DataFrame,
     facts: DataFrame,
     horizons: DataFrame,
     as_of_ms: int,
     retain_null_key: bool,
 ) -> DataFrame:
-    source = entries.select(
+    """``inputs``: the input entries at the kept positions (topic, ledgerId, entryId, key, size, entryTs)."""
+    source = inputs.select(
         "topic",
         "ledgerId",
         "entryId",
@@ -296,28 +403,18 @@ def topic_checks(
     actions: DataFrame,
     kept: DataFrame,
     dropped: DataFrame,
-    entries: DataFrame,
+    counted: DataFrame,
     latest: DataFrame,
-    expected: DataFrame,
     facts: DataFrame,
     retain_null_key: bool,
 ) -> DataFrame:
-    counted = entries.groupBy("topic").agg(
-        F.count("*").alias("read"),
-        F.sum(F.when(F.col("key").isNull(), 1).otherwise(0)).alias("keyless"),
-    )
+    """``counted``: per topic the entries its input holds (``read``), the keyless ones (``keyless``), how many must
+    survive (``expectedRows``) and how many kept positions are not among those (``unexpectedRows``)."""
     keys_latest = latest.groupBy("topic").agg(F.count("*").alias("keys"))
     kept_counts = kept.groupBy("topic").agg(
         F.count("*").alias("keptRows"),
         F.sum(F.col("size").cast("long")).alias("keptBytes"),
         F.sum(F.when(F.col("key").isNotNull(), 1).otherwise(0)).alias("keptKeys"),
-    )
-    expected_counts = expected.groupBy("topic").agg(F.count("*").alias("expectedRows"))
-    # Equal counts and no kept entry outside the expected set: the two sets are equal.
-    extra = (
-        kept.join(expected, ["topic", "ledgerId", "entryId"], "left_anti")
-        .groupBy("topic")
-        .agg(F.count("*").alias("unexpectedRows"))
     )
     dropped_counts = dropped.groupBy("topic").agg(F.count("*").alias("droppedKeys"))
     zero = F.lit(0)
@@ -325,9 +422,7 @@ def topic_checks(
         actions.join(counted, "topic", "left")
         .join(keys_latest, "topic", "left")
         .join(kept_counts, "topic", "left")
-        .join(expected_counts, "topic", "left")
         .join(dropped_counts, "topic", "left")
-        .join(extra, "topic", "left")
         .join(facts.select("topic", "compactedRetentionSizeBytes"), "topic", "left")
     )
     read = F.coalesce(F.col("read"), zero)
@@ -350,8 +445,9 @@ def topic_checks(
         ),
         (F.col("entriesKept") == F.coalesce(F.col("keptRows"), zero)).alias("kept_count_matches_the_ledger"),
         (
+            # Equal counts and no kept entry outside the expected set: the two sets are equal.
             (F.coalesce(F.col("keptRows"), zero) == F.coalesce(F.col("expectedRows"), zero))
-            & F.col("unexpectedRows").isNull()
+            & (F.coalesce(F.col("unexpectedRows"), zero) == 0)
         ).alias("no_entry_missing_or_extra"),
         (F.col("entriesSuperseded") == keyed - keys).alias("superseded_count_matches"),
         (
@@ -405,8 +501,9 @@ def dropped_checks(
 
 @dataclass(frozen=True)
 class GateFrames:
-    """What the compaction gate reads, once: the plan's tables, the snapshot's facts, and the input entries it
-    reads again itself (keys as their SHA-256 throughout, as the plan names them)."""
+    """What the compaction gate reads, once: the plan's tables, the snapshot's facts, and what it derives itself
+    from the input entries it reads again (``gate_topic_facts``; keys as their SHA-256 throughout, as the plan
+    names them)."""
 
     as_of_ms: int
     retain_null_key: bool
@@ -414,10 +511,10 @@ class GateFrames:
     kept: DataFrame
     dropped: DataFrame
     facts: DataFrame
-    entries: DataFrame
+    inputs: DataFrame  # the input entries at the kept positions
+    counted: DataFrame  # per topic: read, keyless
     horizons: DataFrame
     latest: DataFrame
-    expected: DataFrame
 
 
 def read_frames(spark, run_dir: str | Path) -> GateFrames:
@@ -430,27 +527,32 @@ def read_frames(spark, run_dir: str | Path) -> GateFrames:
     facts = materialize(snapshot_facts(snapshot, list(info.get("compactTopics", []))))
     topics = [r["topic"] for r in actions.select("topic").distinct().collect()]
     inputs = gate_inputs(facts, snapshot["ledgers"], topics)
-    entries = materialize(
-        read_compaction_input(spark, LedgerFiles.of(info), inputs).withColumn(
-            "key", F.sha2(F.col("key"), 256)
-        )
-    )
-    latest = latest_per_key(entries)
+    kept = materialize(read_table(spark, run, COMPACTION_KEPT))
+    derived = gate_topic_facts(spark, LedgerFiles.of(info), inputs, facts, kept, as_of_ms, retain_null_key)
+    digest = F.sha2(F.col("key"), 256)
     return GateFrames(
         as_of_ms=as_of_ms,
         retain_null_key=retain_null_key,
         actions=actions,
-        kept=materialize(read_table(spark, run, COMPACTION_KEPT).withColumnRenamed("keyDigest", "key")),
+        kept=kept.withColumnRenamed("keyDigest", "key"),
         dropped=materialize(
             read_table(spark, run, COMPACTION_DROPPED_KEYS).withColumnRenamed("keyDigest", "key")
         ),
         facts=facts,
-        entries=entries,
+        inputs=derived.where(F.col("kind") == "input").select(
+            "topic", "ledgerId", "entryId", digest.alias("key"), "size", "entryTs"
+        ),
+        counted=derived.where(F.col("kind") == "counts").select(
+            "topic", F.col("entriesRead").alias("read"), "keyless", "expectedRows", "unexpectedRows"
+        ),
         horizons=spark.createDataFrame(
             [(i.topic, i.horizon[0], i.horizon[1]) for i in inputs], "topic string, hLedger long, hEntry long"
         ),
-        latest=latest,
-        expected=materialize(expected_survivors(entries, latest, facts, as_of_ms, retain_null_key)),
+        latest=materialize(
+            derived.where(F.col("kind") == "latest").select(
+                "topic", digest.alias("key"), F.struct("ledgerId", "entryId").alias("latest")
+            )
+        ),
     )
 
 
@@ -479,7 +581,7 @@ def checks(spark, run_dir: str | Path, spec: Mechanism) -> list[CheckFrame]:
         ),
         CheckFrame(
             "kept_entries",
-            kept_checks(f.kept, f.entries, f.latest, f.facts, f.horizons, f.as_of_ms, f.retain_null_key),
+            kept_checks(f.kept, f.inputs, f.latest, f.facts, f.horizons, f.as_of_ms, f.retain_null_key),
             [
                 gxe.ExpectCompoundColumnsToBeUnique(column_list=["topic", "ledgerId", "entryId"]),
                 *must_be_true(
@@ -496,9 +598,7 @@ def checks(spark, run_dir: str | Path, spec: Mechanism) -> list[CheckFrame]:
         ),
         CheckFrame(
             "topics",
-            topic_checks(
-                f.actions, f.kept, f.dropped, f.entries, f.latest, f.expected, f.facts, f.retain_null_key
-            ),
+            topic_checks(f.actions, f.kept, f.dropped, f.counted, f.latest, f.facts, f.retain_null_key),
             must_be_true(
                 "read_count_matches_the_input",
                 "counts_reconcile",
