@@ -31,7 +31,7 @@ from pyspark.sql import DataFrame
 from pyspark.sql import functions as F
 
 from housekeeping.core.names import COMPACTION_SUBSCRIPTION
-from housekeeping.engine.contract import ACTIONS, RunDir, read_run_info
+from housekeeping.engine.contract import ACTIONS, RunDir, read_run_info, table
 from housekeeping.engine.gate import CheckFrame, must_be_true
 from housekeeping.engine.mechanism import Mechanism
 from housekeeping.mechanisms.compaction.tables import COMPACTION_DROPPED_KEYS, COMPACTION_KEPT
@@ -168,9 +168,10 @@ def gate_inputs(facts: DataFrame, ledgers: DataFrame, topics: list[str]) -> list
 # ``latest`` (per key, its newest position), ``input`` (the input entry at each position the plan keeps) and
 # ``counts`` (per topic: entries read, keyless, how many entries must survive (``expectedRows``) and how many kept
 # positions are not among them (``unexpectedRows``): equal counts and none unexpected make the two sets equal).
-TOPIC_FACTS = (
-    "kind string, topic string, key string, ledgerId long, entryId long, size int, entryTs long, "
-    "entriesRead long, keyless long, expectedRows long, unexpectedRows long"
+TOPIC_FACTS = table(
+    "compaction_topic_facts",
+    "kind string, topic string, key string, ledgerId bigint, entryId bigint, size int, entryTs bigint, "
+    "entriesRead bigint, keyless bigint, expectedRows bigint, unexpectedRows bigint",
 )
 _FACT_COLUMNS = ["key", "ledgerId", "entryId", "size", "entryTs"]
 
@@ -247,7 +248,7 @@ def topic_facts(source: dict, parts: Iterable[pa.Table], as_of_ms: int, retain_n
         inputs.append(rows.filter(at_kept))
         keyed_rows = rows.filter(keyed)
         latest = newest_per_key(keyed_rows if latest is None else pa.concat_tables([latest, keyed_rows]))
-    schema = pa.schema([(name, type_) for name, type_ in _FACT_TYPES])
+    schema = pa.schema([TOPIC_FACTS.arrow_schema().field(name) for name in _FACT_COLUMNS])
     latest = latest if latest is not None else schema.empty_table()
     time_ms, size_bytes, grace_ms = (
         source[name]
@@ -280,34 +281,23 @@ def topic_facts(source: dict, parts: Iterable[pa.Table], as_of_ms: int, retain_n
     return pa.concat_tables(tables)
 
 
-def _positions(table: pa.Table) -> tuple[list[int], list[int]]:
-    return table["ledgerId"].to_pylist(), table["entryId"].to_pylist()
+def _positions(rows: pa.Table) -> tuple[list[int], list[int]]:
+    return rows["ledgerId"].to_pylist(), rows["entryId"].to_pylist()
 
 
-_FACT_TYPES = [
-    ("key", "string"),
-    ("ledgerId", "int64"),
-    ("entryId", "int64"),
-    ("size", "int32"),
-    ("entryTs", "int64"),
-]
-
-
-def _facts(kind: str, topic: str, table: pa.Table) -> pa.Table:
-    """``table`` as :data:`TOPIC_FACTS` rows (the columns it lacks null)."""
+def _facts(kind: str, topic: str, rows: pa.Table) -> pa.Table:
+    """``rows`` as :data:`TOPIC_FACTS` rows (the columns it lacks null)."""
     import pyarrow as pa
 
-    types = [
-        *_FACT_TYPES,
-        *[(name, "int64") for name in ("entriesRead", "keyless", "expectedRows", "unexpectedRows")],
-    ]
     columns = {
-        "kind": pa.array([kind] * table.num_rows, pa.string()),
-        "topic": pa.array([topic] * table.num_rows, pa.string()),
+        "kind": pa.array([kind] * rows.num_rows, pa.string()),
+        "topic": pa.array([topic] * rows.num_rows, pa.string()),
     }
-    for name, type_ in types:
-        columns[name] = (
-            table[name].cast(type_) if name in table.column_names else pa.nulls(table.num_rows, type_)
+    for field in list(TOPIC_FACTS.arrow_schema())[2:]:
+        columns[field.name] = (
+            rows[field.name].cast(field.type)
+            if field.name in rows.column_names
+            else pa.nulls(rows.num_rows, field.type)
         )
     return pa.table(columns)
 
@@ -336,7 +326,7 @@ def gate_topic_facts(
             files.tier,
             DECISION_COLUMNS.fieldNames(),
             lambda source, parts: topic_facts(source, parts, as_of_ms, retain_null_key),
-            TOPIC_FACTS,
+            TOPIC_FACTS.ddl(),
         )
     )
 

@@ -41,7 +41,7 @@ from pyspark.sql import Column, DataFrame, Window
 from pyspark.sql import functions as F
 
 from housekeeping.core.names import COMPACTION_SUBSCRIPTION
-from housekeeping.engine.contract import ACTIONS, BLOCKERS, RunDir, read_run_info
+from housekeeping.engine.contract import ACTIONS, BLOCKERS, RunDir, read_run_info, table
 from housekeeping.mechanisms.compaction.actions import REWRITE_COMPACTED
 from housekeeping.mechanisms.compaction.tables import (
     COMPACTION_DECISIONS,
@@ -376,20 +376,11 @@ def entry_decisions(entries: DataFrame, params: DataFrame, as_of_ms: int, retain
 # Per (topic, key), keyless entries one group per topic: how many entries, and the latest one's position (packed:
 # ``spark_apps.shared.positions``), timestamp, size and source; ``unpackable`` 1 when an entry's position does not
 # pack (the plan then decides every entry with ``entry_decisions``).
-KEY_GROUPS = (
-    "topic string, key string, entriesOfKey long, latestPosition long, entryTs long, size int, "
-    "fromCompacted boolean, unpackable int"
+KEY_GROUPS = table(
+    "compaction_key_groups",
+    "topic string, key string, entriesOfKey bigint, latestPosition bigint, entryTs bigint, size int, "
+    "fromCompacted boolean, unpackable int",
 )
-_KEY_GROUPS_ARROW = [
-    ("topic", "string"),
-    ("key", "string"),
-    ("entriesOfKey", "int64"),
-    ("latestPosition", "int64"),
-    ("entryTs", "int64"),
-    ("size", "int32"),
-    ("fromCompacted", "bool"),
-    ("unpackable", "int32"),
-]
 
 
 def arrow_key_groups(topic: str, parts: Iterable[pa.Table]) -> pa.Table:
@@ -420,7 +411,7 @@ def arrow_key_groups(topic: str, parts: Iterable[pa.Table]) -> pa.Table:
         )
         groups = _latest_per_key(entries if groups is None else pa.concat_tables([groups, entries]))
     if groups is None:
-        return pa.schema(_KEY_GROUPS_ARROW).empty_table()
+        return KEY_GROUPS.arrow_schema().empty_table()
     return pa.Table.from_pydict(
         {
             "topic": pa.array([topic] * groups.num_rows, pa.string()),
@@ -432,7 +423,7 @@ def arrow_key_groups(topic: str, parts: Iterable[pa.Table]) -> pa.Table:
             "fromCompacted": groups["fromCompacted"],
             "unpackable": groups["unpackable"],
         }
-    ).cast(pa.schema(_KEY_GROUPS_ARROW))
+    ).cast(KEY_GROUPS.arrow_schema())
 
 
 def _latest_per_key(rows: pa.Table) -> pa.Table:
@@ -459,7 +450,7 @@ def topic_key_groups(spark, files: LedgerFiles, inputs: list) -> DataFrame:
         files.tier,
         DECISION_COLUMNS.fieldNames(),
         lambda source, parts: arrow_key_groups(source["topic"], parts),
-        KEY_GROUPS,
+        KEY_GROUPS.ddl(),
     )
 
 

@@ -66,7 +66,7 @@ def decide_both_ways(spark, rows, params_rows, retain_null_key):
     params = spark.createDataFrame(params_rows, PARAMS)
     reference = entry_decisions(frame, params, AS_OF, retain_null_key)
     by_entry = {(r.topic, r.ledgerId, r.entryId): r.decision for r in reference.collect()}
-    groups = spark.createDataFrame(arrow_groups(rows), KEY_GROUPS)
+    groups = spark.createDataFrame(arrow_groups(rows), KEY_GROUPS.ddl())
     decisions, counts = decisions_and_counts(groups, frame, params, AS_OF, retain_null_key)
     planned = {(r.topic, r.ledgerId, r.entryId): r.decision for r in decisions.collect()}
     # What the plan leaves out of its decisions it counts as superseded or keyless-dropped.
