@@ -177,7 +177,9 @@ def map_topic_inputs(
 
         object_tier = ObjectTier.of(url, endpoint_url) if url else None
         for batch in batches:
-            for source in batch.to_pylist():
+            # A row at a time: a row may carry a topic's kept positions, and a batch holds many topics.
+            for index in range(batch.num_rows):
+                source = batch.slice(index, 1).to_pylist()[0]
                 yield from per_topic(source, topic_input_parts(source, names, object_tier)).to_batches()
 
     return sources.repartition(max(1, min(topics, _MAX_TOPIC_TASKS))).mapInArrow(run, schema)
