@@ -41,7 +41,14 @@ from housekeeping.store import compacted_ledgers
 from housekeeping.store.fs import remove_tree
 from housekeeping.store.journal import plan_rows
 from housekeeping.store.store import Store
-from spark_apps.compaction.entries import map_topic_inputs, topic_inputs, topic_sources
+from spark_apps.compaction.entries import (
+    at_positions,
+    kept_positions,
+    map_topic_inputs,
+    positions_by_ledger,
+    topic_inputs,
+    topic_sources,
+)
 from spark_apps.shared.io import LedgerFiles
 from spark_apps.shared.io import read_table as read_plan_frame
 from spark_apps.shared.session import get_spark, run_scoped_cache
@@ -95,29 +102,17 @@ def _ledger_rows(path: Path) -> int:
     return sum(pq.read_metadata(f).num_rows for f in sorted(path.glob("*.parquet")))
 
 
-def kept_entries(parts: Iterable[pa.Table], kept: list[dict]) -> pa.Table:
+def kept_entries(parts: Iterable[pa.Table], kept: list[dict] | None) -> pa.Table:
     """The rows of one topic's input (``parts``, a file each) at the ``kept`` positions (ledgerId, entryId), in
     position order, as a ledger's entries. Pure. Each part is filtered as it comes, so a task holds the new
-    compacted ledger, not the topic's input; positions are matched ledger by ledger (exact for any id)."""
+    compacted ledger, not the topic's input."""
     import pyarrow as pa
     import pyarrow.compute as pc
 
     from housekeeping.store.entries import ENTRY_SCHEMA
 
-    by_ledger: dict[int, list[int]] = {}
-    for position in kept:
-        by_ledger.setdefault(position["ledgerId"], []).append(position["entryId"])
-    chosen_parts = []
-    for part in parts:
-        chosen = pa.array([False] * part.num_rows, pa.bool_())
-        for ledger_id in pc.unique(part["ledgerId"]).to_pylist():
-            if ledger_id in by_ledger:
-                in_ledger = pc.and_(
-                    pc.equal(part["ledgerId"], ledger_id),
-                    pc.is_in(part["entryId"], value_set=pa.array(by_ledger[ledger_id], pa.int64())),
-                )
-                chosen = pc.or_(chosen, in_ledger)
-        chosen_parts.append(part.filter(chosen).select(ENTRY_SCHEMA.names))
+    by_ledger = positions_by_ledger(kept)
+    chosen_parts = [part.filter(at_positions(part, by_ledger)).select(ENTRY_SCHEMA.names) for part in parts]
     rows = pa.concat_tables(chosen_parts) if chosen_parts else ENTRY_SCHEMA.empty_table()
     return rows.take(pc.sort_indices(rows, [("ledgerId", "ascending"), ("entryId", "ascending")]))
 
@@ -133,11 +128,8 @@ def _write_ledgers(spark, store, run: RunDir, info: dict, to_write: dict[str, in
     slots = {topic: index for index, topic in enumerate(sorted(to_write))}
     decisions = [r for r in read_table(run_dir, COMPACTION_DECISIONS.name) if r["topic"] in slots]
     files = LedgerFiles.of(info)
-    kept = (
-        read_plan_frame(spark, run, COMPACTION_KEPT)
-        .where(F.col("topic").isin(list(slots)))
-        .groupBy("topic")
-        .agg(F.collect_list(F.struct("ledgerId", "entryId")).alias("kept"))
+    kept = kept_positions(
+        read_plan_frame(spark, run, COMPACTION_KEPT).where(F.col("topic").isin(list(slots)))
     )
     sources = topic_sources(spark, files, topic_inputs(decisions)).join(kept, "topic", "left")
     staging = run.apply_dir / f"compacted-{uuid.uuid4().hex}"
@@ -147,7 +139,7 @@ def _write_ledgers(spark, store, run: RunDir, info: dict, to_write: dict[str, in
 
         from housekeeping.store.entries import write_ledger
 
-        rows = kept_entries(parts, source["kept"] or [])
+        rows = kept_entries(parts, source["kept"])
         write_ledger(staging / f"slot={slots[source['topic']]}", rows)
         return pa.table({"topic": [source["topic"]], "rows": pa.array([rows.num_rows], pa.int64())})
 

@@ -36,9 +36,11 @@ class TopicInput:
     horizon: tuple[int, int]  # raw entries up to and including this position
     raw_ledger_ids: tuple[int, ...]  # the stored raw ledgers that can hold entries in (read_from, horizon]
 
-
-def _ledger_paths(files: LedgerFiles, topic: str, ledger_ids: list[int]) -> list[str]:
-    return [str(files.checked_dir(topic, ledger_id)[0]) for ledger_id in ledger_ids]
+    @property
+    def bounds(self) -> tuple[int, int, int, int]:
+        """fromLedger, fromEntry (-1, -1: from the start), horizonLedger, horizonEntry of the raw read."""
+        low = self.read_from or (-1, -1)
+        return (low[0], low[1], *self.horizon)
 
 
 def read_compaction_input(spark: SparkSession, files: LedgerFiles, inputs: list[TopicInput]) -> DataFrame:
@@ -50,10 +52,9 @@ def read_compaction_input(spark: SparkSession, files: LedgerFiles, inputs: list[
     raw_ledgers: list[tuple[str, int]] = []
     for item in inputs:
         if item.compacted_ledger_id is not None:
-            compacted_paths += _ledger_paths(files, item.topic, [item.compacted_ledger_id])
+            compacted_paths += _ledger_files(files, item.topic, item.compacted_ledger_id)
         raw_ledgers += [(item.topic, ledger_id) for ledger_id in item.raw_ledger_ids]
-        low = item.read_from or (-1, -1)
-        bounds_rows.append((item.topic, low[0], low[1], item.horizon[0], item.horizon[1]))
+        bounds_rows.append((item.topic, *item.bounds))
     bounds = spark.createDataFrame(
         bounds_rows,
         "topic string, fromLedger long, fromEntry long, horizonLedger long, horizonEntry long",
@@ -106,8 +107,7 @@ def topic_sources(spark: SparkSession, files: LedgerFiles, inputs: list[TopicInp
                 raw_objects.append(files.tier_object(item.topic, ledger_id))
             else:
                 raw_files += _ledger_files(files, item.topic, ledger_id)
-        low = item.read_from or (-1, -1)
-        rows.append((item.topic, compacted, raw_files, raw_objects, low[0], low[1], *item.horizon))
+        rows.append((item.topic, compacted, raw_files, raw_objects, *item.bounds))
     return spark.createDataFrame(rows, TOPIC_SOURCES)
 
 
@@ -156,6 +156,37 @@ def topic_input_parts(source: dict[str, Any], names: list[str], tier: Any = None
         yield part(pq.ParquetFile(path).read(columns=columns), "raw")
     for key in source["rawTierObjects"]:
         yield part(tier.read_ledger(key, columns=columns), "raw")
+
+
+def kept_positions(kept: DataFrame) -> DataFrame:
+    """Per topic of a plan's kept entries, their positions (``kept``: a list of (ledgerId, entryId)), for a
+    sources row (:func:`at_positions` in the task)."""
+    return kept.groupBy("topic").agg(F.collect_list(F.struct("ledgerId", "entryId")).alias("kept"))
+
+
+def positions_by_ledger(positions: list[dict[str, int]] | None) -> dict[int, list[int]]:
+    """A sources row's ``kept`` positions, as entry ids per ledger id."""
+    by_ledger: dict[int, list[int]] = {}
+    for position in positions or []:
+        by_ledger.setdefault(position["ledgerId"], []).append(position["entryId"])
+    return by_ledger
+
+
+def at_positions(part: pa.Table, by_ledger: dict[int, list[int]]) -> Any:
+    """Which rows of an input part are at one of the positions (:func:`positions_by_ledger`): matched ledger by
+    ledger, exact for any id (no packing)."""
+    import pyarrow as pa
+    import pyarrow.compute as pc
+
+    chosen = pa.array([False] * part.num_rows, pa.bool_())
+    for ledger_id in pc.unique(part["ledgerId"]).to_pylist():
+        if ledger_id in by_ledger:
+            in_ledger = pc.and_(
+                pc.equal(part["ledgerId"], ledger_id),
+                pc.is_in(part["entryId"], value_set=pa.array(by_ledger[ledger_id], pa.int64())),
+            )
+            chosen = pc.or_(chosen, in_ledger)
+    return chosen
 
 
 def map_topic_inputs(

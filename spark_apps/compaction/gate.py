@@ -35,7 +35,15 @@ from housekeeping.engine.contract import ACTIONS, RunDir, read_run_info, table
 from housekeeping.engine.gate import CheckFrame, must_be_true
 from housekeeping.engine.mechanism import Mechanism
 from housekeeping.mechanisms.compaction.tables import COMPACTION_DROPPED_KEYS, COMPACTION_KEPT
-from spark_apps.compaction.entries import DECISION_COLUMNS, TopicInput, map_topic_inputs, topic_sources
+from spark_apps.compaction.entries import (
+    DECISION_COLUMNS,
+    TopicInput,
+    at_positions,
+    kept_positions,
+    map_topic_inputs,
+    positions_by_ledger,
+    topic_sources,
+)
 from spark_apps.shared.io import LedgerFiles, read_snapshot, read_table
 from spark_apps.shared.positions import (
     position_text,
@@ -223,9 +231,7 @@ def topic_facts(source: dict, parts: Iterable[pa.Table], as_of_ms: int, retain_n
     import pyarrow as pa
     import pyarrow.compute as pc
 
-    kept_at: dict[int, list[int]] = {}
-    for position in source["kept"] or []:
-        kept_at.setdefault(position["ledgerId"], []).append(position["entryId"])
+    kept_at = positions_by_ledger(source["kept"])
     latest, keyless, inputs = None, [], []
     read = keyless_count = 0
     for part in parts:
@@ -236,16 +242,7 @@ def topic_facts(source: dict, parts: Iterable[pa.Table], as_of_ms: int, retain_n
         keyless_count += keyless_rows.num_rows
         if retain_null_key:
             keyless.append(keyless_rows)
-        at_kept = pa.array([False] * rows.num_rows, pa.bool_())
-        for ledger_id, entry_ids in kept_at.items():
-            at_kept = pc.or_(
-                at_kept,
-                pc.and_(
-                    pc.equal(rows["ledgerId"], ledger_id),
-                    pc.is_in(rows["entryId"], value_set=pa.array(entry_ids, pa.int64())),
-                ),
-            )
-        inputs.append(rows.filter(at_kept))
+        inputs.append(rows.filter(at_positions(rows, kept_at)))
         keyed_rows = rows.filter(keyed)
         latest = newest_per_key(keyed_rows if latest is None else pa.concat_tables([latest, keyed_rows]))
     schema = pa.schema([TOPIC_FACTS.arrow_schema().field(name) for name in _FACT_COLUMNS])
@@ -255,15 +252,12 @@ def topic_facts(source: dict, parts: Iterable[pa.Table], as_of_ms: int, retain_n
         for name in ("compactedRetentionTimeMs", "compactedRetentionSizeBytes", "tombstoneGraceMs")
     )
     candidates = pa.concat_tables([latest, *keyless])
-    if None in (
-        time_ms,
-        size_bytes,
-        grace_ms,
-    ):  # a topic without params: nothing is expected (as SQL's nulls)
+    # A topic without params: nothing is expected (as SQL's nulls).
+    if None in (time_ms, size_bytes, grace_ms):
         expected = candidates.slice(0, 0)
     else:
         expected = expected_survivors(candidates, as_of_ms, time_ms, size_bytes, grace_ms)
-    expected_at = {(ledger, entry) for ledger, entry in zip(*_positions(expected), strict=True)}
+    expected_at = set(zip(expected["ledgerId"].to_pylist(), expected["entryId"].to_pylist(), strict=True))
     unexpected = sum((p["ledgerId"], p["entryId"]) not in expected_at for p in source["kept"] or [])
     counts = pa.table(
         {
@@ -279,10 +273,6 @@ def topic_facts(source: dict, parts: Iterable[pa.Table], as_of_ms: int, retain_n
         _facts("counts", source["topic"], counts),
     ]
     return pa.concat_tables(tables)
-
-
-def _positions(rows: pa.Table) -> tuple[list[int], list[int]]:
-    return rows["ledgerId"].to_pylist(), rows["entryId"].to_pylist()
 
 
 def _facts(kind: str, topic: str, rows: pa.Table) -> pa.Table:
@@ -315,9 +305,10 @@ def gate_topic_facts(
     params = facts.select(
         "topic", "compactedRetentionTimeMs", "compactedRetentionSizeBytes", "tombstoneGraceMs"
     )
-    positions = kept.groupBy("topic").agg(F.collect_list(F.struct("ledgerId", "entryId")).alias("kept"))
     sources = (
-        topic_sources(spark, files, inputs).join(params, "topic", "left").join(positions, "topic", "left")
+        topic_sources(spark, files, inputs)
+        .join(params, "topic", "left")
+        .join(kept_positions(kept), "topic", "left")
     )
     return materialize(
         map_topic_inputs(

@@ -24,7 +24,8 @@ def _rows(rows) -> pa.Table:
 
 
 def _latest(rows) -> dict:
-    keyed = _rows(rows).filter(pa.compute.is_valid(_rows(rows)["key"]))
+    table = _rows(rows)
+    keyed = table.filter(pa.compute.is_valid(table["key"]))
     return {r["key"]: (r["ledgerId"], r["entryId"]) for r in newest_per_key(keyed).to_pylist()}
 
 
