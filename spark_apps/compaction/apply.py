@@ -43,9 +43,9 @@ from housekeeping.store.journal import plan_rows
 from housekeeping.store.store import Store
 from spark_apps.compaction.entries import (
     at_positions,
-    kept_positions,
     map_topic_inputs,
     positions_by_ledger,
+    rows_per_topic,
     topic_inputs,
     topic_sources,
 )
@@ -102,7 +102,7 @@ def _ledger_rows(path: Path) -> int:
     return sum(pq.read_metadata(f).num_rows for f in sorted(path.glob("*.parquet")))
 
 
-def kept_entries(parts: Iterable[pa.Table], kept: list[dict] | None) -> pa.Table:
+def kept_entries(parts: Iterable[pa.Table], kept: pa.Table | None) -> pa.Table:
     """The rows of one topic's input (``parts``, a file each) at the ``kept`` positions (ledgerId, entryId), in
     position order, as a ledger's entries. Pure. Each part is filtered as it comes, so a task holds the new
     compacted ledger, not the topic's input."""
@@ -128,8 +128,10 @@ def _write_ledgers(spark, store, run: RunDir, info: dict, to_write: dict[str, in
     slots = {topic: index for index, topic in enumerate(sorted(to_write))}
     decisions = [r for r in read_table(run_dir, COMPACTION_DECISIONS.name) if r["topic"] in slots]
     files = LedgerFiles.of(info)
-    kept = kept_positions(
-        read_plan_frame(spark, run, COMPACTION_KEPT).where(F.col("topic").isin(list(slots)))
+    kept = rows_per_topic(
+        read_plan_frame(spark, run, COMPACTION_KEPT).where(F.col("topic").isin(list(slots))),
+        "kept",
+        ["ledgerId", "entryId"],
     )
     sources = topic_sources(spark, files, topic_inputs(decisions)).join(kept, "topic", "left")
     staging = run.apply_dir / f"compacted-{uuid.uuid4().hex}"

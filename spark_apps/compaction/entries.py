@@ -150,29 +150,35 @@ def topic_input_parts(source: dict[str, Any], names: list[str], tier: Any = None
             "entryTs", pc.coalesce(table["brokerTimestamp"], table["publishTime"])
         )
 
-    for path in source["compactedFiles"]:
+    # A topic the caller added without input (no sources row of its own) has no files.
+    for path in source["compactedFiles"] or []:
         yield part(pq.ParquetFile(path).read(columns=columns), "compacted")
-    for path in source["rawFiles"]:
+    for path in source["rawFiles"] or []:
         yield part(pq.ParquetFile(path).read(columns=columns), "raw")
-    for key in source["rawTierObjects"]:
+    for key in source["rawTierObjects"] or []:
         yield part(tier.read_ledger(key, columns=columns), "raw")
 
 
-def kept_positions(kept: DataFrame) -> DataFrame:
-    """Per topic of a plan's kept entries, their positions (``kept``: a list of (ledgerId, entryId)), for a
-    sources row (:func:`at_positions` in the task)."""
-    return kept.groupBy("topic").agg(F.collect_list(F.struct("ledgerId", "entryId")).alias("kept"))
+def rows_per_topic(frame: DataFrame, name: str, columns: list[str]) -> DataFrame:
+    """Per topic of ``frame``, its rows' ``columns`` as one list column ``name``, to join to the sources rows: the
+    task of each topic gets them as an Arrow table (:func:`map_topic_inputs`)."""
+    return frame.groupBy("topic").agg(F.collect_list(F.struct(*columns)).alias(name))
 
 
-def positions_by_ledger(positions: list[dict[str, int]] | None) -> dict[int, list[int]]:
-    """A sources row's ``kept`` positions, as entry ids per ledger id."""
-    by_ledger: dict[int, list[int]] = {}
-    for position in positions or []:
-        by_ledger.setdefault(position["ledgerId"], []).append(position["entryId"])
-    return by_ledger
+def positions_by_ledger(positions: pa.Table | None) -> dict[int, pa.Array]:
+    """Positions (a table with ``ledgerId`` and ``entryId``), as their entry ids per ledger id."""
+    if positions is None or positions.num_rows == 0:
+        return {}
+    grouped = positions.group_by("ledgerId").aggregate([("entryId", "list")])
+    return {
+        ledger_id: entries.values
+        for ledger_id, entries in zip(
+            grouped["ledgerId"].to_pylist(), grouped["entryId_list"].combine_chunks(), strict=True
+        )
+    }
 
 
-def at_positions(part: pa.Table, by_ledger: dict[int, list[int]]) -> Any:
+def at_positions(part: pa.Table, by_ledger: dict[int, pa.Array]) -> Any:
     """Which rows of an input part are at one of the positions (:func:`positions_by_ledger`): matched ledger by
     ledger, exact for any id (no packing)."""
     import pyarrow as pa
@@ -183,7 +189,7 @@ def at_positions(part: pa.Table, by_ledger: dict[int, list[int]]) -> Any:
         if ledger_id in by_ledger:
             in_ledger = pc.and_(
                 pc.equal(part["ledgerId"], ledger_id),
-                pc.is_in(part["entryId"], value_set=pa.array(by_ledger[ledger_id], pa.int64())),
+                pc.is_in(part["entryId"], value_set=by_ledger[ledger_id].cast(pa.int64())),
             )
             chosen = pc.or_(chosen, in_ledger)
     return chosen
@@ -200,7 +206,8 @@ def map_topic_inputs(
     """``per_topic(source row, the topic's input parts)`` in the task that reads the topic's input
     (:func:`topic_input_parts`), one topic at a time: the input is grouped by topic on disk, so work per topic needs
     no shuffle. ``sources``: :data:`TOPIC_SOURCES` rows (``topics`` of them), plus any columns ``per_topic``
-    reads; ``schema``: of the Arrow tables ``per_topic`` returns."""
+    reads (a list of structs, :func:`rows_per_topic`, as an Arrow table, None when null); ``schema``: of the
+    Arrow tables ``per_topic`` returns."""
     url, endpoint_url = tier.get("url"), tier.get("endpoint_url")
 
     def run(batches: Iterator) -> Iterator:
@@ -208,12 +215,26 @@ def map_topic_inputs(
 
         object_tier = ObjectTier.of(url, endpoint_url) if url else None
         for batch in batches:
-            # A row at a time: a row may carry a topic's kept positions, and a batch holds many topics.
+            # A row at a time: a row may carry a topic's kept entries, and a batch holds many topics.
             for index in range(batch.num_rows):
-                source = batch.slice(index, 1).to_pylist()[0]
+                source = _source_row(batch.slice(index, 1))
                 yield from per_topic(source, topic_input_parts(source, names, object_tier)).to_batches()
 
     return sources.repartition(max(1, min(topics, _MAX_TOPIC_TASKS))).mapInArrow(run, schema)
+
+
+def _source_row(row: pa.RecordBatch) -> dict[str, Any]:
+    """A one-row batch as a dict: lists of structs as Arrow tables, the rest as Python values."""
+    import pyarrow as pa
+
+    source = {}
+    for field, column in zip(row.schema, row.columns, strict=True):
+        if pa.types.is_list(field.type) and pa.types.is_struct(field.type.value_type):
+            values = column[0].values
+            source[field.name] = None if values is None else pa.Table.from_struct_array(values)
+        else:
+            source[field.name] = column[0].as_py()
+    return source
 
 
 # Topics spread round-robin over at most this many tasks (a compaction run rewrites tens of topics, not thousands).

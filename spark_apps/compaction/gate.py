@@ -1,7 +1,8 @@
 """Quality-gate checks for topic compaction, re-derived from the snapshot and the entry files apart from the
 planner (which groups each topic's entries by key in Arrow, takes each key's last entry and decides the winners
 with the rule in Spark; the gate sorts each topic's entries by key, newest first, derives the entries that must
-survive itself, and checks the plan's tables against that in Spark).
+survive itself, and checks the plan's kept entries and dropped keys of the topic against its input in the task
+that reads it; the actions and the per-topic counts are checked in Spark).
 
 Every ``rewrite_compacted`` action: the topic is in the snapshot and compaction applies to it (named in the
 run's params, a threshold > 0, or a compacted ledger to keep under retention); it replaces the snapshot's
@@ -39,9 +40,9 @@ from spark_apps.compaction.entries import (
     DECISION_COLUMNS,
     TopicInput,
     at_positions,
-    kept_positions,
     map_topic_inputs,
     positions_by_ledger,
+    rows_per_topic,
     topic_sources,
 )
 from spark_apps.shared.io import LedgerFiles, read_snapshot, read_table
@@ -171,15 +172,38 @@ def gate_inputs(facts: DataFrame, ledgers: DataFrame, topics: list[str]) -> list
     return inputs
 
 
-# What the gate derives from each topic's input, in the task that reads it (``map_topic_inputs``: the input is
-# grouped by topic on disk, so none of this shuffles the entries), one table with a row ``kind`` each:
-# ``latest`` (per key, its newest position), ``input`` (the input entry at each position the plan keeps) and
-# ``counts`` (per topic: entries read, keyless, how many entries must survive (``expectedRows``) and how many kept
-# positions are not among them (``unexpectedRows``): equal counts and none unexpected make the two sets equal).
+# What each kept entry and each dropped key must satisfy (the columns of the check frames GX validates, one
+# definition for the task that computes them and the suites).
+KEPT_CHECKS = (
+    "position_is_unique",
+    "entry_is_an_input_entry",
+    "entry_matches_its_input",
+    "latest_for_its_key",
+    "keyed_or_null_keys_retained",
+    "within_compacted_retention_time",
+    "tombstone_within_grace",
+    "at_or_before_horizon",
+)
+DROPPED_CHECKS = ("dropped_entry_is_the_latest_for_its_key", "dropped_key_not_also_kept", "drop_reason_holds")
+
+# What the gate derives in the task that reads each topic's input (``map_topic_inputs``: the input is grouped by
+# topic on disk, so none of this shuffles the entries), one table with a row ``kind`` each: ``kept`` (per kept
+# entry of the plan, its checks), ``dropped`` (per dropped key, its checks) and ``counts`` (per topic: entries
+# read, keyless, keys, how many entries must survive (``expectedRows``) and how many kept positions are not among
+# them (``unexpectedRows``): equal counts and none unexpected make the two sets equal).
 TOPIC_FACTS = table(
     "compaction_topic_facts",
-    "kind string, topic string, key string, ledgerId bigint, entryId bigint, size int, entryTs bigint, "
-    "entriesRead bigint, keyless bigint, expectedRows bigint, unexpectedRows bigint",
+    "kind string, topic string, ledgerId bigint, entryId bigint, key string, "
+    + ", ".join(f"{name} boolean" for name in (*KEPT_CHECKS, *DROPPED_CHECKS))
+    + ", entriesRead bigint, keyless bigint, keys bigint, expectedRows bigint, unexpectedRows bigint",
+)
+# The plan's rows a topic's task checks (keys as the plan names them: their SHA-256, ``key_digests``).
+KEPT_ROW = table(
+    "compaction_gate_kept_row", "ledgerId bigint, entryId bigint, key string, size int, entryTs bigint"
+)
+DROPPED_ROW = table(
+    "compaction_gate_dropped_row",
+    "key string, ledgerId bigint, entryId bigint, size int, entryTs bigint, reason string",
 )
 _FACT_COLUMNS = ["key", "ledgerId", "entryId", "size", "entryTs"]
 
@@ -224,29 +248,193 @@ def expected_survivors(
     return newest_first.filter(pc.less_equal(newer_bytes, size_bytes))
 
 
-def topic_facts(source: dict, parts: Iterable[pa.Table], as_of_ms: int, retain_null_key: bool) -> pa.Table:
-    """:data:`TOPIC_FACTS` of one topic, its input read a part (file) at a time: memory follows its keys and the
-    entries the plan keeps, not its input. ``source``: the topic's sources row with its compacted-retention
-    params and the positions the plan keeps (``kept``)."""
+def key_digests(keys: pa.ChunkedArray | pa.Array) -> pa.Array:
+    """SHA-256 of each key, in hex (null stays null): how the plan names keys (Spark's ``sha2(key, 256)``)."""
+    import hashlib
+
+    import pyarrow as pa
+
+    return pa.array(
+        [None if key is None else hashlib.sha256(key.encode()).hexdigest() for key in keys.to_pylist()],
+        pa.string(),
+    )
+
+
+def input_at_positions(entries: pa.Table, latest: pa.Table) -> pa.Table:
+    """The input ``entries`` at the plan's positions as :func:`at_input` joins them: inKey (the key's digest),
+    inSize, inTs, inNewest (the entry is its key's newest in ``latest``, :func:`newest_per_key`) and inInput."""
     import pyarrow as pa
     import pyarrow.compute as pc
 
-    kept_at = positions_by_ledger(source["kept"])
-    latest, keyless, inputs = None, [], []
+    newest = latest.select(["key", "ledgerId", "entryId"]).rename_columns(
+        ["key", "newestLedger", "newestEntry"]
+    )
+    entries = entries.join(newest, keys="key", join_type="left outer")
+    return pa.table(
+        {
+            "ledgerId": entries["ledgerId"],
+            "entryId": entries["entryId"],
+            "inKey": key_digests(entries["key"]),
+            "inSize": entries["size"],
+            "inTs": entries["entryTs"],
+            "inNewest": _false_if_null(
+                pc.and_(
+                    pc.equal(entries["newestLedger"], entries["ledgerId"]),
+                    pc.equal(entries["newestEntry"], entries["entryId"]),
+                )
+            ),
+            "inInput": pa.array([True] * entries.num_rows, pa.bool_()),
+        }
+    )
+
+
+def at_input(rows: pa.Table, input_at: pa.Table) -> pa.Table:
+    """``rows`` (a plan's rows with ``ledgerId`` and ``entryId``) joined with the input entry at their position
+    (:func:`input_at_positions`), its columns null where there is none."""
+    return rows.join(input_at, keys=["ledgerId", "entryId"], join_type="left outer")
+
+
+def with_position_rows(rows: pa.Table) -> pa.Table:
+    """``rows`` with ``positionRows``: how many of them are at the same position (null for a null position).
+    The plan's kept rows of a topic are all in its task, so this is the position's uniqueness in the plan: a
+    boolean GX checks, instead of GX's compound-uniqueness check, which on Spark is a shuffle of every kept entry
+    (5-11 s of the gate at 1.84 M kept entries; benchmarks/README.md)."""
+    counts = rows.group_by(["ledgerId", "entryId"]).aggregate([([], "count_all")])
+    return rows.join(
+        counts.rename_columns(["ledgerId", "entryId", "positionRows"]),
+        keys=["ledgerId", "entryId"],
+        join_type="left outer",
+    )
+
+
+def _false_if_null(values):
+    import pyarrow.compute as pc
+
+    return pc.fill_null(values, False)
+
+
+def _equal_null_safe(left, right):
+    import pyarrow.compute as pc
+
+    return pc.if_else(
+        pc.and_(pc.is_null(left), pc.is_null(right)), True, _false_if_null(pc.equal(left, right))
+    )
+
+
+def kept_checks(kept: pa.Table, params: dict, as_of_ms: int, retain_null_key: bool) -> dict[str, pa.Array]:
+    """:data:`KEPT_CHECKS` of each kept row (:data:`KEPT_ROW`, joined by :func:`at_input`) of one topic. Pure.
+    ``params``: the topic's compactedRetentionTimeMs, tombstoneGraceMs and horizonLedger/horizonEntry (None when
+    the snapshot has none: the check fails). An entry is the latest of its key (by digest) exactly when the input
+    entry at its position has that digest and is the newest of its own key."""
+    import pyarrow as pa
+    import pyarrow.compute as pc
+
+    key, size, ledger, entry = kept["key"], kept["size"], kept["ledgerId"], kept["entryId"]
+    time_ms, grace_ms = (
+        pa.scalar(params[n], pa.int64()) for n in ("compactedRetentionTimeMs", "tombstoneGraceMs")
+    )
+    horizon_ledger, horizon_entry = (
+        pa.scalar(params[n], pa.int64()) for n in ("horizonLedger", "horizonEntry")
+    )
+    age = pc.subtract(pa.scalar(as_of_ms, pa.int64()), kept["inTs"])
+    return {
+        "position_is_unique": _false_if_null(pc.equal(kept["positionRows"], 1)),
+        "entry_is_an_input_entry": pc.is_valid(kept["inInput"]),
+        "entry_matches_its_input": _false_if_null(
+            pc.and_kleene(
+                pc.and_kleene(_equal_null_safe(key, kept["inKey"]), pc.equal(size, kept["inSize"])),
+                pc.equal(kept["entryTs"], kept["inTs"]),
+            )
+        ),
+        "latest_for_its_key": _false_if_null(
+            pc.or_kleene(pc.is_null(key), pc.and_kleene(pc.equal(kept["inKey"], key), kept["inNewest"]))
+        ),
+        "keyed_or_null_keys_retained": pc.or_(pc.is_valid(key), pa.scalar(retain_null_key)),
+        "within_compacted_retention_time": _false_if_null(
+            pc.or_kleene(pc.less(time_ms, 0), pc.less_equal(age, time_ms))
+        ),
+        "tombstone_within_grace": _false_if_null(
+            pc.or_kleene(
+                pc.or_kleene(pc.is_null(key), pc.not_equal(size, 0)),
+                pc.and_kleene(pc.greater(grace_ms, 0), pc.less_equal(age, grace_ms)),
+            )
+        ),
+        # A position with a null id is never at or before the horizon (it is no input entry either).
+        "at_or_before_horizon": _false_if_null(
+            pc.or_kleene(
+                pc.less(ledger, horizon_ledger),
+                pc.and_kleene(pc.equal(ledger, horizon_ledger), pc.less_equal(entry, horizon_entry)),
+            )
+        ),
+    }
+
+
+def dropped_checks(
+    dropped: pa.Table, kept_keys: pa.Array, params: dict, as_of_ms: int
+) -> dict[str, pa.Array]:
+    """:data:`DROPPED_CHECKS` of each dropped row (:data:`DROPPED_ROW`, joined by :func:`at_input`) of one topic.
+    Pure. ``kept_keys``: the digests of the topic's kept keyed entries. A drop's reason is checked against the
+    row's own size and time; that the kept entries are exactly those that must survive is the topic's check."""
+    import pyarrow as pa
+    import pyarrow.compute as pc
+
+    time_ms, grace_ms = (
+        pa.scalar(params[n], pa.int64()) for n in ("compactedRetentionTimeMs", "tombstoneGraceMs")
+    )
+    key, reason = dropped["key"], dropped["reason"]
+    age = pc.subtract(pa.scalar(as_of_ms, pa.int64()), dropped["entryTs"])
+    tombstoned = pc.and_kleene(
+        pc.equal(dropped["size"], 0), pc.or_kleene(pc.less_equal(grace_ms, 0), pc.greater(age, grace_ms))
+    )
+    expired_time = pc.and_kleene(pc.greater_equal(time_ms, 0), pc.greater(age, time_ms))
+
+    def reason_is(name: str):
+        return _false_if_null(pc.equal(reason, name))
+
+    # Size expiry is checked per topic (the kept entries already fill the limit: no_entry_missing_or_extra).
+    holds = pc.if_else(
+        reason_is("tombstoned"),
+        tombstoned,
+        pc.if_else(reason_is("expired_time"), expired_time, reason_is("expired_size")),
+    )
+    return {
+        "dropped_entry_is_the_latest_for_its_key": _false_if_null(
+            pc.and_kleene(pc.equal(dropped["inKey"], key), dropped["inNewest"])
+        ),
+        "dropped_key_not_also_kept": pc.invert(pc.is_in(key, value_set=kept_keys)),
+        "drop_reason_holds": _false_if_null(holds),
+    }
+
+
+def _plan_rows(rows: pa.Table | None, spec) -> pa.Table:
+    return spec.arrow_schema().empty_table() if rows is None else rows.select(spec.arrow_schema().names)
+
+
+def topic_facts(source: dict, parts: Iterable[pa.Table], as_of_ms: int, retain_null_key: bool) -> pa.Table:
+    """:data:`TOPIC_FACTS` of one topic, its input read a part (file) at a time: memory follows its keys and the
+    plan's rows of the topic, not its input. ``source``: the topic's sources row with its compacted-retention
+    params, its horizon, and the plan's ``kept`` (:data:`KEPT_ROW`) and ``dropped`` (:data:`DROPPED_ROW`) rows."""
+    import pyarrow as pa
+    import pyarrow.compute as pc
+
+    kept = _plan_rows(source.get("kept"), KEPT_ROW)
+    dropped = _plan_rows(source.get("dropped"), DROPPED_ROW)
+    wanted = positions_by_ledger(
+        pa.concat_tables([kept.select(["ledgerId", "entryId"]), dropped.select(["ledgerId", "entryId"])])
+    )
+    schema = pa.schema([KEPT_ROW.arrow_schema().field(name) for name in _FACT_COLUMNS])  # typed as the plan's
+    latest, keyless, at_plan_rows = schema.empty_table(), [], []
     read = keyless_count = 0
     for part in parts:
-        rows = part.select(_FACT_COLUMNS)
+        rows = part.select(_FACT_COLUMNS).cast(schema)
         read += rows.num_rows
         keyed = pc.is_valid(rows["key"])
         keyless_rows = rows.filter(pc.invert(keyed))
         keyless_count += keyless_rows.num_rows
         if retain_null_key:
             keyless.append(keyless_rows)
-        inputs.append(rows.filter(at_positions(rows, kept_at)))
-        keyed_rows = rows.filter(keyed)
-        latest = newest_per_key(keyed_rows if latest is None else pa.concat_tables([latest, keyed_rows]))
-    schema = pa.schema([TOPIC_FACTS.arrow_schema().field(name) for name in _FACT_COLUMNS])
-    latest = latest if latest is not None else schema.empty_table()
+        at_plan_rows.append(rows.filter(at_positions(rows, wanted)))
+        latest = newest_per_key(pa.concat_tables([latest, rows.filter(keyed)]))
     time_ms, size_bytes, grace_ms = (
         source[name]
         for name in ("compactedRetentionTimeMs", "compactedRetentionSizeBytes", "tombstoneGraceMs")
@@ -258,36 +446,56 @@ def topic_facts(source: dict, parts: Iterable[pa.Table], as_of_ms: int, retain_n
     else:
         expected = expected_survivors(candidates, as_of_ms, time_ms, size_bytes, grace_ms)
     expected_at = set(zip(expected["ledgerId"].to_pylist(), expected["entryId"].to_pylist(), strict=True))
-    unexpected = sum((p["ledgerId"], p["entryId"]) not in expected_at for p in source["kept"] or [])
+    unexpected = sum(
+        position not in expected_at
+        for position in zip(kept["ledgerId"].to_pylist(), kept["entryId"].to_pylist(), strict=True)
+    )
+    input_at = input_at_positions(pa.concat_tables([schema.empty_table(), *at_plan_rows]), latest)
+    kept_at, dropped_at = with_position_rows(at_input(kept, input_at)), at_input(dropped, input_at)
+    kept_keys = pc.drop_null(kept["key"]).combine_chunks() if kept.num_rows else pa.array([], pa.string())
+    topic = source["topic"]
     counts = pa.table(
         {
             "entriesRead": [read],
             "keyless": [keyless_count],
+            "keys": [latest.num_rows],
             "expectedRows": [expected.num_rows],
             "unexpectedRows": [unexpected],
         }
     )
-    tables = [
-        _facts("latest", source["topic"], latest.select(["key", "ledgerId", "entryId"])),
-        _facts("input", source["topic"], pa.concat_tables([schema.empty_table(), *inputs])),
-        _facts("counts", source["topic"], counts),
-    ]
-    return pa.concat_tables(tables)
+    return pa.concat_tables(
+        [
+            _facts(
+                "kept",
+                topic,
+                kept_at.select(["ledgerId", "entryId"]),
+                kept_checks(kept_at, source, as_of_ms, retain_null_key),
+            ),
+            _facts(
+                "dropped",
+                topic,
+                dropped_at.select(["key"]),
+                dropped_checks(dropped_at, kept_keys, source, as_of_ms),
+            ),
+            _facts("counts", topic, counts),
+        ]
+    )
 
 
-def _facts(kind: str, topic: str, rows: pa.Table) -> pa.Table:
-    """``rows`` as :data:`TOPIC_FACTS` rows (the columns it lacks null)."""
+def _facts(
+    kind: str, topic: str | None, rows: pa.Table, checks: dict[str, pa.Array] | None = None
+) -> pa.Table:
+    """``rows`` and ``checks`` as :data:`TOPIC_FACTS` rows (the columns they lack null)."""
     import pyarrow as pa
 
+    given = {name: rows[name] for name in rows.column_names} | (checks or {})
     columns = {
         "kind": pa.array([kind] * rows.num_rows, pa.string()),
         "topic": pa.array([topic] * rows.num_rows, pa.string()),
     }
     for field in list(TOPIC_FACTS.arrow_schema())[2:]:
         columns[field.name] = (
-            rows[field.name].cast(field.type)
-            if field.name in rows.column_names
-            else pa.nulls(rows.num_rows, field.type)
+            given[field.name].cast(field.type) if field.name in given else pa.nulls(rows.num_rows, field.type)
         )
     return pa.table(columns)
 
@@ -298,17 +506,21 @@ def gate_topic_facts(
     inputs: list[TopicInput],
     facts: DataFrame,
     kept: DataFrame,
+    dropped: DataFrame,
     as_of_ms: int,
     retain_null_key: bool,
 ) -> DataFrame:
-    """:data:`TOPIC_FACTS` of every topic the gate reads, materialized once."""
+    """:data:`TOPIC_FACTS` of every topic the gate reads and of every topic the plan keeps or drops entries of
+    (one without input is checked against none), materialized once."""
     params = facts.select(
         "topic", "compactedRetentionTimeMs", "compactedRetentionSizeBytes", "tombstoneGraceMs"
     )
+    # Full joins: a plan row of a topic the gate does not read (or of a null topic) is still checked (and fails).
     sources = (
         topic_sources(spark, files, inputs)
+        .join(rows_per_topic(kept, "kept", KEPT_ROW.arrow_schema().names), "topic", "full")
+        .join(rows_per_topic(dropped, "dropped", DROPPED_ROW.arrow_schema().names), "topic", "full")
         .join(params, "topic", "left")
-        .join(kept_positions(kept), "topic", "left")
     )
     return materialize(
         map_topic_inputs(
@@ -322,76 +534,17 @@ def gate_topic_facts(
     )
 
 
-def kept_checks(
-    kept: DataFrame,
-    inputs: DataFrame,
-    latest: DataFrame,
-    facts: DataFrame,
-    horizons: DataFrame,
-    as_of_ms: int,
-    retain_null_key: bool,
-) -> DataFrame:
-    """``inputs``: the input entries at the kept positions (topic, ledgerId, entryId, key, size, entryTs)."""
-    source = inputs.select(
-        "topic",
-        "ledgerId",
-        "entryId",
-        F.col("key").alias("inKey"),
-        F.col("size").alias("inSize"),
-        F.col("entryTs").alias("inTs"),
-        F.lit(True).alias("inInput"),
-    )
-    age = F.lit(as_of_ms) - F.col("inTs")
-    frame = (
-        kept.join(source, ["topic", "ledgerId", "entryId"], "left")
-        .join(latest, ["topic", "key"], "left")
-        .join(facts.select("topic", "compactedRetentionTimeMs", "tombstoneGraceMs"), "topic", "left")
-        .join(horizons, "topic", "left")
-    )
-    return frame.select(
-        "topic",
-        "ledgerId",
-        "entryId",
-        F.coalesce(F.col("inInput"), F.lit(False)).alias("entry_is_an_input_entry"),
-        F.coalesce(
-            F.col("key").eqNullSafe(F.col("inKey"))
-            & (F.col("size") == F.col("inSize"))
-            & (F.col("entryTs") == F.col("inTs")),
-            F.lit(False),
-        ).alias("entry_matches_its_input"),
-        F.coalesce(
-            F.col("key").isNull() | (F.col("latest") == F.struct(F.col("ledgerId"), F.col("entryId"))),
-            F.lit(False),
-        ).alias("latest_for_its_key"),
-        (F.col("key").isNotNull() | F.lit(retain_null_key)).alias("keyed_or_null_keys_retained"),
-        F.coalesce(
-            (F.col("compactedRetentionTimeMs") < 0) | (age <= F.col("compactedRetentionTimeMs")), F.lit(False)
-        ).alias("within_compacted_retention_time"),
-        F.coalesce(
-            F.col("key").isNull()
-            | (F.col("size") != 0)
-            | ((F.col("tombstoneGraceMs") > 0) & (age <= F.col("tombstoneGraceMs"))),
-            F.lit(False),
-        ).alias("tombstone_within_grace"),
-        F.coalesce(
-            F.struct(F.col("ledgerId"), F.col("entryId")) <= F.struct(F.col("hLedger"), F.col("hEntry")),
-            F.lit(False),
-        ).alias("at_or_before_horizon"),
-    )
-
-
 def topic_checks(
     actions: DataFrame,
     kept: DataFrame,
     dropped: DataFrame,
     counted: DataFrame,
-    latest: DataFrame,
     facts: DataFrame,
     retain_null_key: bool,
 ) -> DataFrame:
-    """``counted``: per topic the entries its input holds (``read``), the keyless ones (``keyless``), how many must
-    survive (``expectedRows``) and how many kept positions are not among those (``unexpectedRows``)."""
-    keys_latest = latest.groupBy("topic").agg(F.count("*").alias("keys"))
+    """``counted``: per topic the entries its input holds (``read``), the keyless ones (``keyless``), its keys
+    (``keys``), how many must survive (``expectedRows``) and how many kept positions are not among those
+    (``unexpectedRows``)."""
     kept_counts = kept.groupBy("topic").agg(
         F.count("*").alias("keptRows"),
         F.sum(F.col("size").cast("long")).alias("keptBytes"),
@@ -401,7 +554,6 @@ def topic_checks(
     zero = F.lit(0)
     frame = (
         actions.join(counted, "topic", "left")
-        .join(keys_latest, "topic", "left")
         .join(kept_counts, "topic", "left")
         .join(dropped_counts, "topic", "left")
         .join(facts.select("topic", "compactedRetentionSizeBytes"), "topic", "left")
@@ -446,56 +598,20 @@ def topic_checks(
     )
 
 
-def dropped_checks(
-    dropped: DataFrame, latest: DataFrame, kept: DataFrame, facts: DataFrame, as_of_ms: int
-) -> DataFrame:
-    kept_keys = kept.where(F.col("key").isNotNull()).select("topic", "key", F.lit(True).alias("alsoKept"))
-    age = F.lit(as_of_ms) - F.col("entryTs")
-    frame = (
-        dropped.join(latest, ["topic", "key"], "left")
-        .join(kept_keys, ["topic", "key"], "left")
-        .join(facts.select("topic", "compactedRetentionTimeMs", "tombstoneGraceMs"), "topic", "left")
-    )
-    reason_holds = (
-        F.when(
-            F.col("reason") == "tombstoned",
-            (F.col("size") == 0) & ((F.col("tombstoneGraceMs") <= 0) | (age > F.col("tombstoneGraceMs"))),
-        )
-        .when(
-            F.col("reason") == "expired_time",
-            (F.col("compactedRetentionTimeMs") >= 0) & (age > F.col("compactedRetentionTimeMs")),
-        )
-        # Size expiry is checked per topic (the kept entries already fill the limit: no_entry_missing_or_extra).
-        .when(F.col("reason") == "expired_size", F.lit(True))
-        .otherwise(F.lit(False))
-    )
-    return frame.select(
-        "topic",
-        "key",
-        F.coalesce(F.col("latest") == F.struct(F.col("ledgerId"), F.col("entryId")), F.lit(False)).alias(
-            "dropped_entry_is_the_latest_for_its_key"
-        ),
-        F.col("alsoKept").isNull().alias("dropped_key_not_also_kept"),
-        F.coalesce(reason_holds, F.lit(False)).alias("drop_reason_holds"),
-    )
-
-
 @dataclass(frozen=True)
 class GateFrames:
     """What the compaction gate reads, once: the plan's tables, the snapshot's facts, and what it derives itself
     from the input entries it reads again (``gate_topic_facts``; keys as their SHA-256 throughout, as the plan
     names them)."""
 
-    as_of_ms: int
-    retain_null_key: bool
     actions: DataFrame
     kept: DataFrame
     dropped: DataFrame
     facts: DataFrame
-    inputs: DataFrame  # the input entries at the kept positions
-    counted: DataFrame  # per topic: read, keyless
-    horizons: DataFrame
-    latest: DataFrame
+    kept_checked: DataFrame  # per kept entry: KEPT_CHECKS
+    dropped_checked: DataFrame  # per dropped key: DROPPED_CHECKS
+    counted: DataFrame  # per topic: read, keyless, keys, expectedRows, unexpectedRows
+    retain_null_key: bool
 
 
 def read_frames(spark, run_dir: str | Path) -> GateFrames:
@@ -508,32 +624,26 @@ def read_frames(spark, run_dir: str | Path) -> GateFrames:
     facts = materialize(snapshot_facts(snapshot, list(info.get("compactTopics", []))))
     topics = [r["topic"] for r in actions.select("topic").distinct().collect()]
     inputs = gate_inputs(facts, snapshot["ledgers"], topics)
-    kept = materialize(read_table(spark, run, COMPACTION_KEPT))
-    derived = gate_topic_facts(spark, LedgerFiles.of(info), inputs, facts, kept, as_of_ms, retain_null_key)
-    digest = F.sha2(F.col("key"), 256)
+    kept = materialize(read_table(spark, run, COMPACTION_KEPT).withColumnRenamed("keyDigest", "key"))
+    dropped = materialize(
+        read_table(spark, run, COMPACTION_DROPPED_KEYS).withColumnRenamed("keyDigest", "key")
+    )
+    derived = gate_topic_facts(
+        spark, LedgerFiles.of(info), inputs, facts, kept, dropped, as_of_ms, retain_null_key
+    )
     return GateFrames(
-        as_of_ms=as_of_ms,
-        retain_null_key=retain_null_key,
         actions=actions,
-        kept=kept.withColumnRenamed("keyDigest", "key"),
-        dropped=materialize(
-            read_table(spark, run, COMPACTION_DROPPED_KEYS).withColumnRenamed("keyDigest", "key")
-        ),
+        kept=kept,
+        dropped=dropped,
         facts=facts,
-        inputs=derived.where(F.col("kind") == "input").select(
-            "topic", "ledgerId", "entryId", digest.alias("key"), "size", "entryTs"
+        kept_checked=derived.where(F.col("kind") == "kept").select(
+            "topic", "ledgerId", "entryId", *KEPT_CHECKS
         ),
+        dropped_checked=derived.where(F.col("kind") == "dropped").select("topic", "key", *DROPPED_CHECKS),
         counted=derived.where(F.col("kind") == "counts").select(
-            "topic", F.col("entriesRead").alias("read"), "keyless", "expectedRows", "unexpectedRows"
+            "topic", F.col("entriesRead").alias("read"), "keyless", "keys", "expectedRows", "unexpectedRows"
         ),
-        horizons=spark.createDataFrame(
-            [(i.topic, i.horizon[0], i.horizon[1]) for i in inputs], "topic string, hLedger long, hEntry long"
-        ),
-        latest=materialize(
-            derived.where(F.col("kind") == "latest").select(
-                "topic", digest.alias("key"), F.struct("ledgerId", "entryId").alias("latest")
-            )
-        ),
+        retain_null_key=retain_null_key,
     )
 
 
@@ -562,24 +672,13 @@ def checks(spark, run_dir: str | Path, spec: Mechanism) -> list[CheckFrame]:
         ),
         CheckFrame(
             "kept_entries",
-            kept_checks(f.kept, f.inputs, f.latest, f.facts, f.horizons, f.as_of_ms, f.retain_null_key),
-            [
-                gxe.ExpectCompoundColumnsToBeUnique(column_list=["topic", "ledgerId", "entryId"]),
-                *must_be_true(
-                    "entry_is_an_input_entry",
-                    "entry_matches_its_input",
-                    "latest_for_its_key",
-                    "keyed_or_null_keys_retained",
-                    "within_compacted_retention_time",
-                    "tombstone_within_grace",
-                    "at_or_before_horizon",
-                ),
-            ],
+            f.kept_checked,
+            must_be_true(*KEPT_CHECKS),
             materialize_first=True,  # one row per kept entry: millions in a large compaction
         ),
         CheckFrame(
             "topics",
-            topic_checks(f.actions, f.kept, f.dropped, f.counted, f.latest, f.facts, f.retain_null_key),
+            topic_checks(f.actions, f.kept, f.dropped, f.counted, f.facts, f.retain_null_key),
             must_be_true(
                 "read_count_matches_the_input",
                 "counts_reconcile",
@@ -595,14 +694,10 @@ def checks(spark, run_dir: str | Path, spec: Mechanism) -> list[CheckFrame]:
         ),
         CheckFrame(
             "dropped_keys",
-            dropped_checks(f.dropped, f.latest, f.kept, f.facts, f.as_of_ms),
+            f.dropped_checked,
             [
                 gxe.ExpectCompoundColumnsToBeUnique(column_list=["topic", "key"]),
-                *must_be_true(
-                    "dropped_entry_is_the_latest_for_its_key",
-                    "dropped_key_not_also_kept",
-                    "drop_reason_holds",
-                ),
+                *must_be_true(*DROPPED_CHECKS),
             ],
         ),
     ]

@@ -71,10 +71,11 @@ def test_a_topics_input_is_its_compacted_ledger_and_the_raw_entries_after_its_ho
 def test_the_kept_entries_are_copied_whole_in_position_order_from_parts_in_any_order():
     big = 1 << 30  # no packing: positions are matched per ledger
     parts = [_ledger(2, [5, 0, big]), _ledger(3, []), _ledger(1, [0, 1, 2, 5])]  # a part may be empty
-    kept = [{"ledgerId": 2, "entryId": big}, {"ledgerId": 1, "entryId": 5}, {"ledgerId": 2, "entryId": 0}]
+    kept = pa.table({"ledgerId": [2, 1, 2], "entryId": [big, 5, 0]})  # as the task gets them
     rows = kept_entries(iter(parts), kept)
     assert rows.schema.equals(ENTRY_SCHEMA)
     assert [(r["ledgerId"], r["entryId"]) for r in rows.to_pylist()] == [(1, 5), (2, 0), (2, big)]
     assert rows.to_pylist()[0] == _ledger(1, [5]).to_pylist()[0]  # payload, key and properties as read
-    assert kept_entries(iter(parts), []).num_rows == 0
-    assert kept_entries(iter([]), []).num_rows == 0
+    assert kept_entries(iter(parts), kept.slice(0, 0)).num_rows == 0
+    assert kept_entries(iter(parts), None).num_rows == 0  # a topic without kept rows
+    assert kept_entries(iter([]), kept).num_rows == 0
