@@ -43,9 +43,8 @@ from housekeeping.store.journal import plan_rows
 from housekeeping.store.store import Store
 from spark_apps.compaction.entries import (
     at_positions,
-    map_topic_inputs,
+    cogroup_topic_inputs,
     positions_by_ledger,
-    rows_per_topic,
     topic_inputs,
     topic_sources,
 )
@@ -128,25 +127,26 @@ def _write_ledgers(spark, store, run: RunDir, info: dict, to_write: dict[str, in
     slots = {topic: index for index, topic in enumerate(sorted(to_write))}
     decisions = [r for r in read_table(run_dir, COMPACTION_DECISIONS.name) if r["topic"] in slots]
     files = LedgerFiles.of(info)
-    kept = rows_per_topic(
-        read_plan_frame(spark, run, COMPACTION_KEPT).where(F.col("topic").isin(list(slots))),
-        "kept",
-        ["ledgerId", "entryId"],
-    )
-    sources = topic_sources(spark, files, topic_inputs(decisions)).join(kept, "topic", "left")
+    kept = read_plan_frame(spark, run, COMPACTION_KEPT).where(F.col("topic").isin(list(slots)))
+    sources = topic_sources(spark, files, topic_inputs(decisions))
     staging = run.apply_dir / f"compacted-{uuid.uuid4().hex}"
 
-    def copy(source: dict, parts) -> Any:
+    def copy(source: dict, kept_rows, parts) -> Any:
         import pyarrow as pa
 
         from housekeeping.store.entries import write_ledger
 
-        rows = kept_entries(parts, source["kept"])
+        rows = kept_entries(parts, kept_rows)
         write_ledger(staging / f"slot={slots[source['topic']]}", rows)
         return pa.table({"topic": [source["topic"]], "rows": pa.array([rows.num_rows], pa.int64())})
 
-    written = map_topic_inputs(
-        sources, len(decisions), files.tier, ENTRY_SCHEMA.names, copy, "topic string, rows long"
+    written = cogroup_topic_inputs(
+        sources,
+        kept.select("topic", "ledgerId", "entryId"),
+        files.tier,
+        ENTRY_SCHEMA.names,
+        copy,
+        "topic string, rows long",
     ).collect()
     checkpoint("compaction_apply_after_spark_write")
     try:

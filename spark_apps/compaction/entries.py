@@ -159,12 +159,6 @@ def topic_input_parts(source: dict[str, Any], names: list[str], tier: Any = None
         yield part(tier.read_ledger(key, columns=columns), "raw")
 
 
-def rows_per_topic(frame: DataFrame, name: str, columns: list[str]) -> DataFrame:
-    """Per topic of ``frame``, its rows' ``columns`` as one list column ``name``, to join to the sources rows: the
-    task of each topic gets them as an Arrow table (:func:`map_topic_inputs`)."""
-    return frame.groupBy("topic").agg(F.collect_list(F.struct(*columns)).alias(name))
-
-
 def positions_by_ledger(positions: pa.Table | None) -> dict[int, pa.Array]:
     """Positions (a table with ``ledgerId`` and ``entryId``), as their entry ids per ledger id."""
     if positions is None or positions.num_rows == 0:
@@ -206,35 +200,48 @@ def map_topic_inputs(
     """``per_topic(source row, the topic's input parts)`` in the task that reads the topic's input
     (:func:`topic_input_parts`), one topic at a time: the input is grouped by topic on disk, so work per topic needs
     no shuffle. ``sources``: :data:`TOPIC_SOURCES` rows (``topics`` of them), plus any columns ``per_topic``
-    reads (a list of structs, :func:`rows_per_topic`, as an Arrow table, None when null); ``schema``: of the
-    Arrow tables ``per_topic`` returns."""
+    reads; ``schema``: of the Arrow tables ``per_topic`` returns."""
     url, endpoint_url = tier.get("url"), tier.get("endpoint_url")
 
     def run(batches: Iterator) -> Iterator:
-        from housekeeping.store.tier import ObjectTier
-
-        object_tier = ObjectTier.of(url, endpoint_url) if url else None
+        object_tier = _object_tier(url, endpoint_url)
         for batch in batches:
-            # A row at a time: a row may carry a topic's kept entries, and a batch holds many topics.
-            for index in range(batch.num_rows):
-                source = _source_row(batch.slice(index, 1))
+            for source in batch.to_pylist():
                 yield from per_topic(source, topic_input_parts(source, names, object_tier)).to_batches()
 
     return sources.repartition(max(1, min(topics, _MAX_TOPIC_TASKS))).mapInArrow(run, schema)
 
 
-def _source_row(row: pa.RecordBatch) -> dict[str, Any]:
-    """A one-row batch as a dict: lists of structs as Arrow tables, the rest as Python values."""
-    import pyarrow as pa
+def cogroup_topic_inputs(
+    sources: DataFrame,
+    rows: DataFrame,
+    tier: dict[str, str | None],
+    names: list[str],
+    per_topic: Callable[[dict[str, Any], pa.Table, Iterator[pa.Table]], pa.Table],
+    schema: str,
+) -> DataFrame:
+    """``per_topic(source row, the topic's ``rows``, the topic's input parts)`` in one task per topic, as
+    :func:`map_topic_inputs`, with the rows of another frame of the same topic (a plan's entries: shuffled by topic
+    to meet the sources row, as Arrow). A topic with rows and no sources row gets a source without files (its
+    other fields null); a null topic is one such group."""
+    url, endpoint_url = tier.get("url"), tier.get("endpoint_url")
+    columns = sources.columns
 
-    source = {}
-    for field, column in zip(row.schema, row.columns, strict=True):
-        if pa.types.is_list(field.type) and pa.types.is_struct(field.type.value_type):
-            values = column[0].values
-            source[field.name] = None if values is None else pa.Table.from_struct_array(values)
+    def run(key: tuple, source_rows: pa.Table, topic_rows: pa.Table) -> pa.Table:
+        if source_rows.num_rows:
+            source = source_rows.slice(0, 1).to_pylist()[0]
         else:
-            source[field.name] = column[0].as_py()
-    return source
+            source = dict.fromkeys(columns) | {"topic": key[0].as_py()}
+        parts = topic_input_parts(source, names, _object_tier(url, endpoint_url))
+        return per_topic(source, topic_rows, parts)
+
+    return sources.groupBy("topic").cogroup(rows.groupBy("topic")).applyInArrow(run, schema)
+
+
+def _object_tier(url: str | None, endpoint_url: str | None) -> Any:
+    from housekeeping.store.tier import ObjectTier
+
+    return ObjectTier.of(url, endpoint_url) if url else None
 
 
 # Topics spread round-robin over at most this many tasks (a compaction run rewrites tens of topics, not thousands).

@@ -40,9 +40,8 @@ from spark_apps.compaction.entries import (
     DECISION_COLUMNS,
     TopicInput,
     at_positions,
-    map_topic_inputs,
+    cogroup_topic_inputs,
     positions_by_ledger,
-    rows_per_topic,
     topic_sources,
 )
 from spark_apps.shared.io import LedgerFiles, read_snapshot, read_table
@@ -195,7 +194,8 @@ TOPIC_FACTS = table(
     "compaction_topic_facts",
     "kind string, topic string, ledgerId bigint, entryId bigint, key string, "
     + ", ".join(f"{name} boolean" for name in (*KEPT_CHECKS, *DROPPED_CHECKS))
-    + ", entriesRead bigint, keyless bigint, keys bigint, expectedRows bigint, unexpectedRows bigint",
+    + ", entriesRead bigint, keyless bigint, keys bigint, expectedRows bigint, unexpectedRows bigint, "
+    "keptRows bigint, keptBytes bigint, keptKeys bigint, droppedKeys bigint",
 )
 # The plan's rows a topic's task checks (keys as the plan names them: their SHA-256, ``key_digests``).
 KEPT_ROW = table(
@@ -461,6 +461,10 @@ def topic_facts(source: dict, parts: Iterable[pa.Table], as_of_ms: int, retain_n
             "keys": [latest.num_rows],
             "expectedRows": [expected.num_rows],
             "unexpectedRows": [unexpected],
+            "keptRows": [kept.num_rows],
+            "keptBytes": [pc.sum(kept["size"].cast(pa.int64())).as_py() or 0],
+            "keptKeys": [kept.num_rows - kept["key"].null_count],
+            "droppedKeys": [dropped.num_rows],
         }
     )
     return pa.concat_tables(
@@ -511,52 +515,49 @@ def gate_topic_facts(
     retain_null_key: bool,
 ) -> DataFrame:
     """:data:`TOPIC_FACTS` of every topic the gate reads and of every topic the plan keeps or drops entries of
-    (one without input is checked against none), materialized once."""
+    (one the gate does not read, or a null topic, is checked against no input and no params, and fails),
+    materialized once."""
     params = facts.select(
         "topic", "compactedRetentionTimeMs", "compactedRetentionSizeBytes", "tombstoneGraceMs"
     )
-    # Full joins: a plan row of a topic the gate does not read (or of a null topic) is still checked (and fails).
-    sources = (
-        topic_sources(spark, files, inputs)
-        .join(rows_per_topic(kept, "kept", KEPT_ROW.arrow_schema().names), "topic", "full")
-        .join(rows_per_topic(dropped, "dropped", DROPPED_ROW.arrow_schema().names), "topic", "full")
-        .join(params, "topic", "left")
-    )
+    sources = topic_sources(spark, files, inputs).join(params, "topic", "left")
+    plan_rows = kept.select(
+        "topic",
+        F.lit("kept").alias("kind"),
+        *KEPT_ROW.arrow_schema().names,
+        F.lit(None).cast("string").alias("reason"),
+    ).unionByName(dropped.select("topic", F.lit("dropped").alias("kind"), *DROPPED_ROW.arrow_schema().names))
+
+    def per_topic(source: dict, rows: pa.Table, parts: Iterable[pa.Table]) -> pa.Table:
+        import pyarrow.compute as pc
+
+        def of_kind(kind: str) -> pa.Table:
+            return rows.filter(pc.equal(rows["kind"], kind))
+
+        return topic_facts(
+            source | {"kept": of_kind("kept"), "dropped": of_kind("dropped")},
+            parts,
+            as_of_ms,
+            retain_null_key,
+        )
+
     return materialize(
-        map_topic_inputs(
-            sources,
-            len(inputs),
-            files.tier,
-            DECISION_COLUMNS.fieldNames(),
-            lambda source, parts: topic_facts(source, parts, as_of_ms, retain_null_key),
-            TOPIC_FACTS.ddl(),
+        cogroup_topic_inputs(
+            sources, plan_rows, files.tier, DECISION_COLUMNS.fieldNames(), per_topic, TOPIC_FACTS.ddl()
         )
     )
 
 
 def topic_checks(
-    actions: DataFrame,
-    kept: DataFrame,
-    dropped: DataFrame,
-    counted: DataFrame,
-    facts: DataFrame,
-    retain_null_key: bool,
+    actions: DataFrame, counted: DataFrame, facts: DataFrame, retain_null_key: bool
 ) -> DataFrame:
     """``counted``: per topic the entries its input holds (``read``), the keyless ones (``keyless``), its keys
-    (``keys``), how many must survive (``expectedRows``) and how many kept positions are not among those
-    (``unexpectedRows``)."""
-    kept_counts = kept.groupBy("topic").agg(
-        F.count("*").alias("keptRows"),
-        F.sum(F.col("size").cast("long")).alias("keptBytes"),
-        F.sum(F.when(F.col("key").isNotNull(), 1).otherwise(0)).alias("keptKeys"),
-    )
-    dropped_counts = dropped.groupBy("topic").agg(F.count("*").alias("droppedKeys"))
+    (``keys``), how many must survive (``expectedRows``), how many kept positions are not among those
+    (``unexpectedRows``), and the plan's kept rows, their bytes and keys and its dropped keys (``keptRows``,
+    ``keptBytes``, ``keptKeys``, ``droppedKeys``)."""
     zero = F.lit(0)
-    frame = (
-        actions.join(counted, "topic", "left")
-        .join(kept_counts, "topic", "left")
-        .join(dropped_counts, "topic", "left")
-        .join(facts.select("topic", "compactedRetentionSizeBytes"), "topic", "left")
+    frame = actions.join(counted, "topic", "left").join(
+        facts.select("topic", "compactedRetentionSizeBytes"), "topic", "left"
     )
     read = F.coalesce(F.col("read"), zero)
     keyed = read - F.coalesce(F.col("keyless"), zero)
@@ -605,12 +606,12 @@ class GateFrames:
     names them)."""
 
     actions: DataFrame
-    kept: DataFrame
-    dropped: DataFrame
     facts: DataFrame
     kept_checked: DataFrame  # per kept entry: KEPT_CHECKS
     dropped_checked: DataFrame  # per dropped key: DROPPED_CHECKS
-    counted: DataFrame  # per topic: read, keyless, keys, expectedRows, unexpectedRows
+    counted: (
+        DataFrame  # per topic: read, keyless, keys, expected and unexpected rows, the plan's kept and dropped
+    )
     retain_null_key: bool
 
 
@@ -633,15 +634,22 @@ def read_frames(spark, run_dir: str | Path) -> GateFrames:
     )
     return GateFrames(
         actions=actions,
-        kept=kept,
-        dropped=dropped,
         facts=facts,
         kept_checked=derived.where(F.col("kind") == "kept").select(
             "topic", "ledgerId", "entryId", *KEPT_CHECKS
         ),
         dropped_checked=derived.where(F.col("kind") == "dropped").select("topic", "key", *DROPPED_CHECKS),
         counted=derived.where(F.col("kind") == "counts").select(
-            "topic", F.col("entriesRead").alias("read"), "keyless", "keys", "expectedRows", "unexpectedRows"
+            "topic",
+            F.col("entriesRead").alias("read"),
+            "keyless",
+            "keys",
+            "expectedRows",
+            "unexpectedRows",
+            "keptRows",
+            "keptBytes",
+            "keptKeys",
+            "droppedKeys",
         ),
         retain_null_key=retain_null_key,
     )
@@ -678,7 +686,7 @@ def checks(spark, run_dir: str | Path, spec: Mechanism) -> list[CheckFrame]:
         ),
         CheckFrame(
             "topics",
-            topic_checks(f.actions, f.kept, f.dropped, f.counted, f.facts, f.retain_null_key),
+            topic_checks(f.actions, f.counted, f.facts, f.retain_null_key),
             must_be_true(
                 "read_count_matches_the_input",
                 "counts_reconcile",

@@ -131,6 +131,9 @@ def test_a_topics_counts_from_its_input_in_parts(retain_null_key):
         for r in facts["counts"]
     ]
     assert counts == [(5, 1, 3, 3 if retain_null_key else 2, 1)]
+    # The plan's rows of the topic, counted where they are: 2 kept (5 bytes each, keyed), none dropped.
+    plan = [(r["keptRows"], r["keptBytes"], r["keptKeys"], r["droppedKeys"]) for r in facts["counts"]]
+    assert plan == [(2, 10, 2, 0)]
     assert {r["topic"] for rows in facts.values() for r in rows} == {"t"}
 
 
