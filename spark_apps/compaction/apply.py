@@ -143,6 +143,7 @@ def _write_ledgers(spark, store, run: RunDir, info: dict, to_write: dict[str, in
     written = cogroup_topic_inputs(
         sources,
         kept.select("topic", "ledgerId", "entryId"),
+        len(decisions),
         files.tier,
         ENTRY_SCHEMA.names,
         copy,

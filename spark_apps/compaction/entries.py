@@ -209,12 +209,13 @@ def map_topic_inputs(
             for source in batch.to_pylist():
                 yield from per_topic(source, topic_input_parts(source, names, object_tier)).to_batches()
 
-    return sources.repartition(max(1, min(topics, _MAX_TOPIC_TASKS))).mapInArrow(run, schema)
+    return sources.repartition(topic_tasks(sources, topics)).mapInArrow(run, schema)
 
 
 def cogroup_topic_inputs(
     sources: DataFrame,
     rows: DataFrame,
+    topics: int,
     tier: dict[str, str | None],
     names: list[str],
     per_topic: Callable[[dict[str, Any], pa.Table, Iterator[pa.Table]], pa.Table],
@@ -223,7 +224,9 @@ def cogroup_topic_inputs(
     """``per_topic(source row, the topic's ``rows``, the topic's input parts)`` in one task per topic, as
     :func:`map_topic_inputs`, with the rows of another frame of the same topic (a plan's entries: shuffled by topic
     to meet the sources row, as Arrow). A topic with rows and no sources row gets a source without files (its
-    other fields null); a null topic is one such group."""
+    other fields null); a null topic is one such group. Both sides are hash-partitioned by topic into
+    :func:`topic_tasks` partitions: a partitioning the cogroup keeps, so adaptive execution does not coalesce the
+    small plan rows into a task or two that would then read every topic's input."""
     url, endpoint_url = tier.get("url"), tier.get("endpoint_url")
     columns = sources.columns
 
@@ -235,7 +238,13 @@ def cogroup_topic_inputs(
         parts = topic_input_parts(source, names, _object_tier(url, endpoint_url))
         return per_topic(source, topic_rows, parts)
 
-    return sources.groupBy("topic").cogroup(rows.groupBy("topic")).applyInArrow(run, schema)
+    tasks = topic_tasks(sources, topics)
+    return (
+        sources.repartition(tasks, "topic")
+        .groupBy("topic")
+        .cogroup(rows.repartition(tasks, "topic").groupBy("topic"))
+        .applyInArrow(run, schema)
+    )
 
 
 def _object_tier(url: str | None, endpoint_url: str | None) -> Any:
@@ -244,8 +253,11 @@ def _object_tier(url: str | None, endpoint_url: str | None) -> Any:
     return ObjectTier.of(url, endpoint_url) if url else None
 
 
-# Topics spread round-robin over at most this many tasks (a compaction run rewrites tens of topics, not thousands).
-_MAX_TOPIC_TASKS = 64
+def topic_tasks(frame: DataFrame, topics: int) -> int:
+    """How many tasks share ``topics`` topics: one per topic, at most the session's shuffle partitions (the knob
+    docs/deployment.md has operators raise for a larger cluster), and never fewer than one."""
+    partitions = int(frame.sparkSession.conf.get("spark.sql.shuffle.partitions") or 1)
+    return max(1, min(topics, partitions))
 
 
 def _get(row, name: str):

@@ -543,7 +543,13 @@ def gate_topic_facts(
 
     return materialize(
         cogroup_topic_inputs(
-            sources, plan_rows, files.tier, DECISION_COLUMNS.fieldNames(), per_topic, TOPIC_FACTS.ddl()
+            sources,
+            plan_rows,
+            len(inputs),
+            files.tier,
+            DECISION_COLUMNS.fieldNames(),
+            per_topic,
+            TOPIC_FACTS.ddl(),
         )
     )
 

@@ -8,7 +8,7 @@ import pytest
 
 from housekeeping.store.entries import ENTRY_SCHEMA, write_ledger
 from spark_apps.compaction.apply import kept_entries
-from spark_apps.compaction.entries import topic_input_parts
+from spark_apps.compaction.entries import topic_input_parts, topic_tasks
 
 pytestmark = pytest.mark.unit
 
@@ -79,3 +79,15 @@ def test_the_kept_entries_are_copied_whole_in_position_order_from_parts_in_any_o
     assert kept_entries(iter(parts), kept.slice(0, 0)).num_rows == 0
     assert kept_entries(iter(parts), None).num_rows == 0  # a topic without kept rows
     assert kept_entries(iter([]), kept).num_rows == 0
+
+
+@pytest.mark.parametrize(
+    ("topics", "partitions", "tasks"), [(40, "8", 8), (3, "8", 3), (0, "8", 1), (40, "200", 40)]
+)
+def test_topics_spread_over_at_most_the_sessions_shuffle_partitions(topics, partitions, tasks):
+    from types import SimpleNamespace
+
+    session = SimpleNamespace(
+        conf=SimpleNamespace(get=lambda key: {"spark.sql.shuffle.partitions": partitions}[key])
+    )
+    assert topic_tasks(SimpleNamespace(sparkSession=session), topics) == tasks
