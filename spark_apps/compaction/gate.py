@@ -615,9 +615,7 @@ class GateFrames:
     facts: DataFrame
     kept_checked: DataFrame  # per kept entry: KEPT_CHECKS
     dropped_checked: DataFrame  # per dropped key: DROPPED_CHECKS
-    counted: (
-        DataFrame  # per topic: read, keyless, keys, expected and unexpected rows, the plan's kept and dropped
-    )
+    counted: DataFrame  # per topic: its input's counts and the plan's (topic_checks)
     retain_null_key: bool
 
 
@@ -631,10 +629,9 @@ def read_frames(spark, run_dir: str | Path) -> GateFrames:
     facts = materialize(snapshot_facts(snapshot, list(info.get("compactTopics", []))))
     topics = [r["topic"] for r in actions.select("topic").distinct().collect()]
     inputs = gate_inputs(facts, snapshot["ledgers"], topics)
-    kept = materialize(read_table(spark, run, COMPACTION_KEPT).withColumnRenamed("keyDigest", "key"))
-    dropped = materialize(
-        read_table(spark, run, COMPACTION_DROPPED_KEYS).withColumnRenamed("keyDigest", "key")
-    )
+    # Read once, by the tasks' cogroup.
+    kept = read_table(spark, run, COMPACTION_KEPT).withColumnRenamed("keyDigest", "key")
+    dropped = read_table(spark, run, COMPACTION_DROPPED_KEYS).withColumnRenamed("keyDigest", "key")
     derived = gate_topic_facts(
         spark, LedgerFiles.of(info), inputs, facts, kept, dropped, as_of_ms, retain_null_key
     )
