@@ -50,6 +50,9 @@ def standalone_cluster(tmp_path_factory):
         "SPARK_HOME": str(SPARK_HOME),
         "SPARK_LOCAL_IP": "127.0.0.1",
         "SPARK_LOG_DIR": str(base / "logs"),
+        # The master's and worker's JVMs as the suite's drivers (tests/spark-conf: C1 only, serial collector);
+        # the executors they launch get the same from spark.executor.extraJavaOptions there.
+        "SPARK_DAEMON_JAVA_OPTS": "-XX:TieredStopAtLevel=1 -XX:+UseSerialGC",
     }
     spark_class = str(SPARK_HOME / "bin" / "spark-class")
     processes = []
