@@ -29,8 +29,8 @@ lint: setup
 	$(VENV)/bin/lint-imports --no-cache
 
 # Three workers on CI's two cores: a worker waiting on a process, a server or a browser leaves its core to the
-# others (same day, same suite: 32 min 26 s with three, 37 min 34 s with two; README). PYTEST_WORKERS=0 runs in
-# one process.
+# others (same day, same suite: 32 min 26 s with three, 37 min 34 s with two; README). Four oversubscribe them:
+# 33 min 54 s against 26 min 52 s with three (2026-11-26). PYTEST_WORKERS=0 runs in one process.
 PYTEST_WORKERS ?= 3
 
 # --no-loadscope-reorder: xdist hands files out in collection order (tests/conftest.py puts the longest first), not
