@@ -28,11 +28,12 @@ os.environ["AIRFLOW_CONN_SPARK_DEFAULT"] = json.dumps({"conn_type": "spark", "ho
 os.environ["GX_ANALYTICS_ENABLED"] = "False"
 # Test-only JVM settings for every Spark driver the suite starts (see the file).
 os.environ["SPARK_CONF_DIR"] = str(REPO / "tests" / "spark-conf")
-# The in-process session's JVM the same way (PYSPARK_SUBMIT_ARGS is read only when pyspark starts its own JVM):
-# with interpreted expressions (spark-defaults.conf) the C1-only JIT costs less CPU than C2 over a worker's share.
-os.environ["PYSPARK_SUBMIT_ARGS"] = (
-    '--driver-java-options "-XX:+UseSerialGC -XX:TieredStopAtLevel=1" pyspark-shell'
-)
+# The JVM options of the Spark processes the suite starts from Python (the in-process session, the Connect server,
+# the standalone cluster), as spark-defaults.conf gives spark-submit's drivers: with interpreted expressions the
+# C1-only JIT costs less CPU than C2 over a worker's share.
+TEST_JVM_OPTIONS = "-XX:+UseSerialGC -XX:TieredStopAtLevel=1"
+# PYSPARK_SUBMIT_ARGS is read only when pyspark starts its own JVM (the in-process session).
+os.environ["PYSPARK_SUBMIT_ARGS"] = f'--driver-java-options "{TEST_JVM_OPTIONS}" pyspark-shell'
 os.environ["PYSPARK_PYTHON"] = sys.executable
 os.environ["PYSPARK_DRIVER_PYTHON"] = sys.executable
 os.environ["PATH"] = f"{VENV_BIN}{os.pathsep}{os.environ.get('PATH', '')}"
@@ -69,7 +70,7 @@ def spark():
 # ways of executing. Its JIT is C1 only, as the suite's other drivers: which JIT compiles the JVM's code does not
 # change a result, and the server's CPU over the Connect equality tests went 113 s -> 82 s with it (2026-11-25).
 PRODUCTION_EXECUTION = {
-    "spark.driver.extraJavaOptions": "-XX:+UseSerialGC -XX:TieredStopAtLevel=1",
+    "spark.driver.extraJavaOptions": TEST_JVM_OPTIONS,
     "spark.sql.codegen.wholeStage": "true",
     "spark.sql.codegen.factoryMode": "FALLBACK",
     "spark.sql.adaptive.enabled": "true",

@@ -24,6 +24,7 @@ from housekeeping.core.timeutil import format_ms
 from housekeeping.engine.plan import read_table
 from housekeeping.mechanisms.steps import plan_and_gate_in_process, snapshot_step
 from housekeeping.store.generate import GenerateOptions, generate_store
+from tests.conftest import TEST_JVM_OPTIONS
 from tests.pg_server import free_port
 
 pytestmark = [pytest.mark.airflow, pytest.mark.processes]
@@ -52,7 +53,7 @@ def standalone_cluster(tmp_path_factory):
         "SPARK_LOG_DIR": str(base / "logs"),
         # The master's and worker's JVMs as the suite's drivers (tests/spark-conf: C1 only, serial collector);
         # the executors they launch get the same from spark.executor.extraJavaOptions there.
-        "SPARK_DAEMON_JAVA_OPTS": "-XX:TieredStopAtLevel=1 -XX:+UseSerialGC",
+        "SPARK_DAEMON_JAVA_OPTS": TEST_JVM_OPTIONS,
     }
     spark_class = str(SPARK_HOME / "bin" / "spark-class")
     processes = []
