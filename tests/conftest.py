@@ -65,17 +65,23 @@ def spark():
     session.stop()
 
 
-# The Spark Connect server's execution settings over tests/spark-conf's: Spark's defaults (code generation on,
-# Spark's own fallback, adaptive execution, broadcast joins of small sides), so the equality test compares both
-# ways of executing. Its JIT is C1 only, as the suite's other drivers: which JIT compiles the JVM's code does not
-# change a result, and the server's CPU over the Connect equality tests went 113 s -> 82 s with it (2026-11-25).
-PRODUCTION_EXECUTION = {
+# The Spark Connect server's settings over tests/spark-conf's: Spark's adaptive execution and broadcast joins of
+# small sides, as in production (the physical plans a deployment runs; a Connect session asks for 8 shuffle
+# partitions, which adaptive execution coalesces), with the suite's interpreted expressions: compiling each
+# query's generated code was ~40 % of the server's CPU per DAG run (server CPU per plan + gate on the 28-topic
+# store, median of 3 warm: trim 7.4 -> 4.3 s, expiry 10.9 -> 5.6, backlog 13.7 -> 9.5, gc 6.8 -> 3.2; with the
+# suite's settings whole, no adaptive execution, 5.1, 8.3, 12.6, 3.4; 2026-11-26). Its JIT is C1 only, as the
+# suite's other drivers: which JIT compiles the JVM's code does not change a result, and the server's CPU over
+# the Connect equality tests went 113 s -> 82 s with it (2026-11-25).
+CONNECT_SERVER_EXECUTION = {
     "spark.driver.extraJavaOptions": TEST_JVM_OPTIONS,
-    "spark.sql.codegen.wholeStage": "true",
-    "spark.sql.codegen.factoryMode": "FALLBACK",
     "spark.sql.adaptive.enabled": "true",
     "spark.sql.autoBroadcastJoinThreshold": "10MB",
 }
+# Spark's code generation as production runs it: the sessions of the Connect equality test set it (their operator's
+# conf reaches their Connect session), so that test compares the classic session's interpreted expressions with
+# Spark's generated code, adaptive execution and broadcast joins on every mechanism.
+PRODUCTION_CODEGEN = {"spark.sql.codegen.wholeStage": "true", "spark.sql.codegen.factoryMode": "FALLBACK"}
 
 # The Airflow connection of the run's Spark Connect server (spark_connect_server below).
 SPARK_CONNECT_CONN_ID = "spark_connect_tests"
@@ -88,8 +94,8 @@ def spark_connect_server():
     worker to need it starts it, the others connect to it (a Connect server serves each client its own session, as
     a deployment's does), and the run's first process stops it at the end; one server instead of one per worker
     saves the start and the compilation of the same query shapes in each. Unlike the suite's other drivers
-    (tests/spark-conf) it keeps Spark's default code generation, as in production: every DAG run on Connect
-    executes its queries as deployed (PRODUCTION_EXECUTION). Yields its sc:// URL."""
+    (tests/spark-conf) it plans queries as production does, with adaptive execution and broadcast joins
+    (CONNECT_SERVER_EXECUTION). Yields its sc:// URL."""
     from housekeeping.orchestration import spark_connect
     from tests.pg_server import free_port
 
@@ -100,7 +106,11 @@ def spark_connect_server():
         if state.pid() is None:
             # Three workers' queries at once (each worker's own server had the default 2 GiB).
             spark_connect.start(
-                state_dir, port=free_port(), driver_memory="3g", extra_conf=PRODUCTION_EXECUTION, wait_s=180
+                state_dir,
+                port=free_port(),
+                driver_memory="3g",
+                extra_conf=CONNECT_SERVER_EXECUTION,
+                wait_s=180,
             )
         port = state.port()
     os.environ[f"AIRFLOW_CONN_{SPARK_CONNECT_CONN_ID.upper()}"] = json.dumps(

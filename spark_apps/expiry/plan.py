@@ -124,8 +124,11 @@ def plan_expiry(spark, snapshot: dict[str, DataFrame], info: dict, reads: EntryR
     targets = targets.join(verdicts, ["topic", "name"], "left").withColumn(
         "guardBlocks", F.coalesce("guardBlocks", F.lit(False))
     )
-    targets = targets.withColumn(
-        "targetAcked", F.when(F.col("guardBlocks"), F.col("acked")).otherwise(F.col("targetAcked"))
+    # Materialized: the moves and the subscription rows below both read the targets.
+    targets = materialize(
+        targets.withColumn(
+            "targetAcked", F.when(F.col("guardBlocks"), F.col("acked")).otherwise(F.col("targetAcked"))
+        )
     )
     moves = materialize(expiry_moves(targets, layout))
     decided = subs.join(

@@ -8,6 +8,7 @@ starting a JVM (``housekeeping.orchestration.spark_connect``)."""
 
 from __future__ import annotations
 
+import json
 import os
 import sys
 import threading
@@ -17,7 +18,7 @@ from contextlib import contextmanager
 
 from pyspark.sql import DataFrame, SparkSession
 
-from housekeeping.orchestration.spark_connect import LONG_LIVED_DRIVER_CONF
+from housekeeping.orchestration.spark_connect import CONNECT_SQL_CONF_ENV, LONG_LIVED_DRIVER_CONF
 
 PROGRESS_ENV = "HOUSEKEEPING_PROGRESS_SECONDS"
 
@@ -145,9 +146,13 @@ def get_spark(
 
 def default_shuffle_partitions(spark: SparkSession) -> SparkSession:
     """The session with DEFAULT_SHUFFLE_PARTITIONS: a Connect session always, a classic one unless its
-    application's configuration sets them."""
-    if is_connect(spark) or not spark.sparkContext.getConf().contains(SHUFFLE_PARTITIONS):
+    application's configuration sets them; then a Connect session's own SQL settings (CONNECT_SQL_CONF_ENV)."""
+    connect = is_connect(spark)
+    if connect or not spark.sparkContext.getConf().contains(SHUFFLE_PARTITIONS):
         spark.conf.set(SHUFFLE_PARTITIONS, DEFAULT_SHUFFLE_PARTITIONS)
+    if connect:
+        for key, value in json.loads(os.environ.get(CONNECT_SQL_CONF_ENV) or "{}").items():
+            spark.conf.set(key, str(value))
     return spark
 
 

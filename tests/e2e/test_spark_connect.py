@@ -22,14 +22,14 @@ from housekeeping.engine.plan import read_table
 from housekeeping.mechanisms.registry import get_mechanism, mechanism_names
 from housekeeping.mechanisms.steps import plan_and_gate_in_process, snapshot_step
 from housekeeping.store.generate import GenerateOptions, generate_store
-from tests.conftest import SPARK_CONNECT_CONN_ID, run_cli
+from tests.conftest import PRODUCTION_CODEGEN, SPARK_CONNECT_CONN_ID, run_cli
 from tests.pg_server import free_port
 
 AS_OF = "2026-11-01T00:00:00Z"
 COMPACT = "persistent://globex/tables/t-00006"
 
 
-def operator(task_id: str, module: str, args: list[str]):
+def operator(task_id: str, module: str, args: list[str], conf: dict[str, str] | None = None):
     from housekeeping.engine import launcher
     from housekeeping.orchestration.spark_operator import SparkAppOperator
 
@@ -38,6 +38,7 @@ def operator(task_id: str, module: str, args: list[str]):
         application=str(launcher.SUBMIT_APP),
         application_args=launcher.submit_args(module, args),
         conn_id=SPARK_CONNECT_CONN_ID,
+        conf=conf,
     )
 
 
@@ -104,10 +105,11 @@ def test_the_plan_and_the_gate_on_spark_connect_equal_the_classic_session(
     plan_and_gate_in_process(classic, mechanism, "local[2]")
     url = SparkConnectHook(SPARK_CONNECT_CONN_ID).get_connection_url()
     spec = get_mechanism(mechanism)
-    operator("plan", spec.plan_app, ["--run-dir", str(remote)]).run_on_connect(url)
-    operator("gate", launcher.GATE_APP, ["--run-dir", str(remote), "--mechanism", mechanism]).run_on_connect(
-        url
-    )
+    # Spark's generated code on the Connect side (its session's settings, from the operator's conf), interpreted
+    # expressions on the classic one.
+    operator("plan", spec.plan_app, ["--run-dir", str(remote)], PRODUCTION_CODEGEN).run_on_connect(url)
+    gate_args = ["--run-dir", str(remote), "--mechanism", mechanism]
+    operator("gate", launcher.GATE_APP, gate_args, PRODUCTION_CODEGEN).run_on_connect(url)
 
     actions = read_table(classic, "actions")
     assert actions, f"the {mechanism} plan of this store acts on something"
@@ -149,6 +151,54 @@ def test_a_spark_connection_still_goes_to_spark_submit(monkeypatch):
     )
     task.execute(context={})
     assert submitted == ["plan"]
+
+
+SESSION_SETTINGS = """
+from spark_apps.shared.session import get_spark
+spark = get_spark("housekeeping-test-settings")
+for key in ("spark.sql.shuffle.partitions", "spark.sql.codegen.wholeStage", "spark.sql.adaptive.enabled"):
+    print(key, spark.conf.get(key), flush=True)
+"""
+
+
+@pytest.mark.processes
+def test_the_operators_sql_settings_reach_its_connect_session_and_the_servers_own_are_refused(
+    spark_connect_server, monkeypatch
+):
+    """On a Spark Connect connection, the ``spark.sql.*`` entries of the step's ``conf`` are its session's settings
+    (over the 8 shuffle partitions a Connect session otherwise asks for); the others are the server's, and the
+    launch says so instead of dropping them silently."""
+    from airflow.providers.apache.spark.hooks.spark_connect import SparkConnectHook
+
+    from housekeeping.engine import launcher
+
+    monkeypatch.setattr(
+        launcher, "connect_command", lambda args, python=None: [sys.executable, "-c", SESSION_SETTINGS]
+    )
+    conf = {
+        "spark.sql.shuffle.partitions": "3",
+        "spark.sql.codegen.wholeStage": "false",
+        "spark.executor.memory": "9g",
+    }
+    task = operator("plan", "spark_apps.trim.plan", [], conf)
+    messages: list[str] = []
+
+    class Log:  # the task's log lines as the operator writes them
+        def info(self, message: str, *args: object) -> None:
+            messages.append(message % args)
+
+        warning = info
+
+    monkeypatch.setattr(type(task), "log", property(lambda self: Log()))
+    task.run_on_connect(SparkConnectHook(SPARK_CONNECT_CONN_ID).get_connection_url())
+    printed = {m.split()[0]: m.split()[1] for m in messages if m.startswith("spark.sql.")}
+    assert printed == {
+        "spark.sql.shuffle.partitions": "3",
+        "spark.sql.codegen.wholeStage": "false",
+        "spark.sql.adaptive.enabled": "true",  # the server's own setting (tests/conftest.py), untouched
+    }, messages
+    refused = [m for m in messages if "server's settings" in m]
+    assert len(refused) == 1 and "spark.executor.memory" in refused[0], messages
 
 
 @pytest.mark.processes

@@ -10,6 +10,7 @@ time, so switching a deployment is a connection change.
 
 from __future__ import annotations
 
+import json
 import os
 import subprocess
 from typing import Any
@@ -17,15 +18,24 @@ from urllib.parse import urlparse
 
 from airflow.providers.apache.spark.operators.spark_submit import SparkSubmitOperator
 
+from housekeeping.orchestration.spark_connect import CONNECT_SQL_CONF_ENV, DEFAULT_PORT, port_open
+
 CONNECT_CONN_TYPE = "spark_connect"
 
 
 def connect_target(url: str) -> tuple[str, int]:
     """Host and port of an ``sc://host:port/;params`` URL (Spark Connect's default port when absent)."""
-    from housekeeping.orchestration.spark_connect import DEFAULT_PORT
-
     parsed = urlparse(url)
     return parsed.hostname or "localhost", parsed.port or DEFAULT_PORT
+
+
+def connect_conf(conf: dict[str, Any] | None) -> tuple[dict[str, str], dict[str, str]]:
+    """The operator's ``conf`` split for a Connect launch: the SQL settings (``spark.sql.*``) its session sets, and
+    the rest, which belong to the server (memory, executors, JVM options) and cannot be set by one client."""
+    sql, server = {}, {}
+    for key, value in (conf or {}).items():
+        (sql if str(key).startswith("spark.sql.") else server)[str(key)] = str(value)
+    return sql, server
 
 
 class SparkAppOperator(SparkSubmitOperator):
@@ -48,7 +58,6 @@ class SparkAppOperator(SparkSubmitOperator):
         from airflow.exceptions import AirflowException
 
         from housekeeping.engine import launcher
-        from housekeeping.orchestration.spark_connect import port_open
 
         host, port = connect_target(url)
         if not port_open(host, port, timeout_s=5.0):
@@ -58,6 +67,15 @@ class SparkAppOperator(SparkSubmitOperator):
                 "HOUSEKEEPING_SPARK_CONN_ID at a spark-submit connection"
             )
         env = {**os.environ, **(self.env_vars or {}), "SPARK_REMOTE": url}
+        sql_conf, server_conf = connect_conf(self.conf)
+        if server_conf:
+            self.log.warning(
+                "Spark Connect %s: %s are the server's settings, not a session's; not applied",
+                url.split(";")[0],
+                ", ".join(sorted(server_conf)),
+            )
+        if sql_conf:
+            env[CONNECT_SQL_CONF_ENV] = json.dumps(sql_conf)
         python = env.get("PYSPARK_DRIVER_PYTHON") or None
         command = launcher.connect_command(list(self.application_args or []), python)
         self.log.info("Spark Connect %s: %s", url.split(";")[0], " ".join(command))
