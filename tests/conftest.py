@@ -78,10 +78,14 @@ CONNECT_SERVER_EXECUTION = {
     "spark.sql.adaptive.enabled": "true",
     "spark.sql.autoBroadcastJoinThreshold": "10MB",
 }
-# Spark's code generation as production runs it: the sessions of the Connect equality test set it (their operator's
-# conf reaches their Connect session), so that test compares the classic session's interpreted expressions with
-# Spark's generated code, adaptive execution and broadcast joins on every mechanism.
-PRODUCTION_CODEGEN = {"spark.sql.codegen.wholeStage": "true", "spark.sql.codegen.factoryMode": "FALLBACK"}
+# Spark's code generation and runtime bloom filters as production runs them: the sessions of the Connect equality
+# test set them (their operator's conf reaches their Connect session), so that test compares the classic session's
+# execution (tests/spark-conf) with Spark's defaults, adaptive execution and broadcast joins on every mechanism.
+PRODUCTION_SQL = {
+    "spark.sql.codegen.wholeStage": "true",
+    "spark.sql.codegen.factoryMode": "FALLBACK",
+    "spark.sql.optimizer.runtime.bloomFilter.enabled": "true",
+}
 
 # The Airflow connection of the run's Spark Connect server (spark_connect_server below).
 SPARK_CONNECT_CONN_ID = "spark_connect_tests"

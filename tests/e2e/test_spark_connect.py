@@ -22,7 +22,7 @@ from housekeeping.engine.plan import read_table
 from housekeeping.mechanisms.registry import get_mechanism, mechanism_names
 from housekeeping.mechanisms.steps import plan_and_gate_in_process, snapshot_step
 from housekeeping.store.generate import GenerateOptions, generate_store
-from tests.conftest import PRODUCTION_CODEGEN, SPARK_CONNECT_CONN_ID, run_cli
+from tests.conftest import PRODUCTION_SQL, SPARK_CONNECT_CONN_ID, run_cli
 from tests.pg_server import free_port
 
 AS_OF = "2026-11-01T00:00:00Z"
@@ -105,11 +105,11 @@ def test_the_plan_and_the_gate_on_spark_connect_equal_the_classic_session(
     plan_and_gate_in_process(classic, mechanism, "local[2]")
     url = SparkConnectHook(SPARK_CONNECT_CONN_ID).get_connection_url()
     spec = get_mechanism(mechanism)
-    # Spark's generated code on the Connect side (its session's settings, from the operator's conf), interpreted
-    # expressions on the classic one.
-    operator("plan", spec.plan_app, ["--run-dir", str(remote)], PRODUCTION_CODEGEN).run_on_connect(url)
+    # Spark's generated code and runtime filters on the Connect side (its session's settings, from the operator's
+    # conf), the suite's execution on the classic one.
+    operator("plan", spec.plan_app, ["--run-dir", str(remote)], PRODUCTION_SQL).run_on_connect(url)
     gate_args = ["--run-dir", str(remote), "--mechanism", mechanism]
-    operator("gate", launcher.GATE_APP, gate_args, PRODUCTION_CODEGEN).run_on_connect(url)
+    operator("gate", launcher.GATE_APP, gate_args, PRODUCTION_SQL).run_on_connect(url)
 
     actions = read_table(classic, "actions")
     assert actions, f"the {mechanism} plan of this store acts on something"
