@@ -18,6 +18,7 @@ from contextlib import contextmanager
 
 from pyspark.sql import DataFrame, SparkSession
 
+from housekeeping.core.errors import InputError
 from housekeeping.orchestration.spark_connect import CONNECT_SQL_CONF_ENV, LONG_LIVED_DRIVER_CONF
 
 PROGRESS_ENV = "HOUSEKEEPING_PROGRESS_SECONDS"
@@ -151,9 +152,27 @@ def default_shuffle_partitions(spark: SparkSession) -> SparkSession:
     if connect or not spark.sparkContext.getConf().contains(SHUFFLE_PARTITIONS):
         spark.conf.set(SHUFFLE_PARTITIONS, DEFAULT_SHUFFLE_PARTITIONS)
     if connect:
-        for key, value in json.loads(os.environ.get(CONNECT_SQL_CONF_ENV) or "{}").items():
-            spark.conf.set(key, str(value))
+        for key, value in connect_sql_conf().items():
+            spark.conf.set(key, value)
     return spark
+
+
+def connect_sql_conf() -> dict[str, str]:
+    """A Connect launch's SQL settings from CONNECT_SQL_CONF_ENV (the step's operator writes it): a JSON object of
+    ``spark.sql.*`` settings; anything else is refused naming the variable, before the session runs a query."""
+    text = os.environ.get(CONNECT_SQL_CONF_ENV) or "{}"
+    try:
+        settings = json.loads(text)
+    except json.JSONDecodeError as exc:
+        raise InputError(f"{CONNECT_SQL_CONF_ENV} is not JSON ({exc}): {text[:200]}") from exc
+    if not isinstance(settings, dict):
+        raise InputError(
+            f"{CONNECT_SQL_CONF_ENV} must be a JSON object of Spark SQL settings, not {text[:200]}"
+        )
+    others = sorted(str(k) for k in settings if not str(k).startswith("spark.sql."))
+    if others:
+        raise InputError(f"{CONNECT_SQL_CONF_ENV} may set spark.sql.* settings only, not {', '.join(others)}")
+    return {str(k): str(v) for k, v in settings.items()}
 
 
 def materialize(frame: DataFrame) -> DataFrame:

@@ -1,5 +1,6 @@
 """The one SparkSession builder (spark_apps/shared/session.py): a classic session's shuffle partitions are the
-application's configuration when it sets them, else the project's default."""
+application's configuration when it sets them, else the project's default; a Connect launch's own SQL settings
+(what its step's operator conf passes) are checked before they are set."""
 
 from __future__ import annotations
 
@@ -7,9 +8,12 @@ from types import SimpleNamespace
 
 import pytest
 
+from housekeeping.core.errors import InputError
+from housekeeping.orchestration.spark_connect import CONNECT_SQL_CONF_ENV
 from spark_apps.shared.session import (
     DEFAULT_SHUFFLE_PARTITIONS,
     SHUFFLE_PARTITIONS,
+    connect_sql_conf,
     default_shuffle_partitions,
 )
 
@@ -49,3 +53,20 @@ def test_the_suites_spark_defaults_reach_the_session_through_get_spark(spark):
     from spark_apps.shared.session import get_spark
 
     assert get_spark("housekeeping-tests", "local[2]").conf.get(SHUFFLE_PARTITIONS) == "1"
+
+
+@pytest.mark.unit
+def test_a_connect_launch_reads_its_sql_settings_and_refuses_anything_else_naming_the_variable(monkeypatch):
+    monkeypatch.delenv(CONNECT_SQL_CONF_ENV, raising=False)
+    assert connect_sql_conf() == {}
+    monkeypatch.setenv(CONNECT_SQL_CONF_ENV, '{"spark.sql.shuffle.partitions": 3}')
+    assert connect_sql_conf() == {"spark.sql.shuffle.partitions": "3"}
+    for bad, named in (
+        ("{not json", "is not JSON"),
+        ('["spark.sql.shuffle.partitions"]', "must be a JSON object"),
+        ('{"spark.executor.memory": "9g"}', "spark.executor.memory"),
+    ):
+        monkeypatch.setenv(CONNECT_SQL_CONF_ENV, bad)
+        with pytest.raises(InputError) as refused:
+            connect_sql_conf()
+        assert CONNECT_SQL_CONF_ENV in str(refused.value) and named in str(refused.value)
