@@ -19,7 +19,11 @@ from contextlib import contextmanager
 from pyspark.sql import DataFrame, SparkSession
 
 from housekeeping.core.errors import InputError
-from housekeeping.orchestration.spark_connect import CONNECT_SQL_CONF_ENV, LONG_LIVED_DRIVER_CONF
+from housekeeping.orchestration.spark_connect import (
+    CONNECT_SQL_CONF_ENV,
+    LONG_LIVED_DRIVER_CONF,
+    is_session_setting,
+)
 
 PROGRESS_ENV = "HOUSEKEEPING_PROGRESS_SECONDS"
 
@@ -126,12 +130,12 @@ def get_spark(
     )
     if master is not None and master.startswith("sc://"):
         # A Connect session takes SQL settings only (the server owns the rest: housekeeping.orchestration.spark_connect).
-        return default_shuffle_partitions(builder.remote(master).getOrCreate())
+        return session_settings(builder.remote(master).getOrCreate())
     if not os.environ.get("SPARK_REMOTE"):
         for key, value in {**LONG_LIVED_DRIVER_CONF, **(driver_conf or {})}.items():
             builder = builder.config(key, value)
     if master is None:
-        session = default_shuffle_partitions(builder.getOrCreate())
+        session = session_settings(builder.getOrCreate())
         start_progress_log(session, app_name)
         return session
     spark = (
@@ -142,18 +146,24 @@ def get_spark(
         .getOrCreate()
     )
     spark.sparkContext.setLogLevel("ERROR")
-    return default_shuffle_partitions(spark)
+    return session_settings(spark)
+
+
+def session_settings(spark: SparkSession) -> SparkSession:
+    """The session as every app gets it: the default shuffle partitions, then, on Connect, the launch's own SQL
+    settings (CONNECT_SQL_CONF_ENV), which may set them otherwise."""
+    default_shuffle_partitions(spark)
+    if is_connect(spark):
+        for key, value in connect_sql_conf().items():
+            spark.conf.set(key, value)
+    return spark
 
 
 def default_shuffle_partitions(spark: SparkSession) -> SparkSession:
     """The session with DEFAULT_SHUFFLE_PARTITIONS: a Connect session always, a classic one unless its
-    application's configuration sets them; then a Connect session's own SQL settings (CONNECT_SQL_CONF_ENV)."""
-    connect = is_connect(spark)
-    if connect or not spark.sparkContext.getConf().contains(SHUFFLE_PARTITIONS):
+    application's configuration sets them."""
+    if is_connect(spark) or not spark.sparkContext.getConf().contains(SHUFFLE_PARTITIONS):
         spark.conf.set(SHUFFLE_PARTITIONS, DEFAULT_SHUFFLE_PARTITIONS)
-    if connect:
-        for key, value in connect_sql_conf().items():
-            spark.conf.set(key, value)
     return spark
 
 
@@ -169,7 +179,7 @@ def connect_sql_conf() -> dict[str, str]:
         raise InputError(
             f"{CONNECT_SQL_CONF_ENV} must be a JSON object of Spark SQL settings, not {text[:200]}"
         )
-    others = sorted(str(k) for k in settings if not str(k).startswith("spark.sql."))
+    others = sorted(str(k) for k in settings if not is_session_setting(k))
     if others:
         raise InputError(f"{CONNECT_SQL_CONF_ENV} may set spark.sql.* settings only, not {', '.join(others)}")
     return {str(k): str(v) for k, v in settings.items()}

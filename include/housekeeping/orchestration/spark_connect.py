@@ -30,6 +30,13 @@ DEFAULT_PORT = 15002  # Spark Connect's own default
 # ``spark_operator.connect_conf``), which spark-submit would pass as --conf but a server shared by every client
 # cannot take; the app's session sets them (``spark_apps.shared.session``).
 CONNECT_SQL_CONF_ENV = "HOUSEKEEPING_CONNECT_SQL_CONF"
+
+
+def is_session_setting(key: str) -> bool:
+    """A setting one Connect client may set on its own session (Spark SQL's); the others are the server's."""
+    return str(key).startswith("spark.sql.")
+
+
 # A driver that runs many runs (this server, and the in-process session of the CLI and the tests, which
 # spark_apps.shared.session builds with the same settings): the status store keeps every job's and SQL execution's
 # plan even without a UI, and the cursor planners run many small jobs with large plans, so it keeps only recent

@@ -18,7 +18,12 @@ from urllib.parse import urlparse
 
 from airflow.providers.apache.spark.operators.spark_submit import SparkSubmitOperator
 
-from housekeeping.orchestration.spark_connect import CONNECT_SQL_CONF_ENV, DEFAULT_PORT, port_open
+from housekeeping.orchestration.spark_connect import (
+    CONNECT_SQL_CONF_ENV,
+    DEFAULT_PORT,
+    is_session_setting,
+    port_open,
+)
 
 CONNECT_CONN_TYPE = "spark_connect"
 
@@ -34,7 +39,7 @@ def connect_conf(conf: dict[str, Any] | None) -> tuple[dict[str, str], dict[str,
     the rest, which belong to the server (memory, executors, JVM options) and cannot be set by one client."""
     sql, server = {}, {}
     for key, value in (conf or {}).items():
-        (sql if str(key).startswith("spark.sql.") else server)[str(key)] = str(value)
+        (sql if is_session_setting(key) else server)[str(key)] = str(value)
     return sql, server
 
 
