@@ -13,7 +13,7 @@ import pytest
 
 from housekeeping.store.generate import GenerateOptions, generate_store
 from tests.conftest import run_cli
-from tests.housekeeping.test_what_if import _store_bytes
+from tests.store_invariants import store_contents
 
 pytestmark = pytest.mark.airflow
 
@@ -37,18 +37,8 @@ def dagbag(dagbag_on_spark_connect, monkeypatch):
 
 
 def _data_bytes(root):
-    """The store's files byte for byte and its metadata row for row (a task process that closes the last
-    connection folds SQLite's write-ahead log into the database file: same rows, other bytes); reports/ is where
-    the DAG writes its page, as the storage report does."""
-    import sqlite3
-
-    files = {
-        path: digest
-        for path, digest in _store_bytes(root).items()
-        if not path.startswith(("reports/", "metadata.db"))
-    }
-    with sqlite3.connect(root / "metadata.db") as connection:
-        return files, list(connection.iterdump())
+    """The store's files and metadata; reports/ is where the DAG writes its page, as the storage report does."""
+    return store_contents(root, leave_out=("reports",))
 
 
 def test_the_dag_is_manual_with_its_form_and_deletes_nothing(dagbag):

@@ -9,7 +9,6 @@ schema are checked with Airflow's own param validation in test_dag_params_that_f
 from __future__ import annotations
 
 import copy
-import hashlib
 import json
 import shutil
 import sqlite3
@@ -22,6 +21,7 @@ from housekeeping.mechanisms import registry
 from housekeeping.store.manifest.export import export_manifest
 from housekeeping.store.store import Store
 from tests.conftest import run_cli, topic_body
+from tests.store_invariants import store_contents
 
 pytestmark = pytest.mark.spark
 
@@ -165,21 +165,9 @@ MANIFEST_CASES = [
 
 
 def fingerprint(root: Path) -> tuple:
-    """Everything a failed command must leave alone: the metadata (every table's rows) and every file under
-    the store root outside ``runs/`` (a failed run may leave its own artefacts there), with content hashes."""
-    files = {}
-    for path in sorted(root.rglob("*")):
-        rel = path.relative_to(root)
-        if path.is_file() and rel.parts[0] != "runs":
-            files[str(rel)] = (
-                None if path.name == "metadata.db" else hashlib.sha256(path.read_bytes()).hexdigest()
-            )
-    database = root / "metadata.db"
-    rows = ()
-    if database.exists():
-        with sqlite3.connect(database) as conn:
-            rows = tuple(conn.iterdump())
-    return files, rows
+    """Everything a failed command must leave alone: the metadata and every file under the store root outside
+    ``runs/`` (a failed run may leave its own artefacts there)."""
+    return store_contents(root, leave_out=("runs",))
 
 
 @pytest.fixture(scope="module")

@@ -15,6 +15,7 @@ import pytest
 from housekeeping.engine.contract import RunDir
 from tests.conftest import iso, load_store, rewrite_part, run_cli
 from tests.scrub.test_scenarios import AS_OF, MANIFEST, A, B, age, local, scrub
+from tests.store_invariants import store_contents
 
 pytestmark = [pytest.mark.spark, pytest.mark.runs]
 
@@ -22,14 +23,6 @@ pytestmark = [pytest.mark.spark, pytest.mark.runs]
 @pytest.fixture
 def store(capsys, tmp_path, directory_tier):
     return load_store(capsys, tmp_path, MANIFEST)
-
-
-def _tree(root: Path) -> dict[str, bytes]:
-    return {
-        str(p.relative_to(root)): p.read_bytes()
-        for p in sorted(root.rglob("*"))
-        if p.is_file() and "runs" not in p.relative_to(root).parts and not p.name.startswith("metadata.db-")
-    }
 
 
 @pytest.fixture
@@ -92,7 +85,7 @@ def test_bad_input_exits_2_naming_it_and_changes_nothing(capsys, store, tmp_path
 
     from housekeeping.mechanisms.scrub import listing
 
-    before = _tree(Path(store))
+    before = store_contents(Path(store), leave_out=("runs",))
     unreadable = Path(store, "ledgers/persistent/t/ns/b")
     real_scandir = listing.os.scandir
 
@@ -105,7 +98,7 @@ def test_bad_input_exits_2_naming_it_and_changes_nothing(capsys, store, tmp_path
     code, _, err = run_cli(capsys, "scrub", "--store", store, "--repair", "--as-of", iso(AS_OF))
     assert code == 2 and str(unreadable) in err and "cannot be read" in err
     monkeypatch.setattr(listing.os, "scandir", real_scandir)
-    assert _tree(Path(store)) == before
+    assert store_contents(Path(store), leave_out=("runs",)) == before
     runs = Path(store, "runs", "scrub")
     assert not runs.exists() or not any(runs.iterdir())
 
@@ -128,8 +121,8 @@ def test_an_s3_tier_is_listed_and_a_bucket_it_cannot_list_is_bad_input(
     }
     assert document["summary"]["ledgersChecked"] == 11
 
-    before = _tree(Path(store))
+    before = store_contents(Path(store), leave_out=("runs",))
     monkeypatch.setenv(OFFLOAD_URL_ENV, f"s3://no-such-bucket-{uuid.uuid4().hex[:8]}/offloaded")
     code, _, err = run_cli(capsys, "scrub", "--store", store, "--repair", "--as-of", iso(AS_OF))
     assert code == 2 and "no-such-bucket" in err and "does not exist" in err
-    assert _tree(Path(store)) == before
+    assert store_contents(Path(store), leave_out=("runs",)) == before
