@@ -28,12 +28,19 @@ os.environ["AIRFLOW_CONN_SPARK_DEFAULT"] = json.dumps({"conn_type": "spark", "ho
 os.environ["GX_ANALYTICS_ENABLED"] = "False"
 # Test-only JVM settings for every Spark driver the suite starts (see the file).
 os.environ["SPARK_CONF_DIR"] = str(REPO / "tests" / "spark-conf")
-# The JVM options of the Spark processes the suite starts from Python (the in-process session, the Connect server,
-# the standalone cluster), as spark-defaults.conf gives spark-submit's drivers: with interpreted expressions the
-# C1-only JIT costs less CPU than C2 over a worker's share.
+# The JVM options of the short-lived Spark processes the suite starts from Python (the standalone cluster's
+# daemons), as spark-defaults.conf gives spark-submit's drivers: C1 only, which halves a JVM's CPU over its first
+# seconds.
 TEST_JVM_OPTIONS = "-XX:+UseSerialGC -XX:TieredStopAtLevel=1"
+# The long-lived ones (each worker's in-process session and the run's Spark Connect server, which plan and gate
+# hundreds of times over the run) keep the JVM's full tiered JIT: C2's compiled Catalyst repays its compiling within
+# a few dozen plans. Measured 2026-11-27: 73 in-process `runs` tests (compaction scenarios, holds, what-if, CLI
+# contract, scrub scenarios, trim gate) in one process, 513 CPU-s C1 only -> 455 with C2; the Connect server's CPU
+# per plan + gate once warm (median of 5; trim, expiry, backlog, gc, compaction) 32.2 -> 26.6 s, and less in total
+# from its 20th plan on. Which JIT compiles the JVM's code changes no result.
+LONG_LIVED_JVM_OPTIONS = "-XX:+UseSerialGC"
 # PYSPARK_SUBMIT_ARGS is read only when pyspark starts its own JVM (the in-process session).
-os.environ["PYSPARK_SUBMIT_ARGS"] = f'--driver-java-options "{TEST_JVM_OPTIONS}" pyspark-shell'
+os.environ["PYSPARK_SUBMIT_ARGS"] = f'--driver-java-options "{LONG_LIVED_JVM_OPTIONS}" pyspark-shell'
 os.environ["PYSPARK_PYTHON"] = sys.executable
 os.environ["PYSPARK_DRIVER_PYTHON"] = sys.executable
 os.environ["PATH"] = f"{VENV_BIN}{os.pathsep}{os.environ.get('PATH', '')}"
@@ -70,11 +77,11 @@ def spark():
 # partitions, which adaptive execution coalesces), with the suite's interpreted expressions: compiling each
 # query's generated code was ~40 % of the server's CPU per DAG run (server CPU per plan + gate on the 28-topic
 # store, median of 3 warm: trim 7.4 -> 4.3 s, expiry 10.9 -> 5.6, backlog 13.7 -> 9.5, gc 6.8 -> 3.2; with the
-# suite's settings whole, no adaptive execution, 5.1, 8.3, 12.6, 3.4; 2026-11-26). Its JIT is C1 only, as the
-# suite's other drivers: which JIT compiles the JVM's code does not change a result, and the server's CPU over
-# the Connect equality tests went 113 s -> 82 s with it (2026-11-25).
+# suite's settings whole, no adaptive execution, 5.1, 8.3, 12.6, 3.4; 2026-11-26). Its JIT is the full tiered one
+# (LONG_LIVED_JVM_OPTIONS): C1 only had cut its CPU over the Connect equality tests (113 s -> 82 s, 2026-11-25)
+# when every query's generated code was compiled; with interpreted expressions C2 costs less over the run.
 CONNECT_SERVER_EXECUTION = {
-    "spark.driver.extraJavaOptions": TEST_JVM_OPTIONS,
+    "spark.driver.extraJavaOptions": LONG_LIVED_JVM_OPTIONS,
     "spark.sql.adaptive.enabled": "true",
     "spark.sql.autoBroadcastJoinThreshold": "10MB",
 }
