@@ -23,7 +23,7 @@ from housekeeping.what_if.sweep import (
     point_overlays,
 )
 from tests.conftest import run_cli
-from tests.housekeeping.test_what_if import _store_bytes
+from tests.store_invariants import store_contents
 
 AS_OF = "2026-11-01T00:00:00Z"
 
@@ -183,7 +183,7 @@ def test_every_point_equals_a_separate_what_if_and_the_store_is_untouched(knob, 
     from housekeeping.store.manifest.export import export_manifest
 
     store = generate_store(tmp_path / "store", GenerateOptions(topics=28, seed=7, entries_per_ledger=60))
-    before = _store_bytes(store.root)
+    before = store_contents(store.root)
     mechanism = knob_mechanism(knob)
     labels = SWEEPS[knob]
     code, out, err = run_cli(
@@ -192,7 +192,7 @@ def test_every_point_equals_a_separate_what_if_and_the_store_is_untouched(knob, 
     )  # fmt: skip
     assert code == 0, err
     document = json.loads(out)
-    assert _store_bytes(store.root) == before, "a sweep changed the store"
+    assert store_contents(store.root) == before, "a sweep changed the store"
     assert [p["value"] for p in document["points"]] == list(labels)
     freed = [p["total"]["bytesFreed"] for p in document["points"]]
     assert len(set(freed)) > 1, f"the values should free different amounts on this store: {freed}"
@@ -244,7 +244,7 @@ def test_a_sweep_of_another_mechanisms_policy_or_a_value_the_store_refuses_exits
     from housekeeping.store.generate import GenerateOptions, generate_store
 
     store = generate_store(tmp_path / "store", GenerateOptions(topics=8, seed=7, entries_per_ledger=10))
-    before = _store_bytes(store.root)
+    before = store_contents(store.root)
     args = ["--store", str(store.root), "--as-of", AS_OF]
     code, _, err = run_cli(capsys, "what-if", "expiry", *args, "--sweep", "retention-time=1d")
     assert code == 2 and "retention-time is a trim policy" in err, err
@@ -253,7 +253,7 @@ def test_a_sweep_of_another_mechanisms_policy_or_a_value_the_store_refuses_exits
     assert code == 2 and "retention-time=30m" in err and "acme/metrics" in err, err
     code, _, err = run_cli(capsys, "what-if", "trim", *args)
     assert code == 2 and "--sweep" in err, err
-    assert _store_bytes(store.root) == before
+    assert store_contents(store.root) == before
 
 
 @pytest.mark.spark

@@ -1,13 +1,11 @@
 """Policy what-if (include/housekeeping/what_if/what_if.py, `housekeeping what-if`): the overlay's shape and validation,
 the measures of a plan's actions and their difference (unit); and on generated stores, for every mechanism, that
 the candidate plan is action for action the plan the store gets once the overlay is really loaded, and that a
-what-if leaves every byte of the store as it was (runs)."""
+what-if leaves the store as it was: every file byte for byte, the metadata row for row (runs)."""
 
 from __future__ import annotations
 
-import hashlib
 import json
-from pathlib import Path
 
 import pytest
 
@@ -17,6 +15,7 @@ from housekeeping.engine.actions import Effect
 from housekeeping.what_if.overlay import PolicyOverlay
 from housekeeping.what_if.what_if import difference
 from tests.conftest import run_cli, write_manifest
+from tests.store_invariants import store_contents
 
 AS_OF = "2026-11-01T00:00:00Z"
 COMPACT = "persistent://globex/tables/t-00006"
@@ -136,16 +135,6 @@ def test_difference_counts_actions_one_plan_has_whole_and_shared_ones_by_their_c
 # --- on generated stores (runs) ----------------------------------------------------------------------------
 
 
-def _store_bytes(root: Path) -> dict[str, str]:
-    """Every file of the store by content, but SQLite's shared-memory index (``-shm``), which any reader of a
-    WAL database rewrites; the database and its write-ahead log are compared."""
-    return {
-        str(path.relative_to(root)): hashlib.sha256(path.read_bytes()).hexdigest()
-        for path in sorted(root.rglob("*"))
-        if path.is_file() and not path.name.endswith("-shm")
-    }
-
-
 def _canonical(actions: list[dict]) -> list[str]:
     return sorted(json.dumps(a, sort_keys=True) for a in actions)
 
@@ -162,7 +151,7 @@ def test_the_candidate_plan_is_the_plan_after_the_change_and_the_store_is_untouc
 
     store = generate_store(tmp_path / "store", GenerateOptions(topics=28, seed=7, entries_per_ledger=60))
     overlay_file = write_manifest(tmp_path, OVERLAYS[mechanism], "overlay.json")
-    before = _store_bytes(store.root)
+    before = store_contents(store.root)
     compact = ["--compact-topic", COMPACT] if mechanism == "compaction" else []
 
     code, out, err = run_cli(
@@ -171,7 +160,7 @@ def test_the_candidate_plan_is_the_plan_after_the_change_and_the_store_is_untouc
     )  # fmt: skip
     assert code == 0, err
     document = json.loads(out)
-    assert _store_bytes(store.root) == before, "a what-if changed the store"
+    assert store_contents(store.root) == before, "a what-if changed the store"
     candidate, current = document["candidate"], document["current"]
     assert _canonical(candidate["actions"]) != _canonical(current["actions"]), "the overlay changes this plan"
 
@@ -206,14 +195,14 @@ def test_a_bad_overlay_exits_2_naming_the_namespace_and_changes_nothing(tmp_path
     from housekeeping.store.generate import GenerateOptions, generate_store
 
     store = generate_store(tmp_path / "store", GenerateOptions(topics=8, seed=7, entries_per_ledger=10))
-    before = _store_bytes(store.root)
+    before = store_contents(store.root)
     bad = {"namespaces": {"acme/orders": {"retention_policies": {"retentionTimeInMinutes": "soon"}}}}
     code, _, err = run_cli(
         capsys, "what-if", "trim", "--store", str(store.root), "--as-of", AS_OF,
         "--policies", str(write_manifest(tmp_path, bad, "bad.json")),
     )  # fmt: skip
     assert code == 2 and "acme/orders" in err, err
-    assert _store_bytes(store.root) == before
+    assert store_contents(store.root) == before
 
 
 @pytest.mark.unit

@@ -155,17 +155,17 @@ def test_every_offload_point_equals_its_plan_alone_and_the_store_is_untouched(
     from housekeeping.store.generate import GenerateOptions, generate_store
     from housekeeping.store.manifest.export import export_manifest
     from housekeeping.store.tier import OFFLOAD_URL_ENV
-    from tests.housekeeping.test_what_if import _store_bytes
+    from tests.store_invariants import store_contents
 
     (tmp_path / "tier").mkdir()
     monkeypatch.setenv(OFFLOAD_URL_ENV, str(tmp_path / "tier"))
     store = generate_store(tmp_path / "store", GenerateOptions(topics=28, seed=7, entries_per_ledger=60))
     manifest = export_manifest(store)
-    before = _store_bytes(store.root)
+    before = store_contents(store.root)
     thresholds = _sweep(
         capsys, store, "offload", OFFLOADED_AT, "offload-threshold=0,100k,-1", tmp_path / "threshold"
     )
-    assert _store_bytes(store.root) == before, "a sweep changed the store"
+    assert store_contents(store.root) == before, "a sweep changed the store"
     for index, (label, value) in enumerate(zip(("0", "100k", "-1"), (0, 102_400, -1), strict=True)):
         point = thresholds["points"][index]
         assert point["value"] == label
