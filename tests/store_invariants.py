@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import hashlib
 import sqlite3
+from contextlib import closing
 from pathlib import Path
 
 from sqlalchemy import select
@@ -13,11 +14,14 @@ from housekeeping.store.store import LEDGER_DIR_NAME, Store, read_transaction
 from housekeeping.store.tier import object_key
 
 
-def store_contents(root: Path, *, leave_out: tuple[str, ...] = ()) -> tuple[dict[str, str], tuple[str, ...]]:
+def store_contents(
+    root: Path, *, leave_out: tuple[str, ...] = ()
+) -> tuple[dict[str, str], tuple[str, ...] | None]:
     """What a command that changes nothing must leave as it was: every file under ``root`` by content digest (but
-    those under the top-level directories ``leave_out``) and the metadata row for row. The database is compared by
-    its rows, never its bytes: whichever process closes the last connection folds SQLite's write-ahead log into
-    the database file (same rows, other bytes), and any reader rewrites the shared-memory index."""
+    those under the top-level directories ``leave_out``) and the metadata row for row (None: no database). The
+    database is compared by its rows, never its bytes: whichever process closes the last connection folds SQLite's
+    write-ahead log into the database file (same rows, other bytes), and any reader rewrites the shared-memory
+    index."""
     files = {
         str(rel): hashlib.sha256(path.read_bytes()).hexdigest()
         for path in sorted(root.rglob("*"))
@@ -25,9 +29,9 @@ def store_contents(root: Path, *, leave_out: tuple[str, ...] = ()) -> tuple[dict
         and (rel := path.relative_to(root)).parts[0] not in leave_out
         and not path.name.startswith("metadata.db")
     }
-    rows: tuple[str, ...] = ()
+    rows: tuple[str, ...] | None = None
     if (root / "metadata.db").exists():
-        with sqlite3.connect(root / "metadata.db") as conn:
+        with closing(sqlite3.connect(root / "metadata.db")) as conn:
             rows = tuple(conn.iterdump())
     return files, rows
 
