@@ -1,4 +1,5 @@
-"""Invariants every store must satisfy after any run, crash or race (used by the fault and race suites)."""
+"""Invariants every store must satisfy after any run, crash or race (used by the fault and race suites), and what a
+command that changes nothing must leave as it was (``store_contents``, used by the bad-input and what-if tests)."""
 
 from __future__ import annotations
 
