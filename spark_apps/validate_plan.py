@@ -15,11 +15,11 @@ import importlib
 import sys
 from pathlib import Path
 
-from housekeeping.engine.contract import RunDir
+from housekeeping.engine.contract import HOLDS, RunDir
 from housekeeping.engine.gate import CheckFrame, describe_failures, must_be_true, run_gate
 from housekeeping.mechanisms.registry import get_mechanism, mechanism_names
 from spark_apps.shared.holds import hold_checks
-from spark_apps.shared.io import read_actions, read_snapshot
+from spark_apps.shared.io import read_actions, read_snapshot_table
 from spark_apps.shared.session import get_spark, materialize, run_scoped_cache
 from spark_apps.shared.topic_names import topic_name_facts
 
@@ -34,7 +34,7 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
 def hold_check_frame(spark, run_dir: str | Path) -> CheckFrame:
     actions = read_actions(spark, run_dir)
     names = topic_name_facts(spark, [actions])
-    holds = read_snapshot(spark, run_dir)["holds"]
+    holds = read_snapshot_table(spark, run_dir, HOLDS)
     return CheckFrame("holds", hold_checks(actions, holds, names), must_be_true("not_held"))
 
 
