@@ -28,17 +28,20 @@ os.environ["AIRFLOW_CONN_SPARK_DEFAULT"] = json.dumps({"conn_type": "spark", "ho
 os.environ["GX_ANALYTICS_ENABLED"] = "False"
 # Test-only JVM settings for every Spark driver the suite starts (see the file).
 os.environ["SPARK_CONF_DIR"] = str(REPO / "tests" / "spark-conf")
+# No bytecode verification of the classes every JVM loads from Spark's jars, in every test JVM (tests/spark-conf says
+# why).
+NO_CLASS_VERIFICATION = "-XX:+UnlockDiagnosticVMOptions -XX:-BytecodeVerificationRemote"
 # The JVM options of the short-lived Spark processes the suite starts from Python (the standalone cluster's
 # daemons), as spark-defaults.conf gives spark-submit's drivers: C1 only, which halves a JVM's CPU over its first
 # seconds.
-TEST_JVM_OPTIONS = "-XX:+UseSerialGC -XX:TieredStopAtLevel=1"
+TEST_JVM_OPTIONS = f"-XX:+UseSerialGC -XX:TieredStopAtLevel=1 {NO_CLASS_VERIFICATION}"
 # The long-lived ones (each worker's in-process session and the run's Spark Connect server, which plan and gate
 # hundreds of times over the run) keep the JVM's full tiered JIT: C2's compiled Catalyst repays its compiling within
 # a few dozen plans. Measured 2026-11-27: 73 in-process `runs` tests (compaction scenarios, holds, what-if, CLI
 # contract, scrub scenarios, trim gate) in one process, 513 CPU-s C1 only -> 455 with C2; the Connect server's CPU
 # per plan + gate once warm (median of 5; trim, expiry, backlog, gc, compaction) 32.2 -> 26.6 s, and less in total
 # from its 20th plan on. Which JIT compiles the JVM's code changes no result.
-LONG_LIVED_JVM_OPTIONS = "-XX:+UseSerialGC"
+LONG_LIVED_JVM_OPTIONS = f"-XX:+UseSerialGC {NO_CLASS_VERIFICATION}"
 # PYSPARK_SUBMIT_ARGS is read only when pyspark starts its own JVM (the in-process session).
 os.environ["PYSPARK_SUBMIT_ARGS"] = f'--driver-java-options "{LONG_LIVED_JVM_OPTIONS}" pyspark-shell'
 os.environ["PYSPARK_PYTHON"] = sys.executable
