@@ -13,6 +13,7 @@ from housekeeping.orchestration.spark_connect import CONNECT_SQL_CONF_ENV
 from spark_apps.shared.session import (
     DEFAULT_SHUFFLE_PARTITIONS,
     SHUFFLE_PARTITIONS,
+    SIMPLE_NAME_CLASSES,
     connect_sql_conf,
     default_shuffle_partitions,
 )
@@ -53,6 +54,21 @@ def test_the_suites_spark_defaults_reach_the_session_through_get_spark(spark):
     from spark_apps.shared.session import get_spark
 
     assert get_spark("housekeeping-tests", "local[2]").conf.get(SHUFFLE_PARTITIONS) == "1"
+
+
+@pytest.mark.spark
+def test_the_classes_pyspark_names_simply_are_imported_by_name_into_the_sessions_jvm_view(spark):
+    """Each is a single import of the JVM view PySpark's calls go through (py4j finds it without trying the packages
+    the gateway imports whole), and its simple name resolves to its class."""
+    from spark_apps.shared.session import get_spark
+
+    context = get_spark("housekeeping-tests", "local[2]").sparkContext
+    view = context._gateway.java_gateway_server.getGateway().getDefaultJVMView()
+    imported = dict(view.getSingleImportsMap())
+    for name in SIMPLE_NAME_CLASSES:
+        simple = name.rsplit(".", 1)[1]
+        assert imported.get(simple) == name
+        assert getattr(context._jvm, simple)._fqn == name
 
 
 @pytest.mark.unit
