@@ -20,6 +20,7 @@ from housekeeping.engine.contract import (
     is_json_lines,
     read_run_info,
     snapshot_file,
+    sql_identifier,
     write_json,
 )
 
@@ -84,15 +85,10 @@ def conform(frame: DataFrame, table: Table) -> DataFrame:
     # round trips per column (a plan conforms a few hundred columns per run), as strings one each.
     return frame.selectExpr(
         *[
-            f"CAST({_quoted(c.name) if c.name in present else 'NULL'} AS {c.type}) AS {_quoted(c.name)}"
+            f"CAST({sql_identifier(c.name) if c.name in present else 'NULL'} AS {c.type}) AS {sql_identifier(c.name)}"
             for c in table.columns
         ]
     )
-
-
-def _quoted(name: str) -> str:
-    """A column name as a Spark SQL identifier."""
-    return "`" + name.replace("`", "``") + "`"
 
 
 def write_table(frame: DataFrame, run_dir: str | Path | RunDir, table: Table, order_by: list[str]) -> None:

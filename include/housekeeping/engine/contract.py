@@ -54,6 +54,11 @@ def _arrow_type(spark_type: str) -> Any:
     return pa.type_for_alias(_ARROW_TYPES[spark_type])
 
 
+def sql_identifier(name: str) -> str:
+    """A column name as a Spark SQL identifier (the DDL of a table, a projection written as SQL text)."""
+    return "`" + name.replace("`", "``") + "`"
+
+
 @dataclass(frozen=True)
 class Table:
     """One table of the run directory: its name (the file or directory under ``snapshot/`` or ``plan/``), its
@@ -80,7 +85,7 @@ class Table:
 
     def ddl(self) -> str:
         """The Spark schema, as a DDL string (``spark.read.schema``, ``createDataFrame``)."""
-        return ", ".join(f"`{c.name}` {c.type}" for c in self.columns)
+        return ", ".join(f"{sql_identifier(c.name)} {c.type}" for c in self.columns)
 
     def arrow_schema(self) -> Any:
         """The table's schema in Arrow (Python reads and writes a table columnar with it); scalar columns only."""
