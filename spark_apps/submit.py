@@ -28,4 +28,7 @@ if __name__ == "__main__":
     # Run as a script, Python puts this file's folder first on the path, where spark_apps' own modules would
     # shadow top-level ones; the project root takes its place (an installed project imports either way).
     sys.path[0] = str(Path(__file__).resolve().parent.parent)
+    from housekeeping.core.process_exit import skip_garbage_collection_at_exit
+
+    skip_garbage_collection_at_exit()
     sys.exit(main(sys.argv[1:]))

@@ -16,7 +16,13 @@ import sys
 from pathlib import Path
 
 from housekeeping.engine.contract import HOLDS, RunDir
-from housekeeping.engine.gate import CheckFrame, describe_failures, must_be_true, run_gate
+from housekeeping.engine.gate import (
+    CheckFrame,
+    describe_failures,
+    must_be_true,
+    run_gate,
+    start_loading_great_expectations,
+)
 from housekeeping.mechanisms.registry import get_mechanism, mechanism_names
 from spark_apps.shared.holds import hold_checks
 from spark_apps.shared.io import read_actions, read_snapshot_table
@@ -41,6 +47,7 @@ def hold_check_frame(spark, run_dir: str | Path) -> CheckFrame:
 def run(spark, run_dir: str | Path, mechanism: str) -> dict:
     spec = get_mechanism(mechanism)
     checks_of = importlib.import_module(spec.gate_checks).checks
+    start_loading_great_expectations()  # beside the check frames' Spark work (a gate process's 2.4 s of imports)
     with run_scoped_cache(spark):
         checks = [*checks_of(spark, run_dir, spec), hold_check_frame(spark, run_dir)]
         # A check frame is computed once (its joins over the snapshot are the expensive part): brought to the

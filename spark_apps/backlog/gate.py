@@ -15,7 +15,7 @@ from pyspark.sql import functions as F
 
 from housekeeping.core.names import COMPACTION_SUBSCRIPTION as COMPACTION
 from housekeeping.engine.contract import RunDir, read_run_info
-from housekeeping.engine.gate import CheckFrame, must_be_true
+from housekeeping.engine.gate import CheckFrame, expect, must_be_true
 from housekeeping.engine.mechanism import Mechanism
 from housekeeping.engine.plan import read_summary
 from housekeeping.mechanisms.backlog.actions import FLAG_BACKLOG_QUOTA
@@ -352,8 +352,6 @@ def quota_flag_checks(actions: DataFrame, quota: DataFrame) -> DataFrame:
 
 
 def checks(spark, run_dir: str | Path, spec: Mechanism) -> list[CheckFrame]:
-    import great_expectations.expectations as gxe
-
     run = RunDir(run_dir)
     info = read_run_info(run)
     snapshot = read_snapshot(spark, run)
@@ -365,13 +363,13 @@ def checks(spark, run_dir: str | Path, spec: Mechanism) -> list[CheckFrame]:
         CheckFrame(
             "actions",
             actions.select("action"),
-            [gxe.ExpectColumnValuesToBeInSet(column="action", value_set=list(spec.action_names))],
+            [expect("ExpectColumnValuesToBeInSet", column="action", value_set=list(spec.action_names))],
         ),
         CheckFrame(
             "cursor_moves",
             moves,
             [
-                gxe.ExpectCompoundColumnsToBeUnique(column_list=["topic", "name"]),
+                expect("ExpectCompoundColumnsToBeUnique", column_list=["topic", "name"]),
                 *must_be_true(
                     *MOVE_COMMON_CHECKS, "quota_exceeded_with_eviction_policy", "move_is_justified"
                 ),
@@ -381,7 +379,7 @@ def checks(spark, run_dir: str | Path, spec: Mechanism) -> list[CheckFrame]:
             "eviction_steps",
             step_checks,
             [
-                gxe.ExpectCompoundColumnsToBeUnique(column_list=["topic", "step"]),
+                expect("ExpectCompoundColumnsToBeUnique", column_list=["topic", "step"]),
                 *must_be_true(
                     "not_compaction_subscription",
                     "step_starts_where_cursor_is",
@@ -395,7 +393,7 @@ def checks(spark, run_dir: str | Path, spec: Mechanism) -> list[CheckFrame]:
             "quota_flags",
             flags,
             [
-                gxe.ExpectCompoundColumnsToBeUnique(column_list=["topic", "quotaType"]),
+                expect("ExpectCompoundColumnsToBeUnique", column_list=["topic", "quotaType"]),
                 *must_be_true(
                     "topic_in_snapshot",
                     "exceeded_flag_only_for_producer_policies",

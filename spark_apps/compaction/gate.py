@@ -33,7 +33,7 @@ from pyspark.sql import functions as F
 
 from housekeeping.core.names import COMPACTION_SUBSCRIPTION
 from housekeeping.engine.contract import ACTIONS, RunDir, read_run_info, table
-from housekeeping.engine.gate import CheckFrame, must_be_true
+from housekeeping.engine.gate import CheckFrame, expect, must_be_true
 from housekeeping.engine.mechanism import Mechanism
 from housekeeping.mechanisms.compaction.tables import COMPACTION_DROPPED_KEYS, COMPACTION_KEPT
 from spark_apps.compaction.entries import (
@@ -659,15 +659,13 @@ def read_frames(spark, run_dir: str | Path) -> GateFrames:
 
 
 def checks(spark, run_dir: str | Path, spec: Mechanism) -> list[CheckFrame]:
-    import great_expectations.expectations as gxe
-
     f = read_frames(spark, run_dir)
     return [
         CheckFrame(
             "actions",
             action_checks(f.actions, f.facts, spec.action_names),
             [
-                gxe.ExpectColumnValuesToBeUnique(column="topic"),
+                expect("ExpectColumnValuesToBeUnique", column="topic"),
                 *must_be_true(
                     "is_rewrite_compacted",
                     "topic_in_snapshot_and_eligible",
@@ -707,7 +705,7 @@ def checks(spark, run_dir: str | Path, spec: Mechanism) -> list[CheckFrame]:
             "dropped_keys",
             f.dropped_checked,
             [
-                gxe.ExpectCompoundColumnsToBeUnique(column_list=["topic", "key"]),
+                expect("ExpectCompoundColumnsToBeUnique", column_list=["topic", "key"]),
                 *must_be_true(*DROPPED_CHECKS),
             ],
         ),

@@ -24,7 +24,7 @@ from pyspark.sql import Column, DataFrame, SparkSession
 from pyspark.sql import functions as F
 
 from housekeeping.engine.contract import RunDir, read_run_info
-from housekeeping.engine.gate import CheckFrame, must_be_true
+from housekeeping.engine.gate import CheckFrame, expect, must_be_true
 from housekeeping.engine.mechanism import Mechanism
 from housekeeping.mechanisms.erasure.actions import EXPEDITE_PURGE, REDACT_LEDGER, REDACTIONS
 from housekeeping.mechanisms.erasure.tables import ERASURE_ENTRIES, ERASURE_LEDGERS
@@ -426,8 +426,6 @@ LEDGER_CHECKS = (
 
 
 def checks(spark, run_dir: str | Path, spec: Mechanism) -> list[CheckFrame]:
-    import great_expectations.expectations as gxe
-
     run = RunDir(run_dir)
     info = read_run_info(run)
     as_of_ms = int(info["asOfMs"])
@@ -449,8 +447,11 @@ def checks(spark, run_dir: str | Path, spec: Mechanism) -> list[CheckFrame]:
             "actions",
             actions.select("topic", "action", "ledgerId", "pendingId"),
             [
-                gxe.ExpectColumnValuesToBeInSet(column="action", value_set=list(spec.action_names)),
-                gxe.ExpectCompoundColumnsToBeUnique(column_list=["topic", "action", "ledgerId", "pendingId"]),
+                expect("ExpectColumnValuesToBeInSet", column="action", value_set=list(spec.action_names)),
+                expect(
+                    "ExpectCompoundColumnsToBeUnique",
+                    column_list=["topic", "action", "ledgerId", "pendingId"],
+                ),
             ],
         ),
         CheckFrame(

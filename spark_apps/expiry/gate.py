@@ -12,7 +12,7 @@ from pyspark.sql import DataFrame
 from pyspark.sql import functions as F
 
 from housekeeping.engine.contract import RunDir, read_run_info
-from housekeeping.engine.gate import CheckFrame, must_be_true
+from housekeeping.engine.gate import CheckFrame, expect, must_be_true
 from housekeeping.engine.mechanism import Mechanism
 from housekeeping.engine.plan import read_summary
 from spark_apps.shared.cursor_checks import (
@@ -98,8 +98,6 @@ def expiry_move_checks(spark, info: dict, actions: DataFrame, snapshot: dict, re
 
 
 def checks(spark, run_dir: str | Path, spec: Mechanism) -> list[CheckFrame]:
-    import great_expectations.expectations as gxe
-
     run = RunDir(run_dir)
     info = read_run_info(run)
     snapshot = read_snapshot(spark, run)
@@ -109,13 +107,13 @@ def checks(spark, run_dir: str | Path, spec: Mechanism) -> list[CheckFrame]:
         CheckFrame(
             "actions",
             actions.select("action"),
-            [gxe.ExpectColumnValuesToBeInSet(column="action", value_set=list(spec.action_names))],
+            [expect("ExpectColumnValuesToBeInSet", column="action", value_set=list(spec.action_names))],
         ),
         CheckFrame(
             "cursor_moves",
             moves,
             [
-                gxe.ExpectCompoundColumnsToBeUnique(column_list=["topic", "name"]),
+                expect("ExpectCompoundColumnsToBeUnique", column_list=["topic", "name"]),
                 *must_be_true(
                     *MOVE_COMMON_CHECKS,
                     "ttl_enabled",

@@ -26,7 +26,7 @@ from pyspark.sql import DataFrame
 from pyspark.sql import functions as F
 
 from housekeeping.engine.contract import RunDir, read_run_info
-from housekeeping.engine.gate import CheckFrame, must_be_true
+from housekeeping.engine.gate import CheckFrame, expect, must_be_true
 from housekeeping.engine.mechanism import Mechanism
 from housekeeping.engine.plan import read_summary
 from housekeeping.mechanisms.gc.actions import DELETE_PARTITIONED_METADATA, DELETE_TOPIC, REFRESH_LAST_ACTIVE
@@ -221,8 +221,6 @@ def namespace_checks(spark, info: dict, actions: DataFrame, snapshot: dict, summ
 
 
 def checks(spark, run_dir: str | Path, spec: Mechanism) -> list[CheckFrame]:
-    import great_expectations.expectations as gxe
-
     run = RunDir(run_dir)
     info = read_run_info(run)
     snapshot = read_snapshot(spark, run)
@@ -236,15 +234,15 @@ def checks(spark, run_dir: str | Path, spec: Mechanism) -> list[CheckFrame]:
             "actions",
             actions.select("topic", "action"),
             [
-                gxe.ExpectColumnValuesToBeInSet(column="action", value_set=list(spec.action_names)),
-                gxe.ExpectCompoundColumnsToBeUnique(column_list=["topic", "action"]),
+                expect("ExpectColumnValuesToBeInSet", column="action", value_set=list(spec.action_names)),
+                expect("ExpectCompoundColumnsToBeUnique", column_list=["topic", "action"]),
             ],
         ),
         CheckFrame(
             "topic_deletions",
             deletion_checks(info, actions, facts, snapshot["ledgers"], names),
             [
-                gxe.ExpectColumnValuesToBeUnique(column="topic"),
+                expect("ExpectColumnValuesToBeUnique", column="topic"),
                 *must_be_true(
                     "topic_in_snapshot",
                     "gc_enabled_on_broker",
@@ -282,8 +280,11 @@ def checks(spark, run_dir: str | Path, spec: Mechanism) -> list[CheckFrame]:
             namespace_checks(spark, info, actions, snapshot, summary),
             [
                 *must_be_true("namespace_in_snapshot", "summary_reconciles"),
-                gxe.ExpectColumnValuesToBeBetween(
-                    column="deleted_topic_share", min_value=0.0, max_value=max_share
+                expect(
+                    "ExpectColumnValuesToBeBetween",
+                    column="deleted_topic_share",
+                    min_value=0.0,
+                    max_value=max_share,
                 ),
             ],
         ),

@@ -16,7 +16,7 @@ from pyspark.sql import DataFrame
 from pyspark.sql import functions as F
 
 from housekeeping.engine.contract import RunDir, read_run_info
-from housekeeping.engine.gate import CheckFrame, must_be_true
+from housekeeping.engine.gate import CheckFrame, expect, must_be_true
 from housekeeping.engine.mechanism import Mechanism
 from housekeeping.mechanisms.offload.actions import OFFLOAD_LEDGER
 from spark_apps.offload.units import threshold_ms
@@ -106,8 +106,6 @@ def selection_checks(actions: DataFrame, topics: DataFrame, ledgers: DataFrame, 
 
 
 def checks(spark, run_dir: str | Path, spec: Mechanism) -> list[CheckFrame]:
-    import great_expectations.expectations as gxe
-
     run = RunDir(run_dir)
     as_of_ms = int(read_run_info(run)["asOfMs"])
     snapshot = read_snapshot(spark, run)
@@ -121,7 +119,7 @@ def checks(spark, run_dir: str | Path, spec: Mechanism) -> list[CheckFrame]:
             "actions",
             known.select("topic", "action", F.coalesce("known", F.lit(False)).alias("topic_in_snapshot")),
             [
-                gxe.ExpectColumnValuesToBeInSet(column="action", value_set=list(spec.action_names)),
+                expect("ExpectColumnValuesToBeInSet", column="action", value_set=list(spec.action_names)),
                 *must_be_true("topic_in_snapshot"),
             ],
         ),
@@ -129,7 +127,7 @@ def checks(spark, run_dir: str | Path, spec: Mechanism) -> list[CheckFrame]:
             "offloads",
             offload_checks(actions, topics, ledgers, as_of_ms),
             [
-                gxe.ExpectCompoundColumnsToBeUnique(column_list=["topic", "ledgerId"]),
+                expect("ExpectCompoundColumnsToBeUnique", column_list=["topic", "ledgerId"]),
                 *must_be_true(
                     "ledger_in_snapshot",
                     "bytes_match_snapshot",

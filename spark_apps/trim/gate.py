@@ -22,7 +22,7 @@ from pyspark.sql import Column, DataFrame, Window
 from pyspark.sql import functions as F
 
 from housekeeping.engine.contract import RunDir, read_run_info
-from housekeeping.engine.gate import CheckFrame, must_be_true
+from housekeeping.engine.gate import CheckFrame, expect, must_be_true
 from housekeeping.engine.mechanism import Mechanism
 from housekeeping.engine.plan import read_summary
 from housekeeping.mechanisms.shared.cursors import MOVE_CURSOR
@@ -294,14 +294,12 @@ def known_topic_checks(actions: DataFrame, topics: DataFrame) -> DataFrame:
 
 def local_copy_frames(actions: DataFrame, snapshot: dict[str, DataFrame], as_of_ms: int) -> list[CheckFrame]:
     """The lag rule's two frames: each planned local-copy deletion holds, and none that is due is missing."""
-    import great_expectations.expectations as gxe
-
     return [
         CheckFrame(
             "local_copies",
             local_copy_checks(actions, snapshot["topics"], snapshot["ledgers"], as_of_ms),
             [
-                gxe.ExpectCompoundColumnsToBeUnique(column_list=["topic", "ledgerId"]),
+                expect("ExpectCompoundColumnsToBeUnique", column_list=["topic", "ledgerId"]),
                 *must_be_true(
                     "ledger_in_snapshot",
                     "offload_complete",
@@ -323,8 +321,6 @@ def local_copy_frames(actions: DataFrame, snapshot: dict[str, DataFrame], as_of_
 
 
 def checks(spark, run_dir: str | Path, spec: Mechanism) -> list[CheckFrame]:
-    import great_expectations.expectations as gxe
-
     run = RunDir(run_dir)
     info = read_run_info(run)
     snapshot = read_snapshot(spark, run)
@@ -352,7 +348,7 @@ def checks(spark, run_dir: str | Path, spec: Mechanism) -> list[CheckFrame]:
             "actions",
             known_topic_checks(actions, snapshot["topics"]),
             [
-                gxe.ExpectColumnValuesToBeInSet(column="action", value_set=list(spec.action_names)),
+                expect("ExpectColumnValuesToBeInSet", column="action", value_set=list(spec.action_names)),
                 *must_be_true("topic_in_snapshot"),
             ],
         ),
@@ -360,7 +356,7 @@ def checks(spark, run_dir: str | Path, spec: Mechanism) -> list[CheckFrame]:
             "deletions",
             deletions,
             [
-                gxe.ExpectCompoundColumnsToBeUnique(column_list=["topic", "ledgerId"]),
+                expect("ExpectCompoundColumnsToBeUnique", column_list=["topic", "ledgerId"]),
                 *must_be_true(
                     "ledger_in_snapshot",
                     "bytes_match_snapshot",
@@ -377,7 +373,7 @@ def checks(spark, run_dir: str | Path, spec: Mechanism) -> list[CheckFrame]:
             "cursor_moves",
             moves,
             [
-                gxe.ExpectCompoundColumnsToBeUnique(column_list=["topic", "name"]),
+                expect("ExpectCompoundColumnsToBeUnique", column_list=["topic", "name"]),
                 *must_be_true(
                     "cursor_in_snapshot",
                     "from_is_current_mark_delete",
@@ -394,8 +390,11 @@ def checks(spark, run_dir: str | Path, spec: Mechanism) -> list[CheckFrame]:
             namespaces,
             [
                 *must_be_true("namespace_in_snapshot", "summary_reconciles"),
-                gxe.ExpectColumnValuesToBeBetween(
-                    column="deleted_share", min_value=0.0, max_value=float(info["maxDeletedShare"])
+                expect(
+                    "ExpectColumnValuesToBeBetween",
+                    column="deleted_share",
+                    min_value=0.0,
+                    max_value=float(info["maxDeletedShare"]),
                 ),
             ],
         ),

@@ -70,8 +70,6 @@ def test_a_check_frame_over_the_driver_limit_is_validated_on_spark_with_the_same
 ):
     """A small check frame is brought to the driver by one query and validated with GX's pandas engine; one over
     PANDAS_ROWS is materialized once and validated on Spark. Both give the same outcomes, failures included."""
-    import great_expectations.expectations as gxe
-
     from housekeeping.engine import gate
 
     def checks() -> list:
@@ -84,7 +82,7 @@ def test_a_check_frame_over_the_driver_limit_is_validated_on_spark_with_the_same
                 "deletions",
                 frame,
                 [
-                    gxe.ExpectCompoundColumnsToBeUnique(column_list=["topic", "ledgerId"]),
+                    gate.expect("ExpectCompoundColumnsToBeUnique", column_list=["topic", "ledgerId"]),
                     *gate.must_be_true("not_current_ledger"),
                 ],
             )
@@ -118,3 +116,50 @@ def test_a_check_frame_over_the_driver_limit_is_validated_on_spark_with_the_same
         ("expect_compound_columns_to_be_unique", 2),
         ("expect_column_values_to_be_in_set", 1),
     ]
+
+
+def test_an_expectation_is_data_until_the_gate_builds_great_expectations_object():
+    from housekeeping.engine import gate
+
+    spec = gate.expect("ExpectColumnValuesToBeInSet", column="action", value_set=["delete_ledger"])
+    assert spec == gate.Expectation(
+        "ExpectColumnValuesToBeInSet", {"column": "action", "value_set": ["delete_ledger"]}
+    )
+    built = spec.build()
+    assert type(built).__name__ == "ExpectColumnValuesToBeInSet"
+    assert (built.column, built.value_set) == ("action", ["delete_ledger"])
+    assert gate.must_be_true("a", "b") == [
+        gate.expect("ExpectColumnValuesToBeInSet", column=column, value_set=[True]) for column in ("a", "b")
+    ]
+    with pytest.raises(ValueError, match="'ExpectColumnToBeGreen'"):
+        gate.expect("ExpectColumnToBeGreen", column="action").build()
+
+
+@pytest.mark.processes
+def test_great_expectations_loads_on_a_thread_of_its_own_and_the_gate_import_finds_it(tmp_path):
+    """In a fresh process (the gate's): the loader returns at once, GX arrives on its thread, the main thread's own
+    import then finds it whole."""
+    import subprocess
+    import sys
+
+    script = """
+import sys, threading, time
+import pandas, pyarrow
+from housekeeping.engine import gate
+started = time.perf_counter()
+gate.start_loading_great_expectations()
+returned = time.perf_counter() - started
+loader = [t for t in threading.enumerate() if t.name == "load-great-expectations"]
+assert loader and loader[0].daemon, loader
+assert returned < 0.5, returned
+import great_expectations.expectations as gxe
+assert gxe.ExpectColumnValuesToBeInSet(column="c", value_set=[True]).column == "c"
+loader[0].join(10)
+assert not loader[0].is_alive()
+gate.start_loading_great_expectations()  # loaded: no second thread
+assert not [t for t in threading.enumerate() if t.name == "load-great-expectations"]
+print("ok")
+"""
+    done = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=120)
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.strip() == "ok"

@@ -4,6 +4,6 @@ from __future__ import annotations
 
 import sys
 
-from housekeeping.cli.main import main
+from housekeeping.cli.main import command
 
-sys.exit(main())
+sys.exit(command())

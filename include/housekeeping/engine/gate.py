@@ -12,6 +12,8 @@ import functools
 import json
 import os
 import re
+import sys
+import threading
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from html import escape as html_escape
@@ -23,23 +25,64 @@ from housekeeping.engine.contract import RunDir, write_json
 from housekeeping.engine.plan import plan_digest
 
 
+@dataclass(frozen=True)
+class Expectation:
+    """One expectation a check frame must meet, as data: the name of its class in ``great_expectations.expectations``
+    and its arguments. GX's object is built when the gate validates (:meth:`build`), not when the check frames are
+    built, so a gate process computes its frames while Great Expectations loads on a thread of its own
+    (:func:`start_loading_great_expectations`; its import is 2.4 CPU-s, as long as a small gate's queries)."""
+
+    kind: str
+    arguments: dict[str, Any] = field(default_factory=dict)
+
+    def build(self) -> Any:
+        import great_expectations.expectations as gxe
+
+        expectation_class = getattr(gxe, self.kind, None)
+        if expectation_class is None:
+            raise ValueError(f"great_expectations.expectations has no expectation named {self.kind!r}")
+        return expectation_class(**self.arguments)
+
+
+def expect(kind: str, **arguments: Any) -> Expectation:
+    """``expect("ExpectColumnValuesToBeInSet", column="action", value_set=[...])``: GX's class name and arguments."""
+    return Expectation(kind, arguments)
+
+
 @dataclass
 class CheckFrame:
-    """A DataFrame to validate and the expectations (GX Expectation objects) it must meet."""
+    """A DataFrame to validate and the expectations it must meet."""
 
     name: str
     frame: Any  # pyspark.sql.DataFrame
-    expectations: list[Any] = field(default_factory=list)
+    expectations: list[Expectation] = field(default_factory=list)
     # A frame that can hold more than PANDAS_ROWS rows (one per entry, not per topic or ledger): computed once
     # first, then brought to the driver only if it is small, rather than computed for the driver and, when too
     # large, once more (compaction's kept entries at 10 M entries: 49.6 s of its gate, half of it the second time).
     materialize_first: bool = False
 
 
-def must_be_true(*columns: str) -> list[Any]:
-    import great_expectations.expectations as gxe
+def must_be_true(*columns: str) -> list[Expectation]:
+    return [expect("ExpectColumnValuesToBeInSet", column=column, value_set=[True]) for column in columns]
 
-    return [gxe.ExpectColumnValuesToBeInSet(column=column, value_set=[True]) for column in columns]
+
+def start_loading_great_expectations() -> None:
+    """Import Great Expectations on a daemon thread while the caller computes its check frames (Spark work that
+    waits on the JVM or the Connect server, the GIL released). The gate's own import then finds the modules loaded,
+    or waits on Python's import lock for the thread to finish them; an import error is raised there, not here.
+    Call it after the process has imported pandas and pyarrow (its Spark session does), so that the two threads
+    do not import the same packages at once."""
+    if "great_expectations.expectations" in sys.modules:
+        return
+    os.environ.setdefault("GX_ANALYTICS_ENABLED", "False")
+
+    def load() -> None:
+        try:
+            import great_expectations.expectations  # noqa: F401
+        except Exception:  # raised again, with its traceback, by the gate's own import
+            pass
+
+    threading.Thread(target=load, name="load-great-expectations", daemon=True).start()
 
 
 # A check frame has one row per planned action (or topic, namespace); up to this many rows it is brought to the
@@ -77,6 +120,8 @@ def run_gate(
     checks: list[CheckFrame],
     materialize: Callable[[Any], Any] = lambda frame: frame,
 ) -> dict[str, Any]:
+    # Every frame's queries first, then Great Expectations: in a gate process GX is still loading beside them.
+    frames = [_to_validate(check.frame, materialize, check.materialize_first) for check in checks]
     os.environ.setdefault("GX_ANALYTICS_ENABLED", "False")
     import great_expectations as gx
 
@@ -90,8 +135,7 @@ def run_gate(
     spark_source = pandas_source = None
     outcomes: list[dict[str, Any]] = []
     validations: list[tuple[str, Any]] = []
-    for check in checks:
-        frame = _to_validate(check.frame, materialize, check.materialize_first)
+    for check, frame in zip(checks, frames, strict=True):
         if _is_spark(frame):
             spark_source = spark_source or context.data_sources.add_spark(name=f"{mechanism}_gate")
             asset = spark_source.add_dataframe_asset(name=check.name)
@@ -103,7 +147,7 @@ def run_gate(
         )
         suite = gx.ExpectationSuite(name=f"{mechanism}_{check.name}")
         for expectation in check.expectations:
-            suite.add_expectation(expectation)
+            suite.add_expectation(expectation.build())
         result = batch.validate(
             suite, result_format={"result_format": "SUMMARY", "partial_unexpected_count": 10}
         )
