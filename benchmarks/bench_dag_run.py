@@ -4,13 +4,14 @@ server, side by side in one invocation.
 
     source scripts/env.sh
     python benchmarks/bench_dag_run.py [--dag DAG_ID] [--topics 40 | --template STORE] [--runs 2]
-        [--modes submit,connect] [--json OUT]
+        [--modes submit,connect] [--warm-up-rounds N] [--json OUT]
 
 Each run regenerates the store (same seed), or copies ``--template`` (a store generated before, e.g. by
 bench_scale.py --keep: the 100,000-topic run), so every run plans and applies the same thing. Prints the whole
 command's wall time and each task's (from the `[DAG TEST] starting/end task` lines). With `connect`, the server
 is started once before the first run (its start is reported apart): run 1 meets a fresh server, later runs a
-warm one, which is what a long-lived deployment sees.
+warm one, which is what a long-lived deployment sees; ``--warm-up-rounds N`` warms the fresh server first as
+``housekeeping spark-connect start --warm-up-rounds N`` does (reported apart too).
 """
 
 from __future__ import annotations
@@ -77,6 +78,12 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--runs", type=int, default=2)
     parser.add_argument("--modes", default="submit,connect")
     parser.add_argument("--port", type=int, default=15077)
+    parser.add_argument(
+        "--warm-up-rounds",
+        type=int,
+        default=0,
+        help="with connect: warm the fresh server (`housekeeping spark-connect warm-up`) before the first run",
+    )
     parser.add_argument("--json", type=Path)
     args = parser.parse_args(argv)
     from housekeeping.orchestration import spark_connect
@@ -103,6 +110,13 @@ def main(argv: list[str] | None = None) -> int:
             started = time.perf_counter()
             spark_connect.start(base / "spark-connect", port=args.port)
             results["connect_server_start_s"] = round(time.perf_counter() - started, 1)
+            if args.warm_up_rounds:
+                from housekeeping.orchestration.warm_up import warm_up
+
+                results["warm_up"] = warm_up(f"sc://localhost:{args.port}", rounds=args.warm_up_rounds)
+                print(
+                    f"warm-up: {results['warm_up']['seconds']} s {results['warm_up']['rounds']}", flush=True
+                )
             mode_env["HOUSEKEEPING_SPARK_CONN_ID"] = "spark_connect_bench"
         else:
             mode_env["HOUSEKEEPING_SPARK_CONN_ID"] = "spark_default"

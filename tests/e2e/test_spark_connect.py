@@ -301,3 +301,77 @@ def test_a_terminated_connect_launch_interrupts_its_work_on_the_server(spark_con
         timeout=120,  # a liveness bound, not a speed target: an uninterrupted query would hold the cores for hours
     )
     assert probe.stdout.strip().endswith("10"), probe.stderr[-2000:]
+
+
+@pytest.mark.processes
+def test_the_warm_up_plans_and_gates_on_the_server_a_store_of_its_own_and_leaves_nothing(
+    spark_connect_server, tmp_path
+):
+    """`housekeeping spark-connect warm-up` (a process of its own: a Connect session cannot live beside this
+    worker's classic one) runs the mechanisms' snapshot, plan and gate on the server over a small store it
+    generates in --work-dir with its own metadata (not HOUSEKEEPING_METADATA_URL's, a deployment's real store), and
+    removes it."""
+    real_metadata = tmp_path / "real-store-metadata.db"
+    work = tmp_path / "warm-up"
+    work.mkdir()
+    done = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "housekeeping.cli",
+            "spark-connect",
+            "warm-up",
+            "--url",
+            spark_connect_server,
+            "--rounds",
+            "1",
+            "--mechanism",
+            "trim",
+            "--work-dir",
+            str(work),
+        ],  # fmt: skip
+        env={**os.environ, "HOUSEKEEPING_METADATA_URL": f"sqlite:///{real_metadata}"},
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
+    assert done.returncode == 0, done.stderr[-3000:]
+    document = json.loads(done.stdout)
+    assert document["mechanisms"] == ["trim"] and len(document["rounds"]) == 1
+    assert document["rounds"][0]["trim"] > 0
+    assert list(work.iterdir()) == [] and not real_metadata.exists()
+
+
+@pytest.mark.unit
+def test_a_warm_up_refuses_bad_input_before_it_reaches_a_server(tmp_path, capsys, monkeypatch):
+    from housekeeping.orchestration import spark_connect, warm_up
+
+    def no_server(*args, **kwargs):
+        pytest.fail("reached for a server")
+
+    monkeypatch.setattr(warm_up, "port_open", no_server)
+    for argv, message in (
+        (["--mechanism", "trim", "--mechanism", "compaktion"], "unknown mechanism 'compaktion'"),
+        (["--rounds", "0"], "--rounds must be >= 1, got 0"),
+    ):
+        code, _, err = run_cli(capsys, "spark-connect", "warm-up", "--url", "sc://localhost:1", *argv)
+        assert code == 2 and message in err, err
+    monkeypatch.setattr(warm_up, "port_open", lambda host, port, timeout_s: False)
+    code, _, err = run_cli(capsys, "spark-connect", "warm-up", "--url", "sc://nowhere:1", "--rounds", "1")
+    assert code == 1 and "no Spark Connect server answers at nowhere:1" in err, err
+    # `start --warm-up-rounds N` warms the server it started (or found running) on its port, N rounds.
+    warmed: list = []
+    monkeypatch.setattr(spark_connect, "start", lambda state_dir, **kwargs: 4242)
+    monkeypatch.setattr(
+        warm_up, "warm_up", lambda url, rounds: warmed.append((url, rounds)) or {"rounds": []}
+    )
+    state = str(tmp_path / "state")
+    code, out, err = run_cli(capsys, "spark-connect", "start", "--state-dir", state, "--port", "17001")
+    assert code == 0 and "warmUp" not in json.loads(out) and warmed == []
+    code, out, err = run_cli(
+        capsys, "spark-connect", "start", "--state-dir", state, "--port", "17001", "--warm-up-rounds", "2"
+    )
+    assert code == 0 and json.loads(out)["warmUp"] == {"rounds": []}
+    assert warmed == [("sc://localhost:17001", 2)]
+    code, _, err = run_cli(capsys, "spark-connect", "start", "--state-dir", state, "--warm-up-rounds", "-1")
+    assert code == 2 and "--warm-up-rounds must be >= 0, got -1" in err

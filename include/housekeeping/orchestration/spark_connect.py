@@ -21,6 +21,7 @@ import sys
 import time
 from dataclasses import dataclass
 from pathlib import Path
+from urllib.parse import urlparse
 
 from housekeeping.core.errors import HousekeepingError, InputError
 
@@ -128,6 +129,12 @@ def server_command(port: int, master: str, driver_memory: str, extra_conf: dict[
     for key, value in conf.items():
         command += ["--conf", f"{key}={value}"]
     return [*command, "--class", SERVER_CLASS, "--name", "housekeeping-spark-connect", str(connect_jar(home))]
+
+
+def connect_target(url: str) -> tuple[str, int]:
+    """Host and port of an ``sc://host:port/;params`` URL (Spark Connect's default port when absent)."""
+    parsed = urlparse(url)
+    return parsed.hostname or "localhost", parsed.port or DEFAULT_PORT
 
 
 def port_open(host: str, port: int, timeout_s: float = 1.0) -> bool:

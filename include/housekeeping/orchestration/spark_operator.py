@@ -14,24 +14,17 @@ import json
 import os
 import subprocess
 from typing import Any
-from urllib.parse import urlparse
 
 from airflow.providers.apache.spark.operators.spark_submit import SparkSubmitOperator
 
 from housekeeping.orchestration.spark_connect import (
     CONNECT_SQL_CONF_ENV,
-    DEFAULT_PORT,
+    connect_target,
     is_session_setting,
     port_open,
 )
 
 CONNECT_CONN_TYPE = "spark_connect"
-
-
-def connect_target(url: str) -> tuple[str, int]:
-    """Host and port of an ``sc://host:port/;params`` URL (Spark Connect's default port when absent)."""
-    parsed = urlparse(url)
-    return parsed.hostname or "localhost", parsed.port or DEFAULT_PORT
 
 
 def connect_conf(conf: dict[str, Any] | None) -> tuple[dict[str, str], dict[str, str]]:
