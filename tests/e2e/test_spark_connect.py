@@ -326,7 +326,7 @@ def test_the_warm_up_plans_and_gates_on_the_server_a_store_of_its_own_and_leaves
             "--rounds",
             "1",
             "--mechanism",
-            "trim",
+            "gc",
             "--work-dir",
             str(work),
         ],  # fmt: skip
@@ -337,8 +337,8 @@ def test_the_warm_up_plans_and_gates_on_the_server_a_store_of_its_own_and_leaves
     )
     assert done.returncode == 0, done.stderr[-3000:]
     document = json.loads(done.stdout)
-    assert document["mechanisms"] == ["trim"] and len(document["rounds"]) == 1
-    assert document["rounds"][0]["trim"] > 0
+    assert document["mechanisms"] == ["gc"] and len(document["rounds"]) == 1
+    assert document["rounds"][0]["gc"] > 0
     assert list(work.iterdir()) == [] and not real_metadata.exists()
 
 

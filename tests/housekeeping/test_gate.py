@@ -137,21 +137,19 @@ def test_an_expectation_is_data_until_the_gate_builds_great_expectations_object(
 
 @pytest.mark.processes
 def test_great_expectations_loads_on_a_thread_of_its_own_and_the_gate_import_finds_it(tmp_path):
-    """In a fresh process (the gate's): the loader returns at once, GX arrives on its thread, the main thread's own
-    import then finds it whole."""
+    """In a fresh process (the gate's): the loader leaves GX's import to a daemon thread of its own (GX's import takes
+    seconds, so the thread is still there when the call returns), and the main thread's own import then finds GX
+    whole."""
     import subprocess
     import sys
 
     script = """
-import sys, threading, time
+import threading
 import pandas, pyarrow
 from housekeeping.engine import gate
-started = time.perf_counter()
 gate.start_loading_great_expectations()
-returned = time.perf_counter() - started
 loader = [t for t in threading.enumerate() if t.name == "load-great-expectations"]
 assert loader and loader[0].daemon, loader
-assert returned < 0.5, returned
 import great_expectations.expectations as gxe
 assert gxe.ExpectColumnValuesToBeInSet(column="c", value_set=[True]).column == "c"
 loader[0].join(10)
