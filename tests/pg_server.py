@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import glob
 import os
+import random
 import shutil
 import socket
 import subprocess
@@ -35,11 +36,25 @@ def server_bin_dir() -> Path:
     )
 
 
+# Below the kernel's ephemeral range (Linux: 32768-60999). A port the kernel hands out for ``bind(0)`` is free now,
+# but the next process binding port 0 (a Spark application's driver in another worker) or a client's source port can
+# take it before the test's server binds it; a short-lived taker answers the start-up probe and is gone when the test
+# connects. Ports below the range are only ever taken by a process naming them.
+_TEST_PORTS = range(20000, 32000)
+
+
 def free_port() -> int:
-    """A free TCP port on loopback (for the servers the tests start)."""
-    with socket.socket() as probe:
-        probe.bind(("127.0.0.1", 0))
-        return probe.getsockname()[1]
+    """A free TCP port on loopback (for the servers the tests start), chosen below the ephemeral range."""
+    chooser = random.Random()
+    for _ in range(200):
+        port = chooser.choice(_TEST_PORTS)
+        with socket.socket() as probe:
+            try:
+                probe.bind(("127.0.0.1", port))
+            except OSError:
+                continue
+            return port
+    raise RuntimeError(f"no free port in {_TEST_PORTS.start}-{_TEST_PORTS.stop - 1} after 200 tries")
 
 
 @dataclass

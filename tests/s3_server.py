@@ -10,15 +10,17 @@ from __future__ import annotations
 
 import os
 import signal
-import socket
 import subprocess
 import sys
 import time
+import urllib.request
 from dataclasses import dataclass, field
 from pathlib import Path
 
 from tests.pg_server import free_port
 
+# Loopback, never through a proxy the environment may name.
+_DIRECT = urllib.request.build_opener(urllib.request.ProxyHandler({}))
 CREDENTIALS = {"AWS_ACCESS_KEY_ID": "testing", "AWS_SECRET_ACCESS_KEY": "testing", "AWS_REGION": "us-east-1"}
 
 
@@ -31,33 +33,41 @@ class S3Server:
 
     @classmethod
     def start(cls, wait_s: float = 60, *, authenticating: bool = False) -> S3Server:
-        port = free_port()
-        moto = Path(sys.executable).with_name("moto_server")
         env = dict(os.environ)
         if authenticating:
             # The three IAM calls of ``grant`` go unchecked; every request after them is authenticated.
             env["INITIAL_NO_AUTH_ACTION_COUNT"] = "3"
-        process = subprocess.Popen(
-            [str(moto), "-H", "127.0.0.1", "-p", str(port)],
-            stdout=subprocess.DEVNULL,
-            stderr=subprocess.DEVNULL,
-            start_new_session=True,
-            env=env,
-        )
-        server = cls(port, process)
-        server.wait_listening(wait_s)
-        return server
+        for _ in range(3):
+            port = free_port()
+            process = subprocess.Popen(
+                [str(Path(sys.executable).with_name("moto_server")), "-H", "127.0.0.1", "-p", str(port)],
+                stdout=subprocess.DEVNULL,
+                stderr=subprocess.DEVNULL,
+                start_new_session=True,
+                env=env,
+            )
+            server = cls(port, process)
+            if server.wait_answering(wait_s):
+                return server
+            server.stop()
+        raise RuntimeError("moto_server could not bind a port in three tries (each exited at start)")
 
-    def wait_listening(self, wait_s: float = 60) -> None:
+    def wait_answering(self, wait_s: float = 60) -> bool:
+        """Until this moto answers on its port (True), or it exited (False: the port was taken first). An HTTP answer
+        from moto's own API, not a connect, since another process on the port would accept one; that API is
+        outside S3's and IAM's, so it spends none of an authenticating server's unchecked calls."""
         deadline = time.monotonic() + wait_s
         while time.monotonic() < deadline:
             if self.process.poll() is not None:
-                raise RuntimeError(f"moto_server exited with {self.process.returncode}")
-            with socket.socket() as probe:
-                if probe.connect_ex(("127.0.0.1", self.port)) == 0:
-                    return
+                return False
+            try:
+                with _DIRECT.open(f"{self.endpoint_url}/moto-api/data.json", timeout=5) as answer:
+                    if answer.status == 200 and answer.headers.get("Server", "").startswith("Werkzeug"):
+                        return True
+            except OSError:
+                pass
             time.sleep(0.1)
-        raise RuntimeError(f"moto_server did not listen on port {self.port} within {wait_s} s")
+        raise RuntimeError(f"moto_server did not answer on port {self.port} within {wait_s} s")
 
     @property
     def endpoint_url(self) -> str:
