@@ -142,6 +142,40 @@ def pytest_sessionfinish(session, exitstatus):
         spark_connect.stop(SHARED_DIR / "spark-connect")
 
 
+def connect_app(task_id: str, module: str, args: list[str], conf: dict[str, str] | None = None):
+    """The DAGs' operator launching the Spark app ``module`` with ``args`` on the run's Spark Connect server (its
+    ``run_on_connect``: plain Python, SPARK_REMOTE, the server's executors); ``conf``: its session's settings."""
+    from housekeeping.engine import launcher
+    from housekeeping.orchestration.spark_operator import SparkAppOperator
+
+    return SparkAppOperator(
+        task_id=task_id,
+        application=str(launcher.SUBMIT_APP),
+        application_args=launcher.submit_args(module, args),
+        conn_id=SPARK_CONNECT_CONN_ID,
+        conf=conf,
+    )
+
+
+def plan_and_gate_on_connect(run_dir: Path, mechanism: str) -> dict:
+    """As a DAG run's plan and gate tasks on the Spark Connect server (the ``spark_connect_server`` fixture must be
+    up), with Spark's code generation and runtime filters as production runs them (PRODUCTION_SQL). The gate's
+    result document."""
+    from airflow.providers.apache.spark.hooks.spark_connect import SparkConnectHook
+
+    from housekeeping.engine import launcher
+    from housekeeping.engine.contract import RunDir
+    from housekeeping.mechanisms.registry import get_mechanism
+
+    url = SparkConnectHook(SPARK_CONNECT_CONN_ID).get_connection_url()
+    connect_app(
+        "plan", get_mechanism(mechanism).plan_app, ["--run-dir", str(run_dir)], PRODUCTION_SQL
+    ).run_on_connect(url)
+    gate_args = ["--run-dir", str(run_dir), "--mechanism", mechanism]
+    connect_app("gate", launcher.GATE_APP, gate_args, PRODUCTION_SQL).run_on_connect(url)
+    return json.loads(RunDir(run_dir).gate_result.read_text())
+
+
 @pytest.fixture(scope="session")
 def dagbag_on_spark_connect(airflow_db, spark_connect_server):
     """The DAGs parsed with HOUSEKEEPING_SPARK_CONN_ID naming the run's Spark Connect server: their Spark

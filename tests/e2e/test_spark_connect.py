@@ -1,7 +1,9 @@
-"""The Spark steps on a Spark Connect server (include/housekeeping/orchestration/spark_connect.py, spark_operator.py): the same
-apps, launched by the DAGs' operator against a real server, plan and gate exactly as the classic session does; the
-server's command-line lifecycle; a task whose server is down fails naming its connection. (A DAG run on Connect,
-with compaction's Spark apply: tests/compaction/test_dag.py; the live Airflow runs on it too.)"""
+"""The Spark steps on a Spark Connect server (include/housekeeping/orchestration/spark_connect.py,
+spark_operator.py): the same apps, launched by the DAGs' operator against a real server, plan and gate exactly as
+the classic session does (here for the mechanisms outside the plan-fingerprint chain; the chain's, run on Connect,
+match the fingerprints the classic session matches: tests/housekeeping/test_plan_fingerprints.py); the server's
+command-line lifecycle; a task whose server is down fails naming its connection. (A DAG run on Connect, with
+compaction's Spark apply: tests/compaction/test_dag.py; the live Airflow runs on it too.)"""
 
 from __future__ import annotations
 
@@ -19,27 +21,21 @@ import pytest
 from housekeeping.core.timeutil import parse_as_of
 from housekeeping.engine.contract import RunDir
 from housekeeping.engine.plan import read_table
-from housekeeping.mechanisms.registry import get_mechanism, mechanism_names
+from housekeeping.mechanisms.registry import mechanism_names
 from housekeeping.mechanisms.steps import plan_and_gate_in_process, snapshot_step
 from housekeeping.store.generate import GenerateOptions, generate_store
-from tests.conftest import PRODUCTION_SQL, SPARK_CONNECT_CONN_ID, run_cli
+from tests.conftest import (
+    SPARK_CONNECT_CONN_ID,
+    connect_app,
+    plan_and_gate_on_connect,
+    run_cli,
+)
+from tests.housekeeping.test_plan_fingerprints import CHAIN
 from tests.pg_server import free_port
 
 AS_OF = "2026-11-01T00:00:00Z"
-COMPACT = "persistent://globex/tables/t-00006"
-
-
-def operator(task_id: str, module: str, args: list[str], conf: dict[str, str] | None = None):
-    from housekeeping.engine import launcher
-    from housekeeping.orchestration.spark_operator import SparkAppOperator
-
-    return SparkAppOperator(
-        task_id=task_id,
-        application=str(launcher.SUBMIT_APP),
-        application_args=launcher.submit_args(module, args),
-        conn_id=SPARK_CONNECT_CONN_ID,
-        conf=conf,
-    )
+# The fingerprint chain's mechanisms plan and gate on Connect there (tests/housekeeping/test_plan_fingerprints.py).
+OUTSIDE_THE_FINGERPRINT_CHAIN = [m for m in mechanism_names() if m not in CHAIN]
 
 
 def _canonical(rows: list[dict]) -> list[str]:
@@ -57,32 +53,18 @@ def _verdict(run_dir: Path) -> list[tuple]:
 @pytest.mark.spark
 @pytest.mark.processes
 @pytest.mark.runs
-@pytest.mark.parametrize("mechanism", mechanism_names())
+@pytest.mark.parametrize("mechanism", OUTSIDE_THE_FINGERPRINT_CHAIN)
 def test_the_plan_and_the_gate_on_spark_connect_equal_the_classic_session(
     mechanism, spark, spark_connect_server, tmp_path, monkeypatch
 ):
     """One snapshot, copied: the classic in-process session plans and gates one copy, the DAG operator's Spark
     Connect launch (plain Python, SPARK_REMOTE, the server's executors) the other. Every action, blocker and
-    expectation outcome is the same, and the plan is not empty."""
-    from airflow.providers.apache.spark.hooks.spark_connect import SparkConnectHook
-
-    from housekeeping.engine import launcher
-
+    expectation outcome is the same, and the plan is not empty. (The mechanisms of the fingerprint chain are
+    compared on Connect there, against the fingerprints the classic session matches.)"""
     store = generate_store(tmp_path / "store", GenerateOptions(topics=28, seed=7, entries_per_ledger=60))
     if mechanism == "offload":  # an object tier to offload to (acme/audit offloads after an hour)
         (tmp_path / "tier").mkdir()
         monkeypatch.setenv("HOUSEKEEPING_OFFLOAD_URL", str(tmp_path / "tier"))
-    if mechanism == "erasure":  # something to erase: a key of the generated keyed topics
-        from housekeeping.mechanisms.erasure.requests import add_request
-
-        add_request(
-            store,
-            key="key-0001",
-            namespace="globex/tables",
-            reason="connect equality",
-            requested_at_ms=parse_as_of(AS_OF) - 1,
-            actor="test",
-        )
     if mechanism == "scrub":  # something to repair: a five-day-old directory no row names
         orphan = next((store.root / "ledgers" / "persistent").glob("*/*/*")) / "999999"
         orphan.mkdir()
@@ -96,20 +78,15 @@ def test_the_plan_and_the_gate_on_spark_connect_equal_the_classic_session(
         run_id=f"connect-{mechanism}",
         as_of_ms=parse_as_of(AS_OF),
         max_deleted_share=1.0,
-        compact_topics=[COMPACT],
     )
     classic = info.run_dir
     remote = classic.with_name(classic.name + "-connect")
     shutil.copytree(classic, remote)
 
     plan_and_gate_in_process(classic, mechanism, "local[2]")
-    url = SparkConnectHook(SPARK_CONNECT_CONN_ID).get_connection_url()
-    spec = get_mechanism(mechanism)
     # Spark's generated code and runtime filters on the Connect side (its session's settings, from the operator's
     # conf), the suite's execution on the classic one.
-    operator("plan", spec.plan_app, ["--run-dir", str(remote)], PRODUCTION_SQL).run_on_connect(url)
-    gate_args = ["--run-dir", str(remote), "--mechanism", mechanism]
-    operator("gate", launcher.GATE_APP, gate_args, PRODUCTION_SQL).run_on_connect(url)
+    plan_and_gate_on_connect(remote, mechanism)
 
     actions = read_table(classic, "actions")
     assert actions, f"the {mechanism} plan of this store acts on something"
@@ -128,7 +105,7 @@ def test_a_connect_task_without_a_server_fails_naming_its_connection_and_the_way
         f"AIRFLOW_CONN_{SPARK_CONNECT_CONN_ID.upper()}",
         json.dumps({"conn_type": "spark_connect", "host": "localhost", "port": port}),
     )
-    task = operator("plan", "spark_apps.trim.plan", ["--run-dir", "/nonexistent"])
+    task = connect_app("plan", "spark_apps.trim.plan", ["--run-dir", "/nonexistent"])
     with pytest.raises(AirflowException) as failure:
         task.execute(context={})
     message = str(failure.value)
@@ -144,7 +121,7 @@ def test_a_spark_connection_still_goes_to_spark_submit(monkeypatch):
 
     submitted = []
     monkeypatch.setattr(SparkSubmitOperator, "execute", lambda self, context: submitted.append(self.task_id))
-    task = operator("plan", "spark_apps.trim.plan", ["--run-dir", "/nonexistent"])
+    task = connect_app("plan", "spark_apps.trim.plan", ["--run-dir", "/nonexistent"])
     task._conn_id = "spark_default"
     monkeypatch.setattr(
         type(task), "run_on_connect", lambda self, url: pytest.fail("not a Connect connection")
@@ -180,7 +157,7 @@ def test_the_operators_sql_settings_reach_its_connect_session_and_the_servers_ow
         "spark.sql.codegen.wholeStage": "false",
         "spark.executor.memory": "9g",
     }
-    task = operator("plan", "spark_apps.trim.plan", [], conf)
+    task = connect_app("plan", "spark_apps.trim.plan", [], conf)
     messages: list[str] = []
 
     class Log:  # the task's log lines as the operator writes them

@@ -5,7 +5,11 @@ later mechanism plans on what the earlier ones left).
 
 A deliberate change of a rule changes a fingerprint: rerun with ``HOUSEKEEPING_UPDATE_FINGERPRINTS=1`` and commit
 the file with the change that explains it. A failure names the mechanism and the part that differs, and leaves
-the canonical rows beside the store (``<basetemp>/fingerprints0/<mechanism>-<part>.json``) to diff."""
+the canonical rows beside the store (``<basetemp>/fingerprints-<engine>0/<mechanism>-<part>.json``) to diff.
+
+The chain runs twice: on this process's classic session, and as a DAG run's plan and gate tasks on the suite's
+Spark Connect server, with production's code generation (one set of fingerprints for both; the mechanisms outside
+the chain are compared between the two in tests/e2e/test_spark_connect.py)."""
 
 from __future__ import annotations
 
@@ -25,6 +29,7 @@ from housekeeping.mechanisms.steps import apply_step, plan_and_gate_in_process, 
 from housekeeping.store.generate import GenerateOptions, generate_store
 from housekeeping.store.manifest.export import export_manifest
 from housekeeping.store.store import Store
+from tests.conftest import plan_and_gate_on_connect
 from tests.store_invariants import pending_and_journal
 
 pytestmark = pytest.mark.spark
@@ -106,11 +111,18 @@ def _digest(value: Any) -> str:
     return hashlib.sha256(json.dumps(value, sort_keys=True, default=str).encode()).hexdigest()
 
 
-@pytest.fixture(scope="module")
-def chain(tmp_path_factory) -> dict[str, dict]:
+@pytest.fixture(
+    scope="module",
+    params=["classic", pytest.param("connect", marks=[pytest.mark.processes, pytest.mark.runs])],
+)
+def chain(request, tmp_path_factory) -> dict[str, dict]:
     """Each mechanism's canonical plan, verdict and resulting store, planned, gated and applied in ``CHAIN``'s
-    order on one generated store (28 topics, seed 7)."""
-    base = tmp_path_factory.mktemp("fingerprints")
+    order on one generated store (28 topics, seed 7). Planned and gated by this process's classic session, or as a
+    DAG run's tasks on the suite's Spark Connect server with Spark's code generation and runtime filters on
+    (``connect``): the two ways of executing must decide the same, so both match the one set of fingerprints."""
+    if request.param == "connect":
+        request.getfixturevalue("spark_connect_server")
+    base = tmp_path_factory.mktemp(f"fingerprints-{request.param}")
     root = base / "store"
     store = generate_store(root, GenerateOptions(topics=28, seed=7, entries_per_ledger=60), None)
     as_of_ms = parse_as_of(AS_OF)
@@ -122,7 +134,10 @@ def chain(tmp_path_factory) -> dict[str, dict]:
         info = snapshot_step(
             store, mechanism, run_id=f"fp-{mechanism}", as_of_ms=as_of_ms, max_deleted_share=1.0
         )
-        gate = plan_and_gate_in_process(info.run_dir, mechanism, "local[2]")
+        if request.param == "connect":
+            gate = plan_and_gate_on_connect(info.run_dir, mechanism)
+        else:
+            gate = plan_and_gate_in_process(info.run_dir, mechanism, "local[2]")
         assert gate["success"], f"{mechanism}: the gate blocked the generated store's plan"
         plan = _plan(info.run_dir, root)
         apply_step(store, info.run_dir)
@@ -138,7 +153,7 @@ def chain(tmp_path_factory) -> dict[str, dict]:
     return parts
 
 
-def test_every_mechanism_plans_checks_and_applies_what_it_did_before(chain):
+def test_every_mechanism_plans_checks_and_applies_what_it_did_before(chain, request):
     actual = {
         mechanism: {f"plan/{name}": _digest(rows) for name, rows in parts["plan"]["tables"].items()}
         | {
@@ -148,7 +163,7 @@ def test_every_mechanism_plans_checks_and_applies_what_it_did_before(chain):
         }
         for mechanism, parts in chain.items()
     }
-    if os.environ.get(UPDATE_ENV) == "1":
+    if os.environ.get(UPDATE_ENV) == "1" and request.node.callspec.params["chain"] == "classic":
         FINGERPRINTS.write_text(json.dumps(actual, indent=2, sort_keys=True) + "\n")
     recorded = json.loads(FINGERPRINTS.read_text())
     differences = [
