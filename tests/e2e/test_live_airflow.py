@@ -5,7 +5,8 @@ the suite starts.
 
 - A real browser (Debian's headless Chromium driven by Playwright) logs in, sees every DAG and the trim DAG's
   docs (every DAG's docs through the REST API the UI reads them from), opens the trim DAG's trigger form, sees
-  its params, triggers a dry run and sees it succeed; nothing in the store changes. Screenshots: test-output/ui/ (kept after the run, to look at).
+  its params, triggers a dry run and sees it succeed; nothing in the store changes. Screenshots: test-output/ui/
+  (kept after the run, to look at).
 - `airflow backfill create` over past dates of the trim DAG: the scheduler runs them (Spark Connect, Great
   Expectations, apply, purge) and the final state equals the same decisions applied one by one outside Airflow
   on a SQLite copy of the store (by the classic in-process session: the two kinds of session decide the same);
