@@ -13,7 +13,6 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from pyspark.sql import DataFrame, SparkSession
-from pyspark.sql import functions as F
 
 from spark_apps.shared.io import LedgerFiles, entry_columns
 
@@ -41,45 +40,6 @@ class TopicInput:
         """fromLedger, fromEntry (-1, -1: from the start), horizonLedger, horizonEntry of the raw read."""
         low = self.read_from or (-1, -1)
         return (low[0], low[1], *self.horizon)
-
-
-def read_compaction_input(spark: SparkSession, files: LedgerFiles, inputs: list[TopicInput]) -> DataFrame:
-    """The entries compaction reads (:data:`DECISION_COLUMNS`), with ``source`` (compacted | raw) and ``entryTs``
-    (broker timestamp when stored, else publish time)."""
-    schema = DECISION_COLUMNS
-    bounds_rows = []
-    compacted_paths: list[str] = []
-    raw_ledgers: list[tuple[str, int]] = []
-    for item in inputs:
-        if item.compacted_ledger_id is not None:
-            compacted_paths += _ledger_files(files, item.topic, item.compacted_ledger_id)
-        raw_ledgers += [(item.topic, ledger_id) for ledger_id in item.raw_ledger_ids]
-        bounds_rows.append((item.topic, *item.bounds))
-    bounds = spark.createDataFrame(
-        bounds_rows,
-        "topic string, fromLedger long, fromEntry long, horizonLedger long, horizonEntry long",
-    )
-    empty = spark.createDataFrame([], schema)
-    compacted = spark.read.schema(schema).parquet(*compacted_paths) if compacted_paths else empty
-    # A raw ledger whose local copy is deleted is read from the object tier (compacted ledgers are never offloaded).
-    raw = files.read(spark, raw_ledgers, schema)
-    position = F.struct("ledgerId", "entryId")
-    raw = (
-        raw.join(F.broadcast(bounds), "topic")
-        .where(
-            (position > F.struct(F.col("fromLedger").alias("ledgerId"), F.col("fromEntry").alias("entryId")))
-            & (
-                position
-                <= F.struct(F.col("horizonLedger").alias("ledgerId"), F.col("horizonEntry").alias("entryId"))
-            )
-        )
-        .select(*schema.fieldNames())
-    )
-    return (
-        compacted.withColumn("source", F.lit("compacted"))
-        .unionByName(raw.withColumn("source", F.lit("raw")))
-        .withColumn("entryTs", F.coalesce(F.col("brokerTimestamp"), F.col("publishTime")))
-    )
 
 
 # One row per topic for the tasks that read a topic's whole input themselves (``map_topic_inputs``): its files,
@@ -118,9 +78,9 @@ def _ledger_files(files: LedgerFiles, topic: str, ledger_id: int) -> list[str]:
 def topic_input_parts(source: dict[str, Any], names: list[str], tier: Any = None) -> Iterator[pa.Table]:
     """One topic's compaction input in Arrow (inside a task), one file at a time, so a task holds one file's
     entries, not the topic's: the ``names`` columns (publishTime and brokerTimestamp among them) of its compacted
-    ledger and of its raw entries in (from, horizon], each with ``source`` and ``entryTs`` as
-    :func:`read_compaction_input` gives them; parts and rows in no particular order. ``tier``: an ``ObjectTier``
-    for the raw ledgers only in the object tier."""
+    ledger and of its raw entries in (from, horizon], each with ``source`` (compacted | raw) and ``entryTs`` (the
+    broker timestamp when stored, else the publish time); parts and rows in no particular order. ``tier``: an
+    ``ObjectTier`` for the raw ledgers only in the object tier."""
     import pyarrow as pa
     import pyarrow.compute as pc
     import pyarrow.parquet as pq

@@ -10,9 +10,9 @@ Which topics (``compaction_candidates``, metadata only):
 - ``compacted_retention_due`` (a gap Pulsar left, #24791): the current compacted ledger holds entries the
   compacted retention no longer allows, or tombstones past their grace, although nothing new arrived.
 
-What each new compacted ledger holds (``entry_decisions``, pure; the plan computes the same from each key's
-latest entry, ``arrow_key_groups`` and ``latest_decisions``): the previous compacted ledger plus the raw entries after its
-horizon, up to this run's horizon (the topic's last entry in the snapshot). Per entry:
+What each new compacted ledger holds (``entry_decisions``, pure, the rule's reference in Spark; the plan decides
+the same in the task that reads each topic, ``arrow_topic_decisions``): the previous compacted ledger plus the raw
+entries after its horizon, up to this run's horizon (the topic's last entry in the snapshot). Per entry:
 
 - ``keyless_dropped``: no key, unless ``topicCompactionRetainNullKey`` (default false since Pulsar 3.2);
 - ``superseded``: a later entry of the same key exists up to the horizon (latest entry per key wins);
@@ -35,7 +35,7 @@ from __future__ import annotations
 import argparse
 from collections.abc import Iterable
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from pyspark.sql import Column, DataFrame, Window
 from pyspark.sql import functions as F
@@ -48,23 +48,13 @@ from housekeeping.mechanisms.compaction.tables import (
     COMPACTION_DROPPED_KEYS,
     COMPACTION_KEPT,
 )
-from spark_apps.compaction.entries import (
-    DECISION_COLUMNS,
-    map_topic_inputs,
-    read_compaction_input,
-    topic_inputs,
-    topic_sources,
-)
+from spark_apps.compaction.entries import DECISION_COLUMNS, map_topic_inputs, topic_inputs, topic_sources
 from spark_apps.shared.holds import keep_held
 from spark_apps.shared.io import LedgerFiles, read_snapshot, write_summary, write_table
 from spark_apps.shared.plan_app import parse_plan_args, plan_main
 from spark_apps.shared.positions import (
-    arrow_packed_position,
-    arrow_position_packs,
     position_key,
     position_text,
-    unpacked_entry,
-    unpacked_ledger,
 )
 from spark_apps.shared.session import materialize, run_scoped_cache
 
@@ -360,8 +350,8 @@ def _decide(frame: DataFrame, as_of_ms: int, retain_null_key: bool) -> DataFrame
 
 def entry_decisions(entries: DataFrame, params: DataFrame, as_of_ms: int, retain_null_key: bool) -> DataFrame:
     """Every input entry with its ``decision`` (one of DECISIONS), its key's latest entry found with a window over
-    (topic, key). Pure. The reference form of the rule, and the plan's when positions do not pack
-    (:func:`packable`).
+    (topic, key). Pure. The rule's reference form, in Spark: the plan decides each topic in the task that reads it
+    (:func:`arrow_topic_decisions`), and tests/compaction/test_plan.py holds the two equal entry by entry.
 
     entries: topic, ledgerId, entryId, entryTs, key, size (+ anything else, passed through);
     params: topic, compactedRetentionTimeMs, compactedRetentionSizeBytes, tombstoneGraceMs."""
@@ -373,135 +363,139 @@ def entry_decisions(entries: DataFrame, params: DataFrame, as_of_ms: int, retain
     return _decide(frame, as_of_ms, retain_null_key)
 
 
-# Per (topic, key), keyless entries one group per topic: how many entries, and the latest one's position (packed:
-# ``spark_apps.shared.positions``), timestamp, size and source; ``unpackable`` 1 when an entry's position does not
-# pack (the plan then decides every entry with ``entry_decisions``).
-KEY_GROUPS = table(
-    "compaction_key_groups",
-    "topic string, key string, entriesOfKey bigint, latestPosition bigint, entryTs bigint, size int, "
-    "fromCompacted boolean, unpackable int",
+# The plan's decisions, each topic's from the task that reads its input (:func:`arrow_topic_decisions`): every
+# entry that can stay (each key's latest up to the horizon, ``latestForKey``; each keyless entry when retained)
+# with its decision, and per topic one row for each decision the other entries share (``superseded``, and
+# ``keyless_dropped`` unless keyless entries are retained; no position), ``weight`` the entries a row stands for.
+TOPIC_DECISIONS = table(
+    "compaction_topic_decisions",
+    "topic string, ledgerId bigint, entryId bigint, key string, entryTs bigint, size int, source string, "
+    "latestForKey boolean, decision string, weight bigint",
 )
+# What the rule reads of a topic beyond its entries: the planned candidate's columns of these names.
+RULE_PARAMS = ("compactedRetentionTimeMs", "compactedRetentionSizeBytes", "tombstoneGraceMs")
+# A key's group while a topic's parts are folded: the latest entry's fields and how many entries the key has.
+_GROUP_COLUMNS = ("key", "entriesOfKey", "ledgerId", "entryId", "entryTs", "size", "source")
 
 
-def arrow_key_groups(topic: str, parts: Iterable[pa.Table]) -> pa.Table:
-    """:data:`KEY_GROUPS` of one topic's entries (ledgerId, entryId, key, size, source, entryTs), given in parts
-    (a file each), in Arrow: run in the task that reads the topic's input, so grouping by key needs no shuffle (a
-    Spark aggregate by (topic, key) shuffled every entry: 10-14 s of a 10 M-entry plan). Each part is grouped as
-    it comes and merged into the groups so far, so memory follows the topic's keys, not its entries (Pulsar's
-    compaction likewise keeps a map of keys to their latest position). Pure. A key's latest entry is its last in
-    position order (Arrow's ordered ``last``), the one with the largest packed position whenever every position
-    packs."""
+def arrow_topic_decisions(
+    source: dict[str, Any], parts: Iterable[pa.Table], as_of_ms: int, retain_null_key: bool
+) -> pa.Table:
+    """:data:`TOPIC_DECISIONS` of one topic (``source``: its ``topic`` and :data:`RULE_PARAMS`) from its entries
+    (ledgerId, entryId, key, size, source, entryTs) given in parts (a file each), in Arrow. Run in the task that
+    reads the topic's input, so neither grouping by key nor the rule needs a shuffle (in Spark: a hash aggregate by
+    (topic, key) over every entry, then the rule and the size window over the winners, ~12 s of a 10 M-entry warm
+    plan). Each part is grouped by key as it comes and merged into the groups so far, so memory follows the topic's
+    keys, not its entries (Pulsar's compactor likewise keeps a map of keys to their latest position); a key's
+    latest entry is its last in position order, exact for any ids. Pure."""
     import pyarrow as pa
     import pyarrow.compute as pc
 
-    groups = None
+    groups, retained, keyless = None, [], 0
     for part in parts:
-        packs = arrow_position_packs(part["ledgerId"], part["entryId"])
-        entries = pa.table(
-            {
-                "key": part["key"],
-                "entriesOfKey": pa.array([1] * part.num_rows, pa.int64()),
-                "ledgerId": part["ledgerId"],
-                "entryId": part["entryId"],
-                "entryTs": part["entryTs"],
-                "size": part["size"],
-                "fromCompacted": pc.equal(part["source"], "compacted"),
-                "unpackable": pc.invert(packs).cast(pa.int32()),
-            }
-        )
-        groups = _latest_per_key(entries if groups is None else pa.concat_tables([groups, entries]))
-    if groups is None:
-        return KEY_GROUPS.arrow_schema().empty_table()
-    return pa.Table.from_pydict(
-        {
-            "topic": pa.array([topic] * groups.num_rows, pa.string()),
-            "key": groups["key"],
-            "entriesOfKey": groups["entriesOfKey"],
-            "latestPosition": arrow_packed_position(groups["ledgerId"], groups["entryId"]),
-            "entryTs": groups["entryTs"],
-            "size": groups["size"],
-            "fromCompacted": groups["fromCompacted"],
-            "unpackable": groups["unpackable"],
-        }
-    ).cast(KEY_GROUPS.arrow_schema())
+        has_key = pc.is_valid(part["key"])
+        loose = part.filter(pc.invert(has_key))
+        keyless += loose.num_rows
+        if retain_null_key and loose.num_rows:
+            retained.append(loose)
+        keyed = part.filter(has_key)
+        keyed = keyed.append_column("entriesOfKey", pa.array([1] * keyed.num_rows, pa.int64()))
+        keyed = keyed.select(_GROUP_COLUMNS)
+        groups = _latest_per_key(keyed if groups is None else pa.concat_tables([groups, keyed]))
+    schema = TOPIC_DECISIONS.arrow_schema()
+    stay = [] if groups is None else [groups.append_column("latestForKey", pa.repeat(True, groups.num_rows))]
+    stay += [rows.append_column("latestForKey", pa.repeat(False, rows.num_rows)) for rows in retained]
+    stay_schema = pa.schema([schema.field(name) for name in (*_GROUP_COLUMNS[2:], "key", "latestForKey")])
+    stay = [rows.select(stay_schema.names).cast(stay_schema) for rows in stay]
+    decided = _arrow_decide(pa.concat_tables(stay), source, as_of_ms) if stay else None
+    superseded = 0 if groups is None else pc.sum(groups["entriesOfKey"]).as_py() - groups.num_rows
+    folded = {"superseded": superseded, "keyless_dropped": 0 if retain_null_key else keyless}
+    shared = pa.Table.from_pylist(
+        [
+            {"topic": source["topic"], "decision": d, "latestForKey": False, "weight": n}
+            for d, n in folded.items()
+            if n
+        ],
+        schema,
+    )
+    if decided is None:
+        return shared
+    decided = decided.append_column("weight", pa.repeat(1, decided.num_rows).cast(pa.int64()))
+    decided = decided.append_column("topic", pa.repeat(source["topic"], decided.num_rows).cast(pa.string()))
+    return pa.concat_tables([decided.select(schema.names).cast(schema), shared])
 
 
 def _latest_per_key(rows: pa.Table) -> pa.Table:
-    """Rows (one per entry, or per key of earlier parts) folded into one per key: the counts summed, the latest
-    position's fields taken, ``unpackable`` the most."""
+    """Rows of ``_GROUP_COLUMNS`` (one per entry, or per key of earlier parts) folded into one per key: the counts
+    summed, the latest position's fields taken."""
     import pyarrow.compute as pc
 
     ordered = rows.take(pc.sort_indices(rows, [("ledgerId", "ascending"), ("entryId", "ascending")]))
     last = pc.ScalarAggregateOptions(skip_nulls=False)
-    latest = ("ledgerId", "entryId", "entryTs", "size", "fromCompacted")
+    latest = _GROUP_COLUMNS[2:]
     folded = ordered.group_by("key", use_threads=False).aggregate(
-        [("entriesOfKey", "sum"), *[(name, "last", last) for name in latest], ("unpackable", "max")]
+        [("entriesOfKey", "sum"), *[(name, "last", last) for name in latest]]
     )
-    names = {"entriesOfKey_sum": "entriesOfKey", "unpackable_max": "unpackable"}
-    names |= {f"{name}_last": name for name in latest}
-    return folded.rename_columns([names.get(name, name) for name in folded.column_names])
+    names = {"entriesOfKey_sum": "entriesOfKey"} | {f"{name}_last": name for name in latest}
+    return folded.rename_columns([names.get(name, name) for name in folded.column_names]).select(
+        _GROUP_COLUMNS
+    )
 
 
-def topic_key_groups(spark, files: LedgerFiles, inputs: list) -> DataFrame:
-    """:data:`KEY_GROUPS` of the planned topics' input, each topic grouped in the task that reads it."""
+def _arrow_decide(rows: pa.Table, params: dict[str, Any], as_of_ms: int) -> pa.Table:
+    """:func:`_decide` on one topic's entries that can stay (``latestForKey`` set), in Arrow: ``decision`` added,
+    the rows newest first. A comparison with a null (a param, a timestamp, a size) holds for no row, as in Spark's
+    ``when``."""
+    import pyarrow as pa
+    import pyarrow.compute as pc
+
+    rows = rows.take(pc.sort_indices(rows, [("ledgerId", "descending"), ("entryId", "descending")]))
+    grace, time_limit = params.get("tombstoneGraceMs"), params.get("compactedRetentionTimeMs")
+    size_limit = params.get("compactedRetentionSizeBytes")
+    nowhere = pa.repeat(False, rows.num_rows)
+    age = pc.subtract(pa.scalar(as_of_ms, pa.int64()), rows["entryTs"])
+
+    def over(values: pa.Array, limit: int | None) -> pa.Array:
+        """``values > limit`` where it holds; nowhere when the limit is off (null or negative)."""
+        return nowhere if limit is None or limit < 0 else pc.fill_null(pc.greater(values, limit), False)
+
+    past_grace = (
+        nowhere if grace is None else pa.repeat(True, rows.num_rows) if grace <= 0 else over(age, grace)
+    )
+    tombstone = pc.fill_null(pc.and_(pc.is_valid(rows["key"]), pc.equal(rows["size"], 0)), False)
+    first = pc.if_else(
+        pc.and_(tombstone, past_grace),
+        pa.scalar("tombstoned"),
+        pc.if_else(over(age, time_limit), pa.scalar("expired_time"), pa.scalar(None, pa.string())),
+    )
+    # The size window: survivors so far, newest first, kept while their running total fits the limit.
+    survivors = pc.is_null(first)
+    sizes = pc.if_else(survivors, pc.fill_null(rows["size"].cast(pa.int64()), 0), 0)
+    retained_bytes = pc.cumulative_sum(sizes)
+    window = pc.if_else(over(retained_bytes, size_limit), pa.scalar("expired_size"), pa.scalar("kept"))
+    return rows.append_column("decision", pc.coalesce(first, window))
+
+
+def topic_decisions(
+    spark, files: LedgerFiles, inputs: list, params: DataFrame, as_of_ms: int, retain_null_key: bool
+) -> DataFrame:
+    """:data:`TOPIC_DECISIONS` of the planned topics, each topic decided in the task that reads its input.
+    ``params``: topic and :data:`RULE_PARAMS` per planned topic."""
     return map_topic_inputs(
-        topic_sources(spark, files, inputs),
+        topic_sources(spark, files, inputs).join(F.broadcast(params), "topic"),
         len(inputs),
         files.tier,
         DECISION_COLUMNS.fieldNames(),
-        lambda source, parts: arrow_key_groups(source["topic"], parts),
-        KEY_GROUPS.ddl(),
+        lambda source, parts: arrow_topic_decisions(source, parts, as_of_ms, retain_null_key),
+        TOPIC_DECISIONS.ddl(),
     )
 
 
-def packable(groups: DataFrame) -> bool:
-    """Whether every entry's position packed (:data:`KEY_GROUPS`), so the groups' latest entries are exact."""
-    return groups.where(F.col("unpackable") == 1).limit(1).count() == 0
-
-
-def latest_decisions(
-    groups: DataFrame, entries: DataFrame, params: DataFrame, as_of_ms: int, retain_null_key: bool
-) -> DataFrame:
-    """The decisions of the entries that can stay (each key's latest entry, and each keyless entry when retained),
-    as :func:`entry_decisions` gives them, from the :data:`KEY_GROUPS` winners: the size window runs on these
-    only. Every other entry is superseded or keyless-dropped (:func:`folded_decisions` counts them). Pure."""
-    latest = groups.where(F.col("key").isNotNull()).select(
-        "topic",
-        unpacked_ledger(F.col("latestPosition")).alias("ledgerId"),
-        unpacked_entry(F.col("latestPosition")).alias("entryId"),
-        "key",
-        "entryTs",
-        "size",
-        F.when(F.col("fromCompacted"), F.lit("compacted")).otherwise(F.lit("raw")).alias("source"),
-    )
-    if retain_null_key:
-        latest = latest.unionByName(entries.where(F.col("key").isNull()).select(*latest.columns))
-    frame = latest.join(F.broadcast(params), "topic").withColumn("latestForKey", F.col("key").isNotNull())
-    return _decide(frame, as_of_ms, retain_null_key)
-
-
-def folded_decisions(groups: DataFrame, retain_null_key: bool) -> DataFrame:
-    """The entries :func:`latest_decisions` leaves out, as weighted rows for :func:`decision_counts`: per key its
-    superseded entries, per topic its keyless ones when they are dropped."""
-    superseded = groups.where(F.col("key").isNotNull() & (F.col("entriesOfKey") > 1)).select(
-        "topic", F.lit("superseded").alias("decision"), (F.col("entriesOfKey") - 1).alias("weight")
-    )
-    if retain_null_key:
-        return superseded.withColumn("size", F.lit(0))
-    keyless = groups.where(F.col("key").isNull()).select(
-        "topic", F.lit("keyless_dropped").alias("decision"), F.col("entriesOfKey").alias("weight")
-    )
-    return superseded.unionByName(keyless).withColumn("size", F.lit(0))
-
-
-def decision_counts(decisions: DataFrame, folded: DataFrame | None = None) -> DataFrame:
-    """Per topic: entriesRead and one count per decision (the columns of a rewrite_compacted action). ``folded``:
-    rows standing for ``weight`` entries each (:func:`folded_decisions`), added to the decisions'."""
-    tallies = decisions.select("topic", "decision", "size", F.lit(1).cast("long").alias("weight"))
-    if folded is not None:
-        tallies = tallies.unionByName(
-            folded.select("topic", "decision", "size", F.col("weight").cast("long"))
-        )
+def decision_counts(decisions: DataFrame) -> DataFrame:
+    """Per topic: entriesRead and one count per decision (the columns of a rewrite_compacted action). A row stands
+    for ``weight`` entries when it has that column (:data:`TOPIC_DECISIONS`), else for one."""
+    weight = F.col("weight") if "weight" in decisions.columns else F.lit(1)
+    tallies = decisions.select("topic", "decision", "size", weight.cast("long").alias("weight"))
     counts = tallies.groupBy("topic").agg(
         F.sum("weight").alias("entriesRead"),
         *[
@@ -565,21 +559,6 @@ def compaction_blockers(candidates: DataFrame) -> DataFrame:
     )
 
 
-def decisions_and_counts(
-    groups: DataFrame, entries: DataFrame, params: DataFrame, as_of_ms: int, retain_null_key: bool
-) -> tuple[DataFrame, DataFrame]:
-    """The decisions of the entries that can stay, and every topic's counts, materialized: from each key's winner
-    (``groups``: :data:`KEY_GROUPS` of ``entries``) when positions pack, else per entry."""
-    groups = materialize(groups)
-    if packable(groups):
-        decisions = materialize(latest_decisions(groups, entries, params, as_of_ms, retain_null_key))
-        counts = materialize(decision_counts(decisions, folded_decisions(groups, retain_null_key)))
-    else:
-        decisions = materialize(entry_decisions(entries, params, as_of_ms, retain_null_key))
-        counts = materialize(decision_counts(decisions))
-    return decisions, counts
-
-
 def run(spark, run_dir: str | Path) -> dict:
     run = RunDir(run_dir)
     with run_scoped_cache(spark):
@@ -599,13 +578,10 @@ def run(spark, run_dir: str | Path) -> dict:
             ).transform(lambda c: keep_held(c, snapshot["topics"], decision="decision", keep="skip"))
         )
         planned = candidates.where(F.col("decision") == "compact").collect()  # per-topic metadata only
-        params = candidates.where(F.col("decision") == "compact").select(
-            "topic", "compactedRetentionTimeMs", "compactedRetentionSizeBytes", "tombstoneGraceMs"
-        )
+        params = candidates.where(F.col("decision") == "compact").select("topic", *RULE_PARAMS)
         files, inputs = LedgerFiles.of(info), topic_inputs(planned)
-        entries = read_compaction_input(spark, files, inputs)  # read again only for what groups do not hold
-        groups = topic_key_groups(spark, files, inputs)
-        decisions, counts = decisions_and_counts(groups, entries, params, as_of_ms, retain_null_key)
+        decisions = materialize(topic_decisions(spark, files, inputs, params, as_of_ms, retain_null_key))
+        counts = materialize(decision_counts(decisions))
         write_table(candidates, run, COMPACTION_DECISIONS, ["topic"])
         write_table(compaction_actions(candidates, counts), run, ACTIONS, ["topic", "action"])
         write_table(compaction_blockers(candidates), run, BLOCKERS, ["topic", "kind"])

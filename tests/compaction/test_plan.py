@@ -12,14 +12,13 @@ from pyspark.sql import functions as F
 
 from housekeeping.engine.contract import COMPACTED_LEDGERS, CURSORS, LEDGERS, TOPICS
 from spark_apps.compaction.plan import (
-    KEY_GROUPS,
-    arrow_key_groups,
+    RULE_PARAMS,
+    TOPIC_DECISIONS,
+    arrow_topic_decisions,
     compaction_candidates,
     decision_counts,
-    decisions_and_counts,
     entry_decisions,
 )
-from spark_apps.shared.positions import PACKED_ENTRY_BITS
 from tests.conftest import contract_frame
 
 pytestmark = pytest.mark.spark
@@ -36,10 +35,11 @@ def _counts(frame) -> dict:
     return {r.topic: r.asDict() for r in frame.collect()}
 
 
-def arrow_groups(rows) -> pa.Table:
-    """The plan's key groups of rows (topic, ledgerId, entryId, key, size, entryTs): each topic's grouped in Arrow
-    as the task reading it does, a part per ledger, the parts and their rows given in reverse order (the grouping
-    orders them itself)."""
+def arrow_decisions(rows, params_rows, retain_null_key) -> pa.Table:
+    """The plan's decisions of rows (topic, ledgerId, entryId, key, size, entryTs): each topic decided in Arrow as
+    the task reading it does, a part per ledger, the parts and their rows given in reverse order (the rule orders
+    them itself)."""
+    params = {row[0]: dict(zip(("topic", *RULE_PARAMS), row, strict=True)) for row in params_rows}
     by_topic = defaultdict(lambda: defaultdict(list))
     for topic, *entry in reversed(rows):
         by_topic[topic][entry[0]].append(entry)
@@ -52,23 +52,34 @@ def arrow_groups(rows) -> pa.Table:
         }
         return pa.table({**columns, "source": pa.array(["raw"] * len(entries))})
 
-    return pa.concat_tables(
-        arrow_key_groups(topic, [part(e) for _, e in sorted(ledgers.items(), reverse=True)])
+    decisions = pa.concat_tables(
+        arrow_topic_decisions(
+            params[topic], [part(e) for _, e in sorted(ledgers.items(), reverse=True)], AS_OF, retain_null_key
+        )
         for topic, ledgers in by_topic.items()
     )
+    # One chunk: PySpark 4.2's createDataFrame of an Arrow table drops every chunk after an empty one (a topic's
+    # shared rows are an empty chunk when nothing is folded); mapInArrow, as the plan runs it, takes empty batches.
+    return decisions.combine_chunks()
 
 
 def decide_both_ways(spark, rows, params_rows, retain_null_key):
     """rows: (topic, ledgerId, entryId, key, size, entryTs). Decides them per entry (``entry_decisions``, the
-    reference) and as the plan does (``decisions_and_counts``: each key's winner from its topic's grouping in
-    Arrow, the rest counted), checks that both agree entry by entry and in every count, and returns the per-entry decisions."""
+    reference in Spark) and as the plan does (``arrow_topic_decisions``: each topic in Arrow, the entries that
+    cannot stay counted), checks that both agree entry by entry and in every count, and returns the per-entry
+    decisions."""
     frame = spark.createDataFrame(rows, ENTRY_COLUMNS).withColumn("source", F.lit("raw"))
     params = spark.createDataFrame(params_rows, PARAMS)
     reference = entry_decisions(frame, params, AS_OF, retain_null_key)
     by_entry = {(r.topic, r.ledgerId, r.entryId): r.decision for r in reference.collect()}
-    groups = spark.createDataFrame(arrow_groups(rows), KEY_GROUPS.ddl())
-    decisions, counts = decisions_and_counts(groups, frame, params, AS_OF, retain_null_key)
-    planned = {(r.topic, r.ledgerId, r.entryId): r.decision for r in decisions.collect()}
+    decisions = arrow_decisions(rows, params_rows, retain_null_key)
+    planned = {
+        (t, ledger, entry): d
+        for t, ledger, entry, d in zip(
+            *(decisions[n].to_pylist() for n in ("topic", "ledgerId", "entryId", "decision")), strict=True
+        )
+        if ledger is not None
+    }
     # What the plan leaves out of its decisions it counts as superseded or keyless-dropped.
     expanded = {
         (t, ledger, entry): planned.get(
@@ -77,6 +88,7 @@ def decide_both_ways(spark, rows, params_rows, retain_null_key):
         for t, ledger, entry, key, _, _ in rows
     }
     assert expanded == by_entry
+    counts = decision_counts(spark.createDataFrame(decisions, TOPIC_DECISIONS.ddl()))
     assert _counts(counts) == _counts(decision_counts(reference))
     return by_entry
 
@@ -182,17 +194,18 @@ def test_the_plans_winners_decide_what_every_entry_decided_on_random_topics(spar
     assert {"kept", "superseded"} <= set(decided.values())
 
 
-def test_positions_that_do_not_pack_are_decided_per_entry(spark):
-    """An entry id at 2^24 does not fit the packed position: the plan decides every entry instead, exactly."""
-    big = 1 << PACKED_ENTRY_BITS
+def test_positions_of_any_size_are_ordered_exactly(spark):
+    """Ids past what a position packed into one long would hold (entry 2^24, ledger 2^40): a key's latest entry is
+    still the last in position order."""
+    big, ledger = 1 << 24, 1 << 40
     entries = [
         (1, big, "a", 5, AS_OF),
         (1, big - 1, "a", 6, AS_OF),
-        (2, 0, "b", 5, AS_OF),
+        (ledger, 0, "b", 5, AS_OF),
         (1, big + 1, "b", 7, AS_OF),
     ]
     decisions = decide(spark, entries)
-    assert kept(decisions) == [(1, big), (2, 0)] and decisions[(1, big + 1)] == "superseded"
+    assert kept(decisions) == [(1, big), (ledger, 0)] and decisions[(1, big + 1)] == "superseded"
 
 
 def _topic(name, threshold, **extra):
