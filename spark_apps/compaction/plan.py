@@ -376,6 +376,9 @@ TOPIC_DECISIONS = table(
 RULE_PARAMS = ("compactedRetentionTimeMs", "compactedRetentionSizeBytes", "tombstoneGraceMs")
 # A key's group while a topic's parts are folded: the latest entry's fields and how many entries the key has.
 _GROUP_COLUMNS = ("key", "entriesOfKey", "ledgerId", "entryId", "entryTs", "size", "source")
+# How many entry rows a task holds before folding them into the groups (~40 MB): memory follows the topic's keys
+# plus this, not its entries, and a topic of a few ledgers is folded once.
+_FOLD_ROWS = 1 << 20
 
 
 def arrow_topic_decisions(
@@ -391,7 +394,7 @@ def arrow_topic_decisions(
     import pyarrow as pa
     import pyarrow.compute as pc
 
-    groups, retained, keyless = None, [], 0
+    groups, held, retained, keyless = None, [], [], 0
     for part in parts:
         has_key = pc.is_valid(part["key"])
         loose = part.filter(pc.invert(has_key))
@@ -399,9 +402,12 @@ def arrow_topic_decisions(
         if retain_null_key and loose.num_rows:
             retained.append(loose)
         keyed = part.filter(has_key)
-        keyed = keyed.append_column("entriesOfKey", pa.array([1] * keyed.num_rows, pa.int64()))
-        keyed = keyed.select(_GROUP_COLUMNS)
-        groups = _latest_per_key(keyed if groups is None else pa.concat_tables([groups, keyed]))
+        keyed = keyed.append_column("entriesOfKey", pa.repeat(1, keyed.num_rows).cast(pa.int64()))
+        held.append(keyed.select(_GROUP_COLUMNS))
+        if sum(t.num_rows for t in held) >= _FOLD_ROWS:
+            groups, held = _latest_per_key([*([groups] if groups is not None else []), *held]), []
+    if held:
+        groups = _latest_per_key([*([groups] if groups is not None else []), *held])
     schema = TOPIC_DECISIONS.arrow_schema()
     stay = [] if groups is None else [groups.append_column("latestForKey", pa.repeat(True, groups.num_rows))]
     stay += [rows.append_column("latestForKey", pa.repeat(False, rows.num_rows)) for rows in retained]
@@ -425,21 +431,26 @@ def arrow_topic_decisions(
     return pa.concat_tables([decided.select(schema.names).cast(schema), shared])
 
 
-def _latest_per_key(rows: pa.Table) -> pa.Table:
-    """Rows of ``_GROUP_COLUMNS`` (one per entry, or per key of earlier parts) folded into one per key: the counts
-    summed, the latest position's fields taken."""
+def _latest_per_key(tables: list[pa.Table]) -> pa.Table:
+    """Rows of ``_GROUP_COLUMNS`` (one per entry, or per key of earlier folds) folded into one per key: its latest
+    row (the last in position order) with the key's entries summed. One sort of the positions and one hash
+    aggregate of row numbers, so only the winners' rows are copied."""
+    import pyarrow as pa
     import pyarrow.compute as pc
 
-    ordered = rows.take(pc.sort_indices(rows, [("ledgerId", "ascending"), ("entryId", "ascending")]))
-    last = pc.ScalarAggregateOptions(skip_nulls=False)
-    latest = _GROUP_COLUMNS[2:]
-    folded = ordered.group_by("key", use_threads=False).aggregate(
-        [("entriesOfKey", "sum"), *[(name, "last", last) for name in latest]]
+    rows = pa.concat_tables(tables)
+    order = pc.sort_indices(rows, [("ledgerId", "ascending"), ("entryId", "ascending")])
+    ranked = pa.table(
+        {
+            "key": rows["key"].take(order),
+            "rank": pa.array(range(rows.num_rows), pa.int64()),
+            "entriesOfKey": rows["entriesOfKey"].take(order),
+        }
     )
-    names = {"entriesOfKey_sum": "entriesOfKey"} | {f"{name}_last": name for name in latest}
-    return folded.rename_columns([names.get(name, name) for name in folded.column_names]).select(
-        _GROUP_COLUMNS
-    )
+    folded = ranked.group_by("key", use_threads=False).aggregate([("rank", "max"), ("entriesOfKey", "sum")])
+    latest = rows.take(order.take(folded["rank_max"]))
+    counted = latest.schema.get_field_index("entriesOfKey")
+    return latest.set_column(counted, "entriesOfKey", folded["entriesOfKey_sum"]).select(_GROUP_COLUMNS)
 
 
 def _arrow_decide(rows: pa.Table, params: dict[str, Any], as_of_ms: int) -> pa.Table:

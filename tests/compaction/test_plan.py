@@ -11,6 +11,7 @@ import pytest
 from pyspark.sql import functions as F
 
 from housekeeping.engine.contract import COMPACTED_LEDGERS, CURSORS, LEDGERS, TOPICS
+from spark_apps.compaction import plan
 from spark_apps.compaction.plan import (
     RULE_PARAMS,
     TOPIC_DECISIONS,
@@ -176,8 +177,13 @@ def test_counts_reconcile(spark):
 
 @pytest.mark.parametrize("seed", [1, 2, 3])
 @pytest.mark.parametrize("retain_null_key", [False, True])
-def test_the_plans_winners_decide_what_every_entry_decided_on_random_topics(spark, seed, retain_null_key):
-    """Many topics, keys repeated across ledgers, tombstones, keyless entries and all three retention limits."""
+@pytest.mark.parametrize("fold_rows", [1, plan._FOLD_ROWS], ids=["folded_per_part", "folded_once"])
+def test_the_plans_winners_decide_what_every_entry_decided_on_random_topics(
+    spark, seed, retain_null_key, fold_rows, monkeypatch
+):
+    """Many topics, keys repeated across ledgers, tombstones, keyless entries and all three retention limits; a
+    topic's parts folded into its key groups as each arrives, or all at once."""
+    monkeypatch.setattr(plan, "_FOLD_ROWS", fold_rows)
     rng = random.Random(seed)
     rows, params = [], []
     for t in range(4):
