@@ -388,9 +388,10 @@ def arrow_topic_decisions(
     (ledgerId, entryId, key, size, source, entryTs) given in parts (a file each), in Arrow. Run in the task that
     reads the topic's input, so neither grouping by key nor the rule needs a shuffle (in Spark: a hash aggregate by
     (topic, key) over every entry, then the rule and the size window over the winners, ~12 s of a 10 M-entry warm
-    plan). Each part is grouped by key as it comes and merged into the groups so far, so memory follows the topic's
-    keys, not its entries (Pulsar's compactor likewise keeps a map of keys to their latest position); a key's
-    latest entry is its last in position order, exact for any ids. Pure."""
+    plan). The parts' keyed rows are held until there are :data:`_FOLD_ROWS` of them, then folded into one row
+    per key with the groups so far, so memory follows the topic's keys plus that, not its entries (Pulsar's
+    compactor likewise keeps a map of keys to their latest position); a key's latest entry is its last in position
+    order, exact for any ids. Pure."""
     import pyarrow as pa
     import pyarrow.compute as pc
 
@@ -414,7 +415,8 @@ def arrow_topic_decisions(
     stay_schema = pa.schema([schema.field(name) for name in (*_GROUP_COLUMNS[2:], "key", "latestForKey")])
     stay = [rows.select(stay_schema.names).cast(stay_schema) for rows in stay]
     decided = _arrow_decide(pa.concat_tables(stay), source, as_of_ms) if stay else None
-    superseded = 0 if groups is None else pc.sum(groups["entriesOfKey"]).as_py() - groups.num_rows
+    # A key's entries but its latest (the sum is null when the topic has no keyed entry).
+    superseded = 0 if groups is None else (pc.sum(groups["entriesOfKey"]).as_py() or 0) - groups.num_rows
     folded = {"superseded": superseded, "keyless_dropped": 0 if retain_null_key else keyless}
     shared = pa.Table.from_pylist(
         [

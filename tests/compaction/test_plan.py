@@ -131,6 +131,13 @@ def test_keyless_entries_are_dropped_by_default_and_kept_when_retained(spark):
     assert kept(decide(spark, entries, retain_null_key=True)) == [(1, 0), (1, 1), (1, 2)]
 
 
+@pytest.mark.parametrize("retain_null_key", [False, True])
+def test_a_topic_of_keyless_entries_only(spark, retain_null_key):
+    entries = [(1, 0, None, 5, AS_OF), (2, 0, None, 0, AS_OF)]
+    decisions = decide(spark, entries, retain_null_key=retain_null_key)
+    assert kept(decisions) == ([(1, 0), (2, 0)] if retain_null_key else [])
+
+
 def test_compacted_retention_time_is_strict_like_pulsars(spark):
     limit = 60_000
     entries = [(1, 0, "old", 5, AS_OF - limit - 1), (1, 1, "edge", 5, AS_OF - limit), (1, 2, "new", 5, AS_OF)]
