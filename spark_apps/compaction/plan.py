@@ -395,7 +395,8 @@ def arrow_topic_decisions(
     import pyarrow as pa
     import pyarrow.compute as pc
 
-    groups, held, retained, keyless = None, [], [], 0
+    # held: the groups folded so far (first, once there are any) and the keyed rows since (``unfolded`` of them).
+    held, unfolded, retained, keyless = [], 0, [], 0
     for part in parts:
         has_key = pc.is_valid(part["key"])
         loose = part.filter(pc.invert(has_key))
@@ -405,10 +406,10 @@ def arrow_topic_decisions(
         keyed = part.filter(has_key)
         keyed = keyed.append_column("entriesOfKey", pa.repeat(1, keyed.num_rows).cast(pa.int64()))
         held.append(keyed.select(_GROUP_COLUMNS))
-        if sum(t.num_rows for t in held) >= _FOLD_ROWS:
-            groups, held = _latest_per_key([*([groups] if groups is not None else []), *held]), []
-    if held:
-        groups = _latest_per_key([*([groups] if groups is not None else []), *held])
+        unfolded += keyed.num_rows
+        if unfolded >= _FOLD_ROWS:
+            held, unfolded = [_latest_per_key(held)], 0
+    groups = _latest_per_key(held) if unfolded else (held[0] if held else None)
     schema = TOPIC_DECISIONS.arrow_schema()
     stay = [] if groups is None else [groups.append_column("latestForKey", pa.repeat(True, groups.num_rows))]
     stay += [rows.append_column("latestForKey", pa.repeat(False, rows.num_rows)) for rows in retained]
