@@ -27,9 +27,11 @@ Writes:
 from __future__ import annotations
 
 import argparse
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
+import pyarrow as pa
 from pyspark.sql import Column, DataFrame, SparkSession
 from pyspark.sql import functions as F
 from pyspark.sql import types as T
@@ -37,10 +39,9 @@ from pyspark.sql import types as T
 from housekeeping.engine.contract import ACTIONS, BLOCKERS, RunDir, read_run_info
 from housekeeping.mechanisms.erasure.actions import EXPEDITE_PURGE, REDACT_COMPACTED, REDACT_LEDGER
 from housekeeping.mechanisms.erasure.tables import ERASURE_DECISIONS, ERASURE_ENTRIES, ERASURE_LEDGERS
-from housekeeping.store.entries import ERASED_PROPERTY, files_sha256
-from housekeeping.store.fs import remove_file, remove_tree
+from housekeeping.store.entries import ENTRY_SCHEMA, ERASED_PROPERTY, files_sha256
+from housekeeping.store.fs import remove_tree
 from spark_apps.shared.io import (
-    ENTRY_COLUMNS,
     LedgerFiles,
     action_rows,
     entry_columns,
@@ -166,69 +167,130 @@ def matches(keys: DataFrame, requests: DataFrame) -> DataFrame:
     )
 
 
-def redact(entries: DataFrame, redacted: DataFrame) -> DataFrame:
-    """The entries of a ledger with the planned ones redacted; every other column of every entry untouched. A
-    redacted entry's marker names the requests it answers ("3" or "3,7"): the same requests give the same bytes,
-    whichever run writes them."""
+def request_marks(redacted: DataFrame) -> DataFrame:
+    """Per rewritten ledger (topic, ledgerId, source): its redacted positions, each with the marker value naming the
+    requests it answers ("3" or "3,7", the ids sorted as text): the same requests give the same bytes, whichever run
+    writes them."""
     position = ["topic", "ledgerId", "source", "entryLedgerId", "entryId"]
-    marks = redacted.groupBy(*position).agg(
-        F.array_join(F.array_sort(F.collect_set(F.col("requestId").cast("string"))), ",").alias("requests")
+    return (
+        redacted.groupBy(*position)
+        .agg(
+            F.array_join(F.array_sort(F.collect_set(F.col("requestId").cast("string"))), ",").alias(
+                "requests"
+            )
+        )
+        .groupBy("topic", "ledgerId", "source")
+        .agg(F.collect_list(F.struct("entryLedgerId", "entryId", "requests")).alias("marks"))
     )
-    flagged = entries.join(marks, position, "left")
-    gone = F.col("requests").isNotNull()
-    return flagged.select(
-        "slot",
-        "topic",
-        F.col("entryLedgerId").alias("ledgerId"),
-        "entryId",
-        "publishTime",
-        "brokerTimestamp",
-        F.when(gone, F.lit(None).cast("string")).otherwise(F.col("key")).alias("key"),
-        F.when(gone, F.lit(None).cast("binary")).otherwise(F.col("value")).alias("value"),
-        F.when(gone, F.lit(0)).otherwise(F.col("size")).alias("size"),
-        F.when(gone, F.create_map(F.lit(ERASED_PROPERTY), F.col("requests")))
-        .otherwise(F.col("properties"))
-        .alias("properties"),
+
+
+def redact_entries(entries: pa.Table, topic: str, marks: list[dict]) -> pa.Table:
+    """A ledger's entries (``ENTRY_SCHEMA``) with the marked positions (``request_marks``) redacted: no key, no
+    payload, size 0, the marker as the only property; every other entry untouched in every column; sorted by
+    position (``ledgerId`` of each entry, then ``entryId``). ``topic``: the ledger's, as the metadata names it."""
+    import pyarrow.compute as pc
+
+    requests = pa.nulls(entries.num_rows, pa.string())
+    by_ledger: dict[int, list[dict]] = {}
+    for mark in marks:
+        by_ledger.setdefault(int(mark["entryLedgerId"]), []).append(mark)
+    for ledger_id, ledger_marks in by_ledger.items():
+        # Exact for any ids: positions matched by ledger, then by entry id within it.
+        at = pc.index_in(
+            entries["entryId"], value_set=pa.array([int(m["entryId"]) for m in ledger_marks], pa.int64())
+        )
+        found = pc.take(pa.array([m["requests"] for m in ledger_marks], pa.string()), at)
+        requests = pc.if_else(pc.equal(entries["ledgerId"], ledger_id), found, requests)
+    if isinstance(requests, pa.ChunkedArray):  # as the entries' columns are once matched
+        requests = requests.combine_chunks()
+    gone = pc.is_valid(requests)
+    rows = entries.num_rows
+    marker = pa.MapArray.from_arrays(
+        pa.array(range(rows + 1), pa.int32()), pa.array([ERASED_PROPERTY] * rows, pa.string()), requests
     )
+    columns = {
+        "topic": pa.array([topic] * rows, pa.string()),
+        "ledgerId": entries["ledgerId"],
+        "entryId": entries["entryId"],
+        "publishTime": entries["publishTime"],
+        "brokerTimestamp": entries["brokerTimestamp"],
+        "key": pc.if_else(gone, pa.scalar(None, pa.string()), entries["key"]),
+        "value": pc.if_else(gone, pa.scalar(None, pa.binary()), entries["value"]),
+        "size": pc.if_else(gone, pa.scalar(0, pa.int32()), entries["size"]),
+        "properties": pc.if_else(gone, marker, entries["properties"]),
+    }
+    table = pa.table(columns).cast(ENTRY_SCHEMA)
+    return table.sort_by([("ledgerId", "ascending"), ("entryId", "ascending")])
+
+
+STAGED_LEDGERS = "slot int, entries long"
+
+
+def _stage_ledgers(url: str | None, endpoint_url: str | None) -> Callable[[Iterator], Iterator]:
+    """In a Spark task: each ledger of its rows read from its files in force (or its tier object), redacted
+    (``redact_entries``) and written as its staged directory (``write_ledger``: one Parquet file, whole or not at
+    all)."""
+
+    def stage(batches: Iterator) -> Iterator:
+        from housekeeping.store.entries import read_ledger, write_ledger
+        from housekeeping.store.tier import ObjectTier
+
+        tier = None
+        for batch in batches:
+            for row in batch.to_pylist():
+                if row["tierObject"] is not None:
+                    tier = tier or ObjectTier.of(str(url), endpoint_url)
+                    entries = tier.read_ledger(row["tierObject"], columns=ENTRY_SCHEMA.names)
+                else:
+                    entries = read_ledger(Path(row["dir"]))
+                staged = redact_entries(entries, row["topic"], row["marks"] or [])
+                write_ledger(Path(row["staged"]), staged)
+                yield pa.RecordBatch.from_pydict(
+                    {"slot": [row["slot"]], "entries": [staged.num_rows]},
+                    pa.schema([("slot", pa.int32()), ("entries", pa.int64())]),
+                )
+
+    return stage
 
 
 def staged_name(slot: int) -> str:
     return f"ledger-{slot}"
 
 
-def _write_staged(
-    spark, run: RunDir, candidates: DataFrame, live: DataFrame, ledgers: list, files: LedgerFiles
-) -> None:
-    """Write each rewritten ledger into ``staged/slot=<n>``, one Spark job, sorted by entry id."""
+def _write_staged(spark, run: RunDir, live: DataFrame, ledgers: list, files: LedgerFiles) -> None:
+    """Write each rewritten ledger into ``staged/ledger-<slot>`` in the Spark task that reads it: its entries never
+    cross a shuffle (a ledger is read, redacted and written by one task; only the marks travel). A task holds one
+    ledger at a time, its entries and their redacted copy, as offload and the tier reads hold one ledger."""
     staged = run.staged_ledgers_dir
     if staged.exists():
         remove_tree(staged, within=run.path)  # a re-plan writes its own
     if not ledgers:
         return
-    slots = spark.createDataFrame(
-        [(r["topic"], r["ledgerId"], r["source"], r["slot"]) for r in ledgers],
-        "topic string, ledgerId long, source string, slot int",
+    staged.mkdir(parents=True)
+    by_dir = {str(files.dir(topic, ledger_id)): (topic, ledger_id) for topic, ledger_id in files.tier_objects}
+    tasks = spark.createDataFrame(
+        [
+            (
+                r["topic"],
+                r["ledgerId"],
+                r["source"],
+                r["slot"],
+                r["dir"],
+                files.tier_object(*by_dir[r["dir"]]) if r["dir"] in by_dir else None,
+                str(run.staged_ledger(staged_name(r["slot"]))),
+            )
+            for r in ledgers
+        ],
+        "topic string, ledgerId long, source string, slot int, dir string, tierObject string, staged string",
+    ).join(request_marks(live), ["topic", "ledgerId", "source"], "left")
+    written = (
+        tasks.repartition(max(1, min(len(ledgers), 64)))
+        .mapInArrow(_stage_ledgers(files.tier.get("url"), files.tier.get("endpoint_url")), STAGED_LEDGERS)
+        .collect()
     )
-    chosen = candidates.join(F.broadcast(slots), ["topic", "ledgerId", "source"])
-    entries = read_files(spark, chosen.drop("slot"), ENTRY_COLUMNS, files).join(
-        F.broadcast(slots), ["topic", "ledgerId", "source"]
-    )
-    (
-        redact(entries, live)
-        .repartition(max(1, min(len(ledgers), 64)), "slot")
-        .sortWithinPartitions("slot", "ledgerId", "entryId")
-        .write.option("compression", "zstd")
-        .partitionBy("slot")
-        .parquet(str(staged))
-    )
-    for side in staged.rglob("*"):
-        if side.is_file() and (side.name.endswith(".crc") or side.name.startswith("_")):
-            remove_file(side, within=staged)  # Hadoop's side files of the run's own staging output
-    for row in ledgers:
-        # Out of Spark's partition naming (slot=<n>), so each reads back as a plain ledger directory.
-        written = staged / f"slot={row['slot']}"
-        if written.is_dir():
-            written.rename(run.staged_ledger(staged_name(row["slot"])))
+    missing = {r["slot"] for r in ledgers} - {r["slot"] for r in written}
+    if missing:
+        raise RuntimeError(f"erasure plan: staged ledgers {sorted(missing)} were not written")
 
 
 @dataclass(frozen=True)
@@ -327,7 +389,7 @@ def run(spark, run_dir: str | Path) -> dict:
             live.select(*position, "requestId", "size"), run_, ERASURE_ENTRIES, [*position, "requestId"]
         )
         ledgers = ledger_rewrites(live, found.candidates)
-        _write_staged(spark, run_, found.candidates, live, ledgers, files)
+        _write_staged(spark, run_, live, ledgers, files)
         ledger_table = ledger_table_rows(run_, ledgers)
         ledger_frame = spark.createDataFrame(ledger_table, schema(ERASURE_LEDGERS))
         write_table(ledger_frame, run_, ERASURE_LEDGERS, ["topic", "ledgerId"])
