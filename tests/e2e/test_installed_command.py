@@ -128,10 +128,35 @@ def plan_through_the_command(env: dict[str, str], mechanism: str, store: Path, a
     return json.loads(done.stdout)
 
 
+# What a mechanism's plan needs in the generated store to reach its worker code (the others reach it on any store).
+ERASURE_KEY = ("key-0001", "globex/tables")  # a key of the generated store's keyed namespace
+
+
+def prepare(env: dict[str, str], mechanism: str, store: Path) -> None:
+    """Key erasure stages ledgers in Python workers only when a request finds entries: request a key the store
+    holds."""
+    if mechanism != "erasure":
+        return
+    key, namespace = ERASURE_KEY
+    subprocess.run(
+        [str(COMMAND), "erase", "request", key, "--store", str(store), "--namespace", namespace,
+         "--reason", "interpreter check", "--requested-at", "2026-11-01T00:00:00Z"],
+        env=env, check=True, capture_output=True,
+    )  # fmt: skip
+
+
+def reached_worker_code(mechanism: str, document: dict) -> bool:
+    if mechanism == "erasure":
+        return document["summary"]["ledgersToRewrite"] > 0
+    return True
+
+
 @pytest.mark.parametrize("mechanism", MECHANISMS)
 def test_plan_through_the_entry_point_uses_its_own_interpreter(store_root, bare_env, mechanism):
+    prepare(bare_env, mechanism, store_root)
     document = plan_through_the_command(bare_env, mechanism, store_root, AS_OF)
     assert document["mechanism"] == mechanism and document["gate"]["success"]
+    assert reached_worker_code(mechanism, document), f"the {mechanism} plan ran no Python worker: {document}"
 
 
 def test_a_plan_reading_ledgers_only_in_the_tier_uses_its_own_interpreter(bare_env, tmp_path):
