@@ -267,7 +267,7 @@ def _write_staged(spark, run: RunDir, live: DataFrame, ledgers: list, files: Led
     if not ledgers:
         return
     staged.mkdir(parents=True)
-    by_dir = {str(files.dir(topic, ledger_id)): (topic, ledger_id) for topic, ledger_id in files.tier_objects}
+    by_dir = files.tier_ledgers_by_dir()
     tasks = spark.createDataFrame(
         [
             (

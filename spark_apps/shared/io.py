@@ -226,9 +226,13 @@ class LedgerFiles:
             frame = frame.unionByName(self._read_tier(spark, tiered, columns))
         return frame if with_dir else frame.drop("dir")
 
+    def tier_ledgers_by_dir(self) -> dict[str, tuple[str, int]]:
+        """(topic, ledger) of each ledger only in the tier, by the directory its local copy had."""
+        return {str(self.dir(t, lid)): (t, lid) for t, lid in self.tier_objects}
+
     def read_dirs(self, spark: SparkSession, dirs: list[str], columns: T.StructType) -> DataFrame:
         """As :func:`read_dirs`, a ledger whose local copy is deleted read from the tier under its directory."""
-        by_dir = {str(self.dir(t, lid)): (t, lid) for t, lid in self.tier_objects}
+        by_dir = self.tier_ledgers_by_dir()
         tiered = [by_dir[d] for d in dirs if d in by_dir]
         local = read_dirs(spark, [d for d in dirs if d not in by_dir], columns)
         if not tiered:
