@@ -19,7 +19,9 @@ $(STAMP): requirements.txt constraints.txt pyproject.toml scripts/system-deps.sh
 	@# Bytecode for every installed module, as pip would write it, but on every core (pip compiles one file at a
 	@# time: ~32 s of a fresh setup's 60 s on CI's two cores, ~18 s this way). Compiled here, not at first import:
 	@# where PYTHONDONTWRITEBYTECODE is set (this machine's environment) nothing would ever cache it.
-	$(PY) -m compileall -q -j 0 "$$($(PY) -c 'import sysconfig; print(sysconfig.get_path("purelib"))')" >/dev/null
+	@# Not the packages' own test suites, nor sympy and networkx, which only moto[server]'s cfn-lint needs (a
+	@# CloudFormation linter the S3 server never starts): 4,928 of 15,960 files, 18.9 -> 12.4 s on two cores.
+	$(PY) -m compileall -q -j 0 -x '/(tests|sympy|networkx|cfnlint)/' "$$($(PY) -c 'import sysconfig; print(sysconfig.get_path("purelib"))')" >/dev/null
 	$(PY) -m pip install --quiet --no-deps -e .
 	$(PY) scripts/check_install.py
 	@touch $(STAMP)

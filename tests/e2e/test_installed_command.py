@@ -2,19 +2,25 @@
 
 Run by its full path, as cron, systemd or another tool runs it, with a PATH that does not hold the virtualenv and
 whose first ``python3`` is a stand-in that refuses to run: Spark's Python workers must start the interpreter the
-command runs in (``spark_apps.shared.session.use_own_interpreter``), never the first ``python3`` on PATH. Every
-piece of Spark code that starts Python workers is reached through the entry point this way (found in the source,
-so a planner or gate that starts using them is covered without editing this file): the ``plan`` of each mechanism
-whose own Spark package starts them, and, for shared code that starts them only on some data (reading ledgers
-that are only in the object tier), the run named for it in ``SHARED_WORKER_CODE``, on a store that has such data.
-Every launch takes the same session path, so one run per piece of worker code is the whole check; the others run
-in the JVM only, and their CLI runs are in-process in tests/e2e/test_cli_contract.py.
+command runs in (``spark_apps.shared.session.use_own_interpreter``), never the first ``python3`` on PATH.
+
+What makes that hold for every piece of Spark code that starts Python workers is one fact checked here without
+Spark: every session of the project comes from the one builder, ``spark_apps.shared.session.get_spark``, which
+sets the interpreter before the session starts; the workers then import the project's code from the same
+installed packages whichever mechanism's code they run. So the entry point is run twice: one mechanism's ``plan``
+whose Spark code starts workers on any store (``WORKER_RUN``, the scrub's: it reads every stored ledger's files in
+Python workers), and the run named in ``SHARED_WORKER_CODE`` for the shared code that starts workers only on some
+data (ledgers that are only in the object tier, with the tier's location in the command's environment). Until
+2026-11-27 every worker-starting mechanism had a run of its own here (five cold processes, ~90 CPU-s of the
+suite's run); each took the same session path. The CLI runs of the others are in-process in
+tests/e2e/test_cli_contract.py.
 """
 
 from __future__ import annotations
 
 import json
 import os
+import re
 import shutil
 import subprocess
 import sys
@@ -47,6 +53,18 @@ def mechanisms_with_python_workers() -> list[str]:
     ]
 
 
+def session_builders() -> dict[str, list[int]]:
+    """The project's Python files that build a SparkSession or SparkContext, with the lines doing it."""
+    pattern = re.compile(r"SparkSession\.builder|SparkContext\(")
+    found: dict[str, list[int]] = {}
+    for top in ("spark_apps", "include", "plugins", "dags"):
+        for path in sorted((REPO / top).rglob("*.py")):
+            lines = [i for i, line in enumerate(path.read_text().splitlines(), 1) if pattern.search(line)]
+            if lines:
+                found[str(path.relative_to(REPO))] = lines
+    return found
+
+
 def shared_worker_code() -> set[str]:
     """The Spark files outside every mechanism's package that start Python workers."""
     own = {REPO / "spark_apps" / name for name in mechanism_names()}
@@ -63,7 +81,8 @@ SHARED_WORKER_CODE = {
 }
 
 
-MECHANISMS = mechanisms_with_python_workers()
+# The one mechanism planned through the entry point: its Spark code starts Python workers on every store.
+WORKER_RUN = "scrub"
 
 COMMAND = Path(sys.executable).parent / "housekeeping"
 AS_OF = "2026-11-02T00:00:00Z"
@@ -102,8 +121,16 @@ def store_root(tmp_path_factory, bare_env) -> Path:
     return root
 
 
-def test_some_planner_starts_python_workers_so_the_check_below_means_something():
-    assert MECHANISMS, "no mechanism's Spark code starts Python workers: the interpreter check tests nothing"
+def test_every_session_comes_from_the_one_builder_that_sets_the_interpreter():
+    """The reason one worker-starting run stands for all: a second builder would need a run of its own."""
+    assert list(session_builders()) == ["spark_apps/shared/session.py"], session_builders()
+
+
+def test_the_mechanism_planned_below_starts_python_workers_so_the_check_means_something():
+    assert WORKER_RUN in mechanisms_with_python_workers(), (
+        f"{WORKER_RUN}'s Spark code no longer starts Python workers: plan one whose code does "
+        f"({mechanisms_with_python_workers()}) in WORKER_RUN"
+    )
 
 
 def test_every_piece_of_shared_worker_code_has_a_run_that_reaches_it():
@@ -128,35 +155,11 @@ def plan_through_the_command(env: dict[str, str], mechanism: str, store: Path, a
     return json.loads(done.stdout)
 
 
-# What a mechanism's plan needs in the generated store to reach its worker code (the others reach it on any store).
-ERASURE_KEY = ("key-0001", "globex/tables")  # a key of the generated store's keyed namespace
-
-
-def prepare(env: dict[str, str], mechanism: str, store: Path) -> None:
-    """Key erasure stages ledgers in Python workers only when a request finds entries: request a key the store
-    holds."""
-    if mechanism != "erasure":
-        return
-    key, namespace = ERASURE_KEY
-    subprocess.run(
-        [str(COMMAND), "erase", "request", key, "--store", str(store), "--namespace", namespace,
-         "--reason", "interpreter check", "--requested-at", "2026-11-01T00:00:00Z"],
-        env=env, check=True, capture_output=True,
-    )  # fmt: skip
-
-
-def reached_worker_code(mechanism: str, document: dict) -> bool:
-    if mechanism == "erasure":
-        return document["summary"]["ledgersToRewrite"] > 0
-    return True
-
-
-@pytest.mark.parametrize("mechanism", MECHANISMS)
-def test_plan_through_the_entry_point_uses_its_own_interpreter(store_root, bare_env, mechanism):
-    prepare(bare_env, mechanism, store_root)
-    document = plan_through_the_command(bare_env, mechanism, store_root, AS_OF)
-    assert document["mechanism"] == mechanism and document["gate"]["success"]
-    assert reached_worker_code(mechanism, document), f"the {mechanism} plan ran no Python worker: {document}"
+def test_a_plan_whose_code_starts_python_workers_uses_the_commands_own_interpreter(store_root, bare_env):
+    """The scrub's plan reads every stored ledger's files in Python workers (``spark_apps/scrub/files.py``)."""
+    document = plan_through_the_command(bare_env, WORKER_RUN, store_root, AS_OF)
+    assert document["mechanism"] == WORKER_RUN and document["gate"]["success"]
+    assert document["summary"]["ledgersChecked"] > 0, f"the {WORKER_RUN} plan read no ledger file: {document}"
 
 
 def test_a_plan_reading_ledgers_only_in_the_tier_uses_its_own_interpreter(bare_env, tmp_path):
