@@ -7,13 +7,11 @@ command runs in (``spark_apps.shared.session.use_own_interpreter``), never the f
 What makes that hold for every piece of Spark code that starts Python workers is one fact checked here without
 Spark: every session of the project comes from the one builder, ``spark_apps.shared.session.get_spark``, which
 sets the interpreter before the session starts; the workers then import the project's code from the same
-installed packages whichever mechanism's code they run. So the entry point is run twice: one mechanism's ``plan``
-whose Spark code starts workers on any store (``WORKER_RUN``, the scrub's: it reads every stored ledger's files in
-Python workers), and the run named in ``SHARED_WORKER_CODE`` for the shared code that starts workers only on some
-data (ledgers that are only in the object tier, with the tier's location in the command's environment). Until
-2026-11-27 every worker-starting mechanism had a run of its own here (five cold processes, ~90 CPU-s of the
-suite's run); each took the same session path. The CLI runs of the others are in-process in
-tests/e2e/test_cli_contract.py.
+installed packages whichever mechanism's or shared module's code they run. So the entry point is run once, with
+the ``plan`` of one mechanism whose Spark code starts workers on any store (``WORKER_RUN``, the scrub's: it reads
+every stored ledger's files in Python workers). Until 2026-11-27 every worker-starting mechanism, and the shared
+code reading tier-only ledgers, had a run of their own here (five cold processes, ~90 CPU-s of the suite's run);
+each took the same session path. The CLI runs of the others are in-process in tests/e2e/test_cli_contract.py.
 """
 
 from __future__ import annotations
@@ -29,10 +27,7 @@ from pathlib import Path
 import pytest
 
 from housekeeping.mechanisms.registry import mechanism_names
-from housekeeping.store.tier import OFFLOAD_URL_ENV
-from tests.conftest import REPO, iso, write_manifest
-from tests.offload.test_tier_reads import AS_OF as TIER_AS_OF
-from tests.offload.test_tier_reads import manifest as tiered_manifest
+from tests.conftest import REPO
 
 pytestmark = pytest.mark.processes
 
@@ -63,22 +58,6 @@ def session_builders() -> dict[str, list[int]]:
             if lines:
                 found[str(path.relative_to(REPO))] = lines
     return found
-
-
-def shared_worker_code() -> set[str]:
-    """The Spark files outside every mechanism's package that start Python workers."""
-    own = {REPO / "spark_apps" / name for name in mechanism_names()}
-    return {
-        str(f.relative_to(REPO))
-        for f in (REPO / "spark_apps").rglob("*.py")
-        if f.parent not in own and _starts_workers(f)
-    }
-
-
-# Shared worker code, and the run below that reaches it.
-SHARED_WORKER_CODE = {
-    "spark_apps/shared/tier_reads.py": "expiry on a store whose oldest ledger is only in a directory tier",
-}
 
 
 # The one mechanism planned through the entry point: its Spark code starts Python workers on every store.
@@ -133,13 +112,6 @@ def test_the_mechanism_planned_below_starts_python_workers_so_the_check_means_so
     )
 
 
-def test_every_piece_of_shared_worker_code_has_a_run_that_reaches_it():
-    assert shared_worker_code() == set(SHARED_WORKER_CODE), (
-        "shared Spark code that starts Python workers changed: name the run through the entry point that reaches "
-        "it in SHARED_WORKER_CODE and make that run below"
-    )
-
-
 def plan_through_the_command(env: dict[str, str], mechanism: str, store: Path, as_of: str) -> dict:
     """`housekeeping plan MECHANISM` by the entry point's full path: it ran with its own interpreter (the stand-in
     was never started) and succeeded; its JSON document."""
@@ -160,22 +132,3 @@ def test_a_plan_whose_code_starts_python_workers_uses_the_commands_own_interpret
     document = plan_through_the_command(bare_env, WORKER_RUN, store_root, AS_OF)
     assert document["mechanism"] == WORKER_RUN and document["gate"]["success"]
     assert document["summary"]["ledgersChecked"] > 0, f"the {WORKER_RUN} plan read no ledger file: {document}"
-
-
-def test_a_plan_reading_ledgers_only_in_the_tier_uses_its_own_interpreter(bare_env, tmp_path):
-    """``spark_apps/shared/tier_reads.py``: expiry reads the publish times of the ledgers its cursor's backlog
-    straddles; the oldest is only in the directory tier, so its entries are read in Python workers."""
-    env = {**bare_env, OFFLOAD_URL_ENV: str(tmp_path / "tier")}
-    (tmp_path / "tier").mkdir()
-    store = tmp_path / "store"
-    manifest_path = write_manifest(tmp_path, tiered_manifest(tiered=True))
-    loaded = subprocess.run(
-        [str(COMMAND), "load", "--store", str(store), "--manifest", str(manifest_path)],
-        env=env,
-        capture_output=True,
-        text=True,
-    )
-    assert loaded.returncode == 0, loaded.stderr[-3000:]
-    assert not (store / "ledgers/persistent/t/ns/keyed/1").exists(), "ledger 1 is only in the tier"
-    document = plan_through_the_command(env, "expiry", store, iso(TIER_AS_OF))
-    assert document["gate"]["success"] and document["actions"], document
