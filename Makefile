@@ -17,10 +17,9 @@ $(STAMP): requirements.txt constraints.txt pyproject.toml scripts/system-deps.sh
 	$(PY) -m pip install --quiet --upgrade pip
 	$(PY) -m pip install --quiet --no-compile -r requirements.txt -c constraints.txt
 	@# Bytecode for every installed module, as pip would write it, but on every core (pip compiles one file at a
-	@# time: ~32 s of a fresh setup's 60 s on CI's two cores, ~18 s this way). Compiled here, not at first import:
-	@# where PYTHONDONTWRITEBYTECODE is set (this machine's environment) nothing would ever cache it.
+	@# time). Compiled here, not at first import: where PYTHONDONTWRITEBYTECODE is set nothing would ever cache it.
 	@# Not the packages' own test suites, nor sympy and networkx, which only moto[server]'s cfn-lint needs (a
-	@# CloudFormation linter the S3 server never starts): 4,928 of 15,960 files, 18.9 -> 12.4 s on two cores.
+	@# CloudFormation linter the S3 server never starts).
 	$(PY) -m compileall -q -j 0 -x '/(tests|sympy|networkx|cfnlint)/' "$$($(PY) -c 'import sysconfig; print(sysconfig.get_path("purelib"))')" >/dev/null
 	$(PY) -m pip install --quiet --no-deps -e .
 	$(PY) scripts/check_install.py
@@ -35,8 +34,7 @@ lint: setup
 	$(VENV)/bin/lint-imports --no-cache
 
 # Three workers on CI's two cores: a worker waiting on a process, a server or a browser leaves its core to the
-# others (same day, same suite: 32 min 26 s with three, 37 min 34 s with two; README). Four oversubscribe them:
-# 33 min 54 s against 26 min 52 s with three (2026-11-26). PYTEST_WORKERS=0 runs in one process.
+# others; four oversubscribe them (benchmarks/README.md, "The test suite"). PYTEST_WORKERS=0 runs in one process.
 PYTEST_WORKERS ?= 3
 
 # --no-loadscope-reorder: xdist hands files out in collection order (tests/conftest.py puts the longest first), not
@@ -48,10 +46,13 @@ test: lint
 	@source scripts/env.sh && $(PY) -m pytest $(XDIST)
 
 # The fast lane while working: pure rules and the Spark transforms on the one SparkSession per worker; no Airflow
-# run, no process of the test's own (spark-submit, PostgreSQL, browser), no whole plan-and-gate run (`runs`).
-# The full suite (`make test`) stays what CI runs.
+# run, no process of the test's own (spark-submit, PostgreSQL, browser), no gate (`runs`). Nothing in it waits on
+# another process, so one worker per core. The full suite (`make test`) stays what CI runs.
+FAST_WORKERS ?= 2
+
 test-fast: lint
-	@source scripts/env.sh && $(PY) -m pytest $(XDIST) -m "(unit or spark) and not airflow and not processes and not runs"
+	@source scripts/env.sh && $(PY) -m pytest -n $(FAST_WORKERS) --dist loadfile --no-loadscope-reorder \
+		-m "(unit or spark) and not airflow and not processes and not runs"
 
 airflow: setup
 	@bash scripts/airflow-standalone.sh

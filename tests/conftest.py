@@ -16,6 +16,8 @@ from pathlib import Path
 import pytest
 
 REPO = Path(__file__).resolve().parent.parent
+# Real admin JSON a test reads (tests/samples/README.md says where each came from).
+SAMPLES = REPO / "tests" / "samples"
 VENV_BIN = Path(sys.executable).parent
 
 _airflow_home = Path(tempfile.mkdtemp(prefix="housekeeping-airflow-"))
@@ -486,7 +488,7 @@ LONGEST_FILES_FIRST = (
     "test_system_topics.py",
     "test_dags.py",
     "test_policy_what_if.py",
-    "test_policy_sweep.py",
+    "test_sweep.py",
     "test_plan.py",
     "test_installed_command.py",
     "test_dag.py",
@@ -496,6 +498,31 @@ LONGEST_FILES_FIRST = (
 
 
 LANE_MARKERS = ("unit", "spark", "processes", "airflow")
+# A fixture that starts something lends its lane to every test that uses it.
+FIXTURE_LANES = {
+    "spark": "spark",
+    "postgres_server": "processes",
+    "s3_server": "processes",
+    "s3_tier": "processes",
+    "spark_connect_server": "processes",
+    "airflow_db": "airflow",
+    "dagbag_on_spark_connect": "airflow",
+}
+
+
+def _markers(item) -> set[str]:
+    return {mark.name for mark in item.iter_markers()}
+
+
+def _lanes_missing(item) -> list[str]:
+    """The lane markers the test's fixtures imply and it does not carry (a parametrized fixture's PostgreSQL or S3
+    case carries ``processes`` through its param's marks)."""
+    marks = _markers(item)
+    return sorted(
+        f"{lane} (it uses the {name} fixture)"
+        for name, lane in FIXTURE_LANES.items()
+        if name in item.fixturenames and lane not in marks
+    )
 
 
 def pytest_collection_modifyitems(config, items):
@@ -505,5 +532,59 @@ def pytest_collection_modifyitems(config, items):
             f"every test needs one of the markers {', '.join(LANE_MARKERS)} (pyproject.toml); unmarked: "
             + ", ".join(unmarked[:10])
         )
+    untrue = [f"{item.nodeid}: {', '.join(missing)}" for item in items if (missing := _lanes_missing(item))]
+    if untrue:
+        raise pytest.UsageError(
+            "a test's lane markers must say what it does; missing: "
+            + "; ".join(untrue[:10])
+            + (f" (and {len(untrue) - 10} more)" if len(untrue) > 10 else "")
+        )
     rank = {name: i for i, name in enumerate(LONGEST_FILES_FIRST)}
     items.sort(key=lambda item: rank.get(item.path.name, len(rank)))
+
+
+# The test being set up, run or torn down (its module- and session-scoped fixtures included).
+_RUNNING: list = []
+
+
+@pytest.hookimpl(wrapper=True)
+def pytest_runtest_protocol(item, nextitem):
+    _RUNNING.append(item)
+    try:
+        return (yield)
+    finally:
+        _RUNNING.pop()
+
+
+def _require_marker(needed: str, what: str) -> None:
+    if _RUNNING and needed not in _markers(_RUNNING[-1]):
+        raise AssertionError(f"{_RUNNING[-1].nodeid} {what}: mark it {needed} (pyproject.toml's markers)")
+
+
+@pytest.fixture(scope="session", autouse=True)
+def lane_markers_are_true():
+    """What a test's markers promise, held while it runs, its fixtures included: a test without ``spark`` starts no
+    SparkSession, and one without ``runs`` validates no gate in this process (Great Expectations over check frames:
+    a gate follows a plan, a whole run, kept out of the fast lane). A wrong marker fails the test naming the marker
+    it needs."""
+    from pyspark.sql import SparkSession
+
+    import spark_apps.validate_plan as gate_app
+    from housekeeping.engine import gate
+
+    get_or_create, run_gate = SparkSession.Builder.getOrCreate, gate.run_gate
+
+    def checked_get_or_create(self):
+        _require_marker("spark", "starts a SparkSession")
+        return get_or_create(self)
+
+    def checked_run_gate(*args, **kwargs):
+        _require_marker("runs", "validates a gate in this process")
+        return run_gate(*args, **kwargs)
+
+    # The gate app binds run_gate at import: both names.
+    SparkSession.Builder.getOrCreate = checked_get_or_create
+    gate.run_gate = gate_app.run_gate = checked_run_gate
+    yield
+    SparkSession.Builder.getOrCreate = get_or_create
+    gate.run_gate = gate_app.run_gate = run_gate

@@ -1,6 +1,6 @@
 """Gate mutants: a valid plan rewritten as a buggy planner or a hand-edited plan would write it must be blocked by
 the expectation that re-derives the broken invariant, and apply must refuse it with nothing changed. Used by
-tests/gc/test_gate_mutations.py, tests/backlog/test_gate_mutations.py and tests/offload/test_gate.py (trim: tests/trim/test_gate.py; expiry:
+tests/gc/test_gate.py, tests/backlog/test_gate.py and tests/offload/test_gate.py (trim: tests/trim/test_gate.py; expiry:
 tests/expiry/test_plan.py; compaction: tests/compaction/test_scenarios.py; holds: tests/e2e/test_holds_and_journal.py)."""
 
 from __future__ import annotations

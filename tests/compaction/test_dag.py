@@ -19,7 +19,7 @@ from housekeeping.store import metadata_schema as t
 from housekeeping.store.generate import GenerateOptions, generate_store
 from housekeeping.store.manifest.export import export_manifest
 
-pytestmark = pytest.mark.airflow
+pytestmark = [pytest.mark.airflow, pytest.mark.processes]
 
 AS_OF = datetime(2026, 11, 1, tzinfo=UTC)
 NAMED = "persistent://globex/tables/t-00006"

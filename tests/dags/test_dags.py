@@ -278,6 +278,7 @@ def _run_dag(dag, logical_date: datetime, conf: dict | None = None):
     return dag.test(logical_date=logical_date, run_conf=conf or {})
 
 
+@pytest.mark.processes  # the DAG's Spark steps on spark-submit
 def test_gate_failure_stops_the_run_before_apply(dagbag, tmp_path, monkeypatch):
     store = generate_store(tmp_path / "store", GenerateOptions(topics=8, seed=3, entries_per_ledger=20))
     monkeypatch.setenv("HOUSEKEEPING_STORE_ROOT", str(store.root))

@@ -15,7 +15,7 @@ from housekeeping.store.generate import GenerateOptions, generate_store
 from tests.conftest import run_cli
 from tests.store_invariants import store_contents
 
-pytestmark = pytest.mark.airflow
+pytestmark = [pytest.mark.airflow, pytest.mark.processes]
 
 AS_OF = "2026-11-01T00:00:00Z"
 # Each dag.test() its own logical date (one run per DAG and date).

@@ -1,8 +1,8 @@
 """The bad-input catalogue: every kind gets exit code 2, an error that names the offending topic, namespace,
 file or setting, and changes nothing (metadata and entry files byte for byte).
 
-Manifest-content kinds are also covered at the API level in tests/housekeeping/test_manifest.py and
-tests/housekeeping/test_policies.py; here each kind goes through the public CLI contract. DAG params that fail the
+Manifest-content kinds are also covered at the API level in tests/housekeeping/store/test_manifest.py and
+tests/housekeeping/core/test_policies.py; here each kind goes through the public CLI contract. DAG params that fail the
 schema are checked with Airflow's own param validation in test_dag_params_that_fail_the_schema_are_refused.
 """
 
@@ -358,6 +358,7 @@ def test_a_locked_database_is_named_and_nothing_changes(store, capsys, monkeypat
     assert fingerprint(store.root) == before
 
 
+@pytest.mark.airflow
 def test_dag_params_that_fail_the_schema_are_refused(airflow_db):
     """Airflow validates a run's conf against each DAG's params before the run exists (the trigger form and
     `airflow dags test -c` use the same validation)."""

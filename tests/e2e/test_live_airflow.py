@@ -308,6 +308,7 @@ def test_a_sweep_triggered_from_the_what_if_form_writes_its_report_and_changes_n
     assert store_state(live_airflow.store) == before, "a what-if changed the store"
 
 
+@pytest.mark.spark
 def test_backfill_create_equals_the_decisions_made_one_by_one_and_again_changes_nothing(
     live_airflow, tmp_path, spark
 ):

@@ -15,7 +15,7 @@ from housekeeping.store.generate import GenerateOptions, generate_store
 from housekeeping.store.manifest.export import export_manifest
 from tests.store_invariants import files_holding
 
-pytestmark = pytest.mark.airflow
+pytestmark = [pytest.mark.airflow, pytest.mark.processes]
 
 AS_OF = datetime(2026, 11, 1, tzinfo=UTC)
 KEY = "key-0001"

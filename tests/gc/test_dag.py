@@ -16,7 +16,7 @@ from housekeeping.store.generate import PARTITIONED_TOPIC, GenerateOptions, gene
 from housekeeping.store.manifest.export import export_manifest
 from tests.conftest import run_cli
 
-pytestmark = pytest.mark.airflow
+pytestmark = [pytest.mark.airflow, pytest.mark.processes]
 
 AS_OF = datetime(2026, 11, 1, tzinfo=UTC)
 

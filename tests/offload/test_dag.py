@@ -20,7 +20,7 @@ from tests.conftest import ledger_topic, run_cli, write_manifest
 from tests.s3_server import CREDENTIALS
 from tests.store_invariants import assert_no_orphans_and_no_dangling_metadata
 
-pytestmark = pytest.mark.airflow
+pytestmark = [pytest.mark.airflow, pytest.mark.processes]
 
 REPO = Path(__file__).resolve().parents[2]
 OFFLOAD_AT = datetime(2026, 1, 2, tzinfo=UTC)

@@ -16,7 +16,7 @@ from housekeeping.store.generate import GenerateOptions, generate_store
 from tests.conftest import run_cli
 from tests.scrub.test_scenarios import age
 
-pytestmark = pytest.mark.airflow
+pytestmark = [pytest.mark.airflow, pytest.mark.processes]
 
 AS_OF = datetime(2026, 11, 1, tzinfo=UTC)
 

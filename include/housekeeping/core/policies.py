@@ -317,7 +317,7 @@ class EffectivePolicies:
 
     def to_json(self) -> dict[str, Any]:
         """As ``dataclasses.asdict``, which deep-copies every value and was a quarter of a 100,000-topic snapshot
-        (tests/housekeeping/test_policies.py holds the two equal)."""
+        (tests/housekeeping/core/test_policies.py holds the two equal)."""
         return _plain(self)
 
 

@@ -213,7 +213,7 @@ def stop(state_dir: Path, wait_s: float = 30.0) -> bool:
         time.sleep(0.2)
     if state.pid() is not None:
         os.killpg(pid, signal.SIGKILL)
-    # Emptied, not deleted: only housekeeping.store.fs deletes files (tests/housekeeping/test_hostile_names.py), and a
+    # Emptied, not deleted: only housekeeping.store.fs deletes files (tests/housekeeping/core/test_hostile_names.py), and a
     # pid left behind could name another process later.
     state.pid_file.write_text("")
     return True

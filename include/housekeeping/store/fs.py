@@ -2,7 +2,7 @@
 :func:`remove_file` (a writer's own side files) and :func:`prune_empty_dirs` (empty parents only).
 
 Every deletion (purge of a ledger, a writer replacing its own staging output, a store replaced by ``load``) goes
-through them with the directory it must stay inside; they refuse anything else. tests/housekeeping/test_hostile_names.py
+through them with the directory it must stay inside; they refuse anything else. tests/housekeeping/core/test_hostile_names.py
 checks with generated hostile paths that nothing outside is ever removed, and that no other module calls a
 file-deleting primitive.
 """

@@ -24,7 +24,7 @@ from tests.store_invariants import pending_and_journal
 AS_OF = "2026-11-02T00:00:00Z"
 TRIM = get_mechanism("trim")
 
-pytestmark = pytest.mark.spark
+pytestmark = [pytest.mark.spark, pytest.mark.runs]
 
 
 @pytest.fixture(scope="module")

@@ -16,6 +16,7 @@ from hypothesis import strategies as st
 from housekeeping.core.errors import InputError, PathOutsideStore
 from housekeeping.core.names import NamespaceName, TopicName
 from housekeeping.store.store import Store, ledger_rel_path
+from tests.conftest import REPO
 
 pytestmark = pytest.mark.unit
 
@@ -141,12 +142,15 @@ DELETING_MODULES = ("include/housekeeping/store/fs.py", "include/housekeeping/st
 
 def test_no_module_but_fs_and_the_tier_deletes_files():
     """The containment above is only worth something if nothing else deletes: a static check of the sources."""
-    repo = Path(__file__).resolve().parents[2]
-    offenders = []
+    offenders, scanned = [], []
     for folder in ("include", "spark_apps", "dags", "plugins"):
-        for source in (repo / folder).rglob("*.py"):
-            if str(source.relative_to(repo)) in DELETING_MODULES:
+        for source in (REPO / folder).rglob("*.py"):
+            scanned.append(source)
+            if str(source.relative_to(REPO)) in DELETING_MODULES:
                 continue
             text = source.read_text(encoding="utf-8")
-            offenders += [f"{source.relative_to(repo)}: {call}" for call in DELETING_CALLS if call in text]
+            offenders += [f"{source.relative_to(REPO)}: {call}" for call in DELETING_CALLS if call in text]
+    assert len(scanned) > 100 and all((REPO / m).is_file() for m in DELETING_MODULES), (
+        "the sources were not found"
+    )
     assert offenders == []

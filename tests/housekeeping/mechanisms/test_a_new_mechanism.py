@@ -20,11 +20,10 @@ from typing import Any
 import pytest
 from sqlalchemy import and_, select
 
-from tests.conftest import iso, run_cli, topic_body, write_manifest
+from tests.conftest import REPO, iso, run_cli, topic_body, write_manifest
 
 pytestmark = [pytest.mark.spark, pytest.mark.runs]
 
-REPO = Path(__file__).resolve().parents[2]
 T0 = 1_767_225_600_000  # 2026-01-01T00:00:00Z
 NAME = "unlist_empty"
 

@@ -65,6 +65,7 @@ def _outcomes(document: dict) -> list[tuple]:
 
 
 @pytest.mark.spark
+@pytest.mark.runs
 def test_a_check_frame_over_the_driver_limit_is_validated_on_spark_with_the_same_verdict(
     tmp_path, spark, monkeypatch
 ):

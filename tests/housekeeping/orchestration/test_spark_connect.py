@@ -1,7 +1,7 @@
 """The Spark steps on a Spark Connect server (include/housekeeping/orchestration/spark_connect.py,
 spark_operator.py): the same apps, launched by the DAGs' operator against a real server, plan and gate exactly as
 the classic session does (here for the mechanisms outside the plan-fingerprint chain; the chain's, run on Connect,
-match the fingerprints the classic session matches: tests/housekeeping/test_plan_fingerprints.py); the server's
+match the fingerprints the classic session matches: tests/housekeeping/mechanisms/test_plan_fingerprints.py); the server's
 command-line lifecycle; a task whose server is down fails naming its connection. (A DAG run on Connect, with
 compaction's Spark apply: tests/compaction/test_dag.py; the live Airflow runs on it too.)"""
 
@@ -30,11 +30,11 @@ from tests.conftest import (
     plan_and_gate_on_connect,
     run_cli,
 )
-from tests.housekeeping.test_plan_fingerprints import CHAIN
+from tests.housekeeping.mechanisms.test_plan_fingerprints import CHAIN
 from tests.pg_server import free_port
 
 AS_OF = "2026-11-01T00:00:00Z"
-# The fingerprint chain's mechanisms plan and gate on Connect there (tests/housekeeping/test_plan_fingerprints.py).
+# The fingerprint chain's mechanisms plan and gate on Connect there (tests/housekeeping/mechanisms/test_plan_fingerprints.py).
 OUTSIDE_THE_FINGERPRINT_CHAIN = [m for m in mechanism_names() if m not in CHAIN]
 
 

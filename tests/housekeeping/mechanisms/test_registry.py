@@ -18,10 +18,10 @@ from housekeeping.core.errors import InputError
 from housekeeping.engine.actions import ActionKind
 from housekeeping.engine.mechanism import Mechanism
 from housekeeping.mechanisms import registry
+from tests.conftest import REPO
 
 pytestmark = pytest.mark.unit
 
-REPO = Path(__file__).resolve().parents[2]
 LIBRARY = REPO / "include" / "housekeeping"
 SPARK_APPS = REPO / "spark_apps"
 SHARED = "shared"  # the folder of what mechanisms share (never a mechanism), in both trees

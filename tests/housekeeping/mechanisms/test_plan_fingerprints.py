@@ -9,7 +9,7 @@ the canonical rows beside the store (``<basetemp>/fingerprints-<engine>0/<mechan
 
 The chain runs twice: on this process's classic session, and as a DAG run's plan and gate tasks on the suite's
 Spark Connect server, with production's code generation (one set of fingerprints for both; the mechanisms outside
-the chain are compared between the two in tests/e2e/test_spark_connect.py)."""
+the chain are compared between the two in tests/housekeeping/orchestration/test_spark_connect.py)."""
 
 from __future__ import annotations
 
@@ -32,7 +32,7 @@ from housekeeping.store.store import Store
 from tests.conftest import plan_and_gate_on_connect
 from tests.store_invariants import pending_and_journal
 
-pytestmark = pytest.mark.spark
+pytestmark = [pytest.mark.spark, pytest.mark.runs]
 
 FINGERPRINTS = Path(__file__).with_name("plan_fingerprints.json")
 UPDATE_ENV = "HOUSEKEEPING_UPDATE_FINGERPRINTS"

@@ -11,7 +11,7 @@ from housekeeping.core.errors import InputError
 from housekeeping.store.manifest.export import export_manifest
 from housekeeping.store.manifest.load import load_manifest
 from housekeeping.store.store import Store
-from tests.conftest import topic_body, write_manifest
+from tests.conftest import SAMPLES, topic_body, write_manifest
 
 pytestmark = pytest.mark.unit
 
@@ -152,15 +152,8 @@ def test_not_json_and_missing_file(tmp_path):
 
 
 def test_reference_sample_assembles_into_a_manifest(tmp_path):
-    """stats-internal from a real Pulsar 4.x broker (shared/reference) plus close times -> a loadable topic."""
-    from pathlib import Path
-
-    sample_path = (
-        Path(__file__).resolve().parents[3] / "shared" / "reference" / "stats_internal_sample_4x.json"
-    )
-    if not sample_path.is_file():
-        pytest.skip("shared/reference is not beside this checkout")
-    sample = json.loads(sample_path.read_text())
+    """stats-internal from a real Pulsar 4.x broker (tests/samples) plus close times -> a loadable topic."""
+    sample = json.loads((SAMPLES / "stats_internal_sample_4x.json").read_text())
     ledgers = sample["ledgers"]
     body = {
         "ledgers": [
