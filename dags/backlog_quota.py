@@ -15,7 +15,7 @@ timestamp with `preciseTimeBasedBacklogQuotaCheck`). Readers never count; system
   without failing the run.
 
 **Flow:** `take_snapshot` -> `plan_backlog_quota` (Spark) -> `validate_backlog_plan` (Spark + Great Expectations
-replay every eviction step) -> `apply_backlog_quota` (per-cursor compare-and-set, quota states) ->
+replay every eviction step) -> `approve_backlog_quota` -> `apply_backlog_quota` (per-cursor compare-and-set, quota states) ->
 `purge_pending_deletions` -> `write_backlog_report` (+ alert).
 
 **Params:** `dry_run`, `scope`, `as_of`, `max_deleted_share` (unused: nothing is deleted).

@@ -15,7 +15,8 @@ ledger holds entries the retention no longer allows.
 
 **Flow:** `take_snapshot` -> `plan_compaction` (Spark: what each new compacted ledger holds, why keys left) ->
 `validate_compaction_plan` (Spark + Great Expectations: output keys are input keys, each the latest up to the
-horizon, retention and tombstone grace hold, nothing missing, counts reconcile) -> `skip_apply_on_dry_run` ->
+horizon, retention and tombstone grace hold, nothing missing, counts reconcile) -> `approve_compaction` ->
+`skip_apply_on_dry_run` ->
 `apply_compaction` (Spark writes each new compacted ledger whole, then one metadata switch per topic moves the
 `__compaction` cursor to the horizon and sends the previous compacted ledger to the pending-deletion log) ->
 `purge_pending_deletions` -> `write_compaction_report` (incl. the apache/pulsar#11211 warning: raw retention shorter

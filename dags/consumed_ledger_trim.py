@@ -7,6 +7,7 @@ out (time: closed more than `retentionTimeInMinutes` ago; size: what would remai
 `retentionSizeInMB`). The current ledger is never deleted; readers never pin data and are fast-forwarded.
 
 **Flow:** `take_snapshot` -> `plan_ledger_trim` (Spark) -> `validate_trim_plan` (Spark + Great Expectations)
+-> `approve_ledger_trim` (a person decides a plan over the approval thresholds)
 -> `apply_ledger_trim` (metadata first, compare-and-set per topic, pending-deletion log)
 -> `purge_pending_deletions` (files only after the grace period) -> `write_trim_report`.
 

@@ -12,7 +12,8 @@ never deleted. Each partition is decided alone; partitioned metadata goes only w
 `lastActive` = the run's logical time, as checkGC stamps them.
 
 **Flow:** `take_snapshot` -> `plan_inactive_topic_gc` (Spark) -> `validate_gc_plan` (Spark + Great Expectations
-re-derive inactivity per topic, refuse system topics, blast radius per namespace) -> `apply_inactive_topic_gc`
+re-derive inactivity per topic, refuse system topics, blast radius per namespace) -> `approve_inactive_topic_gc`
+-> `apply_inactive_topic_gc`
 (re-checks each topic against the current metadata; a client, subscription or backlog that appeared -> skipped and
 reported; otherwise cursors, policies and ledgers go through the pending-deletion log) -> `purge_pending_deletions`
 -> `write_gc_report`. `housekeeping restore TOPIC --store DIR` brings a topic back until its purge.

@@ -8,7 +8,7 @@ the **time threshold** (`managedLedgerOffloadThresholdInSeconds`). The current l
 and no cursor moves. Without a tier nothing is offloaded and the report says so.
 
 **Flow:** `take_snapshot` -> `plan_ledger_offload` (Spark) -> `validate_offload_plan` (Spark + Great Expectations)
--> `apply_ledger_offload` (per ledger: a new attempt UUID recorded, upload, read back and compare, then complete
+-> `approve_ledger_offload` -> `apply_ledger_offload` (per ledger: a new attempt UUID recorded, upload, read back and compare, then complete
 with a compare-and-set) -> `purge_pending_deletions` -> `write_offload_report`.
 
 The local copy of an offloaded ledger is deleted by `consumed_ledger_trim` once the offload-deletion lag

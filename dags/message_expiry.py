@@ -13,7 +13,8 @@ acknowledge a young message. Never touched: `__compaction`, system topics, reade
 subscriptions with connected consumers and a small backlog applies.
 
 **Flow:** `take_snapshot` -> `plan_message_expiry` (Spark; reads only the ledgers that straddle each cutoff) ->
-`validate_expiry_plan` (Spark + Great Expectations re-derive every move) -> `apply_message_expiry` (per-cursor
+`validate_expiry_plan` (Spark + Great Expectations re-derive every move) -> `approve_message_expiry` ->
+`apply_message_expiry` (per-cursor
 compare-and-set: a newer consumer ack is never overwritten) -> `purge_pending_deletions` -> `write_expiry_report`.
 
 **Params:** `dry_run`, `scope`, `as_of` (logical now), `max_deleted_share` (unused: expiry deletes nothing).

@@ -47,7 +47,7 @@ def hold_check_frame(spark, run_dir: str | Path) -> CheckFrame:
 def run(spark, run_dir: str | Path, mechanism: str) -> dict:
     spec = get_mechanism(mechanism)
     checks_of = importlib.import_module(spec.gate_checks).checks
-    start_loading_great_expectations()  # beside the check frames' Spark work (a gate process's 2.4 s of imports)
+    start_loading_great_expectations()  # beside the check frames' Spark work: most of a small gate's imports
     with run_scoped_cache(spark):
         checks = [*checks_of(spark, run_dir, spec), hold_check_frame(spark, run_dir)]
         # A check frame is computed once (its joins over the snapshot are the expensive part): brought to the

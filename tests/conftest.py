@@ -39,10 +39,7 @@ NO_CLASS_VERIFICATION = "-XX:+UnlockDiagnosticVMOptions -XX:-BytecodeVerificatio
 TEST_JVM_OPTIONS = f"-XX:+UseSerialGC -XX:TieredStopAtLevel=1 {NO_CLASS_VERIFICATION}"
 # The long-lived ones (each worker's in-process session and the run's Spark Connect server, which plan and gate
 # hundreds of times over the run) keep the JVM's full tiered JIT: C2's compiled Catalyst repays its compiling within
-# a few dozen plans. Measured 2026-11-27: 73 in-process `runs` tests (compaction scenarios, holds, what-if, CLI
-# contract, scrub scenarios, trim gate) in one process, 513 CPU-s C1 only -> 455 with C2; the Connect server's CPU
-# per plan + gate once warm (median of 5; trim, expiry, backlog, gc, compaction) 32.2 -> 26.6 s, and less in total
-# from its 20th plan on. Which JIT compiles the JVM's code changes no result.
+# a few dozen plans (benchmarks/README.md, "The test suite"). Which JIT compiles the JVM's code changes no result.
 LONG_LIVED_JVM_OPTIONS = f"-XX:+UseSerialGC {NO_CLASS_VERIFICATION}"
 # PYSPARK_SUBMIT_ARGS is read only when pyspark starts its own JVM (the in-process session).
 os.environ["PYSPARK_SUBMIT_ARGS"] = f'--driver-java-options "{LONG_LIVED_JVM_OPTIONS}" pyspark-shell'
@@ -80,11 +77,8 @@ def spark():
 # The Spark Connect server's settings over tests/spark-conf's: Spark's adaptive execution and broadcast joins of
 # small sides, as in production (the physical plans a deployment runs; a Connect session asks for 8 shuffle
 # partitions, which adaptive execution coalesces), with the suite's interpreted expressions: compiling each
-# query's generated code was ~40 % of the server's CPU per DAG run (server CPU per plan + gate on the 28-topic
-# store, median of 3 warm: trim 7.4 -> 4.3 s, expiry 10.9 -> 5.6, backlog 13.7 -> 9.5, gc 6.8 -> 3.2; with the
-# suite's settings whole, no adaptive execution, 5.1, 8.3, 12.6, 3.4; 2026-11-26). Its JIT is the full tiered one
-# (LONG_LIVED_JVM_OPTIONS): C1 only had cut its CPU over the Connect equality tests (113 s -> 82 s, 2026-11-25)
-# when every query's generated code was compiled; with interpreted expressions C2 costs less over the run.
+# query's generated code was a large share of the server's CPU per DAG run. Its JIT is the full tiered one
+# (LONG_LIVED_JVM_OPTIONS): with interpreted expressions C2 costs less over the run than C1 alone.
 CONNECT_SERVER_EXECUTION = {
     "spark.driver.extraJavaOptions": LONG_LIVED_JVM_OPTIONS,
     "spark.sql.adaptive.enabled": "true",
@@ -469,8 +463,7 @@ def rewrite_part(part: Path, text: str) -> None:
 
 # The longest files first: `--dist loadfile --no-loadscope-reorder` (Makefile) hands files to the workers in
 # collection order, so a long file collected last runs alone at the end. Ordered by worker-seconds in a clean clone's
-# CI run (2026-11-25: live Airflow 644 s, Connect equality 275 s, compaction scenarios 232 s, ...); a name matches
-# every file of that name (test_scenarios.py of each mechanism). Every worker sorts the same way (stable sort), so
+# CI run (benchmarks/README.md, "The test suite"); a name matches every file of that name (test_scenarios.py of each mechanism). Every worker sorts the same way (stable sort), so
 # collections agree.
 LONGEST_FILES_FIRST = (
     "test_live_airflow.py",

@@ -2,7 +2,7 @@
 Python over one topic's ledgers and durable cursors. The Spark app runs :func:`plan_topic` once per topic
 (grouped map); tests call it directly.
 
-Exceeded (PULSAR_SEMANTICS.md section 3), measured on the slowest durable cursor, readers never count:
+Exceeded (docs/semantics.md §5), measured on the slowest durable cursor, readers never count:
 
 - destination_storage: limit >= 0 and estimated backlog bytes >= limit (note ``>=``);
 - message_age: limit > 0 and asOf > ts + limit, ts = the close time of the ledger holding the first
@@ -12,7 +12,7 @@ Exceeded (PULSAR_SEMANTICS.md section 3), measured on the slowest durable cursor
 Size is checked first; only when it is not exceeded is time checked and acted on (``monitorBacklogQuota``).
 consumer_backlog_eviction moves durable cursors (steps below); the producer policies only record state.
 
-Deliberate differences (docs/semantics.md): the compaction cursor ``__compaction`` is never moved: the size
+Deliberate differences (docs/semantics.md §11): the compaction cursor ``__compaction`` is never moved: the size
 loop stops when it is the slowest (moving others cannot lower the measured backlog) and the time loop
 evicts the other cursors as Pulsar would and leaves it; a mark-delete in a ledger already trimmed is
 measured from the next ledger (Pulsar's estimate answers "not exceeded" there).

@@ -2,7 +2,7 @@
 
 What compaction reads for one topic (Pulsar's ``RawReader`` on ``__compaction`` with ``readCompacted``):
 the topic's current compacted ledger, whole, then the raw entries after that ledger's horizon up to the
-run's horizon. Without a compacted ledger it reads every raw entry still stored (see docs/semantics.md:
+run's horizon. Without a compacted ledger it reads every raw entry still stored (see docs/semantics.md §11:
 strictly safer than starting at a ``__compaction`` cursor that has no compacted ledger behind it).
 """
 

@@ -297,8 +297,7 @@ def at_input(rows: pa.Table, input_at: pa.Table) -> pa.Table:
 def with_position_rows(rows: pa.Table) -> pa.Table:
     """``rows`` with ``positionRows``: how many of them are at the same position (null for a null position).
     The plan's kept rows of a topic are all in its task, so this is the position's uniqueness in the plan: a
-    boolean GX checks, instead of GX's compound-uniqueness check, which on Spark is a shuffle of every kept entry
-    (5-11 s of the gate at 1.84 M kept entries; benchmarks/README.md)."""
+    boolean GX checks, instead of GX's compound-uniqueness check, which on Spark is a shuffle of every kept entry."""
     counts = rows.group_by(["ledgerId", "entryId"]).aggregate([([], "count_all")])
     return rows.join(
         counts.rename_columns(["ledgerId", "entryId", "positionRows"]),

@@ -1,4 +1,4 @@
-"""Spark app: plan topic compaction with retention on the compacted ledger (PULSAR_SEMANTICS.md section 5;
+"""Spark app: plan topic compaction with retention on the compacted ledger (docs/semantics.md §7;
 apache/pulsar #19665 / PIP-252, which Pulsar never built).
 
 Which topics (``compaction_candidates``, metadata only):
@@ -387,8 +387,7 @@ def arrow_topic_decisions(
     """:data:`TOPIC_DECISIONS` of one topic (``source``: its ``topic`` and :data:`RULE_PARAMS`) from its entries
     (ledgerId, entryId, key, size, source, entryTs) given in parts (a file each), in Arrow. Run in the task that
     reads the topic's input, so neither grouping by key nor the rule needs a shuffle (in Spark: a hash aggregate by
-    (topic, key) over every entry, then the rule and the size window over the winners, ~12 s of a 10 M-entry warm
-    plan). The parts' keyed rows are held until there are :data:`_FOLD_ROWS` of them, then folded into one row
+    (topic, key) over every entry, then the rule and the size window over the winners: most of a large plan). The parts' keyed rows are held until there are :data:`_FOLD_ROWS` of them, then folded into one row
     per key with the groups so far, so memory follows the topic's keys plus that, not its entries (Pulsar's
     compactor likewise keeps a map of keys to their latest position); a key's latest entry is its last in position
     order, exact for any ids. Pure."""

@@ -1,4 +1,4 @@
-"""Spark app: plan key erasure (no Pulsar counterpart: apache/pulsar#5059 asks for it; docs/semantics.md).
+"""Spark app: plan key erasure (no Pulsar counterpart: apache/pulsar#5059 asks for it; docs/semantics.md §8).
 
 A request ("forget the key whose SHA-256 is D in topic T / namespace NS") counts once its ``requestedAtMs`` is at
 or before the run's as-of. It covers a topic when it names the topic, the topic's partitioned topic or its

@@ -8,7 +8,7 @@ Reads a run's snapshot and, in one application for all in-scope topics, decides 
 - ``plan/blockers``      per kept subscription with a backlog: why nothing (more) expired
 - ``plan/summary.json``  totals, per namespace, and what was read from the entry store
 
-The rule, per subscription (PULSAR_SEMANTICS.md section 2):
+The rule, per subscription (docs/semantics.md §4):
 
 1. TTL = topic > namespace ``message_ttl_in_seconds`` > broker ``ttlDurationDefaultInSeconds``; 0 = off.
    System topics and the compaction subscription ``__compaction`` are never expired; readers are not

@@ -1,4 +1,4 @@
-"""Spark app: plan inactive-topic GC (Pulsar ``PersistentTopic#checkGC``, PULSAR_SEMANTICS.md section 4).
+"""Spark app: plan inactive-topic GC (Pulsar ``PersistentTopic#checkGC``, docs/semantics.md §6).
 
 Reads a run's snapshot, decides every in-scope topic in one application, and writes:
 

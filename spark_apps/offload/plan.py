@@ -1,4 +1,4 @@
-"""Spark app: plan ledger offload (Pulsar ``ManagedLedgerImpl#maybeOffload``; PULSAR_OFFLOAD_SEMANTICS.md section 2).
+"""Spark app: plan ledger offload (Pulsar ``ManagedLedgerImpl#maybeOffload``; docs/semantics.md §9).
 
 Reads a run's snapshot and decides every ledger of every in-scope topic:
 

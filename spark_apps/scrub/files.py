@@ -37,8 +37,8 @@ def _summarise(tables: list) -> dict:
 
 def _read_local(directory, pq) -> list:
     """The entry ids and sizes of a ledger directory's Parquet files; an error naming the file that cannot be read.
-    One ``ParquetFile`` per file, read on the task's thread: at 100,000 topics this runs once per ledger (437,585
-    times), where ``pq.read_table``'s dataset machinery cost 2.5x the read itself."""
+    One ``ParquetFile`` per file, read on the task's thread: this runs once per stored ledger, and
+    ``pq.read_table``'s dataset machinery costs more than the read itself."""
     import os
 
     try:

@@ -8,7 +8,7 @@ before it (entries of ledgers below L, plus e + 1 of L when L is still in the le
 moving to ordinal ``k`` acknowledges entries ``acked .. k-1``; the new mark-delete is the entry at
 ordinal ``k - 1``. This makes "how many entries does this move acknowledge" a subtraction.
 
-Message expiry rule (PULSAR_SEMANTICS.md section 2; our deliberately safer variant of the entry search):
+Message expiry rule (docs/semantics.md §4; our deliberately safer variant of the entry search):
 an entry is expired when its timestamp (broker timestamp when stored, else publish time) is strictly
 before ``cutoff = asOf - ttl``. A ledger is wholly expired without reading it when it was closed before
 the cutoff (Pulsar's ledger-closure shortcut) or when its newest entry timestamp is before the cutoff.

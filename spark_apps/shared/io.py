@@ -81,8 +81,8 @@ def conform(frame: DataFrame, table: Table) -> DataFrame:
                 if part
             )
         )
-    # One projection of SQL expressions, parsed by Spark in one call: built from Column objects it took ~9 py4j
-    # round trips per column (a plan conforms a few hundred columns per run), as strings one each.
+    # One projection of SQL expressions, parsed by Spark in one call: built from Column objects it would take
+    # several py4j round trips per column (a plan conforms a few hundred columns per run), as strings one each.
     return frame.selectExpr(
         *[
             f"CAST({sql_identifier(c.name) if c.name in present else 'NULL'} AS {c.type}) AS {sql_identifier(c.name)}"

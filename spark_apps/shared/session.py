@@ -173,9 +173,8 @@ SIMPLE_NAME_CLASSES = (
 def import_jvm_classes(spark: SparkSession) -> None:
     """py4j resolves a simple name by trying it as a class of its own, then each package the gateway imports whole
     in turn (``PythonUtils`` is in the third of nine, ``PythonSQLUtils`` the seventh), each miss a search of every
-    jar on the classpath; imported by name, the name's package is found first. Thousands of such lookups per plan
-    and gate: the JVM's CPU per warm round of five plans and gates 14.83 -> 14.38 s (means of three runs each,
-    alternating, 2026-11-27)."""
+    jar on the classpath; imported by name, the name's package is found first. A plan and its gate make thousands of
+    such lookups."""
     from py4j.java_gateway import java_import
 
     for name in SIMPLE_NAME_CLASSES:

@@ -1,4 +1,4 @@
-"""Trim's offload-deletion lag (PULSAR_OFFLOAD_SEMANTICS.md section 5, step 7: ``isOffloadedNeedsDelete``): every
+"""Trim's offload-deletion lag (docs/semantics.md §9: ``isOffloadedNeedsDelete``): every
 ledger of the list, wherever the cursors are, whose offload completed and whose local copy is still there, loses its
 local copy once ``asOf - offloadedAt > lag`` (strict). The lag is the topic's resolved
 ``managedLedgerOffloadDeletionLagInMillis``: -1 never (PIP-350), unset everywhere never. Only where an offloader

@@ -9,7 +9,7 @@ Reads a run's snapshot, decides every ledger of every in-scope topic in one appl
 - ``plan/blockers``   per topic and kind, the bytes kept and why (subscription, current ledger, retention)
 - ``plan/summary.json`` totals the gate reconciles independently
 
-The rule, per topic (PULSAR_SEMANTICS.md section 1):
+The rule, per topic (docs/semantics.md §3):
 
 1. bound (exclusive) = current ledger + 1 with no durable cursor; else the slowest durable mark-delete
    (L, e): L + 1 when L is a closed ledger and e is its last entry, else L. Readers never pin data.

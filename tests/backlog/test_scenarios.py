@@ -1,5 +1,5 @@
 """A backlog-quota run as the backlog_quota DAG runs it (its task steps in-process, then the report task's alert
-notifier), checked against evictions worked out by hand from Pulsar's loop (docs/semantics.md "Backlog quota"),
+notifier), checked against evictions worked out by hand from Pulsar's loop (docs/semantics.md §5),
 not against the run's own plan."""
 
 from __future__ import annotations

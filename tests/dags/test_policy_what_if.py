@@ -55,6 +55,7 @@ def test_the_dag_is_manual_with_its_form_and_deletes_nothing(dagbag):
     assert type(dag.get_task("run_what_if")).__name__ == "SparkAppOperator"
 
 
+@pytest.mark.spark
 def test_a_sweep_from_the_dag_is_the_clis_and_the_storage_report_links_it(
     dagbag, tmp_path, monkeypatch, capsys
 ):

@@ -40,7 +40,7 @@ from housekeeping.store.store import Store, read_transaction
 from tests.conftest import REPO, run_cli
 from tests.store_invariants import assert_no_orphans_and_no_dangling_metadata
 
-pytestmark = [pytest.mark.spark, pytest.mark.processes]
+pytestmark = [pytest.mark.spark, pytest.mark.processes, pytest.mark.runs]
 
 AS_OF = "2026-11-02T00:00:00Z"
 PURGE_AS_OF = "2027-11-02T00:00:00Z"  # past every grace period

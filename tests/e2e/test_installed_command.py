@@ -9,9 +9,8 @@ Spark: every session of the project comes from the one builder, ``spark_apps.sha
 sets the interpreter before the session starts; the workers then import the project's code from the same
 installed packages whichever mechanism's or shared module's code they run. So the entry point is run once, with
 the ``plan`` of one mechanism whose Spark code starts workers on any store (``WORKER_RUN``, the scrub's: it reads
-every stored ledger's files in Python workers). Until 2026-11-27 every worker-starting mechanism, and the shared
-code reading tier-only ledgers, had a run of their own here (five cold processes, ~90 CPU-s of the suite's run);
-each took the same session path. The CLI runs of the others are in-process in tests/housekeeping/cli/test_cli_contract.py.
+every stored ledger's files in Python workers). A run per worker-starting mechanism would take the same session
+path in a cold process each. The CLI runs of the others are in-process (tests/housekeeping/cli/test_cli_contract.py).
 """
 
 from __future__ import annotations

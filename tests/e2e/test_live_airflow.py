@@ -219,8 +219,8 @@ def test_browser_sees_the_dags_their_docs_and_params_and_a_dry_run_succeeds(live
             page.get_by_role("link", name=dag_id, exact=True).wait_for(timeout=30_000)
         page.screenshot(path=str(SHOTS / "01-dag-list.png"), full_page=True)
 
-        # Every DAG's docs as the API serves them to the UI; the trim DAG's also as the browser renders them (each
-        # DAG's page in the browser is ~2 CPU-s of a suite that is CPU-bound, and renders the same component).
+        # Every DAG's docs as the API serves them to the UI; the trim DAG's also as the browser renders them (every
+        # DAG's page renders the same component, and a page in the browser costs a CPU-bound suite more).
         for dag_id in DAG_IDS:
             docs = api.get(f"/api/v2/dags/{dag_id}/details")["doc_md"] or ""
             assert f"{dag_id} (Airflow DAG)" in docs, docs[:300]
@@ -309,6 +309,7 @@ def test_a_sweep_triggered_from_the_what_if_form_writes_its_report_and_changes_n
 
 
 @pytest.mark.spark
+@pytest.mark.runs
 def test_backfill_create_equals_the_decisions_made_one_by_one_and_again_changes_nothing(
     live_airflow, tmp_path, spark
 ):
@@ -347,7 +348,7 @@ def test_backfill_create_equals_the_decisions_made_one_by_one_and_again_changes_
 
     # Backfilling the older date again (its completed run re-runs) after the newer one was applied changes
     # nothing: a replay of history on a store already past it. (One date, not both: the newer date's re-run would
-    # replay onto the state it made itself, the easier case; a DAG run is ~20 CPU-s of the suite's run.)
+    # replay onto the state it made itself, the easier case, for one more DAG run.)
     live_airflow.cli(
         "backfill", "create", "--dag-id", TRIM, "--from-date", BACKFILL[0], "--to-date", BACKFILL[0],
         "--max-active-runs", "1", "--reprocess-behavior", "completed",

@@ -53,6 +53,7 @@ def test_migrations_build_the_table_definitions_on_postgresql(postgres_server):
     assert differences == []
 
 
+@pytest.mark.runs
 def test_a_lock_held_by_another_session_is_named_and_nothing_changes(
     postgres_server, tmp_path, capsys, monkeypatch
 ):
@@ -83,6 +84,7 @@ def test_a_lock_held_by_another_session_is_named_and_nothing_changes(
     assert code == 0 and json.loads(out)["ledgersDeleted"] == 2, err
 
 
+@pytest.mark.runs
 def test_holds_and_the_journal_on_postgresql(postgres_server, tmp_path, capsys, monkeypatch):
     url = postgres_server.create_database()
     monkeypatch.setenv("HOUSEKEEPING_METADATA_URL", url)

@@ -40,7 +40,7 @@ from housekeeping.store import metadata_schema as t
 from housekeeping.store.store import Store, read_transaction
 from tests.store_invariants import assert_no_orphans_and_no_dangling_metadata
 
-pytestmark = [pytest.mark.spark, pytest.mark.processes]
+pytestmark = [pytest.mark.spark, pytest.mark.processes, pytest.mark.runs]
 
 ROUNDS = int(os.environ.get("HOUSEKEEPING_RACE_ROUNDS", "1"))
 BASE_SEED = int(os.environ.get("HOUSEKEEPING_RACE_SEED", "20261122"))

@@ -27,7 +27,7 @@ from housekeeping.store.generate import GenerateOptions, generate_store
 from tests.conftest import TEST_JVM_OPTIONS
 from tests.pg_server import free_port
 
-pytestmark = [pytest.mark.airflow, pytest.mark.processes]
+pytestmark = [pytest.mark.airflow, pytest.mark.processes, pytest.mark.spark, pytest.mark.runs]
 
 REPO = Path(__file__).resolve().parents[2]
 SPARK_HOME = Path(pyspark.__file__).parent

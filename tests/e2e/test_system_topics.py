@@ -1,4 +1,4 @@
-"""Only Pulsar's own system topics are system topics (docs/semantics.md "System topics"), on every mechanism.
+"""Only Pulsar's own system topics are system topics (docs/semantics.md §2), on every mechanism.
 
 One store holds pairs: a real system topic (Pulsar's names, their partitions, the system namespaces) beside a
 look-alike user topic (``__ledger_copy``, ``__change_events7``, ``__change_events-partition-01``, ...), in a

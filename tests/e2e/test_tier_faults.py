@@ -26,7 +26,7 @@ from tests.conftest import ledger_topic, write_manifest
 from tests.e2e.test_fault_injection import GRACE, _killed, _killed_apply_step
 from tests.store_invariants import assert_no_orphans_and_no_dangling_metadata
 
-pytestmark = [pytest.mark.spark, pytest.mark.processes]
+pytestmark = [pytest.mark.spark, pytest.mark.processes, pytest.mark.runs]
 
 T0 = 1_767_225_600_000
 AS_OF = "2026-01-02T00:00:00Z"

@@ -1,4 +1,4 @@
-"""Message-expiry rule edges (PULSAR_SEMANTICS.md section 2) through snapshot -> Spark plan -> GX gate -> apply,
+"""Message-expiry rule edges (docs/semantics.md §4) through snapshot -> Spark plan -> GX gate -> apply,
 on stores loaded from manifests with real entries."""
 
 from __future__ import annotations

@@ -1,5 +1,5 @@
 """A message-expiry run as the message_expiry DAG runs it (its task steps in-process), checked against positions
-worked out by hand from Pulsar's rules (docs/semantics.md "Message expiry"), not against the run's own plan."""
+worked out by hand from Pulsar's rules (docs/semantics.md §4), not against the run's own plan."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""The inactive-topic GC rule (PULSAR_SEMANTICS.md section 4) on the planner's pure DataFrame transforms."""
+"""The inactive-topic GC rule (docs/semantics.md §6) on the planner's pure DataFrame transforms."""
 
 from __future__ import annotations
 

@@ -2,7 +2,7 @@
 
 The cases follow apache/pulsar's InactiveTopicDeleteTest (read there, not copied): the broker's 1 s monitor
 becomes explicit GC runs at chosen logical times, and the clients' actions go through the store's client
-paths (housekeeping.store.clients), which keep lastActive as docs/semantics.md describes.
+paths (housekeeping.store.clients), which keep lastActive as docs/semantics.md §6.1 describes.
 """
 
 from __future__ import annotations

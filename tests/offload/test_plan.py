@@ -1,4 +1,4 @@
-"""The offload rule's edges (PULSAR_OFFLOAD_SEMANTICS.md section 2) on the planner's pure transforms, with
+"""The offload rule's edges (docs/semantics.md §9) on the planner's pure transforms, with
 Pulsar's own expectations: OffloadPrefixTest#testAutoTriggerOffload and #multipleAutoTriggers (10-entry ledgers of
 10-byte entries), the strict size and inclusive time boundaries, completed offloads counted but skipped, an
 incomplete attempt retried, empty and unstored ledgers kept, no offloader, and the gate's independent derivation

@@ -1,4 +1,4 @@
-"""Pulsar's OffloadLedgerDeleteTest and the trim rules across both tiers (PULSAR_OFFLOAD_SEMANTICS.md section 5), in
+"""Pulsar's OffloadLedgerDeleteTest and the trim rules across both tiers (docs/semantics.md §9), in
 our own words, through `load` + the CLI, on a directory tier (and on a real S3 API server where the tier is written,
 read or deleted):
 

@@ -17,7 +17,7 @@ from tests.conftest import iso, ledger_topic, run_cli, write_manifest
 from tests.s3_server import CREDENTIALS, S3Server
 from tests.store_invariants import assert_no_orphans_and_no_dangling_metadata, store_state
 
-pytestmark = [pytest.mark.spark, pytest.mark.processes]
+pytestmark = [pytest.mark.spark, pytest.mark.processes, pytest.mark.runs]
 
 T0 = 1_767_225_600_000
 AS_OF = T0 + 24 * 60 * 60_000

@@ -1,7 +1,7 @@
 """The store scrub on stores damaged on purpose, each kind alone and all together, through `housekeeping scrub`:
 it names every damage exactly (kind, tier, path) and nothing else; on an undamaged store after every other
 mechanism has run (compaction, key erasure, offload, expiry, trim, GC, backlog quota, purge) it finds nothing, even
-with a minimum age of 0. Ages are set with os.utime (a file's age is physical: docs/semantics.md, Store scrub)."""
+with a minimum age of 0. Ages are set with os.utime (a file's age is physical: docs/semantics.md §10)."""
 
 from __future__ import annotations
 

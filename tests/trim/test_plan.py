@@ -1,4 +1,4 @@
-"""The trim rule's edges (PULSAR_SEMANTICS.md section 1) on the planner's pure DataFrame transforms."""
+"""The trim rule's edges (docs/semantics.md §3) on the planner's pure DataFrame transforms."""
 
 from __future__ import annotations
 

@@ -99,7 +99,7 @@ def test_admin_trim_ledgers_scenario(capsys, tmp_path, spark):
 
 @pytest.mark.runs
 def test_stats_internal_4x_sample(capsys, tmp_path, spark):
-    """PULSAR_SEMANTICS.md section 6: slowest durable cursor taosx-test at 94:3 pins ledger 94; at 94:9 it goes."""
+    """docs/semantics.md §3: slowest durable cursor taosx-test at 94:3 pins ledger 94; at 94:9 it goes."""
 
     def doc(taosx: str) -> dict:
         return {

@@ -34,7 +34,7 @@ app.add_typer(spark_connect.spark_connect_app, name="spark-connect")
 
 def command() -> int:
     """The installed ``housekeeping`` and ``python -m housekeeping.cli``: :func:`main` as its process's own
-    command, which ends without the interpreter's last garbage collections (0.8 s of a CLI's exit)."""
+    command, which ends without the interpreter's last garbage collections (nothing they free outlives the process)."""
     skip_garbage_collection_at_exit()
     return main()
 

@@ -1,4 +1,4 @@
-"""Offload policies (Pulsar's ``OffloadPoliciesImpl``; PULSAR_OFFLOAD_SEMANTICS.md section 1): their names, defaults,
+"""Offload policies (Pulsar's ``OffloadPoliciesImpl``; docs/semantics.md §9): their names, defaults,
 validation and resolution.
 
 - Broker (broker.conf): ``managedLedgerOffloadAutoTriggerSizeThresholdBytes`` -1,

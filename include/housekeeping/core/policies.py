@@ -1,7 +1,7 @@
 """Policy model: broker defaults (broker.conf names), namespace/topic policies, validation, resolution.
 
 Resolution is topic > namespace > broker for every policy, as Pulsar's ``HierarchyTopicPolicies``
-(PULSAR_SEMANTICS.md section 0). One Pulsar special case is kept: system topics
+(docs/semantics.md §1). One Pulsar special case is kept: system topics
 (``housekeeping.core.names.is_system_topic_name``) with no topic-level retention get retention (0, 0), not the
 namespace's (``BrokerService#getManagedLedgerConfig``).
 

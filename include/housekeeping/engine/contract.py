@@ -449,7 +449,7 @@ def write_json_one_line_each(path: Path, document: Any, *, depth: int = 2, inden
     """A large JSON document (a run's report: one entry per topic, 100,000 of them), laid out for diffs and
     encoded fast: containers above ``depth`` indented, every value at ``depth`` on one line of its own (a topic's
     entry is one line), sorted keys. Python's ``json.dump`` encodes an indented document in pure Python (its C
-    encoder only writes compact text): the 100,000-topic trim report took 13 s, almost all of it the encoding."""
+    encoder only writes compact text), which dominated the time of a report of many topics."""
     encode = _SORTED_KEYS_DEFAULT_STR.encode
     with _replacing(path) as handle:
         for chunk in _laid_out(document, 0, depth, indent, encode):
@@ -620,8 +620,8 @@ def count_snapshot_rows(run_dir: str | Path | RunDir, table: Table) -> int:
 
 def json_read_options() -> Any:
     """How Python reads a JSON-lines table into Arrow: on one thread, a MiB at a time. Arrow's default (threads,
-    larger blocks) holds several blocks being parsed at once: reading the 234 MB trim decisions of 100,000 topics
-    took the process to 395 MiB that way, 227 MiB this way, and in less time (1.1 s against 1.4 s)."""
+    larger blocks) holds several blocks being parsed at once, so a large table's peak memory would grow with the
+    threads; one block at a time is no slower."""
     import pyarrow.json as pj
 
     return pj.ReadOptions(use_threads=False, block_size=1 << 20)

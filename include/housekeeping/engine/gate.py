@@ -30,7 +30,7 @@ class Expectation:
     """One expectation a check frame must meet, as data: the name of its class in ``great_expectations.expectations``
     and its arguments. GX's object is built when the gate validates (:meth:`build`), not when the check frames are
     built, so a gate process computes its frames while Great Expectations loads on a thread of its own
-    (:func:`start_loading_great_expectations`; its import is 2.4 CPU-s, as long as a small gate's queries)."""
+    (:func:`start_loading_great_expectations`; its import costs about as much as a small gate's queries)."""
 
     kind: str
     arguments: dict[str, Any] = field(default_factory=dict)
@@ -58,7 +58,7 @@ class CheckFrame:
     expectations: list[Expectation] = field(default_factory=list)
     # A frame that can hold more than PANDAS_ROWS rows (one per entry, not per topic or ledger): computed once
     # first, then brought to the driver only if it is small, rather than computed for the driver and, when too
-    # large, once more (compaction's kept entries at 10 M entries: 49.6 s of its gate, half of it the second time).
+    # large, once more (a frame of every kept entry would be computed twice).
     materialize_first: bool = False
 
 
@@ -214,8 +214,7 @@ def offline_html(html: str) -> str:
 @functools.cache
 def _data_docs_renderer_and_view() -> tuple[Any, Any]:
     """Great Expectations' page renderer and view, one per process: a view compiles its Jinja templates once, and a
-    process that gates many plans (the CLI's sweeps, the tests' session) reuses them (6 pages: 0.08 s with a new
-    view, 0.03 s with one reused)."""
+    process that gates many plans (the CLI's sweeps, the tests' session) reuses them."""
     from great_expectations.render.renderer import ValidationResultsPageRenderer
     from great_expectations.render.view import DefaultJinjaPageView
 

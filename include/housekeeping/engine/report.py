@@ -87,8 +87,8 @@ def ledger_decision(row: dict[str, Any]) -> dict[str, Any]:
 
 
 def _in_topic_order(decisions: Any) -> bool:
-    """Whether the rows already come by topic, then ledger (the plan writes them so): sorting a copy of 437,614
-    decisions costs the report ~250 MiB, checking their order a boolean per row."""
+    """Whether the rows already come by topic, then ledger (the plan writes them so): sorting would copy every
+    decision, checking their order costs a boolean per row."""
     import pyarrow.compute as pc
 
     count = decisions.num_rows

@@ -46,9 +46,8 @@ def run_figures(run_dir: str | Path, *, dry_run: bool | None = None) -> dict[str
     purged = read_json(run.purge_result) or {}
     applied_topics = set(applied.get("appliedTopics") or [])
     topics_deleted = len(applied.get("topicsDeleted") or [])
-    # One pass over the plan's actions, streamed from Arrow: 179,404 of them at 100,000 topics were read as one
-    # list of dicts, and the report's 182 MB JSON parsed whole for its dryRun flag (the report task peaked at
-    # 914 MiB for these figures alone).
+    # One pass over the plan's actions, streamed from Arrow, never a list of every action nor the report's JSON
+    # parsed whole: a run of many topics would hold them all for a few figures.
     planned = planned_bytes = applied_bytes = 0
     if run.plan_table(ACTIONS).is_dir():
         for action in sparse_rows(read_table_arrow(run.path, ACTIONS)):

@@ -1,6 +1,6 @@
 """A long-lived Spark Connect server for the DAGs' Spark steps (``housekeeping spark-connect start|stop|status``).
 
-A cold Spark application costs ~9 s on a 2-core machine before any work, and a DAG run starts two or three of
+A cold Spark application spends seconds starting its JVM before any work, and a DAG run starts two or three of
 them around milliseconds of planning. With a Spark Connect connection (``conn_type`` ``spark_connect``) the
 tasks connect to this server instead (``housekeeping.orchestration.spark_operator``); the server is an ordinary Spark driver
 (``org.apache.spark.sql.connect.service.SparkConnectServer``, shipped in pyspark's jars) started once by the
@@ -49,8 +49,7 @@ LONG_LIVED_DRIVER_CONF = {
     "spark.ui.retainedStages": "200",
     # PySpark's DataFrame debugging records the Python call site of every Column and DataFrame function in the
     # driver (five py4j round trips per call on a classic session); Spark documents its "non-trivial performance
-    # overhead". A plan builds thousands of expressions: off, a warm `housekeeping plan backlog` of the 28-topic
-    # test store makes 9,137 py4j calls instead of 25,852 and takes ~6.6 s instead of ~8.3 s (benchmarks/README).
+    # overhead". A plan builds thousands of expressions, so off it makes a third of the py4j calls (benchmarks/).
     # Errors keep Spark's own message and plan context, without the Python line that built the failing expression.
     "spark.python.sql.dataFrameDebugging.enabled": "false",
 }

@@ -1,9 +1,8 @@
 """Warming a Spark Connect server: every mechanism's snapshot, plan and gate on a small generated store, run against
 the server before the DAGs need it (``housekeeping spark-connect warm-up``, or ``start --warm-up-rounds N``).
 
-A fresh server's JVM interprets Spark's planner until its JIT has compiled it: the demo's trim DAG run took 28 s on a
-fresh server and 20 s on the third run, and ~17 s after three rounds of trim on an 8-topic store (benchmarks/README).
-The query shapes are the DAGs' own (the same apps), only the store is small, so the compiled code is the code the
+A fresh server's JVM interprets Spark's planner until its JIT has compiled it, so the first DAG runs on a fresh server
+are markedly slower than later ones (benchmarks/README.md has the figures). The query shapes are the DAGs' own (the same apps), only the store is small, so the compiled code is the code the
 runs use. The warm-up's store, run directories and session are its own and are gone when it ends; it changes
 nothing the DAGs read. Its as-of time is the generator's reference time, not the clock: the plans are thrown away,
 but they are computed as any run's are.

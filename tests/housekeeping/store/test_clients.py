@@ -1,4 +1,4 @@
-"""The store's client paths and how they keep lastActive (docs/semantics.md, "lastActive")."""
+"""The store's client paths and how they keep lastActive (docs/semantics.md §6.1)."""
 
 from __future__ import annotations
 

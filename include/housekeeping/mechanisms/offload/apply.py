@@ -1,4 +1,4 @@
-"""Apply a checked offload plan (Pulsar ``ManagedLedgerImpl#offloadLoop``; PULSAR_OFFLOAD_SEMANTICS.md section 4).
+"""Apply a checked offload plan (Pulsar ``ManagedLedgerImpl#offloadLoop``; docs/semantics.md §9).
 Per planned ledger, oldest first within each topic:
 
 1. prepare (one transaction, ``ApplyRun.commit``, not journaled): compare-and-set (the ledger is still listed with

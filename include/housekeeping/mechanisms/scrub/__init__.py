@@ -5,7 +5,7 @@ the mechanism with its setting and run option (here), its action kind (``actions
 part of the snapshot (``listing``: the storage listed after the metadata read), its apply (``apply``), its report
 (``report``, ``report.md.j2``) and its command (``commands``: ``housekeeping scrub``); its Spark apps are
 ``spark_apps/scrub``. No Pulsar code does this; the references are BookKeeper's ``verifyMetadataOnGC`` and Iceberg's
-orphan-file removal (docs/semantics.md, Store scrub)."""
+orphan-file removal (docs/semantics.md §10)."""
 
 from __future__ import annotations
 

@@ -53,7 +53,7 @@ def scrub_info_path(run_dir: str | Path) -> Path:
 
 
 def write_scrub_snapshot(store: Store, run_dir: Path, scope: tuple[str, ...], min_age_seconds: int) -> dict:
-    wall_clock_ms = int(time.time() * 1000)  # physical on purpose: file ages (docs/semantics.md, Store scrub)
+    wall_clock_ms = int(time.time() * 1000)  # physical on purpose: file ages (docs/semantics.md §10)
     wanted = _scope_filter(scope)
     # The first read goes to a Parquet file as it is read (stable unknown yet); the second keeps a digest per row;
     # the table is then written from the first with ``stable`` set. At 100,000 topics both reads held as rows were
