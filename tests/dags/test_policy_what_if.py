@@ -7,7 +7,7 @@ tests/e2e/test_live_airflow.py."""
 from __future__ import annotations
 
 import json
-from datetime import UTC, datetime
+from datetime import UTC, datetime, timedelta
 
 import pytest
 
@@ -135,6 +135,22 @@ def test_a_what_if_from_the_dag_reports_both_plans_and_a_bad_form_stops_before_s
         },
     )
     assert run.state == "failed"
+    states = {ti.task_id: ti.state for ti in run.get_task_instances()}
+    assert states["prepare_what_if"] == "failed" and states["run_what_if"] != "success", states
+    assert _data_bytes(store.root) == before
+
+    # A sweep value the store's policies refuse (a retention time not above a backlog quota's 3600 s limit): the
+    # same first task, not the Spark step.
+    run = dag.test(
+        logical_date=BAD_FORM_RUN + timedelta(hours=1),
+        run_conf={
+            "mechanism": "trim",
+            "sweep": "retention-time=1h,1d",
+            "policies": {},
+            "as_of": None,
+            "scope": None,
+        },
+    )
     states = {ti.task_id: ti.state for ti in run.get_task_instances()}
     assert states["prepare_what_if"] == "failed" and states["run_what_if"] != "success", states
     assert _data_bytes(store.root) == before

@@ -370,6 +370,8 @@ def test_dag_params_that_fail_the_schema_are_refused(airflow_db):
     bad_confs = [
         {"dry_run": "maybe"},
         {"as_of": 12},
+        {"as_of": "2026-11-02T00:00:00"},  # no timezone
+        {"as_of": "yesterday"},
         {"scope": ["acme/*"]},
         {"max_deleted_share": 7},
     ]

@@ -43,7 +43,7 @@ from tests.store_invariants import assert_no_orphans_and_no_dangling_metadata
 pytestmark = [pytest.mark.spark, pytest.mark.processes, pytest.mark.runs]
 
 AS_OF = "2026-11-02T00:00:00Z"
-PURGE_AS_OF = "2027-11-02T00:00:00Z"  # past every grace period
+PURGE_AS_OF = "2026-11-10T00:00:00Z"  # past every grace period (a day), not past the clock
 # Small generated stores delete most of a namespace; the blast-radius limit is not what these tests are about.
 TRIM = ["apply", "trim", "--as-of", AS_OF, "--max-deleted-share", "1"]
 GRACE = Settings.from_env().purge_grace_seconds  # the CLI apply's grace period, so both paths agree

@@ -204,17 +204,17 @@ def test_purge_keeps_a_held_topics_pending_deletions_until_the_hold_is_removed(g
     assert code == 0, err
     deleted = json.loads(out)
     topic = sorted(deleted["appliedTopics"])[0]
-    # Grace period of the default settings has passed a year later.
+    # The default grace period (a day) has passed eight days later.
     code, _, err = run_cli(capsys, "hold", "add", topic, "--store", str(store.root), "--reason", "audit")
     assert code == 0, err
-    code, out, err = run_cli(capsys, "purge", "--store", str(store.root), "--as-of", "2027-11-02T00:00:00Z")
+    code, out, err = run_cli(capsys, "purge", "--store", str(store.root), "--as-of", "2026-11-10T00:00:00Z")
     assert code == 0, err
     purged = json.loads(out)
     assert purged["held"] and all(item.startswith(f"{topic}:") for item in purged["held"])
     assert not any(item.startswith(f"{topic}:") for item in purged["purged"])
     # Still restorable while held.
     code, out, err = run_cli(
-        capsys, "restore", topic, "--store", str(store.root), "--as-of", "2027-11-02T00:00:00Z"
+        capsys, "restore", topic, "--store", str(store.root), "--as-of", "2026-11-10T00:00:00Z"
     )
     assert code == 0, err
     assert json.loads(out)["restoredLedgers"]

@@ -122,7 +122,7 @@ def test_ledger_offload_then_consumed_ledger_trim_against_the_s3_server(
         object_key(TOPIC, i, offloaded[i][2]) for i in (1, 2)
     }
     # Purged after the grace period: L1, L2's objects leave the bucket, L3, L4's stay and are read from it.
-    code, _, err = run_cli(capsys, "purge", "--store", str(store_root), "--as-of", "2027-01-01T00:00:00Z")
+    code, _, err = run_cli(capsys, "purge", "--store", str(store_root), "--as-of", "2026-02-01T00:00:00Z")
     assert code == 0, err
     assert {k.split("/", 1)[1] for k in s3_server.keys(bucket) if k.endswith(".parquet")} == {
         object_key(TOPIC, i, offloaded[i][2]) for i in (3, 4)

@@ -3,7 +3,6 @@ cursor-moving action (docs/cli.md)."""
 
 from __future__ import annotations
 
-import uuid
 from typing import Annotated
 
 import typer
@@ -28,14 +27,9 @@ def hold_add(
 ) -> None:
     """Hold a namespace or topic (a partitioned topic's name holds its partitions)."""
     from housekeeping.core.actor import current_actor
-    from housekeeping.store.holds import add_hold
-    from housekeeping.store.journal import journal
-    from housekeeping.store.store import write_transaction
+    from housekeeping.store.holds import place_hold
 
-    actor = current_actor()
-    with write_transaction(open_store(store, metadata_url).engine) as conn:
-        hold = add_hold(conn, target, reason=reason, actor=actor)
-        _journal_hold(journal, conn, hold, "hold_added", actor)
+    hold = place_hold(open_store(store, metadata_url), target, reason=reason, actor=current_actor())
     emit(hold.to_json(), "json")
 
 
@@ -43,25 +37,17 @@ def hold_add(
 def hold_remove(target: TargetArg, store: StoreOpt, metadata_url: MetadataOpt = None) -> None:
     """Remove a hold; the next runs treat the namespace or topic by the rules alone again."""
     from housekeeping.core.actor import current_actor
-    from housekeeping.store.holds import remove_hold
-    from housekeeping.store.journal import journal
-    from housekeeping.store.store import write_transaction
+    from housekeeping.store.holds import lift_hold
 
-    actor = current_actor()
-    with write_transaction(open_store(store, metadata_url).engine) as conn:
-        hold = remove_hold(conn, target)
-        _journal_hold(journal, conn, hold, "hold_removed", actor)
-    emit(hold.to_json(), "json")
+    emit(lift_hold(open_store(store, metadata_url), target, actor=current_actor()).to_json(), "json")
 
 
 @hold_app.command("list")
 def hold_list(store: StoreOpt, metadata_url: MetadataOpt = None, fmt: FormatOpt = "json") -> None:
     """The holds in force."""
-    from housekeeping.store.holds import load_holds
-    from housekeeping.store.store import read_transaction
+    from housekeeping.store.holds import list_holds
 
-    with read_transaction(open_store(store, metadata_url).engine) as conn:
-        holds = [hold.to_json() for _, hold in sorted(load_holds(conn).items())]
+    holds = list_holds(open_store(store, metadata_url))
     if fmt == "text":
         typer.echo(
             "\n".join(f"{h['scope']:<9} {h['target']}  by {h['createdBy']}: {h['reason']}" for h in holds)
@@ -69,18 +55,3 @@ def hold_list(store: StoreOpt, metadata_url: MetadataOpt = None, fmt: FormatOpt 
         )
     else:
         emit({"holds": holds}, fmt)
-
-
-def _journal_hold(journal, conn, hold, status: str, actor: str) -> None:
-    # Logical time 0: a hold is not a decision made for a logical time (recordedAt says when).
-    journal(
-        conn,
-        run_id=f"cli-hold-{uuid.uuid4().hex[:8]}",
-        mechanism="hold",
-        topic=hold.target if hold.scope == "topic" else None,
-        action="hold",
-        status=status,
-        detail={**hold.to_json(), "why": hold.reason},
-        as_of_ms=0,
-        actor=actor,
-    )

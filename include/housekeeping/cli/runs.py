@@ -123,12 +123,15 @@ def apply(
     **options: Any,
 ) -> None:
     """Plan -> gate -> apply -> report. Files are only removed later by `purge`, after the grace period."""
+    from housekeeping.core.timeutil import parse_as_of
     from housekeeping.engine.gate import raise_if_rejected
+    from housekeeping.engine.guards import refuse_acting_in_the_future
     from housekeeping.mechanisms.registry import get_mechanism
     from housekeeping.mechanisms.steps import apply_step, report_step
 
     get_mechanism(mechanism)
     check_format(fmt)
+    refuse_acting_in_the_future(parse_as_of(as_of), param="--as-of")
     run_id = f"cli-{mechanism}-{uuid.uuid4().hex[:8]}"
     opened = open_store(store, metadata_url)
     run_dir = opened.run_dir(mechanism, run_id)
@@ -201,11 +204,14 @@ def what_if_command(
 def purge(store: StoreOpt, as_of: AsOfOpt, metadata_url: MetadataOpt = None) -> None:
     """Delete the files of pending deletions whose grace period has passed as of the given time."""
     from housekeeping.core.timeutil import parse_as_of
+    from housekeeping.engine.guards import refuse_acting_in_the_future
     from housekeeping.engine.purge import purge as purge_files
 
+    as_of_ms = parse_as_of(as_of)
+    refuse_acting_in_the_future(as_of_ms, param="--as-of")
     result = purge_files(
         open_store(store, metadata_url),
-        as_of_ms=parse_as_of(as_of),
+        as_of_ms=as_of_ms,
         run_id=f"cli-purge-{uuid.uuid4().hex[:8]}",
     )
     emit(result.to_json(), "json")

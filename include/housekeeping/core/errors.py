@@ -15,6 +15,10 @@ class InputError(HousekeepingError):
     exit_code = 2
 
 
+class NotFound(InputError):
+    """A named thing is not in the store (a run, a pending deletion): bad input that names what is missing."""
+
+
 class GateRejected(HousekeepingError):
     """The quality gate refused a plan: nothing was applied."""
 

@@ -31,6 +31,7 @@ from housekeeping.engine.contract import (
 )
 from housekeeping.engine.mechanism import Mechanism
 from housekeeping.engine.plan import read_table_arrow
+from housekeeping.engine.purge import due_for_purge, record_purge_due
 from housekeeping.engine.report import human_bytes, sparse_rows
 from housekeeping.store.journal import journal
 from housekeeping.store.store import Store, write_transaction
@@ -137,13 +138,44 @@ def over_thresholds(measures: PlanMeasures, thresholds: ApprovalThresholds) -> l
     return reasons
 
 
-def request_approval(run_dir: str | Path, spec: Mechanism, thresholds: ApprovalThresholds) -> dict[str, Any]:
-    """Measure the plan, write ``approval/request.json`` (and ``request.md`` when approval is needed); returns the
-    request (``required`` False: proceed)."""
+def preview_purge(store: Store, run_dir: str | Path, *, dry_run: bool) -> dict[str, Any]:
+    """What the run's purge is about to remove (``engine.purge.due_for_purge`` at the run's as-of), written to
+    ``approval/purge-due.json`` before apply and, unless a dry run, journaled topic by topic."""
+    run = RunDir(run_dir)
+    info = read_run_info(run)
+    due = due_for_purge(store, int(info["asOfMs"]))
+    write_json(run.purge_due, due)
+    if not dry_run:
+        record_purge_due(
+            store, due, run_id=info["runId"], as_of_ms=int(info["asOfMs"]), actor=info.get("actor")
+        )
+    return due
+
+
+def purge_over_thresholds(due: dict[str, Any], thresholds: ApprovalThresholds) -> list[str]:
+    """Why the purge needs approval: it removes more bytes than the bytes threshold."""
+    if thresholds.bytes is not None and due["bytes"] > thresholds.bytes:
+        return [
+            f"its purge removes {human_bytes(due['bytes'])} ({due['files']} files of {due['topics']} topics past "
+            f"their grace period), over the threshold of {human_bytes(thresholds.bytes)}"
+        ]
+    return []
+
+
+def request_approval(
+    run_dir: str | Path,
+    spec: Mechanism,
+    thresholds: ApprovalThresholds,
+    purge_due: dict[str, Any] | None = None,
+) -> dict[str, Any]:
+    """Measure the plan (and, given, what its purge removes), write ``approval/request.json`` (and ``request.md``
+    when approval is needed); returns the request (``required`` False: proceed)."""
     run = RunDir(run_dir)
     info = read_run_info(run)
     measures = measure_plan(run, spec)
-    reasons = over_thresholds(measures, thresholds)
+    reasons = over_thresholds(measures, thresholds) + purge_over_thresholds(
+        purge_due or {"bytes": 0, "files": 0, "topics": 0}, thresholds
+    )
     request = {
         "runId": info["runId"],
         "mechanism": info["mechanism"],
@@ -152,6 +184,7 @@ def request_approval(run_dir: str | Path, spec: Mechanism, thresholds: ApprovalT
         "reasons": reasons,
         "thresholds": asdict(thresholds),
         "measures": asdict(measures),
+        "purge": {k: (purge_due or {}).get(k, 0) for k in ("files", "bytes", "topics")},
         "dataDocs": str(run.data_docs_index) if run.data_docs_index.is_file() else None,
         "planSummary": str(run.plan_summary),
         "requestPage": str(run.approval_request_md) if reasons else None,
@@ -179,6 +212,15 @@ def request_markdown(request: dict[str, Any]) -> str:
                 f"({human_bytes(m['local_copy_bytes'])}); their data stays in the object tier.",
             ]
             if m.get("local_copies")
+            else []
+        ),
+        *(
+            [
+                f"Purge after apply: {request['purge']['files']} files of {request['purge']['topics']} topics "
+                f"({human_bytes(request['purge']['bytes'])}) whose grace period has passed, listed in "
+                "`approval/purge-due.json`; purged files cannot be restored."
+            ]
+            if request.get("purge", {}).get("files")
             else []
         ),
         "",

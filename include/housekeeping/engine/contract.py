@@ -389,6 +389,11 @@ class RunDir:
     def purge_result(self) -> Path:
         return self.apply_dir / "purge.json"
 
+    @property
+    def purge_due(self) -> Path:
+        """What purge is about to remove, written before apply (the approval step): ``due``, ``held``, ``bytes``."""
+        return self.approval_dir / "purge-due.json"
+
     # report
     @property
     def report_dir(self) -> Path:

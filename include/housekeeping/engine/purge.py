@@ -17,6 +17,7 @@ from typing import Any
 
 from sqlalchemy import and_, select, update
 
+from housekeeping.core.timeutil import format_ms
 from housekeeping.engine.faults import checkpoint
 from housekeeping.store import metadata_schema as t
 from housekeeping.store.compacted_ledgers import COMPACTED_KIND
@@ -70,6 +71,71 @@ class PurgeResult:
             raise PurgeFailed(
                 f"{len(self.failed)} pending deletion(s) could not be purged; they stay pending and the next purge "
                 f"retries them; first: {first[0]}: {first[1]}"
+            )
+
+
+def due_for_purge(store: Store, as_of_ms: int) -> dict[str, Any]:
+    """What a purge at ``as_of_ms`` would remove, before it removes anything: every pending deletion whose grace
+    period has passed (``due``: topic, ledger id, kind, bytes, due time), less those a hold keeps (``held``). A
+    restored ledger or one in use again is refused by the purge itself, not listed here."""
+    due: list[dict[str, Any]] = []
+    held: list[dict[str, Any]] = []
+    with read_transaction(store.engine) as conn:
+        rows = conn.execute(
+            select(t.pending_deletions)
+            .where(
+                and_(
+                    t.pending_deletions.c.status == "pending",
+                    t.pending_deletions.c.purge_after_ms <= as_of_ms,
+                )
+            )
+            .order_by(t.pending_deletions.c.topic, t.pending_deletions.c.ledger_id, t.pending_deletions.c.id)
+        ).all()
+        for row in rows:
+            item = {
+                "topic": row.topic,
+                "ledgerId": row.ledger_id,
+                "kind": row.kind,
+                "bytes": row.size_bytes,
+                "dueAt": format_ms(row.purge_after_ms),
+            }
+            (held if current_hold(conn, row.topic) is not None else due).append(item)
+    return {
+        "asOf": format_ms(as_of_ms),
+        "due": due,
+        "held": held,
+        "files": len(due),
+        "bytes": sum(item["bytes"] for item in due),
+        "topics": len({item["topic"] for item in due}),
+    }
+
+
+def record_purge_due(
+    store: Store, document: dict[str, Any], *, run_id: str, as_of_ms: int, actor: str | None
+) -> None:
+    """Journal, topic by topic, what the purge of run ``run_id`` is about to remove (before it removes it)."""
+    by_topic: dict[str, list[dict[str, Any]]] = {}
+    for item in document["due"]:
+        by_topic.setdefault(item["topic"], []).append(item)
+    if not by_topic:
+        return
+    with write_transaction(store.engine) as conn:
+        for topic, items in by_topic.items():
+            journal(
+                conn,
+                run_id=run_id,
+                mechanism="purge",
+                topic=topic,
+                action="purge_due",
+                status="due",
+                detail={
+                    "ledgers": [
+                        {k: item[k] for k in ("ledgerId", "kind", "bytes", "dueAt")} for item in items
+                    ],
+                    "bytes": sum(item["bytes"] for item in items),
+                },
+                as_of_ms=as_of_ms,
+                actor=actor,
             )
 
 

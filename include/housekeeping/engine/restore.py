@@ -20,22 +20,37 @@ from housekeeping.store.store import LOCAL_COPY_KIND, ORPHAN_KIND, Store, write_
 
 
 def restore(
-    store: Store, topic: str, *, ledger_id: int | None = None, as_of_ms: int, run_id: str
+    store: Store,
+    topic: str,
+    *,
+    ledger_id: int | None = None,
+    as_of_ms: int,
+    run_id: str,
+    actor: str | None = None,
 ) -> list[int]:
     """Put a topic's pending-deleted ledgers (or one of them) back. Cursors fast-forwarded past them stay.
     A topic deleted as a whole (inactive-topic GC) comes back whole: see :func:`restore_topic`. Orphans the store
-    scrub queued under the topic's directory are kept first (:func:`restore_orphans`)."""
-    orphans = restore_orphans(store, topic, ledger_id=ledger_id, as_of_ms=as_of_ms, run_id=run_id)
+    scrub queued under the topic's directory are kept first (:func:`restore_orphans`). ``actor``: who restores
+    (the journal's; default this process's user), the CLI's user or the console's Airflow user."""
+    orphans = restore_orphans(
+        store, topic, ledger_id=ledger_id, as_of_ms=as_of_ms, run_id=run_id, actor=actor
+    )
     if orphans:
         try:
-            return sorted({*orphans, *_restore_ledgers(store, topic, ledger_id, as_of_ms, run_id)})
+            return sorted({*orphans, *_restore_ledgers(store, topic, ledger_id, as_of_ms, run_id, actor)})
         except InputError:
             return orphans  # nothing else of the topic waits for purge
-    return _restore_ledgers(store, topic, ledger_id, as_of_ms, run_id)
+    return _restore_ledgers(store, topic, ledger_id, as_of_ms, run_id, actor)
 
 
 def restore_orphans(
-    store: Store, topic: str, *, ledger_id: int | None = None, as_of_ms: int, run_id: str
+    store: Store,
+    topic: str,
+    *,
+    ledger_id: int | None = None,
+    as_of_ms: int,
+    run_id: str,
+    actor: str | None = None,
 ) -> list[int]:
     """Keep the items the store scrub queued under ``topic`` (or its ledger ``ledger_id``): their pending deletions
     become ``restored`` and their files, never moved, stay where they are; a later scrub counts a restored orphan as
@@ -68,19 +83,20 @@ def restore_orphans(
                 "pendingIds": [row.id for row in rows],
             },
             as_of_ms=as_of_ms,
+            actor=actor,
         )
     return sorted({row.ledger_id for row in rows})
 
 
 def _restore_ledgers(
-    store: Store, topic: str, ledger_id: int | None, as_of_ms: int, run_id: str
+    store: Store, topic: str, ledger_id: int | None, as_of_ms: int, run_id: str, actor: str | None
 ) -> list[int]:
     with write_transaction(store.engine) as conn:
         exists = conn.execute(select(t.topics.c.name).where(t.topics.c.name == topic)).first() is not None
     if not exists:
         if ledger_id is not None:
             raise InputError(f"topic {topic} does not exist in store {store.root}; restore it whole first")
-        return restore_topic(store, topic, as_of_ms=as_of_ms, run_id=run_id)
+        return restore_topic(store, topic, as_of_ms=as_of_ms, run_id=run_id, actor=actor)
     with write_transaction(store.engine) as conn:
         if conn.execute(select(t.topics.c.name).where(t.topics.c.name == topic)).first() is None:
             raise InputError(f"topic {topic} does not exist in store {store.root}")
@@ -128,11 +144,14 @@ def _restore_ledgers(
             status="restored",
             detail={"ledgers": restored},
             as_of_ms=as_of_ms,
+            actor=actor,
         )
     return restored
 
 
-def restore_topic(store: Store, name: str, *, as_of_ms: int, run_id: str) -> list[int]:
+def restore_topic(
+    store: Store, name: str, *, as_of_ms: int, run_id: str, actor: str | None = None
+) -> list[int]:
     """Bring back a topic (or partitioned-topic metadata) deleted by GC, while it is within its grace period:
     the topic row with its policies, its cursors and quota states, its ledgers (files must still exist), and
     its partitioned metadata if that was deleted with it. Returns the restored ledger ids."""
@@ -158,6 +177,7 @@ def restore_topic(store: Store, name: str, *, as_of_ms: int, run_id: str) -> lis
             status="restored",
             detail={"deletedBy": record.run_id, "ledgers": sorted(restored)},
             as_of_ms=as_of_ms,
+            actor=actor,
         )
     return sorted(restored)
 

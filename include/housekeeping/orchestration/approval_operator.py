@@ -16,6 +16,7 @@ from airflow.providers.standard.operators.hitl import ApprovalOperator
 
 from housekeeping.engine.approval import (
     ApprovalThresholds,
+    preview_purge,
     record_decision,
     request_approval,
     request_markdown,
@@ -45,14 +46,22 @@ class DeletionApprovalOperator(ApprovalOperator):
         from housekeeping.mechanisms.registry import get_mechanism
 
         snapshot = self._snapshot(context)
-        if snapshot["dry_run"]:
-            self.log.info("dry run: nothing will be applied, nothing to approve")
-            return {"required": False, "why": "dry run"}
         settings = Settings.from_env()
+        due = preview_purge(Store.of_settings(settings), snapshot["run_dir"], dry_run=snapshot["dry_run"])
+        self.log.info(
+            "PURGE DUE: %d files of %d topics, %d bytes past their grace period (%d held back by holds)",
+            due["files"],
+            due["topics"],
+            due["bytes"],
+            len(due["held"]),
+        )
+        if snapshot["dry_run"]:
+            self.log.info("dry run: nothing will be applied or purged, nothing to approve")
+            return {"required": False, "why": "dry run"}
         thresholds = ApprovalThresholds.of(settings, dict(context["params"]))
-        request = request_approval(snapshot["run_dir"], get_mechanism(self.mechanism), thresholds)
+        request = request_approval(snapshot["run_dir"], get_mechanism(self.mechanism), thresholds, due)
         if not request["required"]:
-            self.log.info("under every approval threshold (%s): proceeding", thresholds)
+            self.log.info("APPROVAL: not needed, the plan and its purge are under every threshold")
             return {"required": False, "why": "under the approval thresholds"}
         self.log.warning("APPROVAL REQUIRED: %s", "; ".join(request["reasons"]))
         self.subject = f"Approve {self.mechanism} run {request['runId']}: {request['reasons'][0]}"

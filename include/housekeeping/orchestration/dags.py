@@ -121,37 +121,76 @@ def snapshot_task(spec: Any, defaults: DagDefaults):
 
     @task(task_id="take_snapshot", retries=defaults.retries)
     def take_snapshot() -> dict[str, Any]:
-        from housekeeping.core.settings import Settings
-        from housekeeping.core.timeutil import format_ms
-        from housekeeping.mechanisms.steps import snapshot_step
-        from housekeeping.store.store import Store
+        from airflow.sdk.exceptions import AirflowFailException
+
+        from housekeeping.core.errors import InputError
 
         context = get_current_context()
-        params = context["params"]
-        settings = Settings.from_env()
-        store = Store.of_settings(settings)
-        as_of_ms = resolve_as_of_ms(params, context)
-        run_id, actor, interval = _run_facts(spec, context)
-        spec.before_snapshot(store, params, as_of_ms, actor)
-        info = snapshot_step(
-            store,
-            spec.name,
-            run_id=run_id,
-            as_of_ms=as_of_ms,
-            values=params,
-            scope=params.get("scope") or None,
-            settings=settings,
-            actor=actor,
-            schedule_interval_ms=interval,
-        )
-        return {
-            "run_dir": str(info.run_dir),
-            "as_of": format_ms(as_of_ms),
-            "topics": info.topic_count,
-            "dry_run": bool(params.get("dry_run")),
-        }
+        try:
+            return _take_snapshot(spec, context)
+        except InputError as exc:
+            # Bad input is not worth a retry: one line naming the param and the rule, and nothing changed.
+            raise AirflowFailException(f"bad input: {exc}") from None
 
     return take_snapshot()
+
+
+def run_preview_reason(params: Any, context: dict[str, Any]) -> str | None:
+    """Why this run previews (a dry run) whatever its form says: a scheduled run that started late
+    (``housekeeping.engine.guards.late_scheduled_start``: the run Airflow creates when a DAG is unpaused)."""
+    import time
+
+    from housekeeping.engine.guards import SCHEDULED_START_TOLERANCE, late_scheduled_start
+
+    dag_run = context.get("dag_run")
+    if params.get("dry_run") or dag_run is None or str(getattr(dag_run, "run_type", "")) != "scheduled":
+        return None
+    started = getattr(dag_run, "start_date", None)
+    started_ms = int(started.timestamp() * 1000) if started is not None else int(time.time() * 1000)
+    slot_ms = int(dag_run.run_after.timestamp() * 1000)
+    return late_scheduled_start(slot_ms, started_ms, int(SCHEDULED_START_TOLERANCE.read()))
+
+
+def _take_snapshot(spec: Any, context: dict[str, Any]) -> dict[str, Any]:
+    from housekeeping.core.settings import Settings
+    from housekeeping.core.timeutil import format_ms
+    from housekeeping.engine.guards import refuse_acting_in_the_future
+    from housekeeping.mechanisms.steps import snapshot_step
+    from housekeeping.store.store import Store
+
+    params = context["params"]
+    as_of_ms = resolve_as_of_ms(params, context)
+    preview = run_preview_reason(params, context)
+    dry_run = bool(params.get("dry_run")) or preview is not None
+    if preview is not None:
+        print(f"PREVIEW: {preview}")
+    if not dry_run:
+        refuse_acting_in_the_future(as_of_ms)
+    settings = Settings.from_env()
+    store = Store.of_settings(settings)
+    run_id, actor, interval = _run_facts(spec, context)
+    spec.before_snapshot(store, params, as_of_ms, actor)
+    info = snapshot_step(
+        store,
+        spec.name,
+        run_id=run_id,
+        as_of_ms=as_of_ms,
+        values=params,
+        scope=params.get("scope") or None,
+        settings=settings,
+        actor=actor,
+        schedule_interval_ms=interval,
+    )
+    print(
+        f"SNAPSHOT: {info.topic_count} topics as of {format_ms(as_of_ms)}{' (dry run)' if dry_run else ''}: {info.run_dir}"
+    )
+    return {
+        "run_dir": str(info.run_dir),
+        "as_of": format_ms(as_of_ms),
+        "topics": info.topic_count,
+        "dry_run": dry_run,
+        "preview_reason": preview,
+    }
 
 
 def gate_steps(spec: Any):
@@ -356,35 +395,7 @@ def build_policy_what_if_dag(doc_md: str):
         @task(task_id="prepare_what_if")
         def prepare_what_if() -> dict[str, Any]:
             """Checks the form before Spark starts and writes the request the Spark step reads."""
-            import re
-
-            from housekeeping.core.settings import Settings
-            from housekeeping.core.timeutil import format_ms
-            from housekeeping.store.store import Store
-            from housekeeping.what_if.overlay import PolicyOverlay
-            from housekeeping.what_if.report import REPORTS_DIR
-            from housekeeping.what_if.what_if import check_request
-
-            context = get_current_context()
-            params = context["params"]
-            policies = params.get("policies") or {}
-            sweep = params.get("sweep") or None
-            overlay = PolicyOverlay.from_document(policies, "the policies param") if policies else None
-            check_request(params["mechanism"], overlay, sweep)
-            store = Store.of_settings(Settings.from_env())
-            report_dir = store.root / REPORTS_DIR / re.sub(r"[^A-Za-z0-9._-]", "_", context["run_id"])
-            report_dir.mkdir(parents=True, exist_ok=True)
-            request = {
-                "mechanism": params["mechanism"],
-                "policies": policies,
-                "asOf": format_ms(resolve_as_of_ms(params, context)),
-                "sweep": sweep,
-                "scope": params.get("scope") or None,
-                "reportDir": str(report_dir),
-            }
-            path = report_dir / "request.json"
-            path.write_text(json.dumps(request, indent=2), encoding="utf-8")
-            return {"request": str(path), "report_dir": str(report_dir)}
+            return prepare_what_if_request(get_current_context())
 
         @task(task_id="write_what_if_report")
         def write_what_if_report(prepared: dict[str, Any]) -> str:
@@ -413,3 +424,43 @@ def build_policy_what_if_dag(doc_md: str):
         )
         prepared >> run_what_if >> write_what_if_report(prepared)
     return dag
+
+
+def prepare_what_if_request(context: dict[str, Any]) -> dict[str, Any]:
+    """``prepare_what_if``: the form checked against the store (bad input fails here, before Spark starts), then the
+    request the Spark step reads written to the run's report directory."""
+    import re
+
+    from airflow.sdk.exceptions import AirflowFailException
+
+    from housekeeping.core.errors import InputError
+    from housekeeping.core.settings import Settings
+    from housekeeping.core.timeutil import format_ms
+    from housekeeping.store.store import Store
+    from housekeeping.what_if.overlay import PolicyOverlay
+    from housekeeping.what_if.report import REPORTS_DIR
+    from housekeeping.what_if.what_if import check_against_store
+
+    params = context["params"]
+    policies = params.get("policies") or {}
+    sweep = params.get("sweep") or None
+    store = Store.of_settings(Settings.from_env())
+    try:
+        overlay = PolicyOverlay.from_document(policies, "the policies param") if policies else None
+        check_against_store(store, params["mechanism"], overlay, sweep, params.get("scope") or None)
+    except InputError as exc:
+        # Bad input fails here, in one line naming the param and the rule, before any Spark step.
+        raise AirflowFailException(f"bad input: {exc}") from None
+    report_dir = store.root / REPORTS_DIR / re.sub(r"[^A-Za-z0-9._-]", "_", context["run_id"])
+    report_dir.mkdir(parents=True, exist_ok=True)
+    request = {
+        "mechanism": params["mechanism"],
+        "policies": policies,
+        "asOf": format_ms(resolve_as_of_ms(params, context)),
+        "sweep": sweep,
+        "scope": params.get("scope") or None,
+        "reportDir": str(report_dir),
+    }
+    path = report_dir / "request.json"
+    path.write_text(json.dumps(request, indent=2), encoding="utf-8")
+    return {"request": str(path), "report_dir": str(report_dir)}

@@ -7,6 +7,10 @@ from typing import Any
 
 from housekeeping.engine.mechanism import Mechanism
 
+# What the form accepts as an as-of: ISO 8601 with a timezone (``Z`` or an offset), as ``parse_as_of`` requires; the
+# form refuses the rest before a run exists.
+AS_OF_PATTERN = r"^\d{4}-\d{2}-\d{2}[T ]\d{2}:\d{2}(:\d{2}(\.\d{1,6})?)?(Z|[+-]\d{2}:\d{2})$"
+
 
 def scope_param() -> Any:
     """The scope param of every DAG that reads topics."""
@@ -31,15 +35,22 @@ def housekeeping_params(spec: Mechanism) -> dict[str, Any]:
 
     return {
         "dry_run": Param(
-            False, type="boolean", title="Dry run", description="Plan, gate and report only; change nothing."
+            False,
+            type="boolean",
+            title="Dry run",
+            description='Plan, gate and report only; apply and purge nothing. "Unpause on trigger" also starts '
+            "this DAG's schedule: the scheduled run Airflow then creates at once for a past slot is a dry run too "
+            "(it starts late), and the next scheduled run applies.",
         ),
         "scope": scope_param(),
         "as_of": Param(
             None,
             type=["null", "string"],
+            pattern=AS_OF_PATTERN,
             title="As of (UTC)",
-            description="Logical 'now' for the decisions, ISO 8601 with timezone. Empty = the run's "
-            "data interval end (scheduled/backfill) or its run time (manual).",
+            description="Logical 'now' for the decisions, ISO 8601 with timezone (2026-11-01T00:00:00Z). Empty = "
+            "the run's data interval end (scheduled/backfill) or its run time (manual). A run that applies refuses "
+            "an as-of later than the clock; a dry run may look ahead.",
         ),
         "max_deleted_share": Param(
             None,
@@ -117,6 +128,7 @@ def what_if_params() -> dict[str, Any]:
         "as_of": Param(
             None,
             type=["null", "string"],
+            pattern=AS_OF_PATTERN,
             title="As of (UTC)",
             description="Logical 'now' for the decisions, ISO 8601 with timezone. Empty = the run's time.",
         ),

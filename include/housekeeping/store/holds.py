@@ -150,3 +150,51 @@ def remove_hold(conn: Any, target: str) -> Hold:
         raise InputError(f"{canonical} is not held")
     conn.execute(t.holds.delete().where(t.holds.c.target == canonical))
     return _row_to_hold(row)
+
+
+def place_hold(store: Any, target: str, *, reason: str, actor: str) -> Hold:
+    """Hold ``target`` and journal it with ``actor``, in one transaction: what ``housekeeping hold add`` and the
+    console's ``POST holds`` do."""
+    from housekeeping.store.store import write_transaction
+
+    with write_transaction(store.engine) as conn:
+        hold = add_hold(conn, target, reason=reason, actor=actor)
+        _journal_hold(conn, hold, "hold_added", actor)
+    return hold
+
+
+def lift_hold(store: Any, target: str, *, actor: str) -> Hold:
+    """Remove the hold on ``target`` and journal it with ``actor``: ``housekeeping hold remove``, ``DELETE holds``."""
+    from housekeeping.store.store import write_transaction
+
+    with write_transaction(store.engine) as conn:
+        hold = remove_hold(conn, target)
+        _journal_hold(conn, hold, "hold_removed", actor)
+    return hold
+
+
+def list_holds(store: Any) -> list[dict[str, Any]]:
+    """The holds in force, by target."""
+    from housekeeping.store.store import read_transaction
+
+    with read_transaction(store.engine) as conn:
+        return [hold.to_json() for _, hold in sorted(load_holds(conn).items())]
+
+
+def _journal_hold(conn: Any, hold: Hold, status: str, actor: str) -> None:
+    import uuid
+
+    from housekeeping.store.journal import journal
+
+    # Logical time 0: a hold is not a decision made for a logical time (recordedAt says when).
+    journal(
+        conn,
+        run_id=f"hold-{uuid.uuid4().hex[:8]}",
+        mechanism="hold",
+        topic=hold.target if hold.scope == "topic" else None,
+        action="hold",
+        status=status,
+        detail={**hold.to_json(), "why": hold.reason},
+        as_of_ms=0,
+        actor=actor,
+    )

@@ -224,6 +224,30 @@ def point_overlays(
     return overlays
 
 
+def check_points(
+    store: Any, sweep: Sweep, base: PolicyOverlay, scope: str | None, state: Any = None
+) -> list[PolicyOverlay]:
+    """Each point's overlay, every one checked against the store by ``load``'s rules before anything runs (a
+    value that breaks a policy in force, as a retention below a backlog quota's limit, is bad input naming the value
+    and the namespace)."""
+    from housekeeping.core.scope import in_scope, parse_scope
+    from housekeeping.engine.snapshot import read_store_state
+    from housekeeping.store.manifest.export import export_manifest
+
+    state = state if state is not None else read_store_state(store)
+    broker = base.broker_config(state.broker)
+    patterns = parse_scope(scope)
+    swept = {row.namespace for row in state.topic_rows if in_scope(row.name, patterns)}
+    overlays = point_overlays(sweep, base, {name: state.namespaces[name] for name in swept}, broker)
+    manifest = export_manifest(store)
+    for label, overlay in zip(sweep.labels, overlays, strict=True):
+        try:
+            overlay.validate_against(store, manifest)
+        except InputError as exc:
+            raise InputError(f"sweep {sweep.knob.name}={label}: {exc}") from None
+    return overlays
+
+
 def run_sweep(
     store: Any,
     sweep: Sweep,
@@ -235,28 +259,17 @@ def run_sweep(
 ) -> dict[str, Any]:
     """Every point of the sweep: ``{"mechanism", "asOf", "sweep": {"policy", "unit", "values"}, "points": [{"value",
     "setting", "perNamespace": {ns: measures}, "total": measures}]}``. Nothing is written to the store."""
-    from housekeeping.core.scope import in_scope, parse_scope
     from housekeeping.core.settings import Settings
     from housekeeping.core.timeutil import format_ms, parse_as_of
     from housekeeping.engine import launcher
     from housekeeping.engine.snapshot import read_store_state, take_snapshot
     from housekeeping.mechanisms.registry import build_request, get_mechanism
-    from housekeeping.store.manifest.export import export_manifest
 
     spec = get_mechanism(sweep.mechanism)
     settings = Settings.from_env()
     as_of_ms = parse_as_of(as_of)
     state = read_store_state(store)
-    broker = base.broker_config(state.broker)
-    patterns = parse_scope(scope)
-    swept = {row.namespace for row in state.topic_rows if in_scope(row.name, patterns)}
-    overlays = point_overlays(sweep, base, {name: state.namespaces[name] for name in swept}, broker)
-    manifest = export_manifest(store)
-    for label, overlay in zip(sweep.labels, overlays, strict=True):
-        try:
-            overlay.validate_against(store, manifest)
-        except InputError as exc:
-            raise InputError(f"--sweep {sweep.knob.name}={label}: {exc}") from None
+    overlays = check_points(store, sweep, base, scope, state)
     with tempfile.TemporaryDirectory(prefix="housekeeping-sweep-") as tmp:
         run_dirs = []
         for index, overlay in enumerate(overlays):

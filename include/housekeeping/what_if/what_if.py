@@ -139,6 +139,21 @@ def check_request(mechanism: str, overlay: PolicyOverlay | None, sweep: str | No
             )
 
 
+def check_against_store(
+    store: Any, mechanism: str, overlay: PolicyOverlay | None, sweep: str | None, scope: str | None = None
+) -> None:
+    """:func:`check_request`, then the overlay and every sweep point against the store by ``load``'s rules: what
+    the policy_what_if DAG's first task checks, so bad input fails there in one line, before Spark starts."""
+    check_request(mechanism, overlay, sweep)
+    base = overlay or PolicyOverlay()
+    if overlay is not None:
+        overlay.validate_against(store)
+    if sweep:
+        from housekeeping.what_if.sweep import Sweep, check_points
+
+        check_points(store, Sweep.parse(sweep), base, scope)
+
+
 def run_what_if(
     store: Any,
     mechanism: str,

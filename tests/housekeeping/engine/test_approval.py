@@ -142,3 +142,62 @@ def test_the_request_and_each_decision_are_recorded_in_the_run_and_the_journal(t
         ("timed_out", "approval timeout"),
     ]
     assert entries[0]["detail"]["decidedAt"] == "2026-11-01T00:00:01.000Z"
+
+
+def test_what_purge_will_remove_is_written_and_journaled_before_it_and_a_large_purge_needs_a_person(tmp_path):
+    """The approval step lists what the run's purge is about to remove (due at its as-of, a hold keeps one back),
+    journals it per topic before apply and purge run, and asks a person when it is over the bytes threshold."""
+    from sqlalchemy import select
+
+    from housekeeping.engine.approval import preview_purge
+    from housekeeping.store import metadata_schema as t
+    from housekeeping.store.holds import add_hold
+    from housekeeping.store.store import record_pending_deletion, write_transaction
+
+    a, b = "persistent://acme/orders/a", "persistent://acme/orders/b"
+    store = load_manifest(
+        tmp_path / "store",
+        write_manifest(
+            tmp_path,
+            {
+                "namespaces": {"acme/orders": {}},
+                "topics": {
+                    a: topic_body([(1, 1, 300, AS_OF - 10), (2, 1, 400, AS_OF - 5), (3, 0, 0, None)]),
+                    b: topic_body([(7, 1, 50, AS_OF - 10), (8, 0, 0, None)]),
+                },
+            },
+        ),
+    )
+    with write_transaction(store.engine) as conn:
+        rows = {(r.topic, r.ledger_id): dict(r._mapping) for r in conn.execute(select(t.ledgers))}
+        for key, due in (((a, 1), AS_OF), ((a, 2), AS_OF + 1), ((b, 7), AS_OF - 1)):
+            record_pending_deletion(
+                conn, rows[key], run_id="earlier", as_of_ms=AS_OF - 99, purge_after_ms=due
+            )
+    with write_transaction(store.engine) as conn:
+        add_hold(conn, b, reason="audit", actor="ops")
+    run = _run(tmp_path, ACTIONS_[:1], {"acme/orders": 1000})
+
+    dry = preview_purge(store, run, dry_run=True)
+    assert [(i["topic"], i["ledgerId"], i["bytes"]) for i in dry["due"]] == [
+        (a, 1, 300)
+    ]  # (a, 2) not yet due
+    assert [(i["topic"], i["ledgerId"]) for i in dry["held"]] == [(b, 7)]
+    assert json.loads(run.purge_due.read_text()) == dry
+    with read_transaction(store.engine) as conn:
+        assert [e for e in journal_entries(conn, run="r-1") if e["action"] == "purge_due"] == []  # a dry run
+
+    due = preview_purge(store, run, dry_run=False)
+    with read_transaction(store.engine) as conn:
+        entries = [e for e in journal_entries(conn, topic=a) if e["action"] == "purge_due"]
+    assert [(e["runId"], e["status"], e["detail"]["bytes"]) for e in entries] == [("r-1", "due", 300)]
+
+    trim = get_mechanism("trim")
+    assert not request_approval(run, trim, ApprovalThresholds(bytes=900), due)["required"]  # plan 600 B
+    request = request_approval(run, trim, ApprovalThresholds(bytes=599), due)
+    assert request["reasons"] == [
+        "deletes 600 B (600 bytes), over the threshold of 599 B",
+    ]
+    request = request_approval(run, trim, ApprovalThresholds(bytes=299), due)
+    assert "its purge removes 300 B (1 files of 1 topics past their grace period)" in request["reasons"][-1]
+    assert "Purge after apply: 1 files of 1 topics (300 B)" in run.approval_request_md.read_text()

@@ -80,6 +80,7 @@ def run_scrub(
     from housekeeping.core.timeutil import parse_as_of
     from housekeeping.engine import launcher
     from housekeeping.engine.gate import raise_if_rejected
+    from housekeeping.engine.guards import refuse_acting_in_the_future
     from housekeeping.engine.plan import read_summary, read_table
     from housekeeping.engine.report import write_report
     from housekeeping.engine.request import RunRequest
@@ -93,6 +94,8 @@ def run_scrub(
     opened = open_store(store, metadata_url)
     settings = Settings.from_env()
     as_of_ms = parse_as_of(as_of) if as_of else int(time.time() * 1000)
+    if repair:
+        refuse_acting_in_the_future(as_of_ms, param="--as-of")
     run_id = f"cli-scrub-{uuid.uuid4().hex[:8]}"
     run_dir = opened.run_dir(mechanism.name, run_id)
     # The run as `housekeeping plan scrub` builds it (registry.build_request), with the one option a scrub reads.

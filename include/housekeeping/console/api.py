@@ -1,0 +1,146 @@
+"""The console's JSON API, ``/housekeeping/api/v1`` (a public interface: docs/console.md). Reads need read access to
+the housekeeping DAGs, changes edit access; a change is journaled with the Airflow user. Bad input is a 4xx naming
+what is wrong (400; 404 for a run or file that does not exist) and changes nothing."""
+
+from __future__ import annotations
+
+import time
+import uuid
+from typing import Annotated, Any
+
+from fastapi import APIRouter, Body, Query
+from pydantic import BaseModel, Field
+
+from housekeeping.console.access import Editor, Reader, actor_of
+from housekeeping.console.store import console_store
+
+router = APIRouter(prefix="/api/v1")
+
+
+class RestoreBody(BaseModel):
+    topic: str = Field(description="persistent://tenant/namespace/topic")
+    ledgerId: int | None = Field(
+        default=None, ge=0, description="only this ledger (default: all of the topic)"
+    )
+
+
+class HoldBody(BaseModel):
+    target: str = Field(description="tenant/namespace or persistent://tenant/namespace/topic")
+    reason: str = Field(min_length=1, max_length=2000)
+
+
+def _now_ms() -> int:
+    return int(time.time() * 1000)
+
+
+@router.get("/namespaces")
+def get_namespaces(user: Reader) -> dict[str, Any]:
+    from housekeeping.observe.console import namespaces
+
+    store, settings = console_store()
+    return {"asOf": _now_ms(), "namespaces": namespaces(store, _now_ms(), settings.deletion_lag_objectives)}
+
+
+@router.get("/pending-deletions")
+def get_pending_deletions(
+    user: Reader, topic: str | None = None, namespace: str | None = None
+) -> dict[str, Any]:
+    from housekeeping.observe.console import pending_deletions
+
+    store, _ = console_store()
+    return {"pendingDeletions": pending_deletions(store, topic=topic, namespace=namespace)}
+
+
+@router.post("/restore")
+def post_restore(user: Editor, body: Annotated[RestoreBody, Body()]) -> dict[str, Any]:
+    from housekeeping.engine.restore import restore
+    from housekeeping.observe.console import check_topic
+
+    store, _ = console_store()
+    topic = check_topic(body.topic)
+    restored = restore(
+        store,
+        topic,
+        ledger_id=body.ledgerId,
+        as_of_ms=0,
+        run_id=f"console-restore-{uuid.uuid4().hex[:8]}",
+        actor=actor_of(user),
+    )
+    return {"topic": topic, "restoredLedgers": restored}
+
+
+@router.get("/holds")
+def get_holds(user: Reader) -> dict[str, Any]:
+    from housekeeping.store.holds import list_holds
+
+    store, _ = console_store()
+    return {"holds": list_holds(store)}
+
+
+@router.post("/holds", status_code=201)
+def post_hold(user: Editor, body: Annotated[HoldBody, Body()]) -> dict[str, Any]:
+    from housekeeping.store.holds import place_hold
+
+    store, _ = console_store()
+    return place_hold(store, body.target, reason=body.reason, actor=actor_of(user)).to_json()
+
+
+@router.delete("/holds")
+def delete_hold(user: Editor, target: Annotated[str, Query(min_length=1)]) -> dict[str, Any]:
+    from housekeeping.store.holds import lift_hold
+
+    store, _ = console_store()
+    return lift_hold(store, target, actor=actor_of(user)).to_json()
+
+
+@router.get("/journal")
+def get_journal(
+    user: Reader,
+    topic: str | None = None,
+    namespace: str | None = None,
+    mechanism: str | None = None,
+    run: str | None = None,
+    actor: str | None = None,
+    limit: Annotated[int, Query(ge=1, le=1000)] = 200,
+) -> dict[str, Any]:
+    from housekeeping.observe.console import journal
+
+    store, _ = console_store()
+    entries = journal(
+        store, topic=topic, namespace=namespace, mechanism=mechanism, run=run, actor=actor, limit=limit
+    )
+    return {"journal": entries}
+
+
+@router.get("/runs")
+def get_runs(
+    user: Reader, mechanism: str | None = None, limit: Annotated[int, Query(ge=1, le=1000)] = 100
+) -> dict[str, Any]:
+    from housekeeping.observe.console import runs
+
+    store, _ = console_store()
+    return {"runs": runs(store, mechanism, limit)}
+
+
+@router.get("/runs/{mechanism}/{run_id}")
+def get_run(user: Reader, mechanism: str, run_id: str) -> dict[str, Any]:
+    from housekeeping.observe.console import run_detail
+
+    store, _ = console_store()
+    return run_detail(store, mechanism, run_id)
+
+
+@router.get("/runs/{mechanism}/{run_id}/actions")
+def get_run_actions(
+    user: Reader,
+    mechanism: str,
+    run_id: str,
+    topic: str | None = None,
+    kind: str | None = None,
+    offset: Annotated[int, Query(ge=0)] = 0,
+    limit: Annotated[int, Query(ge=1, le=1000)] = 100,
+) -> dict[str, Any]:
+    from housekeeping.observe.console import run_actions
+
+    store, _ = console_store()
+    return run_actions(store, mechanism, run_id, topic=topic, kind=kind, offset=offset, limit=limit)

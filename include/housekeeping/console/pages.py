@@ -1,0 +1,191 @@
+"""The console's pages, server-rendered from ``templates/`` (offline: no CDN, the charts inline SVG). Each page reads
+what the API reads; the forms (Restore, hold add and remove) call the API from the page with the CSRF token the
+console's cookie carries, so a page changes nothing by itself and a forged cross-site request is refused."""
+
+from __future__ import annotations
+
+import time
+from pathlib import Path
+from typing import Annotated, Any
+
+from fastapi import APIRouter, Query, Request
+from fastapi.responses import FileResponse, HTMLResponse
+
+from housekeeping.console.access import Reader, actor_of
+from housekeeping.console.store import console_store
+
+router = APIRouter()
+TEMPLATES = Path(__file__).with_name("templates")
+
+
+def _render(name: str, request: Request, user: Any, **context: Any) -> HTMLResponse:
+    from jinja2 import Environment, FileSystemLoader, StrictUndefined, select_autoescape
+
+    from housekeeping.core.timeutil import format_duration_ms, format_ms
+    from housekeeping.engine.report import human_bytes
+
+    env = Environment(
+        loader=FileSystemLoader(str(TEMPLATES)),
+        undefined=StrictUndefined,
+        autoescape=select_autoescape(["html"]),
+    )
+    env.filters["human"] = lambda value: "-" if value is None else human_bytes(value)
+    env.filters["duration"] = lambda seconds: (
+        "-" if seconds is None else format_duration_ms(int(seconds * 1000))
+    )
+    env.filters["ms"] = format_ms
+    base = str(request.url_for("store_page")).rstrip("/") + "/"
+    page = env.get_template(name).render(
+        base=base, page=name.removesuffix(".html"), user=actor_of(user), **context
+    )
+    return HTMLResponse(page)
+
+
+def _now_ms() -> int:
+    return int(time.time() * 1000)
+
+
+@router.get("/", response_class=HTMLResponse, name="store_page")
+def store_page(request: Request, user: Reader) -> HTMLResponse:
+    """The store now: bytes per namespace and tier, backlog, quotas, deletion lag, what waits for purge, the latest
+    run of each mechanism, and the storage report's charts drawn from the store as it is."""
+    from housekeeping.observe.console import namespaces, pending_deletions, runs
+    from housekeeping.observe.storage_report import collect, plots
+
+    store, settings = console_store()
+    now = _now_ms()
+    data = collect(store, now, settings.deletion_lag_objectives)
+    pending = pending_deletions(store)
+    latest: dict[str, Any] = {}
+    for run in runs(store, limit=1000):
+        latest.setdefault(run["mechanism"], run)
+    return _render(
+        "store.html",
+        request,
+        user,
+        now=now,
+        namespaces=namespaces(store, now, settings.deletion_lag_objectives),
+        pending=pending[:20],
+        pending_total=len(pending),
+        pending_bytes=sum(p["bytes"] or 0 for p in pending),
+        latest=sorted(latest.values(), key=lambda r: r["mechanism"]),
+        charts=plots(data),
+        lag=data["deletionLag"],
+    )
+
+
+@router.get("/runs", response_class=HTMLResponse)
+def runs_page(request: Request, user: Reader, mechanism: str | None = None) -> HTMLResponse:
+    from housekeeping.mechanisms.registry import mechanism_names
+    from housekeeping.observe.console import runs
+
+    store, _ = console_store()
+    return _render(
+        "runs.html", request, user, runs=runs(store, mechanism or None, 200), mechanisms=mechanism_names(),
+        mechanism=mechanism or "",
+    )  # fmt: skip
+
+
+@router.get("/runs/{mechanism}/{run_id}", response_class=HTMLResponse)
+def run_page(
+    request: Request,
+    user: Reader,
+    mechanism: str,
+    run_id: str,
+    topic: str | None = None,
+    kind: str | None = None,
+    offset: Annotated[int, Query(ge=0)] = 0,
+) -> HTMLResponse:
+    """A run: its plan per namespace, the actions (paged, by topic and kind) with their reasons, why the rest was
+    kept (the report), the gate's expectations, the approval, what purge was to remove and what apply and purge did,
+    and links to the Airflow task logs."""
+    from housekeeping.mechanisms.registry import get_mechanism
+    from housekeeping.observe.console import run_actions, run_detail
+
+    store, _ = console_store()
+    detail = run_detail(store, mechanism, run_id)
+    spec = get_mechanism(mechanism)
+    actions = run_actions(store, mechanism, run_id, topic=topic or None, kind=kind or None, offset=offset)
+    report = store.run_dir(mechanism, run_id) / "report" / "report.md"
+    airflow_run = (
+        detail["runId"].removeprefix(f"{spec.dag_id}__")
+        if detail["runId"].startswith(f"{spec.dag_id}__")
+        else None
+    )
+    return _render(
+        "run.html",
+        request,
+        user,
+        run=detail,
+        spec=spec,
+        actions=actions,
+        topic=topic or "",
+        kind=kind or "",
+        report=report.read_text(encoding="utf-8") if report.is_file() else None,
+        airflow_run=airflow_run,
+    )
+
+
+@router.get("/dag-runs/{dag_id}/{run_id}", response_class=HTMLResponse)
+def dag_run_page(request: Request, user: Reader, dag_id: str, run_id: str) -> HTMLResponse:
+    """The view on a DAG run in the Airflow UI: the housekeeping run it made, if it is a housekeeping DAG's."""
+    from housekeeping.mechanisms.registry import MECHANISMS
+
+    spec = next((m for m in MECHANISMS.values() if m.dag_id == dag_id), None)
+    if spec is None:
+        return _render("message.html", request, user, title="Not a housekeeping DAG",
+                       message=f"{dag_id} is not a housekeeping DAG: nothing of the store to show.")  # fmt: skip
+    store, _ = console_store()
+    directory = store.run_dir(spec.name, f"{dag_id}__{run_id}").name
+    if not (store.run_dir(spec.name, f"{dag_id}__{run_id}") / "snapshot" / "run.json").is_file():
+        return _render("message.html", request, user, title="No run directory yet",
+                       message=f"{dag_id} run {run_id} has not taken its snapshot (yet).")  # fmt: skip
+    return run_page(request, user, spec.name, directory, topic=None, kind=None, offset=0)
+
+
+@router.get("/runs/{mechanism}/{run_id}/files/{relative:path}")
+def run_file(user: Reader, mechanism: str, run_id: str, relative: str) -> FileResponse:
+    """A file of the run's report or Great Expectations Data Docs, only from inside the run directory."""
+    from housekeeping.observe.console import run_file as resolve
+
+    store, _ = console_store()
+    return FileResponse(resolve(store, mechanism, run_id, relative))
+
+
+@router.get("/pending", response_class=HTMLResponse)
+def pending_page(
+    request: Request, user: Reader, topic: str | None = None, namespace: str | None = None
+) -> HTMLResponse:
+    from housekeeping.observe.console import pending_deletions
+
+    store, _ = console_store()
+    rows = pending_deletions(store, topic=topic or None, namespace=namespace or None)
+    return _render("pending.html", request, user, rows=rows, topic=topic or "", namespace=namespace or "")
+
+
+@router.get("/holds", response_class=HTMLResponse)
+def holds_page(request: Request, user: Reader) -> HTMLResponse:
+    from housekeeping.store.holds import list_holds
+
+    store, _ = console_store()
+    return _render("holds.html", request, user, holds=list_holds(store))
+
+
+@router.get("/journal", response_class=HTMLResponse)
+def journal_page(
+    request: Request,
+    user: Reader,
+    topic: str | None = None,
+    namespace: str | None = None,
+    mechanism: str | None = None,
+    run: str | None = None,
+    actor: str | None = None,
+) -> HTMLResponse:
+    from housekeeping.observe.console import journal
+
+    store, _ = console_store()
+    filters = {"topic": topic, "namespace": namespace, "mechanism": mechanism, "run": run, "actor": actor}
+    entries = journal(store, **{k: (v or None) for k, v in filters.items()}, limit=300)
+    return _render(
+        "journal.html", request, user, entries=entries, filters={k: v or "" for k, v in filters.items()}
+    )

@@ -1,0 +1,302 @@
+"""What the housekeeping console shows and its JSON API returns, read from the store (no Spark, no Airflow): the
+namespaces' figures, the pending deletions and what restore can bring back, the runs and one run's plan, gate,
+approval, apply and purge, and the journal filtered. Every name a caller gives is checked as the CLI checks it (bad
+input names it); every path it returns is inside the store's run directories.
+
+The namespaces' figures are the store's metrics (``observe.metrics``), one definition of each measure for
+Prometheus, the console and its API."""
+
+from __future__ import annotations
+
+import re
+from collections import defaultdict
+from collections.abc import Mapping
+from pathlib import Path
+from typing import Any
+
+from sqlalchemy import select
+
+from housekeeping.core.errors import InputError, NotFound
+from housekeeping.core.names import NamespaceName, TopicName
+from housekeeping.core.timeutil import format_ms
+from housekeeping.engine.contract import ACTIONS, RunDir, read_json, read_run_info
+from housekeeping.engine.plan import read_table_arrow
+from housekeeping.engine.report import sparse_rows
+from housekeeping.observe.journal_view import journal_entries
+from housekeeping.observe.metrics.exposition import store_metrics
+from housekeeping.store import metadata_schema as t
+from housekeeping.store.holds import hold_for, load_holds
+from housekeeping.store.store import LOCAL_COPY_KIND, ORPHAN_KIND, RUNS_DIR, Store, read_transaction
+
+# A namespace's figure -> (metric family, the tier label it takes or None): the metrics' own measures.
+NAMESPACE_FIGURES: dict[str, tuple[str, str | None]] = {
+    "storedBytes": ("pulsar_storage_size", None),
+    "localBytes": ("housekeeping_storage_tier_size", "local"),
+    "tierBytes": ("housekeeping_storage_tier_size", "offloaded"),
+    "backlogBytes": ("pulsar_storage_backlog_size", None),
+    "backlogAgeSeconds": ("pulsar_storage_backlog_age_seconds", None),
+    "topics": ("housekeeping_topics", None),
+    "ledgers": ("housekeeping_storage_ledgers", None),
+    "entries": ("housekeeping_storage_entries", None),
+    "quotaLimitBytes": ("pulsar_storage_backlog_quota_limit", None),
+    "quotaLimitSeconds": ("pulsar_storage_backlog_quota_limit_time", None),
+    "pendingPurgeBytes": ("housekeeping_pending_purge_bytes", None),
+    "deletionLagSeconds": ("housekeeping_deletion_lag_seconds", None),
+    "deletionLagObjectiveSeconds": ("housekeeping_deletion_lag_objective_seconds", None),
+}
+# Kinds of pending deletion restore puts back (a replaced compacted ledger or an abandoned tier object it does not).
+RESTORABLE_KINDS = ("ledger", LOCAL_COPY_KIND, ORPHAN_KIND)
+RUN_ID = re.compile(r"^[A-Za-z0-9_.+-]{1,300}$")
+MAX_PAGE = 1000
+
+
+def check_topic(text: str) -> str:
+    return str(TopicName.parse(text))
+
+
+def check_namespace(text: str) -> str:
+    return str(NamespaceName.parse(text))
+
+
+def namespaces(store: Store, as_of_ms: int, objectives: Mapping[str, int]) -> list[dict[str, Any]]:
+    """Per namespace, its figures at ``as_of_ms`` (:data:`NAMESPACE_FIGURES`) and its exceeded backlog quotas."""
+    rows: dict[str, dict[str, Any]] = defaultdict(dict)
+    families = {
+        family.name: family for family in store_metrics(store, as_of_ms=as_of_ms, objectives=objectives)
+    }
+    for field, (name, tier) in NAMESPACE_FIGURES.items():
+        family = families.get(name)
+        for labels, value in (family.samples if family else {}).items():
+            named = dict(zip(family.labels, labels, strict=True))
+            if "namespace" in named and (tier is None or named.get("tier") == tier):
+                rows[named["namespace"]][field] = value
+    q = t.backlog_quota_states.c
+    with read_transaction(store.engine) as conn:
+        exceeded = conn.execute(
+            select(t.topics.c.namespace, q.topic, q.quota_type)
+            .join(t.topics, t.topics.c.name == q.topic)
+            .where(q.exceeded)
+            .order_by(q.topic)
+        ).all()
+    quotas: dict[str, list[dict[str, str]]] = defaultdict(list)
+    for namespace, topic, quota_type in exceeded:
+        quotas[namespace].append({"topic": topic, "quotaType": quota_type})
+    result = []
+    for namespace in sorted(rows):
+        figures = {field: _number(rows[namespace].get(field)) for field in NAMESPACE_FIGURES}
+        result.append(
+            {
+                "namespace": namespace,
+                "tenant": namespace.split("/", 1)[0],
+                **figures,
+                "exceededQuotas": quotas.get(namespace, []),
+            }
+        )
+    return result
+
+
+def _number(value: float | None) -> int | float | None:
+    if value is None:
+        return None
+    return int(value) if float(value).is_integer() else value
+
+
+def pending_deletions(
+    store: Store, *, topic: str | None = None, namespace: str | None = None
+) -> list[dict[str, Any]]:
+    """Every deletion waiting for purge (a ledger, a local copy, a replaced compacted ledger, an orphan; a topic GC
+    deleted whole), with its due time, whether a hold keeps it, and whether restore brings it back."""
+    topic = check_topic(topic) if topic else None
+    namespace = check_namespace(namespace) if namespace else None
+    p, d = t.pending_deletions.c, t.deleted_topics.c
+    with read_transaction(store.engine) as conn:
+        query = select(t.pending_deletions).where(p.status == "pending")
+        deleted = select(t.deleted_topics).where(d.status == "pending")
+        if topic:
+            query, deleted = query.where(p.topic == topic), deleted.where(d.topic == topic)
+        rows = conn.execute(query.order_by(p.purge_after_ms, p.topic, p.ledger_id)).all()
+        topics = conn.execute(deleted.order_by(d.topic)).all()
+        holds = load_holds(conn)
+    out = []
+    for row in rows:
+        if namespace and str(TopicName.parse(row.topic).namespace_name) != namespace:
+            continue
+        hold = hold_for(row.topic, holds)
+        out.append(
+            {
+                "topic": row.topic,
+                "ledgerId": row.ledger_id,
+                "kind": row.kind,
+                "bytes": row.size_bytes,
+                "deletedBy": row.run_id,
+                "deletedAsOf": format_ms(row.deleted_as_of_ms),
+                "dueAt": format_ms(row.purge_after_ms),
+                "dueAtMs": row.purge_after_ms,
+                "heldBy": hold.target if hold else None,
+                "restorable": row.kind in RESTORABLE_KINDS and not row.erased_by,
+                "why": "a key erasure replaced it" if row.erased_by else None,
+            }
+        )
+    for row in topics:
+        if namespace and str(TopicName.parse(row.topic).namespace_name) != namespace:
+            continue
+        out.append(
+            {
+                "topic": row.topic,
+                "ledgerId": None,
+                "kind": row.kind,
+                "bytes": None,
+                "deletedBy": row.run_id,
+                "deletedAsOf": format_ms(row.deleted_as_of_ms),
+                "dueAt": format_ms(row.purge_after_ms),
+                "dueAtMs": row.purge_after_ms,
+                "heldBy": None,
+                "restorable": True,
+                "why": "deleted whole by inactive-topic GC: restore brings it back with its ledgers",
+            }
+        )
+    return out
+
+
+def runs(store: Store, mechanism: str | None = None, limit: int = 100) -> list[dict[str, Any]]:
+    """The newest runs (of ``mechanism``, or of every one), newest as-of first: what each decided and did."""
+    from housekeeping.mechanisms.registry import get_mechanism, mechanism_names
+
+    names = [get_mechanism(mechanism).name] if mechanism else list(mechanism_names())
+    found = []
+    for name in names:
+        folder = store.root / RUNS_DIR / name
+        for run_json in folder.glob("*/snapshot/run.json") if folder.is_dir() else ():
+            found.append(_run_row(RunDir(run_json.parent.parent)))
+    found.sort(key=lambda r: (r["asOfMs"], r["takenAtMs"], r["runId"]), reverse=True)
+    return found[: max(1, min(limit, MAX_PAGE))]
+
+
+def _run_row(run: RunDir) -> dict[str, Any]:
+    info = read_run_info(run)
+    gate = read_json(run.gate_result)
+    decision = read_json(run.approval_decision)
+    applied = read_json(run.apply_result)
+    return {
+        "mechanism": info["mechanism"],
+        "runId": info["runId"],
+        "directory": run.path.name,
+        "asOf": info["asOf"],
+        "asOfMs": info["asOfMs"],
+        "takenAtMs": info.get("takenAtWallClockMs") or 0,
+        "actor": info.get("actor"),
+        "gate": None if gate is None else ("passed" if gate.get("success") else "rejected"),
+        "approval": (decision or {}).get("decision"),
+        "applied": applied is not None,
+        "report": run.report_md.is_file(),
+    }
+
+
+def run_dir_of(store: Store, mechanism: str, run_dir_name: str) -> RunDir:
+    """The run directory ``runs/<mechanism>/<run_dir_name>``, which must exist; a name that is not a run
+    directory's (a path, ``..``) is bad input, so nothing outside the store's run directories is ever read."""
+    from housekeeping.mechanisms.registry import get_mechanism
+
+    spec = get_mechanism(mechanism)
+    if not RUN_ID.match(run_dir_name) or run_dir_name.strip(".") != run_dir_name:
+        raise InputError(f"run {run_dir_name!r} is not the name of a run directory")
+    base = (store.root / RUNS_DIR / spec.name).resolve()
+    path = (base / run_dir_name).resolve()
+    if path.parent != base or not (path / "snapshot" / "run.json").is_file():
+        raise NotFound(f"no {spec.name} run {run_dir_name!r} in store {store.root}")
+    return RunDir(path)
+
+
+def run_detail(store: Store, mechanism: str, run_dir_name: str) -> dict[str, Any]:
+    """One run: its request, the plan per namespace (its summary), the gate's verdict and every expectation's
+    outcome, the approval asked and decided, what purge was about to remove, what apply and purge did."""
+    run = run_dir_of(store, mechanism, run_dir_name)
+    gate = read_json(run.gate_result)
+    return {
+        **_run_row(run),
+        "request": read_run_info(run),
+        "planSummary": read_json(run.plan_summary),
+        "gate": gate,
+        "dataDocs": run.data_docs_index.is_file(),
+        "approvalRequest": read_json(run.approval_request),
+        "approvalDecision": read_json(run.approval_decision),
+        "purgeDue": read_json(run.purge_due),
+        "applyResult": read_json(run.apply_result),
+        "purgeResult": read_json(run.purge_result),
+        "reportJson": run.report_json.is_file(),
+    }
+
+
+def run_actions(
+    store: Store,
+    mechanism: str,
+    run_dir_name: str,
+    *,
+    topic: str | None = None,
+    kind: str | None = None,
+    offset: int = 0,
+    limit: int = 100,
+) -> dict[str, Any]:
+    """A page of the run's planned actions, filtered by topic (a substring of its name) and kind, each with its
+    reason; ``total`` counts every match."""
+    from housekeeping.mechanisms.registry import get_mechanism
+
+    run = run_dir_of(store, mechanism, run_dir_name)
+    if kind is not None:
+        get_mechanism(mechanism).action(kind, where="the kind filter")
+    if offset < 0 or not 1 <= limit <= MAX_PAGE:
+        raise InputError(f"offset must be >= 0 and limit between 1 and {MAX_PAGE}")
+    rows, total = [], 0
+    if run.plan_table(ACTIONS).is_dir():
+        for row in sparse_rows(read_table_arrow(run.path, ACTIONS)):
+            if (kind and row["action"] != kind) or (topic and topic not in row["topic"]):
+                continue
+            if offset <= total < offset + limit:
+                rows.append(row)
+            total += 1
+    return {"total": total, "offset": offset, "limit": limit, "actions": rows}
+
+
+def run_file(store: Store, mechanism: str, run_dir_name: str, relative: str) -> Path:
+    """A file of the run's report or gate Data Docs (``report/...``, ``gate/data_docs/...``), resolved inside the
+    run directory; anything else, or outside it, is bad input."""
+    run = run_dir_of(store, mechanism, run_dir_name)
+    allowed = (run.report_dir.resolve(), run.data_docs_dir.resolve())
+    path = (run.path / relative).resolve()
+    if not any(base in path.parents for base in allowed) or not path.is_file():
+        raise NotFound(f"no report or Data Docs file {relative!r} in run {run_dir_name}")
+    return path
+
+
+def journal(
+    store: Store,
+    *,
+    topic: str | None = None,
+    namespace: str | None = None,
+    mechanism: str | None = None,
+    run: str | None = None,
+    actor: str | None = None,
+    limit: int = 200,
+) -> list[dict[str, Any]]:
+    """Journal rows, newest first, filtered by topic, namespace, mechanism (or ``purge``, ``restore``, ``hold``),
+    run (its id or part of it) and actor."""
+    topic = check_topic(topic) if topic else None
+    namespace = check_namespace(namespace) if namespace else None
+    if not 1 <= limit <= MAX_PAGE:
+        raise InputError(f"limit must be between 1 and {MAX_PAGE}")
+    with read_transaction(store.engine) as conn:
+        entries = journal_entries(conn, topic=topic, run=run)
+    picked = []
+    for entry in reversed(entries):
+        if mechanism and entry["mechanism"] != mechanism:
+            continue
+        if actor and actor not in (entry["actor"] or ""):
+            continue
+        if namespace and (
+            entry["topic"] is None or str(TopicName.parse(entry["topic"]).namespace_name) != namespace
+        ):
+            continue
+        picked.append(entry)
+        if len(picked) >= limit:
+            break
+    return picked

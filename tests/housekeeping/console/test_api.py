@@ -1,0 +1,362 @@
+"""The console's JSON API on a running `airflow api-server` with the plugin loaded and two users, a viewer and an
+admin (Airflow's simple auth manager): nobody gets in without a token, a viewer reads and cannot change, a browser
+request that changes something needs the console's CSRF token, hostile names and paths are a 4xx naming them and
+change nothing, and a hold and a restore through the API equal the CLI's, journaled with the Airflow user."""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import subprocess
+import time
+from pathlib import Path
+
+import httpx
+import pytest
+
+from tests.conftest import REPO, VENV_BIN, run_cli
+from tests.pg_server import free_port
+
+pytestmark = [pytest.mark.processes, pytest.mark.spark, pytest.mark.runs]
+
+AS_OF = "2026-11-02T00:00:00Z"
+API = "/housekeeping/api/v1"
+
+
+class ApiServer:
+    """`airflow api-server` in a home of its own, stopped at the end."""
+
+    def __init__(self, home: Path, env: dict[str, str], process: subprocess.Popen, port: int) -> None:
+        self.home, self.env, self.process = home, env, process
+        self.url = f"http://127.0.0.1:{port}"
+
+    @classmethod
+    def start(cls, base: Path, store_root: Path, users: str) -> ApiServer:
+        home, port = base / "airflow-home", free_port()
+        home.mkdir()
+        env = {
+            **os.environ,
+            "AIRFLOW_HOME": str(home),
+            "AIRFLOW__CORE__PLUGINS_FOLDER": str(REPO / "plugins"),
+            "AIRFLOW__CORE__DAGS_FOLDER": str(REPO / "dags"),
+            "AIRFLOW__CORE__LOAD_EXAMPLES": "False",
+            "AIRFLOW__CORE__SIMPLE_AUTH_MANAGER_USERS": users,
+            "AIRFLOW__API__PORT": str(port),
+            "AIRFLOW__API__WORKERS": "1",
+            "HOUSEKEEPING_STORE_ROOT": str(store_root),
+        }
+        subprocess.run([str(VENV_BIN / "airflow"), "db", "migrate"], env=env, check=True, capture_output=True)
+        log = (base / "api-server.log").open("wb")
+        process = subprocess.Popen(
+            [str(VENV_BIN / "airflow"), "api-server", "--port", str(port)],
+            env=env,
+            stdout=log,
+            stderr=subprocess.STDOUT,
+            start_new_session=True,
+        )
+        server = cls(home, env, process, port)
+        deadline = time.monotonic() + 180
+        while True:
+            assert process.poll() is None, (base / "api-server.log").read_text()[-4000:]
+            try:
+                if httpx.get(f"{server.url}/api/v2/monitor/health", timeout=5).status_code == 200:
+                    return server
+            except httpx.HTTPError:
+                pass
+            assert time.monotonic() < deadline, (base / "api-server.log").read_text()[-4000:]
+            time.sleep(1)
+
+    def password(self, user: str) -> str:
+        return json.loads((self.home / "simple_auth_manager_passwords.json.generated").read_text())[user]
+
+    def token(self, user: str) -> str:
+        response = httpx.post(
+            f"{self.url}/auth/token", json={"username": user, "password": self.password(user)}, timeout=30
+        )
+        assert response.status_code in (200, 201), response.text
+        return response.json()["access_token"]
+
+    def call(self, method: str, path: str, token: str | None = None, **kwargs) -> httpx.Response:
+        headers = dict(kwargs.pop("headers", {}))
+        if token:
+            headers["Authorization"] = f"Bearer {token}"
+        return httpx.request(method, f"{self.url}{path}", headers=headers, timeout=60, **kwargs)
+
+    def stop(self) -> None:
+        import psutil
+
+        tree = [psutil.Process(self.process.pid), *psutil.Process(self.process.pid).children(recursive=True)]
+        for member in tree:
+            member.terminate()
+        _, alive = psutil.wait_procs(tree, timeout=30)
+        for member in alive:
+            member.kill()
+
+
+@pytest.fixture(scope="module")
+def stores(tmp_path_factory, spark):
+    """A generated store after a real trim (pending deletions to restore), and a copy of it for the CLI."""
+    from housekeeping.cli.main import main
+    from housekeeping.store.generate import GenerateOptions, generate_store
+
+    base = tmp_path_factory.mktemp("console")
+    generate_store(base / "store", GenerateOptions(topics=12, seed=7, entries_per_ledger=20), None)
+    code = main(
+        ["apply", "trim", "--store", str(base / "store"), "--as-of", AS_OF, "--max-deleted-share", "1"]
+    )
+    assert code == 0
+    shutil.copytree(base / "store", base / "cli-store")
+    return base / "store", base / "cli-store"
+
+
+@pytest.fixture(scope="module")
+def server(tmp_path_factory, stores):
+    running = ApiServer.start(tmp_path_factory.mktemp("api"), stores[0], "admin:admin,viewer:viewer")
+    yield running
+    running.stop()
+
+
+@pytest.fixture(scope="module")
+def tokens(server):
+    return {"admin": server.token("admin"), "viewer": server.token("viewer")}
+
+
+def _pending(server, token) -> list[dict]:
+    response = server.call("GET", f"{API}/pending-deletions", token)
+    assert response.status_code == 200, response.text
+    return response.json()["pendingDeletions"]
+
+
+def test_nobody_gets_in_without_a_token_and_a_viewer_reads_but_cannot_change(server, tokens):
+    for method, path in [
+        ("GET", f"{API}/namespaces"),
+        ("GET", f"{API}/pending-deletions"),
+        ("GET", f"{API}/holds"),
+        ("GET", f"{API}/journal"),
+        ("GET", f"{API}/runs"),
+        ("POST", f"{API}/restore"),
+        ("POST", f"{API}/holds"),
+        ("DELETE", f"{API}/holds?target=acme/orders"),
+        ("GET", "/housekeeping/"),
+        ("GET", "/housekeeping/pending"),
+    ]:
+        assert server.call(method, path).status_code == 401, (method, path)
+    viewer = tokens["viewer"]
+    namespaces = server.call("GET", f"{API}/namespaces", viewer)
+    assert namespaces.status_code == 200 and namespaces.json()["namespaces"], namespaces.text
+    row = namespaces.json()["namespaces"][0]
+    assert {"namespace", "tenant", "storedBytes", "tierBytes", "backlogBytes", "topics"} <= set(row)
+    assert server.call("GET", "/housekeeping/", viewer).status_code == 200
+    pending = _pending(server, viewer)
+    assert pending and all(p["restorable"] for p in pending if p["kind"] == "ledger")
+    for method, path, body in [
+        ("POST", f"{API}/restore", {"topic": pending[0]["topic"]}),
+        ("POST", f"{API}/holds", {"target": "acme/orders", "reason": "audit"}),
+        ("DELETE", f"{API}/holds?target=acme/orders", None),
+    ]:
+        response = server.call(method, path, viewer, json=body)
+        assert response.status_code == 403 and "viewer" in response.json()["detail"], (path, response.text)
+    assert _pending(server, viewer) == pending
+
+
+@pytest.mark.parametrize(
+    "method,path,body,status,named",
+    [
+        ("POST", "/restore", {"topic": "persistent://acme/../etc"}, 400, "persistent://acme/../etc"),
+        ("POST", "/restore", {"topic": "persistent://acme/orders/no-such-topic"}, 400, "no-such-topic"),
+        ("POST", "/restore", {"topic": "persistent://acme/orders/t", "ledgerId": -1}, 422, "ledgerId"),
+        ("POST", "/holds", {"target": "../../etc", "reason": "x"}, 400, "../../etc"),
+        ("POST", "/holds", {"target": "nobody/here", "reason": "x"}, 400, "nobody/here"),
+        ("POST", "/holds", {"target": "acme/orders", "reason": ""}, 422, "reason"),
+        ("DELETE", "/holds?target=acme/orders", None, 400, "acme/orders is not held"),
+        ("GET", "/pending-deletions?namespace=../../etc", None, 400, "../../etc"),
+        ("GET", "/journal?topic=persistent://a/b/c/d", None, 400, "persistent://a/b/c/d"),
+        ("GET", "/runs?mechanism=compaktion", None, 400, "compaktion"),
+        ("GET", "/runs/trim/..%2F..%2Fmetadata.db", None, 404, None),
+        ("GET", "/runs/trim/no-such-run", None, 404, "no-such-run"),
+        ("GET", "/runs/trim/no-such-run/actions?kind=delete_topic", None, 404, None),
+    ],
+)
+def test_bad_input_is_a_4xx_naming_it_and_changes_nothing(server, tokens, method, path, body, status, named):
+    admin = tokens["admin"]
+    before = (_pending(server, admin), server.call("GET", f"{API}/holds", admin).json())
+    response = server.call(method, f"{API}{path}", admin, json=body)
+    assert response.status_code == status, response.text
+    if named:
+        assert named in response.text, response.text
+    assert (_pending(server, admin), server.call("GET", f"{API}/holds", admin).json()) == before
+
+
+def test_files_are_served_only_from_inside_a_run_directory(server, tokens, stores):
+    admin = tokens["admin"]
+    (run,) = server.call("GET", f"{API}/runs?mechanism=trim", admin).json()["runs"]
+    files = f"/housekeeping/runs/trim/{run['directory']}/files"
+    report = server.call("GET", f"{files}/report/report.md", admin)
+    assert report.status_code == 200 and "trim" in report.text.lower()
+    assert server.call("GET", f"{files}/gate/data_docs/index.html", admin).status_code == 200
+    for hostile in (
+        "../../../metadata.db",
+        "report/../../../metadata.db",
+        "snapshot/run.json",
+        "%2e%2e/apply",
+    ):
+        response = server.call("GET", f"{files}/{hostile}", admin)
+        assert response.status_code in (400, 404), (hostile, response.status_code)
+        assert "SQLite" not in response.text
+
+
+def test_a_browser_change_needs_the_consoles_csrf_token(server, tokens):
+    """The UI's session cookie authenticates a browser; a change it sends without the token of the console's
+    cookie (what a page of another site would send) is refused, with the token it is done."""
+    cookie = {"_token": tokens["admin"]}
+    body = {"target": "globex/events", "reason": "csrf check"}
+    forged = server.call(
+        "POST", f"{API}/holds", cookies=cookie, json=body, headers={"Origin": "https://evil.example"}
+    )
+    assert forged.status_code == 403 and "CSRF" in forged.text
+    page = server.call("GET", "/housekeeping/holds", cookies=cookie)
+    assert page.status_code == 200
+    csrf = page.cookies["hk_csrftoken"]
+    done = server.call(
+        "POST",
+        f"{API}/holds",
+        cookies={**cookie, "hk_csrftoken": csrf},
+        json=body,
+        headers={"x-csrftoken": csrf},
+    )
+    assert done.status_code == 201, done.text
+    assert done.json()["createdBy"] == "admin"
+    removed = server.call(
+        "DELETE", f"{API}/holds?target=globex/events", cookies={**cookie, "hk_csrftoken": csrf},
+        headers={"x-csrftoken": csrf},
+    )  # fmt: skip
+    assert removed.status_code == 200, removed.text
+
+
+def _state(capsys, store: Path) -> dict:
+    code, out, err = run_cli(capsys, "inspect", "--store", str(store), "--format", "json")
+    assert code == 0, err
+    document = json.loads(out)
+    document.pop("store", None)
+    return document
+
+
+def _journal(capsys, store: Path, touched: set[str]) -> list[tuple]:
+    """The hold and restore entries about ``touched`` (who and when aside: the CLI's user is not the console's)."""
+    code, out, err = run_cli(capsys, "journal", "--store", str(store), "--format", "json")
+    assert code == 0, err
+    entries = []
+    for e in json.loads(out)["entries"]:
+        detail = {k: v for k, v in e["detail"].items() if k not in ("createdBy", "createdAtMs")}
+        if e["mechanism"] in ("hold", "restore") and {e["topic"], detail.get("target")} & touched:
+            entries.append(
+                (e["mechanism"], e["topic"], e["action"], e["status"], json.dumps(detail, sort_keys=True))
+            )
+    return entries
+
+
+def test_a_hold_and_a_restore_through_the_api_equal_the_clis_journaled_with_the_airflow_user(
+    server, tokens, stores, capsys, monkeypatch
+):
+    api_store, cli_store = stores
+    admin = tokens["admin"]
+    topic = next(p["topic"] for p in _pending(server, admin) if p["kind"] == "ledger")
+    namespace = topic.removeprefix("persistent://").rsplit("/", 1)[0]
+
+    held = server.call("POST", f"{API}/holds", admin, json={"target": namespace, "reason": "legal hold 42"})
+    assert held.status_code == 201, held.text
+    restored = server.call("POST", f"{API}/restore", admin, json={"topic": topic})
+    assert restored.status_code == 200 and restored.json()["restoredLedgers"], restored.text
+
+    monkeypatch.setenv("HOUSEKEEPING_ACTOR", "ops@shell")
+    code, _, err = run_cli(
+        capsys, "hold", "add", namespace, "--store", str(cli_store), "--reason", "legal hold 42"
+    )
+    assert code == 0, err
+    code, out, err = run_cli(capsys, "restore", topic, "--store", str(cli_store))
+    assert code == 0 and json.loads(out)["restoredLedgers"] == restored.json()["restoredLedgers"], err
+
+    assert _state(capsys, api_store) == _state(capsys, cli_store)
+    journaled = _journal(capsys, api_store, {topic, namespace})
+    assert len(journaled) == 2 and journaled == _journal(capsys, cli_store, {topic, namespace})
+    entries = server.call("GET", f"{API}/journal?mechanism=restore&topic={topic}", admin).json()["journal"]
+    assert [e["actor"] for e in entries] == ["admin"]
+    holds = server.call("GET", f"{API}/holds", admin).json()["holds"]
+    assert [(h["target"], h["createdBy"]) for h in holds] == [(namespace, "admin")]
+    assert server.call("DELETE", f"{API}/holds?target={namespace}", admin).status_code == 200
+
+
+SHOTS = REPO / "test-output" / "ui"
+
+
+def test_every_page_in_a_browser_and_restore_and_a_hold_done_there(server, stores, capsys):
+    """Every console page in headless Chromium, logged in through Airflow's own login page, with a screenshot each;
+    Restore and a hold done through the pages, checked against `housekeeping inspect` and `hold list`."""
+    import importlib.util
+
+    from playwright.sync_api import sync_playwright
+
+    spec = importlib.util.spec_from_file_location("trigger_from_ui", REPO / "scripts" / "trigger_from_ui.py")
+    ui = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(ui)
+    store = stores[0]
+    SHOTS.mkdir(parents=True, exist_ok=True)
+    with sync_playwright() as playwright:
+        browser = playwright.chromium.launch(executable_path="/usr/bin/chromium", args=ui.CHROMIUM_ARGS)
+        page = browser.new_page(viewport={"width": 1500, "height": 1000})
+        ui.login(page, server.url, "admin", server.password("admin"))
+        base = f"{server.url}/housekeeping/"
+
+        # The entry in Airflow's navigation: the console inside the Airflow UI.
+        page.goto(f"{server.url}/plugin/housekeeping")
+        page.frame_locator("iframe").locator("#namespaces").wait_for(timeout=60_000)
+        page.screenshot(path=str(SHOTS / "console-01-in-airflow.png"), full_page=True)
+
+        page.goto(base)
+        assert page.locator("#namespaces tr").count() > 2
+        page.screenshot(path=str(SHOTS / "console-02-store.png"), full_page=True)
+
+        page.goto(f"{base}runs")
+        page.locator("a", has_text="cli-trim-").first.click()
+        page.locator("#actions").wait_for()
+        assert "passed" in page.inner_text("body") and page.locator("#actions tr").count() > 1
+        page.screenshot(path=str(SHOTS / "console-03-run.png"), full_page=True)
+
+        # Restore one ledger from the pending deletions page.
+        page.goto(f"{base}pending")
+        button = page.locator("button", has_text="Restore ledger").first
+        topic, ledger = button.get_attribute("data-topic"), int(button.get_attribute("data-ledger"))
+        page.screenshot(path=str(SHOTS / "console-04-pending.png"), full_page=True)
+        button.click()
+        page.locator("#message.ok").wait_for(timeout=30_000)
+        code, out, err = run_cli(capsys, "inspect", "--store", str(store), "--format", "json")
+        assert code == 0, err
+        assert ledger in [entry["ledgerId"] for entry in json.loads(out)["topics"][topic]["ledgers"]]
+
+        # A hold added with the page's form.
+        page.goto(f"{base}holds")
+        page.fill("input[name=target]", "globex/tables")
+        page.fill("input[name=reason]", "incident 7")
+        page.click("#add-hold button")
+        page.locator("#message.ok").wait_for(timeout=30_000)
+        page.wait_for_load_state("load")
+        page.locator("#holds", has_text="globex/tables").wait_for(timeout=30_000)
+        page.screenshot(path=str(SHOTS / "console-05-holds.png"), full_page=True)
+        code, out, err = run_cli(capsys, "hold", "list", "--store", str(store))
+        assert code == 0, err
+        assert [(h["target"], h["createdBy"], h["reason"]) for h in json.loads(out)["holds"]] == [
+            ("globex/tables", "admin", "incident 7")
+        ]
+
+        page.goto(f"{base}journal?topic={topic}")
+        assert "restore_ledgers" in page.inner_text("#journal") and "admin" in page.inner_text("#journal")
+        page.screenshot(path=str(SHOTS / "console-06-journal.png"), full_page=True)
+
+        # The hold removed again with the page's button.
+        page.goto(f"{base}holds")
+        page.locator("button", has_text="Remove").first.click()
+        page.locator("#message.ok").wait_for(timeout=30_000)
+        browser.close()
+    code, out, err = run_cli(capsys, "hold", "list", "--store", str(store))
+    assert json.loads(out)["holds"] == []
