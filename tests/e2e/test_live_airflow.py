@@ -19,16 +19,10 @@ creates may touch the store.
 
 from __future__ import annotations
 
-import contextlib
-import importlib.util
 import json
-import os
 import re
-import subprocess
 import sys
 import time
-import urllib.error
-import urllib.request
 from pathlib import Path
 
 import pytest
@@ -36,11 +30,9 @@ import pytest
 from housekeeping.core.timeutil import parse_as_of
 from housekeeping.engine.contract import TOPICS, read_snapshot_table
 from housekeeping.mechanisms.steps import apply_step, plan_and_gate_in_process, purge_step, snapshot_step
-from housekeeping.orchestration.dags import DELETING_POOL, DELETING_POOL_DESCRIPTION, STORE_ASSET_NAME
+from housekeeping.orchestration.dags import STORE_ASSET_NAME
 from housekeeping.store.generate import GenerateOptions, generate_store
-from housekeeping.store.store import Store
-from tests.conftest import SPARK_CONNECT_CONN_ID
-from tests.pg_server import free_port
+from tests.airflow_standalone import GRACE_SECONDS, running_standalone, ui_driver
 from tests.store_invariants import store_state
 
 pytestmark = [pytest.mark.airflow, pytest.mark.processes]
@@ -65,55 +57,6 @@ WHAT_IF = "policy_what_if"
 STORE_OPTIONS = GenerateOptions(topics=14, seed=11, entries_per_ledger=40)
 # Hourly: two runs, the second sees what the first did.
 BACKFILL = ("2026-10-31T23:00:00+00:00", "2026-11-01T00:00:00+00:00")
-GRACE_SECONDS = 3600
-APPROVAL_TIMEOUT_SECONDS = 45
-
-
-def _ui_driver():
-    spec = importlib.util.spec_from_file_location("trigger_from_ui", REPO / "scripts" / "trigger_from_ui.py")
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
-
-
-class LiveAirflow:
-    def __init__(self, home: Path, port: int, env: dict[str, str], store: Store) -> None:
-        self.home, self.port, self.env, self.store = home, port, env, store
-        self.url = f"http://127.0.0.1:{port}"
-        self.user = "admin"
-
-    @property
-    def password(self) -> str:
-        return json.loads((self.home / "simple_auth_manager_passwords.json.generated").read_text())[self.user]
-
-    def api(self):
-        return _ui_driver().Api(self.url, self.user, self.password)
-
-    def cli(self, *args: str) -> str:
-        result = subprocess.run(
-            [str(VENV_BIN / "airflow"), *args], env=self.env, capture_output=True, text=True, timeout=300
-        )
-        assert result.returncode == 0, result.stderr[-3000:]
-        return result.stdout
-
-    def runs(self, run_type: str | None = None) -> list[dict]:
-        runs = self.api().get(f"/api/v2/dags/{TRIM}/dagRuns?limit=100")["dag_runs"]
-        return [r for r in runs if run_type is None or r["run_type"] == run_type]
-
-    def wait_for_backfill(self, backfill_id: int, count: int, timeout_s: float = 900) -> list[dict]:
-        """Until the backfill is completed; its runs (all must have succeeded)."""
-        deadline = time.monotonic() + timeout_s
-        while True:
-            backfill = self.api().get(f"/api/v2/backfills/{backfill_id}")
-            if backfill["completed_at"] is not None:
-                break
-            assert time.monotonic() < deadline, (
-                f"backfill {backfill_id} still running: {self.runs('backfill')}"
-            )
-            time.sleep(3)
-        runs = self.runs("backfill")
-        assert len(runs) == count and {r["state"] for r in runs} == {"success"}, runs
-        return runs
 
 
 @pytest.fixture(scope="module")
@@ -121,91 +64,14 @@ def live_airflow(tmp_path_factory, postgres_server, spark_connect_server):
     base = tmp_path_factory.mktemp("live-airflow")
     metadata_url = postgres_server.create_database("live")
     store = generate_store(base / "store", STORE_OPTIONS, metadata_url)
-    port = free_port()
-    home = base / "airflow-home"
-    home.mkdir()
-    env = {
-        **os.environ,
-        "AIRFLOW_HOME": str(home),
-        # Airflow's own database on the PostgreSQL server too, as in the compose deployment (on SQLite the
-        # scheduler and a CLI writing at once meet "database is locked").
-        "AIRFLOW__DATABASE__SQL_ALCHEMY_CONN": postgres_server.create_database("airflow"),
-        "AIRFLOW__CORE__DAGS_FOLDER": str(REPO / "dags"),
-        "AIRFLOW__CORE__PLUGINS_FOLDER": str(REPO / "plugins"),
-        "AIRFLOW__CORE__LOAD_EXAMPLES": "False",
-        "AIRFLOW__CORE__DAGS_ARE_PAUSED_AT_CREATION": "True",
-        "AIRFLOW__CORE__SIMPLE_AUTH_MANAGER_USERS": "admin:admin",
-        "AIRFLOW__API__PORT": str(port),
-        "AIRFLOW__CORE__EXECUTION_API_SERVER_URL": f"http://127.0.0.1:{port}/execution/",
-        "AIRFLOW__LOGGING__WORKER_LOG_SERVER_PORT": str(free_port()),
-        "AIRFLOW__LOGGING__TRIGGER_LOG_SERVER_PORT": str(free_port()),
-        "AIRFLOW__SCHEDULER__USE_JOB_SCHEDULE": "False",
-        # The DAG files do not change during the test: parse them once, not every 30 s beside the runs.
-        "AIRFLOW__DAG_PROCESSOR__MIN_FILE_PROCESS_INTERVAL": "3600",
-        "HOUSEKEEPING_STORE_ROOT": str(store.root),
-        "HOUSEKEEPING_METADATA_URL": metadata_url,
-        # As `make airflow` runs it: the Spark steps on the Spark Connect server.
-        "HOUSEKEEPING_SPARK_CONN_ID": SPARK_CONNECT_CONN_ID,
-        "HOUSEKEEPING_MAX_DELETED_SHARE": "1.0",
-        "HOUSEKEEPING_PURGE_GRACE_SECONDS": str(GRACE_SECONDS),
-        # An approval request nobody answers is rejected after this long (the scheduler's sweep applies the
-        # request's default answer); long enough for the browser to answer the others first.
-        "HOUSEKEEPING_APPROVAL_TIMEOUT_SECONDS": str(APPROVAL_TIMEOUT_SECONDS),
-    }
-    # As scripts/airflow-standalone.sh does: the database, then the deleting steps' one-slot pool.
-    for command in (
-        ["db", "migrate"],
-        ["pools", "set", DELETING_POOL, "1", DELETING_POOL_DESCRIPTION],
-    ):
-        subprocess.run([str(VENV_BIN / "airflow"), *command], env=env, check=True, capture_output=True)
-    log = (base / "standalone.log").open("wb")
-    process = subprocess.Popen(
-        [str(VENV_BIN / "airflow"), "standalone"],
-        env=env,
-        stdout=log,
-        stderr=subprocess.STDOUT,
-        start_new_session=True,
-    )
-    live = LiveAirflow(home, port, env, store)
-    try:
-        deadline = time.monotonic() + 240
-        while True:
-            assert process.poll() is None, (base / "standalone.log").read_text()[-4000:]
-            try:
-                listed = {d["dag_id"] for d in live.api().get("/api/v2/dags?limit=100")["dags"]}
-                if set(DAG_IDS) <= listed:
-                    break
-            except (OSError, urllib.error.URLError, KeyError, json.JSONDecodeError):
-                pass
-            assert time.monotonic() < deadline, (base / "standalone.log").read_text()[-4000:]
-            time.sleep(2)
+    with running_standalone(base, postgres_server, store, metadata_url, DAG_IDS) as live:
         yield live
-    finally:
-        _stop_tree(process)
-
-
-def _stop_tree(process: subprocess.Popen) -> None:
-    """standalone, its components and their workers (some start their own process groups)."""
-    import psutil
-
-    try:
-        tree = [psutil.Process(process.pid), *psutil.Process(process.pid).children(recursive=True)]
-    except psutil.NoSuchProcess:
-        tree = []
-    for member in tree:
-        with contextlib.suppress(psutil.NoSuchProcess):
-            member.terminate()
-    _, alive = psutil.wait_procs(tree, timeout=30)
-    for member in alive:
-        with contextlib.suppress(psutil.NoSuchProcess):
-            member.kill()
-    process.wait(timeout=30)
 
 
 def test_browser_sees_the_dags_their_docs_and_params_and_a_dry_run_succeeds(live_airflow):
     from playwright.sync_api import sync_playwright
 
-    ui = _ui_driver()
+    ui = ui_driver()
     SHOTS.mkdir(parents=True, exist_ok=True)
     before = store_state(live_airflow.store)
     api = live_airflow.api()
@@ -268,7 +134,7 @@ def test_a_sweep_triggered_from_the_what_if_form_writes_its_report_and_changes_n
     succeeds, its page opens offline with the plot, and the store is as it was."""
     from playwright.sync_api import sync_playwright
 
-    ui = _ui_driver()
+    ui = ui_driver()
     before = store_state(live_airflow.store)
     live_airflow.cli("dags", "unpause", WHAT_IF)
     api = live_airflow.api()
@@ -377,7 +243,7 @@ def test_storage_report_runs_and_its_page_reads_offline(live_airflow):
     refused shows it whole: plots inline, no script, no CDN."""
     from playwright.sync_api import sync_playwright
 
-    ui = _ui_driver()
+    ui = ui_driver()
     live_airflow.cli("dags", "unpause", "storage_report")
     api = live_airflow.api()
     before = {r["dag_run_id"] for r in api.get("/api/v2/dags/storage_report/dagRuns")["dag_runs"]}
@@ -451,7 +317,7 @@ def test_a_person_rejects_or_approves_a_large_deletion_in_required_actions(
 
     from tests.conftest import run_cli
 
-    ui = _ui_driver()
+    ui = ui_driver()
     store = live_airflow.store
     live_airflow.cli("dags", "unpause", TRIM)
     before = store_state(store)

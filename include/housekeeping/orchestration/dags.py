@@ -143,7 +143,8 @@ def run_preview_reason(params: Any, context: dict[str, Any]) -> str | None:
     from housekeeping.engine.guards import SCHEDULED_START_TOLERANCE, late_scheduled_start
 
     dag_run = context.get("dag_run")
-    if params.get("dry_run") or dag_run is None or str(getattr(dag_run, "run_type", "")) != "scheduled":
+    run_type = getattr(dag_run, "run_type", None)
+    if params.get("dry_run") or dag_run is None or getattr(run_type, "value", run_type) != "scheduled":
         return None
     started = getattr(dag_run, "start_date", None)
     started_ms = int(started.timestamp() * 1000) if started is not None else int(time.time() * 1000)

@@ -35,7 +35,10 @@ def test_a_scheduled_run_previews_only_when_it_starts_later_than_the_tolerance()
 
 
 def _dag_run(run_type: str, slot: datetime, started: datetime) -> SimpleNamespace:
-    return SimpleNamespace(run_type=run_type, run_after=slot, start_date=started)
+    """A DAG run as a task sees it: its run type is the Task SDK's enum, as the execution API sends it."""
+    from airflow.sdk.api.datamodels._generated import DagRunType
+
+    return SimpleNamespace(run_type=DagRunType(run_type), run_after=slot, start_date=started)
 
 
 @pytest.mark.parametrize(

@@ -1,0 +1,172 @@
+"""No preview deletes, on a live Airflow whose scheduler creates scheduled runs (`airflow standalone`, the trim DAG
+paused at creation as in `make airflow`):
+
+- the README's preview as an operator does it in the browser: Trigger, dry run on, "Unpause on trigger" left ticked.
+  Airflow then also creates the DAG's latest scheduled run at once; it starts after its slot, so it previews too.
+  The store is unchanged by both runs;
+- a manual run that would apply with an as-of later than the clock fails at its first task, the store unchanged;
+- a run whose purge would remove more bytes than the approval threshold waits for a person, lists what purge would
+  remove, and a Reject leaves every pending deletion restorable.
+"""
+
+from __future__ import annotations
+
+import time
+from datetime import UTC, datetime, timedelta
+
+import httpx
+import pytest
+from sqlalchemy import func, select
+
+from housekeeping.store import metadata_schema as t
+from housekeeping.store.generate import GenerateOptions
+from tests.airflow_standalone import running_standalone, ui_driver
+from tests.store_invariants import store_state
+
+pytestmark = [pytest.mark.airflow, pytest.mark.processes]
+
+TRIM = "consumed_ledger_trim"
+
+
+@pytest.fixture(scope="module")
+def airflow_with_schedules(tmp_path_factory, postgres_server, spark_connect_server):
+    from housekeeping.store.generate import generate_store
+
+    base = tmp_path_factory.mktemp("preview-safety")
+    metadata_url = postgres_server.create_database("preview")
+    store = generate_store(
+        base / "store", GenerateOptions(topics=10, seed=5, entries_per_ledger=30), metadata_url
+    )
+    with running_standalone(
+        base,
+        postgres_server,
+        store,
+        metadata_url,
+        [TRIM],
+        AIRFLOW__SCHEDULER__USE_JOB_SCHEDULE="True",
+        # Every scheduled run previews here (none starts before its slot): the run Airflow creates at unpause
+        # would at any tolerance (its slot is past), and a slot passing during the module changes nothing.
+        HOUSEKEEPING_SCHEDULED_START_TOLERANCE_SECONDS="0",
+    ) as live:
+        yield live
+
+
+def _wait(live, run_id: str, timeout_s: float = 600) -> dict:
+    api, deadline = live.api(), time.monotonic() + timeout_s
+    while True:
+        run = api.get(f"/api/v2/dags/{TRIM}/dagRuns/{run_id}")
+        if run["state"] in ("success", "failed"):
+            return run
+        assert time.monotonic() < deadline, run
+        time.sleep(3)
+
+
+def _tasks(live, run_id: str) -> dict[str, str]:
+    found = live.api().get(f"/api/v2/dags/{TRIM}/dagRuns/{run_id}/taskInstances")["task_instances"]
+    return {t["task_id"]: t["state"] for t in found}
+
+
+def _call(live, method: str, path: str, **kwargs) -> httpx.Response:
+    token = live.api().token
+    return httpx.request(
+        method, f"{live.url}{path}", headers={"Authorization": f"Bearer {token}"}, timeout=60, **kwargs
+    )
+
+
+def _trigger(live, conf: dict) -> str:
+    """A manual run of the trim DAG (unpaused first: a paused DAG runs nothing; its scheduled runs preview here)."""
+    assert _call(live, "PATCH", f"/api/v2/dags/{TRIM}", json={"is_paused": False}).status_code == 200
+    response = _call(live, "POST", f"/api/v2/dags/{TRIM}/dagRuns", json={"logical_date": None, "conf": conf})
+    assert response.status_code == 200, response.text
+    return response.json()["dag_run_id"]
+
+
+def test_a_dry_run_from_the_form_with_unpause_on_trigger_deletes_nothing(airflow_with_schedules):
+    from playwright.sync_api import sync_playwright
+
+    live, ui = airflow_with_schedules, ui_driver()
+    before = store_state(live.store)
+    api = live.api()
+    assert api.get(f"/api/v2/dags/{TRIM}")["is_paused"], "the DAG starts paused, as in make airflow"
+    with sync_playwright() as playwright:
+        browser = playwright.chromium.launch(executable_path="/usr/bin/chromium", args=ui.CHROMIUM_ARGS)
+        page = browser.new_page(viewport={"width": 1400, "height": 1000})
+        ui.login(page, live.url, live.user, live.password)
+        form = ui.open_trigger_form(page, live.url, TRIM)
+        assert "Unpause" in form.inner_text(), "the form offers to unpause the DAG"
+        ui.fill_trigger_form(form, as_of=None, scope=None, dry_run=True)
+        form.get_by_role("button", name="Trigger").last.click()
+        ui.look_away(page)
+        browser.close()
+
+    deadline = time.monotonic() + 120
+    while not (manual_runs := live.runs("manual")):
+        assert time.monotonic() < deadline, "the form created no run"
+        time.sleep(2)
+    manual = manual_runs[0]["dag_run_id"]
+    assert manual_runs[0]["conf"]["dry_run"] is True
+    assert _wait(live, manual)["state"] == "success"
+    deadline = time.monotonic() + 300
+    while not (scheduled := live.runs("scheduled")):
+        assert time.monotonic() < deadline, "unpausing created no scheduled run"
+        time.sleep(3)
+    run = _wait(live, scheduled[0]["dag_run_id"])
+    assert run["state"] == "success", _tasks(live, run["dag_run_id"])
+    for run_id in (manual, run["dag_run_id"]):
+        tasks = _tasks(live, run_id)
+        assert tasks["validate_trim_plan"] == "success" and tasks["apply_ledger_trim"] == "skipped", tasks
+        assert tasks["purge_pending_deletions"] == "skipped", tasks
+        run_dir = live.store.run_dir("trim", f"{TRIM}__{run_id}")
+        assert "DRY RUN" in (run_dir / "report" / "report.md").read_text()
+    assert store_state(live.store) == before, "a preview changed the store"
+    assert not api.get(f"/api/v2/dags/{TRIM}")["is_paused"], "the form unpaused the DAG, as it says"
+
+
+def test_a_run_that_would_apply_in_the_future_fails_at_its_first_task(airflow_with_schedules):
+    live = airflow_with_schedules
+    before = store_state(live.store)
+    tomorrow = (datetime.now(UTC) + timedelta(days=1)).strftime("%Y-%m-%dT%H:%M:%SZ")
+    run_id = _trigger(live, {"as_of": tomorrow, "dry_run": False})
+    assert _wait(live, run_id)["state"] == "failed"
+    tasks = _tasks(live, run_id)
+    assert tasks["take_snapshot"] == "failed" and tasks["plan_ledger_trim"] in ("upstream_failed", None), (
+        tasks
+    )
+    assert store_state(live.store) == before
+
+
+def test_a_purge_over_the_approval_threshold_waits_for_a_person_and_reject_keeps_everything(
+    airflow_with_schedules,
+):
+    live = airflow_with_schedules
+    first = _trigger(live, {"as_of": "2026-11-02T00:00:00Z"})
+    assert _wait(live, first)["state"] == "success", _tasks(live, first)
+
+    def waiting() -> int:
+        with live.store.engine.connect() as conn:
+            return conn.execute(
+                select(func.count()).where(t.pending_deletions.c.status == "pending")
+            ).scalar_one()
+
+    assert waiting() > 0, "the first run deleted ledgers, waiting for their grace period"
+    # Two hours later their grace (an hour) has passed: this run's purge would remove them.
+    second = _trigger(live, {"as_of": "2026-11-02T02:00:00Z", "approval_bytes": 1})
+    waits = ui_driver().wait_for_task(
+        live.api(), TRIM, second, "approve_ledger_trim", {"awaiting_input"}, 600
+    )
+    assert waits == "awaiting_input"
+    run_dir = live.store.run_dir("trim", f"{TRIM}__{second}")
+    request = (run_dir / "approval" / "request.json").read_text()
+    assert "its purge removes" in request and (run_dir / "approval" / "purge-due.json").is_file()
+    count = waiting()
+    answered = _call(
+        live,
+        "PATCH",
+        f"/api/v2/dags/{TRIM}/dagRuns/{second}/taskInstances/approve_ledger_trim/-1/hitlDetails",
+        json={"chosen_options": ["Reject"]},
+    )
+    assert answered.status_code == 200, answered.text
+    assert _wait(live, second)["state"] == "success"
+    tasks = _tasks(live, second)
+    assert tasks["apply_ledger_trim"] == "skipped" and tasks["purge_pending_deletions"] == "skipped", tasks
+    assert waiting() == count, "a rejected purge removed nothing"
