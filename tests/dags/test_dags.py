@@ -149,9 +149,11 @@ def test_dagbag_has_no_import_errors_and_every_dag_is_well_formed(dagbag):
         # every deleting step of every DAG shares the one-slot pool
         deleting = [t for t in dag.tasks if t.task_id.startswith(("apply_", "purge_"))]
         assert deleting and {t.pool for t in deleting} == {"housekeeping_deletes"}, dag_id
-        # the apply step announces a changed store (the storage report is scheduled on it)
+        # the apply step announces a changed store through its alias (the storage report is scheduled on the
+        # store Asset); no Deadline Alert unless HOUSEKEEPING_RUN_DEADLINE_SECONDS is set (tests/e2e sets it)
         apply_task = next(t for t in dag.tasks if t.task_id.startswith("apply_"))
-        assert [a.name for a in apply_task.outlets] == ["housekeeping_store"], dag_id
+        assert [a.name for a in apply_task.outlets] == ["housekeeping_store_changes"], dag_id
+        assert not dag.deadline, dag_id
 
 
 def test_storage_report_dag_is_scheduled_on_the_store_asset_and_daily(dagbag):

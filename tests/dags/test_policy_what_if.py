@@ -45,6 +45,8 @@ def test_the_dag_is_manual_with_its_form_and_deletes_nothing(dagbag):
     assert dagbag.import_errors == {}
     dag = dagbag.get_dag("policy_what_if")
     assert dag.schedule is None and dag.doc_md and "housekeeping" in dag.tags
+    # Unpaused at creation (it only reads): a what-if asked from its form or the console runs at once.
+    assert dag.is_paused_upon_creation is False
     assert [t.task_id for t in dag.topological_sort()] == TASKS
     assert set(dag.params) == PARAMS
     assert dag.params.get_param("mechanism").schema["enum"] == [

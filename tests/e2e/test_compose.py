@@ -61,6 +61,11 @@ def test_every_housekeeping_setting_of_compose_is_read_by_the_code(monkeypatch):
         OFFLOAD_URL_ENV: lambda: tier_of_settings().url,
         OFFLOAD_ENDPOINT_ENV: lambda: tier_of_settings("s3://bucket/prefix").endpoint_url,
     }
+    # Read when the DAGs are built: the Deadline Alert's interval.
+    from housekeeping.mechanisms.registry import get_mechanism
+    from housekeeping.orchestration.dags import RUN_DEADLINE, run_deadline
+
+    tier_reads[RUN_DEADLINE] = lambda: str(int(run_deadline(get_mechanism("trim")).interval.total_seconds()))
 
     env = yaml.safe_load((REPO / "docker-compose.yaml").read_text())["services"]["airflow-scheduler"][
         "environment"
@@ -74,7 +79,9 @@ def test_every_housekeeping_setting_of_compose_is_read_by_the_code(monkeypatch):
             f"{name} is set in compose but the code reads no such setting"
         )
         if name in tier_reads:
-            text = "s3://sentinel-bucket/prefix" if name == OFFLOAD_URL_ENV else "http://sentinel:9000"
+            text = {OFFLOAD_URL_ENV: "s3://sentinel-bucket/prefix", RUN_DEADLINE: "4321"}.get(
+                name, "http://sentinel:9000"
+            )
             monkeypatch.setenv(name, text)
             assert tier_reads[name]() == text, f"{name} does not reach the code"
             monkeypatch.delenv(name)
@@ -134,6 +141,28 @@ def test_compose_topology_is_consistent_with_the_code():
         )
     init = services["airflow-init"]["command"]
     assert "airflow db migrate" in " ".join(init) and f"airflow pools set {DELETING_POOL} 1" in " ".join(init)
+    # Named volumes are created root-owned: the init, as root, hands every one an Airflow service writes to the
+    # user the Airflow containers run as, before they start.
+    assert services["airflow-init"]["user"] == "0:0"
+    airflow_user = services["airflow-scheduler"]["user"].split(":")[0]
+    written = {
+        volume.split(":")[1]
+        for name, service in services.items()
+        if name.startswith("airflow-") and service.get("user", "").startswith(airflow_user)
+        for volume in service.get("volumes", [])
+        if not volume.startswith(".")
+        and volume.split(":")[0] in compose["volumes"]
+        and not volume.endswith(":ro")
+    }
+    assert written, "Airflow services write to named volumes"
+    chown = next(part for part in " ".join(init).split("&&") if "chown" in part)
+    assert airflow_user.replace("${AIRFLOW_UID:-", "").rstrip("}") in chown
+    assert all(path in chown.split() for path in written), (written, chown)
+    assert {v.split(":")[1] for v in services["airflow-init"]["volumes"]} >= written
+    # The console's plugin is mounted where Airflow looks for plugins, in every Airflow container.
+    for name, service in services.items():
+        if name.startswith("airflow-"):
+            assert "./plugins:/opt/airflow/plugins" in service["volumes"], name
     assert "@store-postgres/" in env["HOUSEKEEPING_METADATA_URL"] and "store-postgres" in services
     for name in ("airflow-apiserver", "airflow-scheduler", "airflow-dag-processor", "airflow-triggerer"):
         assert services[name]["depends_on"]["airflow-init"]["condition"] == "service_completed_successfully"

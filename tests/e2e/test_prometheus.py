@@ -19,7 +19,7 @@ from housekeeping.store.store import Store, read_transaction
 from tests.conftest import iso, run_cli, run_steps
 from tests.pg_server import free_port
 
-pytestmark = [pytest.mark.processes, pytest.mark.spark, pytest.mark.runs]
+pytestmark = pytest.mark.processes
 
 T = 1_793_491_200_000  # 2026-11-01T00:00:00Z, the generator's reference time
 AS_OF = T + 86_400_000
@@ -36,7 +36,8 @@ def stored_bytes(store: Store) -> dict[str, int]:
 
 
 class Prometheus:
-    def __init__(self, directory: Path, target_port: int) -> None:
+    def __init__(self, directory: Path, target_port: int, job: str = "") -> None:
+        """``job``: the scrape job's settings beyond its target (an https scheme, basic auth)."""
         binary = shutil.which("prometheus")
         if binary is None:
             pytest.fail("prometheus is not installed: run `make setup` (scripts/system-deps.sh installs it)")
@@ -44,7 +45,7 @@ class Prometheus:
         config = directory / "prometheus.yml"
         config.write_text(
             "global:\n  scrape_interval: 1s\n  evaluation_interval: 1s\n"
-            "scrape_configs:\n  - job_name: housekeeping\n"
+            f"scrape_configs:\n  - job_name: housekeeping\n{job}"
             f"    static_configs:\n      - targets: ['127.0.0.1:{target_port}']\n",
             encoding="utf-8",
         )
@@ -101,6 +102,8 @@ def by_namespace(values: dict[str, float]) -> dict[tuple[tuple[str, str], ...], 
     return {(("namespace", ns),): float(v) for ns, v in values.items()}
 
 
+@pytest.mark.spark
+@pytest.mark.runs
 def test_prometheus_scrapes_the_stores_metrics_before_and_after_a_trim_apply(tmp_path, capsys, spark):
     root = tmp_path / "store"
     code, _, err = run_cli(capsys, "generate", "--store", str(root), "--topics", "40", "--seed", "11")
@@ -158,3 +161,118 @@ def test_prometheus_scrapes_the_stores_metrics_before_and_after_a_trim_apply(tmp
         server.terminate()
         out, err = server.communicate(timeout=20)
     assert f"serving metrics of {root}" in err
+
+
+def _self_signed(directory: Path) -> tuple[Path, Path]:
+    """A certificate for 127.0.0.1 that is its own authority, and its key."""
+    import datetime
+
+    from cryptography import x509
+    from cryptography.hazmat.primitives import hashes, serialization
+    from cryptography.hazmat.primitives.asymmetric import ec
+    from cryptography.x509.oid import NameOID
+
+    key = ec.generate_private_key(ec.SECP256R1())
+    name = x509.Name([x509.NameAttribute(NameOID.COMMON_NAME, "housekeeping metrics")])
+    now = datetime.datetime.now(datetime.UTC)
+    cert = (
+        x509.CertificateBuilder()
+        .subject_name(name)
+        .issuer_name(name)
+        .public_key(key.public_key())
+        .serial_number(x509.random_serial_number())
+        .not_valid_before(now - datetime.timedelta(minutes=5))
+        .not_valid_after(now + datetime.timedelta(days=1))
+        .add_extension(
+            x509.SubjectAlternativeName([x509.IPAddress(__import__("ipaddress").ip_address("127.0.0.1"))]),
+            False,
+        )
+        .add_extension(x509.BasicConstraints(ca=True, path_length=None), True)
+        .sign(key, hashes.SHA256())
+    )
+    cert_file, key_file = directory / "server.crt", directory / "server.key"
+    cert_file.write_bytes(cert.public_bytes(serialization.Encoding.PEM))
+    key_file.write_bytes(
+        key.private_bytes(
+            serialization.Encoding.PEM, serialization.PrivateFormat.PKCS8, serialization.NoEncryption()
+        )
+    )
+    return cert_file, key_file
+
+
+def test_serve_metrics_over_tls_with_basic_auth_is_scraped_with_credentials_and_refused_without(
+    tmp_path, capsys
+):
+    """serve-metrics with a Prometheus web-config file: the real Prometheus scrapes it over TLS with its user and
+    password; a request without them, with a wrong password, or in plain HTTP reads nothing."""
+    import bcrypt
+
+    root = tmp_path / "store"
+    code, _, err = run_cli(capsys, "generate", "--store", str(root), "--topics", "6", "--seed", "3")
+    assert code == 0, err
+    cert_file, _ = _self_signed(tmp_path)
+    hashed = bcrypt.hashpw(b"s3cret", bcrypt.gensalt(rounds=4)).decode().replace("$2b$", "$2y$", 1)
+    web_config = tmp_path / "web.yml"
+    web_config.write_text(
+        f"tls_server_config:\n  cert_file: server.crt\n  key_file: server.key\nbasic_auth_users:\n  prometheus: '{hashed}'\n",
+        encoding="utf-8",
+    )
+    port = free_port()
+    server = subprocess.Popen(
+        [sys.executable, "-m", "housekeeping.cli", "serve-metrics", "--store", str(root), "--port", str(port),
+         "--as-of", iso(AS_OF), "--web-config", str(web_config)],
+        stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+    )  # fmt: skip
+    job = (
+        f"    scheme: https\n    tls_config:\n      ca_file: {cert_file}\n"
+        "    basic_auth:\n      username: prometheus\n      password: s3cret\n"
+    )
+    prometheus = Prometheus(tmp_path, port, job)
+    try:
+        prometheus.wait_for('up{job="housekeeping"}', {(): 1.0})
+        assert prometheus.query("housekeeping_metrics_as_of_timestamp_seconds") == {(): AS_OF / 1000}
+        url = f"https://127.0.0.1:{port}/metrics"
+        good = requests.get(url, auth=("prometheus", "s3cret"), verify=str(cert_file), timeout=5)
+        assert good.status_code == 200 and "pulsar_storage_size" in good.text
+        for auth in (None, ("prometheus", "wrong"), ("someone", "s3cret")):
+            refused = requests.get(url, auth=auth, verify=str(cert_file), timeout=5)
+            assert refused.status_code == 401 and "pulsar_storage_size" not in refused.text, auth
+        with pytest.raises(requests.ConnectionError):
+            requests.get(f"http://127.0.0.1:{port}/metrics", auth=("prometheus", "s3cret"), timeout=5)
+    finally:
+        prometheus.stop()
+        server.terminate()
+        _, err = server.communicate(timeout=20)
+    assert f"on https://127.0.0.1:{port}/metrics, basic auth (1 users)" in err
+
+
+def test_serve_metrics_listens_on_loopback_by_default_and_refuses_a_bad_web_config(tmp_path, capsys):
+    root = tmp_path / "store"
+    code, _, err = run_cli(capsys, "generate", "--store", str(root), "--topics", "3", "--seed", "3")
+    assert code == 0, err
+    bad = tmp_path / "web.yml"
+    bad.write_text("basic_auth_users:\n  prometheus: plaintext\n", encoding="utf-8")
+    code, _, err = run_cli(
+        capsys, "serve-metrics", "--store", str(root), "--port", "1", "--web-config", str(bad)
+    )
+    assert code == 2 and "not a bcrypt hash" in err and "prometheus" in err
+    port = free_port()
+    server = subprocess.Popen(
+        [sys.executable, "-m", "housekeeping.cli", "serve-metrics", "--store", str(root), "--port", str(port)],
+        stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+    )  # fmt: skip
+    try:
+        import psutil
+
+        deadline = time.monotonic() + 60
+        while not (
+            listening := [
+                c for c in psutil.Process(server.pid).net_connections("tcp") if c.status == "LISTEN"
+            ]
+        ):
+            assert server.poll() is None and time.monotonic() < deadline, server.communicate()[1]
+            time.sleep(0.2)
+        assert [(c.laddr.ip, c.laddr.port) for c in listening] == [("127.0.0.1", port)]
+    finally:
+        server.terminate()
+        server.communicate(timeout=20)

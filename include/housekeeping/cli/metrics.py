@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from pathlib import Path
 from typing import Annotated
 
 import typer
@@ -53,10 +54,19 @@ def metrics(
 def serve_metrics(
     store: StoreOpt,
     port: Annotated[int, typer.Option("--port", help="TCP port of the /metrics endpoint")],
-    host: Annotated[str, typer.Option("--host", help="address to listen on")] = "0.0.0.0",
+    host: Annotated[
+        str, typer.Option("--host", help="address to listen on (0.0.0.0: every interface)")
+    ] = "127.0.0.1",
     as_of: MetricsAsOfOpt = None,
     per_topic: PerTopicOpt = False,
     metadata_url: MetadataOpt = None,
+    web_config: Annotated[
+        Path | None,
+        typer.Option(
+            "--web-config",
+            help="a Prometheus web-config file (exporter-toolkit format): TLS certificate and key, basic-auth users",
+        ),
+    ] = None,
 ) -> None:
     """Serve the store's metrics on http://HOST:PORT/metrics for a Prometheus to scrape (read at each scrape)."""
     from housekeeping.observe.metrics.exposition import serve
@@ -69,4 +79,5 @@ def serve_metrics(
         as_of_ms=as_of_ms,
         per_topic=per_topic,
         objectives=objectives,
+        web_config=web_config,
     )

@@ -18,7 +18,7 @@ router = APIRouter()
 TEMPLATES = Path(__file__).with_name("templates")
 
 
-def _render(name: str, request: Request, user: Any, **context: Any) -> HTMLResponse:
+def render(name: str, request: Request, user: Any, **context: Any) -> HTMLResponse:
     from jinja2 import Environment, FileSystemLoader, StrictUndefined, select_autoescape
 
     from housekeeping.core.timeutil import format_duration_ms, format_ms
@@ -59,7 +59,7 @@ def store_page(request: Request, user: Reader) -> HTMLResponse:
     latest: dict[str, Any] = {}
     for run in runs(store, limit=1000):
         latest.setdefault(run["mechanism"], run)
-    return _render(
+    return render(
         "store.html",
         request,
         user,
@@ -80,7 +80,7 @@ def runs_page(request: Request, user: Reader, mechanism: str | None = None) -> H
     from housekeeping.observe.console import runs
 
     store, _ = console_store()
-    return _render(
+    return render(
         "runs.html", request, user, runs=runs(store, mechanism or None, 200), mechanisms=mechanism_names(),
         mechanism=mechanism or "",
     )  # fmt: skip
@@ -112,7 +112,7 @@ def run_page(
         if detail["runId"].startswith(f"{spec.dag_id}__")
         else None
     )
-    return _render(
+    return render(
         "run.html",
         request,
         user,
@@ -133,12 +133,12 @@ def dag_run_page(request: Request, user: Reader, dag_id: str, run_id: str) -> HT
 
     spec = next((m for m in MECHANISMS.values() if m.dag_id == dag_id), None)
     if spec is None:
-        return _render("message.html", request, user, title="Not a housekeeping DAG",
+        return render("message.html", request, user, title="Not a housekeeping DAG",
                        message=f"{dag_id} is not a housekeeping DAG: nothing of the store to show.")  # fmt: skip
     store, _ = console_store()
     directory = store.run_dir(spec.name, f"{dag_id}__{run_id}").name
     if not (store.run_dir(spec.name, f"{dag_id}__{run_id}") / "snapshot" / "run.json").is_file():
-        return _render("message.html", request, user, title="No run directory yet",
+        return render("message.html", request, user, title="No run directory yet",
                        message=f"{dag_id} run {run_id} has not taken its snapshot (yet).")  # fmt: skip
     return run_page(request, user, spec.name, directory, topic=None, kind=None, offset=0)
 
@@ -160,7 +160,7 @@ def pending_page(
 
     store, _ = console_store()
     rows = pending_deletions(store, topic=topic or None, namespace=namespace or None)
-    return _render("pending.html", request, user, rows=rows, topic=topic or "", namespace=namespace or "")
+    return render("pending.html", request, user, rows=rows, topic=topic or "", namespace=namespace or "")
 
 
 @router.get("/holds", response_class=HTMLResponse)
@@ -168,7 +168,7 @@ def holds_page(request: Request, user: Reader) -> HTMLResponse:
     from housekeeping.store.holds import list_holds
 
     store, _ = console_store()
-    return _render("holds.html", request, user, holds=list_holds(store))
+    return render("holds.html", request, user, holds=list_holds(store))
 
 
 @router.get("/journal", response_class=HTMLResponse)
@@ -186,6 +186,6 @@ def journal_page(
     store, _ = console_store()
     filters = {"topic": topic, "namespace": namespace, "mechanism": mechanism, "run": run, "actor": actor}
     entries = journal(store, **{k: (v or None) for k, v in filters.items()}, limit=300)
-    return _render(
+    return render(
         "journal.html", request, user, entries=entries, filters={k: v or "" for k, v in filters.items()}
     )

@@ -14,7 +14,12 @@ from housekeeping.engine.report import human_bytes
 
 def pyplot() -> Any:
     """matplotlib's pyplot on the file-only backend, with text kept as text in the SVG."""
+    import logging
+
     import matplotlib
+
+    # Its font-cache and font-matching messages would fill a report task's log.
+    logging.getLogger("matplotlib").setLevel(logging.WARNING)
 
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt

@@ -13,7 +13,7 @@ from typing import Any, Protocol
 
 from housekeeping.engine.contract import ACTIONS, RunDir, read_json, read_run_info
 from housekeeping.engine.plan import read_table_arrow
-from housekeeping.engine.report import sparse_rows
+from housekeeping.engine.report import human_bytes, sparse_rows
 from housekeeping.mechanisms.registry import get_mechanism
 
 
@@ -91,3 +91,44 @@ def emit_run_figures(
     for name, value in figures["gauges"].items():
         stats.gauge(f"housekeeping.{mechanism}.{name}", value)
     return figures
+
+
+def store_change(run_dir: str | Path) -> dict[str, Any] | None:
+    """What an applied run changed in the store, as its Asset event's ``extra`` (the storage report's trigger);
+    None when apply changed nothing (no topic applied), so such a run emits no event."""
+    run = RunDir(run_dir)
+    applied = read_json(run.apply_result) or {}
+    if not applied.get("appliedTopics"):
+        return None
+    info = read_run_info(run)
+    counters = run_figures(run, dry_run=False)["counters"]
+    return {
+        "mechanism": info["mechanism"],
+        "runId": info["runId"],
+        "asOf": info["asOf"],
+        "topicsChanged": len(applied["appliedTopics"]),
+        **{name: int(counters[key]) for name, key in _EXTRA.items()},
+    }
+
+
+def describe(figures: dict[str, dict[str, float]]) -> str:
+    """A run's figures as one line a person reads in a task log."""
+    c, g = figures["counters"], figures["gauges"]
+    if g["dry_run"]:
+        return f"dry run: {int(g['planned_actions'])} actions planned ({human_bytes(g['planned_bytes'])}), none applied"
+    return (
+        f"{int(g['planned_actions'])} actions planned, gate {'passed' if g['gate_passed'] else 'REJECTED'}; "
+        f"{int(c['ledgers_deleted'])} ledgers and {int(c['topics_deleted'])} topics deleted "
+        f"({human_bytes(c['bytes_deleted'])}, {human_bytes(c['bytes_freed'])} freed), {int(c['cursors_moved'])} "
+        f"cursors moved, {int(c['topics_skipped'])} topics skipped; purge removed {human_bytes(c['bytes_purged'])}"
+    )
+
+
+# The Asset event's figures: extra key -> run figure.
+_EXTRA = {
+    "ledgersDeleted": "ledgers_deleted",
+    "topicsDeleted": "topics_deleted",
+    "bytesDeleted": "bytes_deleted",
+    "bytesFreed": "bytes_freed",
+    "cursorsMoved": "cursors_moved",
+}

@@ -7,6 +7,9 @@
   person has to look.
 - ``deletion_lag_breached`` (the storage_report DAG's task, on success): a namespace's deletion lag is above its
   objective (``HOUSEKEEPING_DELETION_LAG_OBJECTIVES``): deletable data is being kept too long.
+- ``run_deadline_missed`` (every housekeeping DAG's Deadline Alert, in the triggerer): a run is not finished
+  ``HOUSEKEEPING_RUN_DEADLINE_SECONDS`` after it was queued (stuck on a cluster, waiting for a person, or slower
+  than it should be).
 """
 
 from __future__ import annotations
@@ -23,7 +26,44 @@ from housekeeping.engine.contract import RunDir, read_json, read_run_info
 log = logging.getLogger(__name__)
 
 # <store>/alerts/<file> per alert.
-ALERT_FILES = {"gate_failed": "gate_failed.jsonl", "deletion_lag_breached": "deletion_lag.jsonl"}
+ALERT_FILES = {
+    "gate_failed": "gate_failed.jsonl",
+    "deletion_lag_breached": "deletion_lag.jsonl",
+    "run_deadline_missed": "run_deadline.jsonl",
+}
+
+
+def deadline_alert(mechanism: str, deadline_seconds: int, context: dict[str, Any] | None) -> dict[str, Any]:
+    """The alert of a run past its deadline, from what Airflow's deadline callback receives."""
+    dag_run = (context or {}).get("dag_run") or {}
+    deadline = (context or {}).get("deadline") or {}
+    return {
+        "alert": "run_deadline_missed",
+        "mechanism": mechanism,
+        "dagId": dag_run.get("dag_id"),
+        "runId": dag_run.get("dag_run_id"),
+        "state": dag_run.get("state"),
+        "queuedAt": dag_run.get("queued_at"),
+        "deadline": str(deadline.get("deadline_time")),
+        "deadlineSeconds": deadline_seconds,
+    }
+
+
+async def run_deadline_missed(
+    mechanism: str, deadline_seconds: int, context: dict[str, Any] | None = None
+) -> None:
+    """The Deadline Alert's callback (the triggerer runs it): the alert to every sink, off the event loop."""
+    import asyncio
+    import os
+
+    alert = deadline_alert(mechanism, deadline_seconds, context)
+    summary = (
+        f"RUN DEADLINE MISSED: {alert['dagId']} run {alert['runId']} ({alert['state']}) is not finished "
+        f"{deadline_seconds} s after it was queued at {alert['queuedAt']}"
+    )
+    await asyncio.to_thread(
+        deliver, alert, os.environ.get("HOUSEKEEPING_STORE_ROOT"), summary, ALERT_FILES["run_deadline_missed"]
+    )
 
 
 def gate_failed_alert(run_dir: Path) -> dict[str, Any]:

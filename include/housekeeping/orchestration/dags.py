@@ -25,10 +25,17 @@ DEFAULT_OWNER = "storage-platform"
 # does not exist is never scheduled; `housekeeping_deletes` missing shows as apply tasks stuck in "scheduled".)
 DELETING_POOL = "housekeeping_deletes"
 DELETING_POOL_DESCRIPTION = "housekeeping: deleting steps on the store, one at a time"
-# Every apply step that changed the store emits an event of this Asset (a dry run's skipped apply emits none);
-# the storage_report DAG is scheduled on it.
+# Every apply step that changed the store emits an event of this Asset, its figures in the event's extra (a dry
+# run's skipped apply, and an apply that changed nothing, emit none: ``record_store_change``); the storage_report DAG
+# is scheduled on it. The apply steps name it through an alias, so they emit an event only when there is a change.
 STORE_ASSET_NAME = "housekeeping_store"
 STORE_ASSET_URI = "housekeeping://store"
+STORE_ALIAS_NAME = "housekeeping_store_changes"
+# A run not finished this long after it was queued is reported (a Deadline Alert; read when the DAG is built). Off
+# unless set: in Airflow 3.3 a DAG with a deadline makes `airflow dags test` and `dag.test()` fail after a successful
+# run (apache/airflow#73428), and both are how a run is previewed and tested; the scheduler's runs are unaffected,
+# and the compose deployment sets it.
+RUN_DEADLINE = "HOUSEKEEPING_RUN_DEADLINE_SECONDS"
 # The XCom of the snapshot task that every later task reads (the run directory, dry run).
 RUN_DIR_TEMPLATE = "{{ ti.xcom_pull(task_ids='take_snapshot')['run_dir'] }}"
 
@@ -37,6 +44,59 @@ def store_asset():
     from airflow.sdk import Asset
 
     return Asset(name=STORE_ASSET_NAME, uri=STORE_ASSET_URI)
+
+
+def store_alias():
+    from airflow.sdk import AssetAlias
+
+    return AssetAlias(name=STORE_ALIAS_NAME)
+
+
+def record_store_change(context: Any, run_dir: str | Path) -> None:
+    """The store Asset's event of an apply that changed something, its figures as the event's extra; none
+    otherwise. Prints what apply did as one line."""
+    from housekeeping.observe.run_figures import store_change
+
+    change = store_change(run_dir)
+    if change is None:
+        print("APPLIED: nothing changed (no topic applied): no store event")
+        return
+    print(
+        f"APPLIED: {change['topicsChanged']} topics changed; {change['ledgersDeleted']} ledgers and "
+        f"{change['topicsDeleted']} topics deleted ({change['bytesDeleted']} bytes), {change['cursorsMoved']} "
+        "cursors moved"
+    )
+    context["outlet_events"][store_alias()].add(store_asset(), extra=change)
+
+
+def record_spark_apply(context: Any, result: Any = None) -> None:
+    """``post_execute`` of an apply that is a Spark step: :func:`record_store_change` of its run."""
+    record_store_change(context, context["ti"].xcom_pull(task_ids="take_snapshot")["run_dir"])
+
+
+def run_deadline(spec: Any) -> Any:
+    """The DAG's Deadline Alert (None when ``HOUSEKEEPING_RUN_DEADLINE_SECONDS`` is unset or 0): a run not finished
+    that long after it was queued is reported through the project's alert sinks
+    (``orchestration.alerts.run_deadline_missed``, in the triggerer)."""
+    from airflow.sdk.definitions.callback import AsyncCallback
+    from airflow.sdk.definitions.deadline import DeadlineAlert, DeadlineReference
+
+    from housekeeping.core.errors import InputError
+
+    raw = os.environ.get(RUN_DEADLINE) or "0"
+    if not raw.isdigit():
+        raise InputError(f"{RUN_DEADLINE}={raw!r} must be a whole number of seconds (0: no deadline)")
+    if int(raw) == 0:
+        return None
+    return DeadlineAlert(
+        reference=DeadlineReference.DAGRUN_QUEUED_AT,
+        interval=timedelta(seconds=int(raw)),
+        callback=AsyncCallback(
+            "housekeeping.orchestration.alerts.run_deadline_missed",
+            kwargs={"mechanism": spec.name, "deadline_seconds": int(raw)},
+        ),
+        name=f"{spec.dag_id} unfinished after {int(raw)} s",
+    )
 
 
 @dataclass(frozen=True)
@@ -235,13 +295,15 @@ def apply_steps(spec: Any, snapshot: Any) -> tuple[Any, Any]:
             ["--run-dir", RUN_DIR_TEMPLATE],
             spec.name,
             pool=DELETING_POOL,
-            outlets=[store_asset()],
+            outlets=[store_alias()],
+            post_execute=record_spark_apply,
         )
         gate >> applied
         return gate, applied
 
-    @task(task_id=spec.task_ids.apply, pool=DELETING_POOL, outlets=[store_asset()])
+    @task(task_id=spec.task_ids.apply, pool=DELETING_POOL, outlets=[store_alias()])
     def apply_plan(snapshot_info: dict[str, Any]) -> dict[str, Any]:
+        from airflow.sdk import get_current_context
         from airflow.sdk.exceptions import AirflowSkipException
 
         from housekeeping.core.settings import Settings
@@ -250,7 +312,9 @@ def apply_steps(spec: Any, snapshot: Any) -> tuple[Any, Any]:
 
         if snapshot_info["dry_run"]:
             raise AirflowSkipException("dry run: the checked plan is reported, not applied")
-        return apply_step(Store.of_settings(Settings.from_env()), Path(snapshot_info["run_dir"]))
+        result = apply_step(Store.of_settings(Settings.from_env()), Path(snapshot_info["run_dir"]))
+        record_store_change(get_current_context(), snapshot_info["run_dir"])
+        return result
 
     applied = apply_plan(snapshot)
     return applied, applied
@@ -282,13 +346,13 @@ def purge_and_report(spec: Any, snapshot: Any) -> tuple[Any, Any]:
         from airflow.sdk.observability import stats
 
         from housekeeping.mechanisms.steps import report_step
-        from housekeeping.observe.run_figures import emit_run_figures
+        from housekeeping.observe.run_figures import describe, emit_run_figures
 
         path = report_step(Path(snapshot_info["run_dir"]), dry_run=snapshot_info["dry_run"])
         print(f"REPORT: {path}")
         # Through Airflow's [metrics] backend (StatsD / OpenTelemetry), where its own metrics go.
         figures = emit_run_figures(snapshot_info["run_dir"], stats, dry_run=snapshot_info["dry_run"])
-        print(f"RUN FIGURES: {figures}")
+        print(f"RUN: {describe(figures)}")
         return str(path)
 
     return purge_pending(snapshot), write_report(snapshot)
@@ -309,6 +373,7 @@ def build_housekeeping_dag(mechanism: str, *, doc_md: str, defaults: DagDefaults
         doc_md=doc_md,
         tags=["housekeeping", "pulsar", spec.name, *spec.tags],
         params=housekeeping_params(spec),
+        deadline=run_deadline(spec),
         default_args={
             "owner": DEFAULT_OWNER,
             "retries": defaults.retries,
@@ -385,6 +450,8 @@ def build_policy_what_if_dag(doc_md: str):
     with DAG(
         dag_id="policy_what_if",
         schedule=None,
+        # Manual only and it changes nothing: unpaused, so a what-if asked from the form or the console runs.
+        is_paused_upon_creation=False,
         start_date=datetime(2026, 1, 1, tzinfo=UTC),
         catchup=False,
         doc_md=doc_md,
@@ -430,7 +497,6 @@ def build_policy_what_if_dag(doc_md: str):
 def prepare_what_if_request(context: dict[str, Any]) -> dict[str, Any]:
     """``prepare_what_if``: the form checked against the store (bad input fails here, before Spark starts), then the
     request the Spark step reads written to the run's report directory."""
-    import re
 
     from airflow.sdk.exceptions import AirflowFailException
 
@@ -439,7 +505,7 @@ def prepare_what_if_request(context: dict[str, Any]) -> dict[str, Any]:
     from housekeeping.core.timeutil import format_ms
     from housekeeping.store.store import Store
     from housekeeping.what_if.overlay import PolicyOverlay
-    from housekeeping.what_if.report import REPORTS_DIR
+    from housekeeping.what_if.report import report_dir_of
     from housekeeping.what_if.what_if import check_against_store
 
     params = context["params"]
@@ -452,7 +518,7 @@ def prepare_what_if_request(context: dict[str, Any]) -> dict[str, Any]:
     except InputError as exc:
         # Bad input fails here, in one line naming the param and the rule, before any Spark step.
         raise AirflowFailException(f"bad input: {exc}") from None
-    report_dir = store.root / REPORTS_DIR / re.sub(r"[^A-Za-z0-9._-]", "_", context["run_id"])
+    report_dir = report_dir_of(store.root, context["run_id"])
     report_dir.mkdir(parents=True, exist_ok=True)
     request = {
         "mechanism": params["mechanism"],

@@ -17,6 +17,7 @@ project that deletes files is :func:`Store.remove_ledger_dir`; it refuses any pa
 from __future__ import annotations
 
 import json
+import logging
 import os
 import re
 from collections.abc import Iterator, Mapping
@@ -157,6 +158,9 @@ def write_transaction(engine: Engine) -> Iterator[Connection]:
 
 def _alembic_config():
     from alembic.config import Config
+
+    # Its per-connection INFO lines ("Context impl SQLiteImpl.") say nothing an operator reads in a task's log.
+    logging.getLogger("alembic").setLevel(logging.WARNING)
 
     config = Config()
     config.set_main_option("script_location", str(Path(__file__).parent / "migrations"))

@@ -5,6 +5,7 @@ for a sweep, the bytes freed at each policy value, one line per namespace, and t
 from __future__ import annotations
 
 import json
+import re
 from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
@@ -17,6 +18,13 @@ WHAT_IF_HTML = "index.html"
 # The policy_what_if DAG's reports: <store>/reports/what-if/<DAG run>/, and latest.json naming the newest.
 REPORTS_DIR = Path("reports") / "what-if"
 LATEST = "latest.json"
+
+
+def report_dir_of(store_root: Path, run_id: str) -> Path:
+    """Where the policy_what_if DAG run ``run_id`` writes its report (the run id made a directory name)."""
+    return Path(store_root) / REPORTS_DIR / re.sub(r"[^A-Za-z0-9._-]", "_", run_id)
+
+
 TEMPLATE = Path(__file__).parent / "templates" / "what_if_report.html.j2"
 
 

@@ -360,3 +360,16 @@ def test_every_page_in_a_browser_and_restore_and_a_hold_done_there(server, store
         browser.close()
     code, out, err = run_cli(capsys, "hold", "list", "--store", str(store))
     assert json.loads(out)["holds"] == []
+
+
+def test_airflow_lists_the_plugin_with_its_app_and_views(server):
+    listed = subprocess.run(
+        [str(VENV_BIN / "airflow"), "plugins", "--output", "json"],
+        env=server.env,
+        capture_output=True,
+        text=True,
+    )
+    assert listed.returncode == 0, listed.stderr[-2000:]
+    (plugin,) = [p for p in json.loads(listed.stdout) if p["name"] == "housekeeping_console"]
+    assert "/housekeeping" in json.dumps(plugin["fastapi_apps"])
+    assert {"Storage housekeeping", "Housekeeping run"} <= {v["name"] for v in plugin["external_views"]}

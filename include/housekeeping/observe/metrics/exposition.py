@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import time
 from collections.abc import Iterator, Mapping
+from pathlib import Path
 
 from prometheus_client.core import Metric
 from prometheus_client.registry import Collector as PrometheusCollector
@@ -90,22 +91,41 @@ def serve(
     as_of_ms: int | None,
     per_topic: bool = False,
     objectives: Mapping[str, int] | None = None,
+    web_config: Path | None = None,
 ) -> None:
-    """Serve ``/metrics`` until interrupted (prometheus_client's HTTP server; the store is read per scrape)."""
+    """Serve ``/metrics`` until interrupted (prometheus_client's WSGI app and server; the store is read per scrape),
+    over TLS and behind basic authentication as ``web_config`` says (``observe.metrics.web_config``)."""
+    import ssl
     import sys
+    from wsgiref.simple_server import make_server
 
-    from prometheus_client import start_http_server
+    from prometheus_client import make_wsgi_app
+    from prometheus_client.exposition import ThreadingWSGIServer, _SilentHandler
 
+    from housekeeping.observe.metrics.web_config import WebConfig
+
+    config = WebConfig.read(web_config) if web_config is not None else WebConfig()
     registry = registry_for(store, as_of_ms=as_of_ms, per_topic=per_topic, objectives=objectives)
     # Read once before listening: a store that cannot be read fails here, not on the first scrape.
     store_metrics(
         store, as_of_ms=as_of_ms or int(time.time() * 1000), per_topic=per_topic, objectives=objectives
     )
-    server, thread = start_http_server(port, addr=host, registry=registry)
-    print(f"housekeeping: serving metrics of {store.root} on http://{host}:{port}/metrics", file=sys.stderr)
+    server = make_server(
+        host, port, config.protect(make_wsgi_app(registry)), ThreadingWSGIServer, handler_class=_SilentHandler
+    )
+    if config.tls:
+        context = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
+        context.load_cert_chain(str(config.cert_file), str(config.key_file))
+        server.socket = context.wrap_socket(server.socket, server_side=True)
+    scheme = "https" if config.tls else "http"
+    auth = f", basic auth ({len(config.users)} users)" if config.users else ""
+    print(
+        f"housekeeping: serving metrics of {store.root} on {scheme}://{host}:{port}/metrics{auth}",
+        file=sys.stderr,
+    )
     try:
-        thread.join()
+        server.serve_forever()
     except KeyboardInterrupt:
         pass
     finally:
-        server.shutdown()
+        server.server_close()

@@ -1,16 +1,21 @@
-"""No preview deletes, on a live Airflow whose scheduler creates scheduled runs (`airflow standalone`, the trim DAG
-paused at creation as in `make airflow`):
+"""Operating from the Airflow UI on a live Airflow whose scheduler creates scheduled runs (`airflow standalone`, the
+housekeeping DAGs paused at creation as in `make airflow`). No preview deletes:
 
 - the README's preview as an operator does it in the browser: Trigger, dry run on, "Unpause on trigger" left ticked.
   Airflow then also creates the DAG's latest scheduled run at once; it starts after its slot, so it previews too.
   The store is unchanged by both runs;
 - a manual run that would apply with an as-of later than the clock fails at its first task, the store unchanged;
 - a run whose purge would remove more bytes than the approval threshold waits for a person, lists what purge would
-  remove, and a Reject leaves every pending deletion restorable.
+  remove, and a Reject leaves every pending deletion restorable;
+- a run not finished within its deadline (here 15 s) is alerted by the DAG's Deadline Alert.
+
+And the console's policy what-if in the browser: a sweep the store's policies refuse is named on the form and runs
+nothing; a valid one runs the policy_what_if DAG and its page shows the report.
 """
 
 from __future__ import annotations
 
+import json
 import time
 from datetime import UTC, datetime, timedelta
 
@@ -42,11 +47,13 @@ def airflow_with_schedules(tmp_path_factory, postgres_server, spark_connect_serv
         postgres_server,
         store,
         metadata_url,
-        [TRIM],
+        [TRIM, "policy_what_if"],
         AIRFLOW__SCHEDULER__USE_JOB_SCHEDULE="True",
         # Every scheduled run previews here (none starts before its slot): the run Airflow creates at unpause
         # would at any tolerance (its slot is past), and a slot passing during the module changes nothing.
         HOUSEKEEPING_SCHEDULED_START_TOLERANCE_SECONDS="0",
+        # Every run takes longer than this: each one's Deadline Alert fires.
+        HOUSEKEEPING_RUN_DEADLINE_SECONDS="15",
     ) as live:
         yield live
 
@@ -170,3 +177,52 @@ def test_a_purge_over_the_approval_threshold_waits_for_a_person_and_reject_keeps
     tasks = _tasks(live, second)
     assert tasks["apply_ledger_trim"] == "skipped" and tasks["purge_pending_deletions"] == "skipped", tasks
     assert waiting() == count, "a rejected purge removed nothing"
+
+
+def test_a_run_past_its_deadline_is_alerted(airflow_with_schedules):
+    live = airflow_with_schedules
+    alerts = live.store.root / "alerts" / "run_deadline.jsonl"
+    run_ids = {r["dag_run_id"] for r in live.runs()}
+    assert run_ids, "the module's runs"
+    deadline = time.monotonic() + 300
+    while True:
+        fired = [json.loads(line) for line in alerts.read_text().splitlines()] if alerts.is_file() else []
+        if {a["runId"] for a in fired} & run_ids:
+            break
+        assert time.monotonic() < deadline, f"no Deadline Alert of {sorted(run_ids)}: {fired}"
+        time.sleep(3)
+    alert = next(a for a in fired if a["runId"] in run_ids)
+    assert (alert["dagId"], alert["mechanism"], alert["deadlineSeconds"]) == (TRIM, "trim", 15), alert
+
+
+def test_a_what_if_asked_in_the_console_runs_the_dag_and_shows_its_report(airflow_with_schedules):
+    from playwright.sync_api import sync_playwright
+
+    from tests.housekeeping.console.test_api import SHOTS
+
+    live, ui = airflow_with_schedules, ui_driver()
+    before = store_state(live.store)
+    SHOTS.mkdir(parents=True, exist_ok=True)
+    with sync_playwright() as playwright:
+        browser = playwright.chromium.launch(executable_path="/usr/bin/chromium", args=ui.CHROMIUM_ARGS)
+        page = browser.new_page(viewport={"width": 1400, "height": 1000})
+        ui.login(page, live.url, live.user, live.password)
+        page.goto(f"{live.url}/housekeeping/what-if")
+        # 30 minutes is not above acme/metrics' 1800 s backlog quota: refused on the form, nothing runs.
+        page.fill("input[name=sweep]", "retention-time=30m")
+        page.click("#what-if button")
+        page.locator("#message.err").wait_for(timeout=30_000)
+        assert "retention-time=30m" in page.inner_text("#message") and "acme/metrics" in page.inner_text(
+            "#message"
+        )
+        assert live.runs(dag_id="policy_what_if") == []
+        page.fill("input[name=sweep]", "retention-time=1d,7d")
+        page.click("#what-if button")
+        page.wait_for_url("**/housekeeping/what-if/*", timeout=30_000)
+        page.locator("iframe#report").wait_for(timeout=600_000)
+        page.frame_locator("iframe#report").locator("svg").first.wait_for(timeout=60_000)
+        page.screenshot(path=str(SHOTS / "console-07-what-if.png"), full_page=True)
+        browser.close()
+    (run,) = live.runs(dag_id="policy_what_if")
+    assert run["state"] == "success" and run["conf"]["sweep"] == "retention-time=1d,7d"
+    assert store_state(live.store) == before
