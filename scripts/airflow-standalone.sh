@@ -24,7 +24,9 @@ if [ "$HOUSEKEEPING_SPARK_CONN_ID" = spark_connect_local ]; then
   housekeeping spark-connect start --state-dir "$HOUSEKEEPING_SPARK_CONNECT_STATE" \
     --port "$HOUSEKEEPING_SPARK_CONNECT_PORT" >/dev/null
   echo "Spark Connect server: sc://localhost:$HOUSEKEEPING_SPARK_CONNECT_PORT (stopped with Airflow; log: $HOUSEKEEPING_SPARK_CONNECT_STATE/server.log)"
-  # Warmed in the background while Airflow starts: the first DAG runs then meet a compiled planner.
+  # Warmed in the background while Airflow starts, so the first DAG runs meet a compiled planner; the warm-up gives
+  # way as soon as a DAG run's Spark step starts on the server (the busy file), so no run waits behind it.
+  export HOUSEKEEPING_SPARK_CONNECT_BUSY_FILE="$HOUSEKEEPING_SPARK_CONNECT_STATE/dag-run-started"
   housekeeping spark-connect warm-up --url "sc://localhost:$HOUSEKEEPING_SPARK_CONNECT_PORT" \
     >"$HOUSEKEEPING_SPARK_CONNECT_STATE/warm-up.log" 2>&1 &
   trap 'housekeeping spark-connect stop --state-dir "$HOUSEKEEPING_SPARK_CONNECT_STATE" >/dev/null' EXIT

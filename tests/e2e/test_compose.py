@@ -66,6 +66,10 @@ def test_every_housekeeping_setting_of_compose_is_read_by_the_code(monkeypatch):
     from housekeeping.orchestration.dags import RUN_DEADLINE, run_deadline
 
     tier_reads[RUN_DEADLINE] = lambda: str(int(run_deadline(get_mechanism("trim")).interval.total_seconds()))
+    # Read by the Spark steps launched on Connect and by the warm-up (the file they share).
+    from housekeeping.orchestration.spark_connect import BUSY_FILE_ENV, busy_file
+
+    tier_reads[BUSY_FILE_ENV] = lambda: str(busy_file())
 
     env = yaml.safe_load((REPO / "docker-compose.yaml").read_text())["services"]["airflow-scheduler"][
         "environment"
@@ -79,9 +83,11 @@ def test_every_housekeeping_setting_of_compose_is_read_by_the_code(monkeypatch):
             f"{name} is set in compose but the code reads no such setting"
         )
         if name in tier_reads:
-            text = {OFFLOAD_URL_ENV: "s3://sentinel-bucket/prefix", RUN_DEADLINE: "4321"}.get(
-                name, "http://sentinel:9000"
-            )
+            text = {
+                OFFLOAD_URL_ENV: "s3://sentinel-bucket/prefix",
+                RUN_DEADLINE: "4321",
+                BUSY_FILE_ENV: "/x/busy",
+            }.get(name, "http://sentinel:9000")
             monkeypatch.setenv(name, text)
             assert tier_reads[name]() == text, f"{name} does not reach the code"
             monkeypatch.delenv(name)

@@ -31,6 +31,23 @@ DEFAULT_PORT = 15002  # Spark Connect's own default
 # ``spark_operator.connect_conf``), which spark-submit would pass as --conf but a server shared by every client
 # cannot take; the app's session sets them (``spark_apps.shared.session``).
 CONNECT_SQL_CONF_ENV = "HOUSEKEEPING_CONNECT_SQL_CONF"
+# A file every Spark step launched on the Connect server touches as it starts, when set; a warm-up on the same server
+# stops as soon as it is touched, so a DAG run never waits behind the warm-up (`make airflow` sets it).
+BUSY_FILE_ENV = "HOUSEKEEPING_SPARK_CONNECT_BUSY_FILE"
+
+
+def busy_file() -> Path | None:
+    """The file of ``BUSY_FILE_ENV``, if set."""
+    busy = os.environ.get(BUSY_FILE_ENV)
+    return Path(busy) if busy else None
+
+
+def announce_busy() -> None:
+    """Tell a warm-up on this server that a DAG's Spark step is starting (see ``BUSY_FILE_ENV``)."""
+    path = busy_file()
+    if path is not None:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.touch()
 
 
 def is_session_setting(key: str) -> bool:

@@ -19,6 +19,7 @@ from airflow.providers.apache.spark.operators.spark_submit import SparkSubmitOpe
 
 from housekeeping.orchestration.spark_connect import (
     CONNECT_SQL_CONF_ENV,
+    announce_busy,
     connect_target,
     is_session_setting,
     port_open,
@@ -64,6 +65,7 @@ class SparkAppOperator(SparkSubmitOperator):
                 "(`housekeeping spark-connect start --state-dir DIR`, `make airflow` does) or point "
                 "HOUSEKEEPING_SPARK_CONN_ID at a spark-submit connection"
             )
+        announce_busy()  # a warm-up on the server gives way to this run
         env = {**os.environ, **(self.env_vars or {}), "SPARK_REMOTE": url}
         sql_conf, server_conf = connect_conf(self.conf)
         if server_conf:

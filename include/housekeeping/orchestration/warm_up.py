@@ -17,7 +17,12 @@ from pathlib import Path
 from typing import Any
 
 from housekeeping.core.errors import InputError
-from housekeeping.orchestration.spark_connect import SparkConnectError, connect_target, port_open
+from housekeeping.orchestration.spark_connect import (
+    SparkConnectError,
+    busy_file,
+    connect_target,
+    port_open,
+)
 
 # Small enough to take seconds a round, large enough that every mechanism has actions to plan and check.
 WARM_UP_TOPICS = 8
@@ -60,6 +65,9 @@ def warm_up(
     as_of_ms = parse_as_of(DEFAULT_REFERENCE)
     seconds: list[dict[str, float]] = []
     started = time.perf_counter()
+    busy = busy_file()
+    since = time.time()  # wall clock on purpose: compared with the busy file's modification time
+    stopped = None
     with tempfile.TemporaryDirectory(prefix="housekeeping-warm-up-", dir=work_dir) as tmp:
         # Its own SQLite metadata, named: a store opened without a URL takes HOUSEKEEPING_METADATA_URL, which in a
         # deployment is the real store's database (and generating replaces a store's content).
@@ -74,6 +82,11 @@ def warm_up(
             for round_number in range(rounds):
                 took: dict[str, float] = {}
                 for name in names:
+                    if busy is not None and busy.is_file() and busy.stat().st_mtime >= since:
+                        stopped = (
+                            f"a DAG run's Spark step started on the server ({busy}): the warm-up gave way"
+                        )
+                        break
                     begun = time.perf_counter()
                     run_dir = Path(tmp) / "runs" / f"{round_number}-{name}"
                     snapshot_step(
@@ -86,6 +99,8 @@ def warm_up(
                     plan_and_gate_in_process(run_dir, name, url, spark)
                     took[name] = round(time.perf_counter() - begun, 2)
                 seconds.append(took)
+                if stopped:
+                    break
         finally:
             spark.stop()  # the server frees the session's checkpoints and cached data now
     return {
@@ -93,4 +108,5 @@ def warm_up(
         "mechanisms": names,
         "rounds": seconds,
         "seconds": round(time.perf_counter() - started, 1),
+        "stopped": stopped,
     }

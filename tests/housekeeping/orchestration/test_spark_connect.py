@@ -315,8 +315,38 @@ def test_the_warm_up_plans_and_gates_on_the_server_a_store_of_its_own_and_leaves
     assert done.returncode == 0, done.stderr[-3000:]
     document = json.loads(done.stdout)
     assert document["mechanisms"] == ["gc"] and len(document["rounds"]) == 1
-    assert document["rounds"][0]["gc"] > 0
+    assert document["rounds"][0]["gc"] > 0 and document["stopped"] is None
     assert list(work.iterdir()) == [] and not real_metadata.exists()
+
+    # A DAG run's Spark step announced itself (the busy file touched after the warm-up began: here its time is set
+    # ahead): the warm-up gives way before its next step and says why.
+    busy = tmp_path / "dag-run-started"
+    busy.touch()
+    later = time.time() + 3600
+    os.utime(busy, (later, later))
+    gave_way = subprocess.run(
+        [sys.executable, "-m", "housekeeping.cli", "spark-connect", "warm-up", "--url", spark_connect_server,
+         "--mechanism", "gc", "--work-dir", str(work)],
+        env={**os.environ, "HOUSEKEEPING_SPARK_CONNECT_BUSY_FILE": str(busy)},
+        capture_output=True, text=True, timeout=300,
+    )  # fmt: skip
+    assert gave_way.returncode == 0, gave_way.stderr[-3000:]
+    document = json.loads(gave_way.stdout)
+    assert document["rounds"] == [{}] and "gave way" in document["stopped"], document
+
+
+@pytest.mark.unit
+def test_a_spark_step_on_the_server_announces_itself_to_a_warm_up(tmp_path, monkeypatch):
+    from housekeeping.orchestration.spark_connect import announce_busy
+
+    busy = tmp_path / "state" / "dag-run-started"
+    monkeypatch.delenv("HOUSEKEEPING_SPARK_CONNECT_BUSY_FILE", raising=False)
+    announce_busy()
+    assert not busy.exists()
+    monkeypatch.setenv("HOUSEKEEPING_SPARK_CONNECT_BUSY_FILE", str(busy))
+    before = time.time()
+    announce_busy()
+    assert busy.is_file() and busy.stat().st_mtime >= before - 1
 
 
 @pytest.mark.unit
