@@ -12,10 +12,10 @@ soon as the API answers, it triggers a dry run of the DAG (the DAG unpaused thro
 from __future__ import annotations
 
 import argparse
+import contextlib
 import json
 import os
 import shutil
-import signal
 import subprocess
 import tempfile
 import time
@@ -96,11 +96,17 @@ def main() -> None:
         if args.json:
             args.json.write_text(json.dumps(result, indent=2))
     finally:
-        os.killpg(process.pid, signal.SIGTERM)
-        try:
-            process.wait(timeout=60)
-        except subprocess.TimeoutExpired:
-            os.killpg(process.pid, signal.SIGKILL)
+        # Airflow's components start process groups of their own: the whole tree, not the script's group.
+        import psutil
+
+        tree = [psutil.Process(process.pid), *psutil.Process(process.pid).children(recursive=True)]
+        for member in tree:
+            with contextlib.suppress(psutil.NoSuchProcess):
+                member.terminate()
+        _, alive = psutil.wait_procs(tree, timeout=60)
+        for member in alive:
+            with contextlib.suppress(psutil.NoSuchProcess):
+                member.kill()
         subprocess.run(
             [str(REPO / ".venv" / "bin" / "housekeeping"), "spark-connect", "stop", "--state-dir", str(work / "spark-connect")],
             env=env, capture_output=True,
