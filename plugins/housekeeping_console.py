@@ -23,6 +23,8 @@ class HousekeepingConsolePlugin(AirflowPlugin):
         {
             "name": "Housekeeping run",
             "href": "housekeeping/dag-runs/{DAG_ID}/{RUN_ID}",
+            # Airflow's UI shows a plugin tab on a DAG run only when the view has a route of its own.
+            "url_route": "housekeeping-run",
             "destination": "dag_run",
         },
     ]

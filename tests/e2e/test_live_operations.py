@@ -222,6 +222,15 @@ def test_a_what_if_asked_in_the_console_runs_the_dag_and_shows_its_report(airflo
         page.locator("iframe#report").wait_for(timeout=600_000)
         page.frame_locator("iframe#report").locator("svg").first.wait_for(timeout=60_000)
         page.screenshot(path=str(SHOTS / "console-07-what-if.png"), full_page=True)
+
+        # The housekeeping run of a DAG run, in the Airflow UI's tab on that run (the plugin's dag_run view).
+        trim_run = live.runs("manual")[0]["dag_run_id"]
+        page.goto(f"{live.url}/dags/{TRIM}/runs/{trim_run}")
+        page.get_by_text("Housekeeping run", exact=True).first.click()
+        frame = page.frame_locator("iframe")
+        frame.locator("#actions").wait_for(timeout=60_000)
+        assert trim_run in frame.locator("h1").inner_text()
+        page.screenshot(path=str(SHOTS / "console-08-dag-run-tab.png"), full_page=True)
         browser.close()
     (run,) = live.runs(dag_id="policy_what_if")
     assert run["state"] == "success" and run["conf"]["sweep"] == "retention-time=1d,7d"

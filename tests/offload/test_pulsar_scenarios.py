@@ -28,7 +28,7 @@ MIN = 60_000
 TOPIC = "persistent://t/ns/a"
 OFFLOADED_AT = T0 + 10 * MIN
 LAG = 10 * MIN
-LATER = T0 + 400 * 24 * 60 * MIN  # past every grace period
+LATER = T0 + 30 * 24 * 60 * MIN  # past every grace period (a day), not past the clock
 
 
 def manifest(*, retention=(-1, -1), lag=LAG, cursor="1:0", contexts=None) -> dict:

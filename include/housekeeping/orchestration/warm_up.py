@@ -52,20 +52,10 @@ def warm_up(
     names = list(mechanisms or mechanism_names())
     for name in names:
         get_mechanism(name)  # an unknown name is bad input, named, before anything runs
-    host, port = connect_target(url)
-    deadline = time.monotonic() + wait_s
-    while not port_open(host, port, timeout_s=5.0):
-        if time.monotonic() >= deadline:
-            raise SparkConnectError(
-                f"no Spark Connect server answers at {host}:{port}"
-                + (f" after {wait_s:.0f} s" if wait_s else "")
-                + ": start it first"
-            )
-        time.sleep(1.0)
+    _wait_for_server(url, wait_s)
     as_of_ms = parse_as_of(DEFAULT_REFERENCE)
     seconds: list[dict[str, float]] = []
     started = time.perf_counter()
-    busy = busy_file()
     since = time.time()  # wall clock on purpose: compared with the busy file's modification time
     stopped = None
     with tempfile.TemporaryDirectory(prefix="housekeeping-warm-up-", dir=work_dir) as tmp:
@@ -82,10 +72,8 @@ def warm_up(
             for round_number in range(rounds):
                 took: dict[str, float] = {}
                 for name in names:
-                    if busy is not None and busy.is_file() and busy.stat().st_mtime >= since:
-                        stopped = (
-                            f"a DAG run's Spark step started on the server ({busy}): the warm-up gave way"
-                        )
+                    stopped = _given_way(since)
+                    if stopped:
                         break
                     begun = time.perf_counter()
                     run_dir = Path(tmp) / "runs" / f"{round_number}-{name}"
@@ -110,3 +98,24 @@ def warm_up(
         "seconds": round(time.perf_counter() - started, 1),
         "stopped": stopped,
     }
+
+
+def _wait_for_server(url: str, wait_s: float) -> None:
+    host, port = connect_target(url)
+    deadline = time.monotonic() + wait_s
+    while not port_open(host, port, timeout_s=5.0):
+        if time.monotonic() >= deadline:
+            raise SparkConnectError(
+                f"no Spark Connect server answers at {host}:{port}"
+                + (f" after {wait_s:.0f} s" if wait_s else "")
+                + ": start it first"
+            )
+        time.sleep(1.0)
+
+
+def _given_way(since: float) -> str | None:
+    """Why the warm-up stops now: a DAG run's Spark step touched the busy file after ``since``; None to go on."""
+    busy = busy_file()
+    if busy is not None and busy.is_file() and busy.stat().st_mtime >= since:
+        return f"a DAG run's Spark step started on the server ({busy}): the warm-up gave way"
+    return None

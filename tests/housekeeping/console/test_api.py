@@ -318,6 +318,7 @@ def test_every_page_in_a_browser_and_restore_and_a_hold_done_there(server, store
         page.screenshot(path=str(SHOTS / "console-02-store.png"), full_page=True)
 
         page.goto(f"{base}runs")
+        page.screenshot(path=str(SHOTS / "console-02b-runs.png"), full_page=True)
         page.locator("a", has_text="cli-trim-").first.click()
         page.locator("#actions").wait_for()
         assert "passed" in page.inner_text("body") and page.locator("#actions tr").count() > 1
