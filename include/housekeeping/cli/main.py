@@ -1,5 +1,5 @@
 """``housekeeping``: the command-line contract (documented in docs/cli.md; keep it stable). The commands are in one
-module per group (``store_commands``, ``runs``, ``metrics``, ``holds``, ``journal``, ``spark_connect``); a mechanism's
+module per group (``store_commands``, ``runs``, ``metrics``, ``capacity``, ``holds``, ``journal``, ``spark_connect``); a mechanism's
 own group comes from its package (``Mechanism.command_group``: ``housekeeping erase``).
 
 Exit codes: 0 success; 1 unexpected failure; 2 bad input (nothing changed); 3 the gate rejected the plan
@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import typer
 
-from housekeeping.cli import holds, journal, metrics, runs, spark_connect, store_commands
+from housekeeping.cli import capacity, holds, journal, metrics, runs, spark_connect, store_commands
 from housekeeping.core.errors import HousekeepingError
 from housekeeping.core.process_exit import skip_garbage_collection_at_exit
 from housekeeping.mechanisms.registry import MECHANISMS
@@ -21,7 +21,7 @@ app = typer.Typer(
     pretty_exceptions_enable=False,
     help="Pulsar-style storage housekeeping over a store of topics (ledgers in Parquet, metadata in SQL).",
 )
-for group in (store_commands, runs, metrics):
+for group in (store_commands, runs, metrics, capacity):
     app.registered_commands.extend(group.commands.registered_commands)
 for mechanism in MECHANISMS.values():
     own = mechanism.command_group()

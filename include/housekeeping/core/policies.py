@@ -63,6 +63,8 @@ BROKER_DEFAULTS: dict[str, Any] = {
     "managedLedgerMinLedgerRolloverTimeMinutes": 10,
     "managedLedgerMaxLedgerRolloverTimeMinutes": 240,
     "managedLedgerMaxSizePerLedgerMbytes": 2048,
+    # Copies of each entry the bookies keep (the capacity commands' physical bytes on the local tier).
+    "managedLedgerDefaultWriteQuorum": 2,
     # Not broker.conf settings: Pulsar hard-codes these constants of the message-expiry guard
     # (PersistentSubscription.MINIMUM_BACKLOG_FOR_EXPIRY_CHECK, PersistentTopic.MESSAGE_EXPIRY_THRESHOLD).
     # This project makes them configurable under these names, with Pulsar's values as defaults.
@@ -134,6 +136,8 @@ class BrokerConfig:
         if self["housekeepingCompactedTombstoneGraceSeconds"] < 0:
             raise InputError(f"{where}: housekeepingCompactedTombstoneGraceSeconds must be >= 0")
         validate_broker_offload(self.settings)
+        if self["managedLedgerDefaultWriteQuorum"] < 1:
+            raise InputError(f"{where}: managedLedgerDefaultWriteQuorum must be >= 1")
         if self["brokerServiceCompactionThresholdInBytes"] < 0:
             raise InputError(f"{where}: brokerServiceCompactionThresholdInBytes must be >= 0")
         if self["backlogQuotaDefaultRetentionPolicy"] not in BACKLOG_QUOTA_POLICIES:

@@ -87,6 +87,7 @@ ENV_FIELDS = {
     "HOUSEKEEPING_APPROVAL_TOPICS": "approval_topics",
     "HOUSEKEEPING_APPROVAL_CURSORS": "approval_cursors",
     "HOUSEKEEPING_APPROVAL_TIMEOUT_SECONDS": "approval_timeout_seconds",
+    "HOUSEKEEPING_CAPACITY_BUDGETS": "capacity_budgets",
 }
 # Hourly trim and purge keep deletable data waiting under about two hours; six leaves room for a slow run.
 DEFAULT_DELETION_LAG_OBJECTIVES = {"*": 21600}
@@ -111,6 +112,33 @@ def parse_lag_objectives(
             raise InputError(
                 f"{where}: the objective of {key} must be a whole number of seconds > 0, got {seconds!r}"
             )
+    return value
+
+
+def parse_capacity_budgets(
+    text: str | None, where: str = "HOUSEKEEPING_CAPACITY_BUDGETS"
+) -> dict[str, dict[str, int]]:
+    """``{"<tenant or *>": {"local": bytes, "tier": bytes}}`` (either tier may be left out); unset: none."""
+    if text in (None, ""):
+        return {}
+    try:
+        value = json.loads(text)
+    except json.JSONDecodeError as exc:
+        raise InputError(f"{where} is not JSON: {exc}") from None
+    if not isinstance(value, dict):
+        raise InputError(
+            f'{where} must be a JSON object of tenant (or *) -> {{"local": bytes, "tier": bytes}}'
+        )
+    for tenant, budget in value.items():
+        if not isinstance(budget, dict) or not budget or set(budget) - {"local", "tier"}:
+            raise InputError(
+                f'{where}: the budget of {tenant!r} must be an object with "local" and/or "tier"'
+            )
+        for tier, size in budget.items():
+            if isinstance(size, bool) or not isinstance(size, int) or size <= 0:
+                raise InputError(
+                    f"{where}: {tenant}.{tier} must be a whole number of bytes > 0, got {size!r}"
+                )
     return value
 
 
@@ -176,6 +204,8 @@ class Settings:
     approval_topics: int | None = None
     approval_cursors: int | None = None
     approval_timeout_seconds: int = 86400
+    # Physical bytes per tenant and tier the capacity forecast measures against (housekeeping.observe.capacity).
+    capacity_budgets: dict[str, dict[str, int]] = field(default_factory=dict)
 
     @classmethod
     def from_env(cls) -> Settings:
@@ -194,6 +224,7 @@ class Settings:
             approval_topics=_optional("HOUSEKEEPING_APPROVAL_TOPICS", int),
             approval_cursors=_optional("HOUSEKEEPING_APPROVAL_CURSORS", int),
             approval_timeout_seconds=_int("HOUSEKEEPING_APPROVAL_TIMEOUT_SECONDS", 86400),
+            capacity_budgets=parse_capacity_budgets(os.environ.get("HOUSEKEEPING_CAPACITY_BUDGETS")),
         )
         if settings.purge_grace_seconds < 0:
             raise InputError("HOUSEKEEPING_PURGE_GRACE_SECONDS must be >= 0")

@@ -25,41 +25,27 @@ whole number of minutes or a size that is not a whole number of MB is refused: P
 
 from __future__ import annotations
 
-import re
 import tempfile
 from collections.abc import Mapping
 from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
+from housekeeping.core import units
 from housekeeping.core.errors import InputError
 from housekeeping.what_if.overlay import PolicyOverlay
 
-_TIME_UNITS = {"s": 1, "m": 60, "h": 3600, "d": 86_400, "w": 7 * 86_400, "y": 365 * 86_400}
-_SIZE_UNITS = {"k": 1024, "m": 1024**2, "g": 1024**3, "t": 1024**4}
 MIB = 1024**2
 
 
 def parse_seconds(text: str) -> int:
-    """A pulsar-admin relative time (``90``, ``30m``, ``6h``, ``7d``, ``2w``, ``1y``; ``-1`` infinite) in seconds."""
-    match = re.fullmatch(r"(-1|\d+)([smhdwy]?)", text.strip().lower())
-    if not match:
-        raise InputError(f"sweep value {text!r} is not a time: a number with s, m, h, d, w or y, or -1")
-    number, unit = int(match.group(1)), match.group(2)
-    if number < 0:
-        return -1
-    return number * _TIME_UNITS[unit or "s"]
+    """A sweep's relative time in seconds (:func:`housekeeping.core.units.parse_seconds`)."""
+    return units.parse_seconds(text, "sweep value")
 
 
 def parse_bytes(text: str) -> int:
-    """A pulsar-admin size (``4096``, ``500M``, ``5G``, ``1T``; ``-1`` infinite) in bytes."""
-    match = re.fullmatch(r"(-1|\d+)([kmgt]?)", text.strip().lower())
-    if not match:
-        raise InputError(f"sweep value {text!r} is not a size: a number with k, M, G or T, or -1")
-    number, unit = int(match.group(1)), match.group(2)
-    if number < 0:
-        return -1
-    return number * (_SIZE_UNITS[unit] if unit else 1)
+    """A sweep's size in bytes (:func:`housekeeping.core.units.parse_bytes`)."""
+    return units.parse_bytes(text, "sweep value")
 
 
 def _retention_minutes(text: str) -> int:

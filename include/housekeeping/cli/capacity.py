@@ -1,0 +1,97 @@
+"""``housekeeping usage | forecast``: chargeback and the capacity forecast from the store's own record
+(docs/semantics.md §12, docs/cli.md)."""
+
+from __future__ import annotations
+
+import csv
+import io
+from typing import Annotated
+
+import typer
+
+from housekeeping.cli.common import AsOfOpt
+from housekeeping.store.command_line import MetadataOpt, StoreOpt, open_store, print_json
+
+commands = typer.Typer()
+
+TenantOpt = Annotated[str | None, typer.Option("--tenant", help="only this tenant")]
+NamespaceOpt = Annotated[str | None, typer.Option("--namespace", help="only this namespace (tenant/ns)")]
+USAGE_COLUMNS = ("tenant", "namespace", "topic", "tier", "byteHours", "avgBytes", "peakBytes")
+
+
+def _check_output(fmt: str, allowed: tuple[str, ...]) -> None:
+    from housekeeping.core.errors import InputError
+
+    if fmt not in allowed:
+        raise InputError(f"--format {fmt!r} is not one of {', '.join(allowed)}")
+
+
+@commands.command("usage")
+def usage_command(
+    store: StoreOpt,
+    from_: Annotated[str, typer.Option("--from", help="start of the period (ISO 8601, included)")],
+    to: Annotated[
+        str, typer.Option("--to", help="end of the period (ISO 8601, excluded); the record as of it")
+    ],
+    by: Annotated[str, typer.Option("--by", help="tenant, namespace or topic")] = "namespace",
+    tier: Annotated[
+        str | None,
+        typer.Option(
+            "--tier", help="local (disks, x write quorum), tier (object tier) or listed (the policies' view)"
+        ),
+    ] = None,
+    tenant: TenantOpt = None,
+    namespace: NamespaceOpt = None,
+    metadata_url: MetadataOpt = None,
+    fmt: Annotated[str, typer.Option("--format", help="json or csv")] = "json",
+) -> None:
+    """Byte-hours, average and peak bytes per tenant, namespace or topic and tier over a period."""
+    from housekeeping.core.timeutil import parse_as_of
+    from housekeeping.observe.capacity.record import read_record
+    from housekeeping.observe.capacity.usage import usage
+
+    _check_output(fmt, ("json", "csv"))
+    from_ms, to_ms = parse_as_of(from_), parse_as_of(to)
+    record = read_record(open_store(store, metadata_url), to_ms)
+    document = usage(
+        record, from_ms=from_ms, to_ms=to_ms, by=by, tier=tier, tenant=tenant, namespace=namespace
+    )
+    if fmt == "json":
+        print_json(document)
+        return
+    out = io.StringIO()
+    writer = csv.DictWriter(out, fieldnames=USAGE_COLUMNS, lineterminator="\n", restval="")
+    writer.writeheader()
+    writer.writerows(document["rows"])
+    typer.echo(out.getvalue(), nl=False)
+
+
+@commands.command("forecast")
+def forecast_command(
+    store: StoreOpt,
+    as_of: AsOfOpt,
+    horizon: Annotated[str, typer.Option("--horizon", help="how far to look (1h to 5y), e.g. 30d")] = "30d",
+    window: Annotated[str, typer.Option("--window", help="the ingest history fitted (3d to 365d)")] = "28d",
+    backtest_days: Annotated[
+        str, typer.Option("--backtest", help="the backtest's forecast is made this long before the as-of")
+    ] = "7d",
+    metadata_url: MetadataOpt = None,
+    fmt: Annotated[str, typer.Option("--format", help="json")] = "json",
+) -> None:
+    """When each namespace meets its limits and each tenant its budgets (HOUSEKEEPING_CAPACITY_BUDGETS)."""
+    from housekeeping.core.settings import Settings
+    from housekeeping.core.timeutil import parse_as_of
+    from housekeeping.core.units import parse_seconds
+    from housekeeping.observe.capacity.forecast import check_forecast_options, forecast
+    from housekeeping.observe.capacity.record import read_record
+
+    _check_output(fmt, ("json",))
+    horizon_s = parse_seconds(horizon, "--horizon")
+    window_days = parse_seconds(window, "--window") // 86_400
+    days = parse_seconds(backtest_days, "--backtest") // 86_400
+    check_forecast_options(horizon_s, window_days, days)
+    budgets = Settings.from_env().capacity_budgets
+    record = read_record(open_store(store, metadata_url), parse_as_of(as_of))
+    print_json(
+        forecast(record, horizon_s=horizon_s, window_days=window_days, backtest_days=days, budgets=budgets)
+    )

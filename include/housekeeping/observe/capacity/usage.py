@@ -1,0 +1,120 @@
+"""Chargeback: byte-hours, average and peak bytes per tenant, namespace or topic and tier over a period, from the
+store's record (docs/semantics.md §12.2).
+
+Tiers: ``local`` (the bookies' disks: a ledger's files until purged, times the write quorum), ``tier`` (the
+object tier: an offloaded ledger's object until purged) and ``listed`` (what the policies see: a ledger in its
+topic's ledger list, once, wherever its copies are). An offloaded ledger whose local copy is kept counts on
+``local`` and on ``tier``, once on ``listed``.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping
+from typing import Any
+
+from housekeeping.core.errors import InputError
+from housekeeping.core.policies import BrokerConfig
+from housekeeping.core.timeutil import format_ms
+from housekeeping.observe.capacity.curves import MS_PER_HOUR, Segments, byte_ms, peak, value_at
+from housekeeping.observe.capacity.record import TIERS, Record
+
+GROUPINGS = ("tenant", "namespace", "topic")
+
+
+def write_quorum(namespace_policies: Mapping[str, Any], broker: BrokerConfig | None) -> int:
+    """Copies of each entry on the bookies: the namespace's ``persistence.bookkeeperWriteQuorum``, else the
+    broker's ``managedLedgerDefaultWriteQuorum``."""
+    persistence = namespace_policies.get("persistence") or {}
+    if persistence.get("bookkeeperWriteQuorum") is not None:
+        return int(persistence["bookkeeperWriteQuorum"])
+    return int(broker["managedLedgerDefaultWriteQuorum"]) if broker is not None else 2
+
+
+def group_key(by: str, namespace: str, topic: str) -> tuple[str, ...]:
+    tenant = namespace.split("/", 1)[0]
+    return {"tenant": (tenant,), "namespace": (tenant, namespace), "topic": (tenant, namespace, topic)}[by]
+
+
+def check_scope(record: Record, tenant: str | None, namespace: str | None) -> None:
+    """An unknown tenant or namespace is bad input, named."""
+    known = set(record.namespaces) | set(record.namespace_of.values())
+    if namespace is not None and namespace not in known:
+        raise InputError(f"namespace {namespace!r} is not in the store")
+    if tenant is not None and tenant not in {n.split("/", 1)[0] for n in known}:
+        raise InputError(f"tenant {tenant!r} is not in the store")
+
+
+def in_scope(tenant: str | None, namespace: str | None) -> Callable[[str], bool]:
+    def accepts(candidate: str) -> bool:
+        if namespace is not None and candidate != namespace:
+            return False
+        return tenant is None or candidate.split("/", 1)[0] == tenant
+
+    return accepts
+
+
+def segments_by(
+    record: Record, by: str, tiers: tuple[str, ...], accepts: Callable[[str], bool]
+) -> tuple[Segments, list[tuple[tuple[str, ...], str]]]:
+    """The record's pieces on ``tiers`` as segments, one group per (key, tier); the local tier times its
+    namespace's write quorum."""
+    quorum = {name: write_quorum(policies, record.broker) for name, policies in record.namespaces.items()}
+    index: dict[tuple[tuple[str, ...], str], int] = {}
+    rows = []
+    for piece in record.pieces:
+        if piece.tier not in tiers:
+            continue
+        namespace = record.namespace_of[piece.topic]
+        if not accepts(namespace):
+            continue
+        key = (group_key(by, namespace, piece.topic), piece.tier)
+        group = index.setdefault(key, len(index))
+        copies = quorum.get(namespace, write_quorum({}, record.broker)) if piece.tier == "local" else 1
+        rows.append((group, piece.size * copies, piece.ramp_from, piece.ramp_to, piece.start, piece.end))
+    return Segments.of(rows, len(index)), list(index)
+
+
+def usage(
+    record: Record,
+    *,
+    from_ms: int,
+    to_ms: int,
+    by: str,
+    tier: str | None = None,
+    tenant: str | None = None,
+    namespace: str | None = None,
+) -> dict[str, Any]:
+    """The period's rows, sorted by group then tier."""
+    if by not in GROUPINGS:
+        raise InputError(f"--by {by!r} is not one of {', '.join(GROUPINGS)}")
+    if tier is not None and tier not in TIERS:
+        raise InputError(f"--tier {tier!r} is not one of {', '.join(TIERS)}")
+    if from_ms >= to_ms:
+        raise InputError(f"--from {format_ms(from_ms)} is not before --to {format_ms(to_ms)}")
+    check_scope(record, tenant, namespace)
+    tiers = (tier,) if tier else TIERS
+    segments, groups = segments_by(record, by, tiers, in_scope(tenant, namespace))
+    hours = (to_ms - from_ms) / MS_PER_HOUR
+    areas = byte_ms(segments, from_ms, to_ms)
+    peaks = peak(segments, from_ms, to_ms)
+    rows = []
+    for (key, where), area, top in zip(groups, areas, peaks, strict=True):
+        names = dict(zip(("tenant", "namespace", "topic"), key, strict=False))
+        byte_hours = float(area) / MS_PER_HOUR
+        rows.append(
+            {
+                **names,
+                "tier": where,
+                "byteHours": byte_hours,
+                "avgBytes": byte_hours / hours,
+                "peakBytes": float(top),
+            }
+        )
+    rows.sort(key=lambda row: (*(row.get(k, "") for k in GROUPINGS), TIERS.index(row["tier"])))
+    return {"from": format_ms(from_ms), "to": format_ms(to_ms), "by": by, "rows": rows}
+
+
+def bytes_now(record: Record, by: str, tiers: tuple[str, ...]) -> dict[tuple[tuple[str, ...], str], float]:
+    """Bytes per (key, tier) at the record's as-of."""
+    segments, groups = segments_by(record, by, tiers, in_scope(None, None))
+    return dict(zip(groups, value_at(segments, record.as_of_ms).tolist(), strict=True))
