@@ -5,9 +5,15 @@ library's layout."""
 from __future__ import annotations
 
 from housekeeping.orchestration.dags import (
+    build_capacity_report_dag,
     build_housekeeping_dag,
     build_policy_what_if_dag,
     build_storage_report_dag,
 )
 
-__all__ = ["build_housekeeping_dag", "build_policy_what_if_dag", "build_storage_report_dag"]
+__all__ = [
+    "build_capacity_report_dag",
+    "build_housekeeping_dag",
+    "build_policy_what_if_dag",
+    "build_storage_report_dag",
+]

@@ -11,10 +11,10 @@ from fastapi import Depends, HTTPException, status
 
 
 def housekeeping_dag_ids() -> list[str]:
-    """The DAGs whose data the console shows: every mechanism's, the storage report's and the what-if's."""
+    """The DAGs whose data the console shows: every mechanism's, the storage and capacity reports' and the what-if's."""
     from housekeeping.mechanisms.registry import MECHANISMS
 
-    return [*(m.dag_id for m in MECHANISMS.values()), "storage_report", "policy_what_if"]
+    return [*(m.dag_id for m in MECHANISMS.values()), "storage_report", "policy_what_if", "capacity_report"]
 
 
 def _authorized(user: Any, method: str) -> Any:

@@ -144,3 +144,26 @@ def what_if_params() -> dict[str, Any]:
         ),
         "scope": scope_param(),
     }
+
+
+def capacity_params() -> dict[str, Any]:
+    """The capacity_report DAG's trigger form."""
+    from airflow.sdk import Param
+
+    return {
+        "as_of": Param(
+            None,
+            type=["null", "string"],
+            pattern=AS_OF_PATTERN,
+            title="As of (UTC)",
+            description="The report's 'now' (the chargeback covers the day before it), ISO 8601 with timezone. "
+            "Empty = the run's logical date (scheduled runs, backfills) or its run time (manual).",
+        ),
+        "horizon": Param(
+            "30d",
+            type="string",
+            pattern=r"^\d+[smhdwy]?$",
+            title="Forecast horizon",
+            description="How far the forecast looks (1h to 5y): a number with s, m, h, d, w or y.",
+        ),
+    }

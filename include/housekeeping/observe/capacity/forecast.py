@@ -293,10 +293,13 @@ def _budget_growth(now: _TopicNow, per_day: float, effective: Any, quorum: int) 
     return local, (per_day, offloads_from, full)
 
 
-def check_forecast_options(horizon_s: int, window_days: int, backtest_days: int) -> None:
+def check_forecast_options(
+    horizon_s: int, window_days: int, backtest_days: int, horizon_name: str = "--horizon"
+) -> None:
+    """Each option in its range, or bad input naming it (``horizon_name``: how the caller calls the horizon)."""
     low, high = HORIZON_RANGE_S
     if not low <= horizon_s <= high:
-        raise InputError(f"--horizon {horizon_s} s is out of range: from 1h to 5y")
+        raise InputError(f"{horizon_name} {horizon_s} s is out of range: from 1h to 5y")
     if not WINDOW_RANGE_DAYS[0] <= window_days <= WINDOW_RANGE_DAYS[1]:
         raise InputError(f"--window {window_days} days is out of range: from 3d to 365d")
     if not 1 <= backtest_days <= 365:

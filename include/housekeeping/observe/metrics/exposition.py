@@ -15,12 +15,13 @@ from prometheus_client.registry import CollectorRegistry
 from housekeeping.core.settings import parse_lag_objectives
 from housekeeping.mechanisms.registry import MECHANISMS
 from housekeeping.observe.metrics.activity import applied, deletions
+from housekeeping.observe.metrics.capacity import capacity
 from housekeeping.observe.metrics.deletion_lag import runs_and_lag
 from housekeeping.observe.metrics.families import Families, Family, StoreView, seconds
 from housekeeping.observe.metrics.storage import storage
 from housekeeping.store.store import Store
 
-COLLECTORS = (storage, deletions, applied)
+COLLECTORS = (storage, deletions, applied, capacity)
 
 
 def store_metrics(
