@@ -4,7 +4,8 @@
 One HTML page about the store, rebuilt each time a housekeeping DAG's apply step changed it (the
 `housekeeping_store` Asset every apply emits; a dry run emits none) and every day at 06:00 UTC:
 
-- **bytes per namespace over time** (each run's snapshot records them at its as-of),
+- **bytes per namespace over time** (from the store's own record of its ledgers),
+- **capacity**: the limits the newest capacity report finds met within its horizon,
 - **bytes reclaimed per mechanism** (purged, and deleted but still restorable),
 - **the top blockers** of the newest trim run (stale subscriptions in red),
 - **exceeded backlog quotas** per namespace,

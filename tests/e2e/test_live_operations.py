@@ -54,6 +54,9 @@ def airflow_with_schedules(tmp_path_factory, postgres_server, spark_connect_serv
         HOUSEKEEPING_SCHEDULED_START_TOLERANCE_SECONDS="0",
         # Every run takes longer than this: each one's Deadline Alert fires.
         HOUSEKEEPING_RUN_DEADLINE_SECONDS="15",
+        # The purge approval is answered by the test: on a loaded machine the harness's short timeout (its own
+        # tests of an unanswered request) could expire first and race the answer.
+        HOUSEKEEPING_APPROVAL_TIMEOUT_SECONDS="900",
     ) as live:
         yield live
 

@@ -3,8 +3,8 @@ each time a housekeeping DAG's apply step changes the store (its Asset event).
 
 From the store alone (no Spark; the metadata and the run directories are small):
 
-- bytes per namespace over time: every run's snapshot records each namespace's stored bytes at its as-of; and now,
-  split by tier (only local, offloaded with the local copy still kept, only in the object tier);
+- bytes per namespace over time, from the store's own record (docs/semantics.md §12.1); and now, split by tier
+  (only local, offloaded with the local copy still kept, only in the object tier);
 - bytes reclaimed per mechanism: the pending-deletion log (ledgers and compacted ledgers deleted, by the run
   that deleted them; restored ones excluded), split into purged and still restorable; the local copies of
   offloaded ledgers apart (their data stays in the object tier);
@@ -32,12 +32,9 @@ from sqlalchemy import func, select
 from housekeeping.core.settings import lag_objective, parse_lag_objectives
 from housekeeping.core.timeutil import format_ms
 from housekeeping.engine.contract import (
-    NAMESPACES,
     RunDir,
-    has_snapshot_table,
     read_json,
     read_run_info,
-    read_snapshot_table,
     write_json,
 )
 from housekeeping.engine.pages import bytes_formatter, pyplot, render, svg
@@ -106,15 +103,17 @@ class _StoreFacts:
             )
 
 
-def _history(runs: list[dict[str, Any]], now_bytes: dict[str, int], as_of_ms: int) -> dict[str, Any]:
-    """Stored bytes per namespace at each run's as-of, and now."""
-    history: dict[str, dict[int, int]] = defaultdict(dict)
-    for run in runs:
-        for row in run["namespaces"]:
-            history[row["namespace"]][run["asOfMs"]] = row["storedBytes"]
-    for namespace, stored in now_bytes.items():
-        history[namespace].setdefault(as_of_ms, int(stored))
-    return {ns: sorted(points.items()) for ns, points in sorted(history.items())}
+HISTORY_DAYS = 30
+HISTORY_POINTS = 61
+
+
+def _history(store: Store, as_of_ms: int) -> dict[str, Any]:
+    """Bytes in each namespace's ledger lists over the last ``HISTORY_DAYS`` (or since the record's first entry),
+    from the store's record (docs/semantics.md §12.1): not from the run directories, which grow with every run."""
+    from housekeeping.observe.capacity.record import read_record
+    from housekeeping.observe.capacity.usage import series
+
+    return series(read_record(store, as_of_ms), "listed", HISTORY_DAYS, HISTORY_POINTS)
 
 
 def _by_tier(facts: _StoreFacts) -> dict[str, dict[str, int]]:
@@ -157,9 +156,7 @@ def _reclaimed(facts: _StoreFacts) -> tuple[dict[str, Any], dict[str, Any]]:
 
 
 def _latest_runs(runs: list[dict[str, Any]]) -> list[dict[str, Any]]:
-    latest: dict[str, dict[str, Any]] = {}
-    for run in runs:
-        latest[run["mechanism"]] = run
+    latest: dict[str, dict[str, Any]] = {run["mechanism"]: run for run in runs}
     return [
         {
             "mechanism": mechanism,
@@ -181,15 +178,15 @@ def collect(store: Store, as_of_ms: int, objectives: Mapping[str, int] | None = 
     runs = _runs(store)
     facts = _StoreFacts.read(store)
     reclaimed, reclaimed_by_day = _reclaimed(facts)
-    # The newest run whose report ranks what keeps bytes (consumed-ledger trim's does).
+    # The newest trim run: its report ranks what keeps bytes.
     latest_trim = next(
-        (r for r in reversed(runs) if (r["report"] or {}).get("topBlockers") is not None), None
+        (r for r in reversed(runs) if (r.get("report") or {}).get("topBlockers") is not None), None
     )
     return {
         "store": str(store.root),
         "asOf": format_ms(as_of_ms),
         "asOfMs": as_of_ms,
-        "namespaceHistory": _history(runs, facts.now_bytes, as_of_ms),
+        "namespaceHistory": _history(store, as_of_ms),
         "storedBytesNow": {ns: int(v) for ns, v in sorted(facts.now_bytes.items())},
         "storedBytesByTier": _by_tier(facts),
         "reclaimed": reclaimed,
@@ -215,6 +212,22 @@ def collect(store: Store, as_of_ms: int, objectives: Mapping[str, int] | None = 
         "latestWhatIf": read_latest(store.root),
         "deletionLag": deletion_lag_status(store, as_of_ms, objectives),
         "mechanismFigures": _mechanism_figures(store, as_of_ms),
+        "capacity": _capacity(store),
+    }
+
+
+def _capacity(store: Store) -> dict[str, Any] | None:
+    """The newest capacity report: its page and the limits it finds met within its horizon, nearest first."""
+    from housekeeping.observe.capacity.report import read_latest
+
+    latest = read_latest(store)
+    if latest is None:
+        return None
+    limits = [row for row in latest["forecast"]["limits"] if row["secondsUntil"] is not None]
+    return {
+        "asOf": latest["asOf"],
+        "path": latest["path"],
+        "nearest": sorted(limits, key=lambda row: row["secondsUntil"])[:TOP_BLOCKERS],
     }
 
 
@@ -270,13 +283,12 @@ def record_lag_history(out_dir: Path, data: dict[str, Any]) -> dict[str, list[li
 
 
 def _runs(store: Store) -> list[dict[str, Any]]:
-    """Every run directory with a snapshot, oldest as-of first."""
+    """Every run directory with a snapshot, oldest as-of first; the report, gate verdict and Data Docs read only
+    for the newest run of each mechanism (the page shows no other)."""
     runs = []
     for run_json in (store.root / RUNS_DIR).glob("*/*/snapshot/run.json"):
         run = RunDir(run_json.parent.parent)
         info = read_run_info(run)
-        report = read_json(run.report_json)
-        gate = read_json(run.gate_result)
         runs.append(
             {
                 "runId": info["runId"],
@@ -285,16 +297,19 @@ def _runs(store: Store) -> list[dict[str, Any]]:
                 "asOfMs": info["asOfMs"],
                 # Only to order runs of the same as-of (a rerun or a manual run beside a backfill): audit time.
                 "takenAtMs": info.get("takenAtWallClockMs") or 0,
-                "namespaces": (
-                    read_snapshot_table(run, NAMESPACES) if has_snapshot_table(run, NAMESPACES) else []
-                ),
-                "report": report,
-                "reportPath": str(run.report_md) if report is not None else None,
-                "gate": None if gate is None else ("passed" if gate["success"] else "REJECTED"),
-                "dataDocs": str(run.data_docs_index) if run.data_docs_index.is_file() else None,
+                "dir": run,
             }
         )
-    return sorted(runs, key=lambda r: (r["asOfMs"], r["takenAtMs"], r["runId"]))
+    runs.sort(key=lambda r: (r["asOfMs"], r["takenAtMs"], r["runId"]))
+    newest = {run["mechanism"]: run for run in runs}
+    for run in newest.values():
+        directory = run["dir"]
+        report, gate = read_json(directory.report_json), read_json(directory.gate_result)
+        run["report"] = report
+        run["reportPath"] = str(directory.report_md) if report is not None else None
+        run["gate"] = None if gate is None else ("passed" if gate["success"] else "REJECTED")
+        run["dataDocs"] = str(directory.data_docs_index) if directory.data_docs_index.is_file() else None
+    return runs
 
 
 # ----------------------------------------------------------------------------------------------- plots
@@ -332,7 +347,7 @@ def _namespaces_chart(plt: Any, data: dict[str, Any]) -> str:
         axes.plot(_dates(points), [b for _, b in points], marker="o", markersize=3, label=namespace)
     axes.yaxis.set_major_formatter(bytes_formatter())
     _date_axis(axes, list(history.values()))
-    axes.set_title("Stored bytes per namespace (at each run's as-of, UTC)")
+    axes.set_title("Bytes in the ledger lists per namespace (UTC)")
     axes.grid(alpha=0.3)
     axes.legend(fontsize=7, ncol=2, loc="upper left", bbox_to_anchor=(1.01, 1))
     return svg(figure)

@@ -118,3 +118,17 @@ def bytes_now(record: Record, by: str, tiers: tuple[str, ...]) -> dict[tuple[tup
     """Bytes per (key, tier) at the record's as-of."""
     segments, groups = segments_by(record, by, tiers, in_scope(None, None))
     return dict(zip(groups, value_at(segments, record.as_of_ms).tolist(), strict=True))
+
+
+def series(record: Record, tier: str, days: int, points: int) -> dict[str, list[list[float]]]:
+    """Per namespace, ``[[ms, bytes], ...]`` on ``tier`` at ``points`` times over the last ``days`` before the
+    record's as-of (or since its first entry), the as-of included."""
+    segments, groups = segments_by(record, "namespace", (tier,), in_scope(None, None))
+    first = min((p.ramp_from for p in record.pieces if p.tier == tier), default=record.as_of_ms)
+    start = max(record.as_of_ms - days * 86_400_000, int(first))
+    times = sorted({int(start + (record.as_of_ms - start) * k / (points - 1)) for k in range(points)})
+    values = [value_at(segments, moment) for moment in times]
+    return {
+        key[1]: [[moment, float(column[i])] for moment, column in zip(times, values, strict=True)]
+        for i, (key, _) in sorted(enumerate(groups), key=lambda item: item[1][0][1])
+    }
