@@ -144,3 +144,68 @@ def get_run_actions(
 
     store, _ = console_store()
     return run_actions(store, mechanism, run_id, topic=topic, kind=kind, offset=offset, limit=limit)
+
+
+@router.get("/forecast")
+def get_forecast(
+    user: Reader,
+    as_of: str | None = None,
+    horizon: str = "30d",
+    window: str = "28d",
+    backtest: str = "7d",
+) -> dict[str, Any]:
+    """``housekeeping forecast`` at ``as_of`` (default: now), computed from the record as it stands."""
+    from housekeeping.core.timeutil import parse_as_of
+    from housekeeping.core.units import parse_seconds
+    from housekeeping.observe.capacity.forecast import check_forecast_options, forecast
+    from housekeeping.observe.capacity.record import read_record
+
+    horizon_s = parse_seconds(horizon, "horizon")
+    window_days, days = (
+        parse_seconds(window, "window") // 86_400,
+        parse_seconds(backtest, "backtest") // 86_400,
+    )
+    check_forecast_options(horizon_s, window_days, days, horizon_name="horizon")
+    store, settings = console_store()
+    record = read_record(store, parse_as_of(as_of) if as_of else _now_ms())
+    return forecast(
+        record,
+        horizon_s=horizon_s,
+        window_days=window_days,
+        backtest_days=days,
+        budgets=settings.capacity_budgets,
+    )
+
+
+@router.get("/usage")
+def get_usage(
+    user: Reader,
+    from_: Annotated[str, Query(alias="from")],
+    to: str,
+    by: str = "namespace",
+    tier: str | None = None,
+    tenant: str | None = None,
+    namespace: str | None = None,
+) -> dict[str, Any]:
+    """``housekeeping usage`` over ``[from, to)``, from the record as of ``to``."""
+    from housekeeping.core.timeutil import parse_as_of
+    from housekeeping.observe.capacity.record import read_record
+    from housekeeping.observe.capacity.usage import usage
+
+    from_ms, to_ms = parse_as_of(from_), parse_as_of(to)
+    store, _ = console_store()
+    record = read_record(store, to_ms)
+    return usage(record, from_ms=from_ms, to_ms=to_ms, by=by, tier=tier, tenant=tenant, namespace=namespace)
+
+
+@router.get("/capacity-report")
+def get_capacity_report(user: Reader) -> dict[str, Any]:
+    """The newest capacity report's as-of, usage and forecast (404 before the capacity_report DAG wrote one)."""
+    from housekeeping.core.errors import NotFound
+    from housekeeping.observe.capacity.report import read_latest
+
+    store, _ = console_store()
+    latest = read_latest(store)
+    if latest is None:
+        raise NotFound("no capacity report yet: the capacity_report DAG writes one daily")
+    return {"asOf": latest["asOf"], "usage": latest["usage"], "forecast": latest["forecast"]}

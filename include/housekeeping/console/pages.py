@@ -71,7 +71,41 @@ def store_page(request: Request, user: Reader) -> HTMLResponse:
         latest=sorted(latest.values(), key=lambda r: r["mechanism"]),
         charts=plots(data),
         lag=data["deletionLag"],
+        capacity=_capacity_summary(store),
     )
+
+
+def _capacity_summary(store: Any) -> dict[str, Any] | None:
+    """The newest capacity report's nearest limits and its tenants' chargeback (None before the first)."""
+    from housekeeping.observe.capacity.report import read_latest
+
+    latest = read_latest(store)
+    if latest is None:
+        return None
+    limits = [row for row in latest["forecast"]["limits"] if row["secondsUntil"] is not None]
+    return {
+        "asOf": latest["asOf"],
+        "limits": sorted(limits, key=lambda row: row["secondsUntil"])[:15],
+        "usage": latest["usage"]["tenant"],
+    }
+
+
+CAPACITY_FILES = ("index.html", "usage.json", "usage-tenant.csv", "usage-namespace.csv", "forecast.json")
+
+
+@router.get("/capacity/{name}")
+def capacity_file(user: Reader, name: str) -> FileResponse:
+    """A file of the newest capacity report (its page, JSON and CSV); no other name is served."""
+    from housekeeping.core.errors import NotFound
+    from housekeeping.observe.capacity.report import REPORT_DIR, read_latest
+
+    if name not in CAPACITY_FILES:
+        raise NotFound(f"{name!r} is not a file of the capacity report ({', '.join(CAPACITY_FILES)})")
+    store, _ = console_store()
+    latest = read_latest(store)
+    if latest is None:
+        raise NotFound("no capacity report yet: the capacity_report DAG writes one daily")
+    return FileResponse(store.root / REPORT_DIR / latest["dir"] / name)
 
 
 @router.get("/runs", response_class=HTMLResponse)

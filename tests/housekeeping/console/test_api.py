@@ -138,8 +138,12 @@ def test_nobody_gets_in_without_a_token_and_a_viewer_reads_but_cannot_change(ser
         ("POST", f"{API}/restore"),
         ("POST", f"{API}/holds"),
         ("DELETE", f"{API}/holds?target=acme/orders"),
+        ("GET", f"{API}/forecast"),
+        ("GET", f"{API}/usage?from=2026-11-01T00:00:00Z&to=2026-11-02T00:00:00Z"),
+        ("GET", f"{API}/capacity-report"),
         ("GET", "/housekeeping/"),
         ("GET", "/housekeeping/pending"),
+        ("GET", "/housekeeping/capacity/index.html"),
     ]:
         assert server.call(method, path).status_code == 401, (method, path)
     viewer = tokens["viewer"]
@@ -176,6 +180,18 @@ def test_nobody_gets_in_without_a_token_and_a_viewer_reads_but_cannot_change(ser
         ("GET", "/runs/trim/..%2F..%2Fmetadata.db", None, 404, None),
         ("GET", "/runs/trim/no-such-run", None, 404, "no-such-run"),
         ("GET", "/runs/trim/no-such-run/actions?kind=delete_topic", None, 404, None),
+        ("GET", "/forecast?horizon=10y", None, 400, "horizon"),
+        ("GET", "/forecast?as_of=yesterday", None, 400, "yesterday"),
+        ("GET", "/usage?from=2026-11-02T00:00:00Z&to=2026-11-01T00:00:00Z", None, 400, "from"),
+        (
+            "GET",
+            "/usage?from=2026-11-01T00:00:00Z&to=2026-11-02T00:00:00Z&namespace=nobody/ns",
+            None,
+            400,
+            "nobody/ns",
+        ),
+        ("GET", "/usage?from=2026-11-01T00:00:00Z&to=2026-11-02T00:00:00Z&tier=ssd", None, 400, "ssd"),
+        ("GET", "/usage?to=2026-11-02T00:00:00Z", None, 422, "from"),
     ],
 )
 def test_bad_input_is_a_4xx_naming_it_and_changes_nothing(server, tokens, method, path, body, status, named):
@@ -204,6 +220,41 @@ def test_files_are_served_only_from_inside_a_run_directory(server, tokens, store
         response = server.call("GET", f"{files}/{hostile}", admin)
         assert response.status_code in (400, 404), (hostile, response.status_code)
         assert "SQLite" not in response.text
+
+
+def test_the_capacity_figures_through_the_api_equal_the_clis_and_the_newest_report_is_served(
+    server, tokens, stores, capsys
+):
+    from housekeeping.core.timeutil import parse_as_of
+    from housekeeping.observe.capacity.report import write_capacity_report
+    from housekeeping.store.store import Store
+    from tests.conftest import cli_json
+
+    viewer, store = tokens["viewer"], stores[0]
+    assert server.call("GET", f"{API}/capacity-report", viewer).status_code == 404
+    assert server.call("GET", "/housekeeping/capacity/index.html", viewer).status_code == 404
+    forecast = server.call("GET", f"{API}/forecast?as_of={AS_OF}&horizon=14d", viewer)
+    assert forecast.status_code == 200, forecast.text
+    assert forecast.json() == cli_json(
+        capsys, "forecast", "--store", str(store), "--as-of", AS_OF, "--horizon", "14d"
+    )
+    window = "from=2026-11-01T00:00:00Z&to=2026-11-02T00:00:00Z"
+    usage = server.call("GET", f"{API}/usage?{window}&by=tenant&tier=local", viewer)
+    assert usage.status_code == 200 and usage.json()["rows"], usage.text
+    assert usage.json() == cli_json(
+        capsys, "usage", "--store", str(store), "--from", "2026-11-01T00:00:00Z", "--to",
+        "2026-11-02T00:00:00Z", "--by", "tenant", "--tier", "local",
+    )  # fmt: skip
+    write_capacity_report(Store.open(store), parse_as_of(AS_OF), horizon_s=30 * 86_400)
+    report = server.call("GET", f"{API}/capacity-report", viewer)
+    assert report.status_code == 200 and report.json()["asOf"] == "2026-11-02T00:00:00.000Z"
+    for name in ("index.html", "usage-tenant.csv", "forecast.json"):
+        assert server.call("GET", f"/housekeeping/capacity/{name}", viewer).status_code == 200, name
+    for hostile in ("..%2Fmetadata.db", "latest.json", "..%2F..%2Fmetadata.db"):
+        response = server.call("GET", f"/housekeeping/capacity/{hostile}", viewer)
+        assert response.status_code in (400, 404) and "SQLite" not in response.text, hostile
+    page = server.call("GET", "/housekeeping/", viewer)
+    assert page.status_code == 200 and 'id="capacity-limits"' in page.text
 
 
 def test_a_browser_change_needs_the_consoles_csrf_token(server, tokens):
@@ -316,6 +367,12 @@ def test_every_page_in_a_browser_and_restore_and_a_hold_done_there(server, store
         page.goto(base)
         assert page.locator("#namespaces tr").count() > 2
         page.screenshot(path=str(SHOTS / "console-02-store.png"), full_page=True)
+
+        page.locator("#capacity-usage").scroll_into_view_if_needed()
+        page.screenshot(path=str(SHOTS / "console-02a-store-capacity.png"))
+        page.goto(f"{base}capacity/index.html")
+        page.locator("#limits").wait_for()
+        page.screenshot(path=str(SHOTS / "console-09-capacity-report.png"), full_page=True)
 
         page.goto(f"{base}runs")
         page.screenshot(path=str(SHOTS / "console-02b-runs.png"), full_page=True)
