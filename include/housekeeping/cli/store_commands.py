@@ -40,12 +40,25 @@ def generate(
     ] = "2026-11-01T00:00:00Z",
     metadata_url: MetadataOpt = None,
     progress: Annotated[bool, typer.Option("--progress/--no-progress")] = False,
+    history_days: Annotated[
+        int,
+        typer.Option(
+            "--history-days", help="stretch each topic's closed ledgers over this many days (0: hours)"
+        ),
+    ] = 0,
 ) -> None:
     """Generate a deterministic synthetic store (demo size in seconds; benchmark size with more topics/entries)."""
     from housekeeping.store.generate import GenerateOptions, generate_store
 
     opts = GenerateOptions(
-        topics, seed, entries_per_ledger, max_ledgers_per_topic, payload_bytes, reference, progress
+        topics,
+        seed,
+        entries_per_ledger,
+        max_ledgers_per_topic,
+        payload_bytes,
+        reference,
+        progress,
+        history_days,
     )
     result = generate_store(store, opts, metadata_url)
     typer.echo(

@@ -89,10 +89,15 @@ class GenerateOptions:
     payload_bytes: int = 120
     reference: str = DEFAULT_REFERENCE
     progress: bool = False
+    # 0: each topic's ledgers roll over every 10 min to 4 h; N: stretched so each topic's closed ledgers span N
+    # days before the reference (a store with a history the capacity forecast can fit and backtest).
+    history_days: int = 0
 
     def validate(self) -> None:
         if self.topics < 1:
             raise InputError(f"--topics must be >= 1, got {self.topics}")
+        if self.history_days < 0 or self.history_days > 3650:
+            raise InputError(f"--history-days must be between 0 and 3650, got {self.history_days}")
         if self.entries_per_ledger < 1 or self.max_ledgers_per_topic < 2 or self.payload_bytes < 1:
             raise InputError(
                 "--entries-per-ledger >= 1, --max-ledgers-per-topic >= 2 and --payload-bytes >= 1 required"
@@ -110,9 +115,17 @@ def _topic_plan(index: int, rng: np.random.Generator, opts: GenerateOptions, ref
     while len(ledger_ids) < ledger_count:
         ledger_ids.append(ledger_ids[-1] + 1)
     rollovers = rng.integers(10, 240, size=ledger_count) * MINUTE
-    # The newest closed ledger closed a few minutes to a few hours before the reference time.
+    stretch = 1.0
+    if opts.history_days:
+        # The same draws, stretched: the seed's store keeps its shape, over a longer time.
+        stretch = opts.history_days * 1440 * MINUTE / int(rollovers[: ledger_count - 1].sum())
+        rollovers = rollovers * stretch
+    # The newest closed ledger closed a few minutes to a few hours before the reference time (with a history: the
+    # current ledger has been open for a rollover of its own).
     close_times: list[int | None] = []
     t = reference_ms - int(rng.integers(5, 600)) * MINUTE
+    if stretch != 1.0:
+        t = reference_ms - int(min(rollovers[ledger_count - 1], rollovers[: ledger_count - 1].mean()))
     for k in range(ledger_count - 2, -1, -1):
         close_times.insert(0, t)
         t -= int(rollovers[k])
@@ -125,6 +138,8 @@ def _topic_plan(index: int, rng: np.random.Generator, opts: GenerateOptions, ref
         "namespace": namespace,
         "ledger_ids": ledger_ids,
         "close_times": close_times,
+        # When the first ledger opened (with a history: its entries span its whole rollover, not an hour).
+        "first_open": t if opts.history_days else None,
         "entries": entries,
         "role": role,
         "keyed": namespace == "globex/tables",
@@ -284,7 +299,7 @@ def generate_store(store_root: Path, opts: GenerateOptions, metadata_url: str | 
         for plan, spec in iterator:
             for k, ledger in enumerate(spec.ledgers):
                 end = plan["close_times"][k] if plan["close_times"][k] is not None else reference_ms - MINUTE
-                start = plan["close_times"][k - 1] if k > 0 else end - 60 * MINUTE
+                start = plan["close_times"][k - 1] if k > 0 else (plan["first_open"] or end - 60 * MINUTE)
                 table, size, lo, hi = _ledger_table(plan, k, entry_rng, opts, start, end)
                 ledger.size_bytes, ledger.min_entry_ts_ms, ledger.max_entry_ts_ms = size, lo, hi
                 write_ledger(staging.ledger_dir(spec.name, ledger.ledger_id), table)

@@ -101,7 +101,7 @@ def _ledger_pieces(
     topic: str, current: Any | None, history: list[Any], as_of_ms: int
 ) -> tuple[list[Piece], bool]:
     """A ledger's pieces on the three tiers (False when it cannot be placed in time)."""
-    row = dict(current._mapping) if current is not None else json.loads(history[-1].ledger_row)
+    row = current._mapping if current is not None else json.loads(history[-1].ledger_row)
     ramp = _ramp(row)
     if ramp is None:
         return [], False

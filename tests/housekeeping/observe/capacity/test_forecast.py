@@ -175,3 +175,20 @@ def test_bad_options_are_named_and_change_nothing(capsys, tmp_path):
         from housekeeping.core.settings import parse_capacity_budgets
 
         parse_capacity_budgets('{"t": {"ssd": 5}}')
+
+
+def test_the_backtest_on_a_generated_store_with_a_history(tmp_path):
+    """Ledgers spread over 60 days (`generate --history-days 60`): the ingest forecast made 14 days before the
+    as-of, against what the record says producers added since, within 15 % over the store and 30 % per
+    namespace (each namespace is a few dozen topics of random rollovers)."""
+    from housekeeping.store.generate import GenerateOptions, generate_store
+
+    store = generate_store(
+        tmp_path / "store", GenerateOptions(topics=400, seed=7, entries_per_ledger=20, history_days=60)
+    )
+    as_of = 1_793_491_200_000  # the generator's reference, 2026-11-01
+    rows = forecast(read_record(store, as_of), horizon_s=30 * 86_400, backtest_days=14)["backtest"]
+    assert len(rows) == 7 and all(row["days"] == 14 and row["actualBytes"] > 0 for row in rows)
+    assert all(abs(row["relativeError"]) < 0.30 for row in rows), rows
+    predicted, actual = sum(r["predictedBytes"] for r in rows), sum(r["actualBytes"] for r in rows)
+    assert abs(predicted / actual - 1) < 0.15
