@@ -109,3 +109,43 @@ def test_under_trim_the_forecast_follows_the_ingest_not_the_sawtooth(capsys, tmp
         "namespace",
     )[("t/ns", "listed")]
     assert listed["peakBytes"] < 3 * 24 * mib, "the trims kept the stored bytes under three days of ingest"
+
+
+@pytest.mark.usefixtures("directory_tier")
+def test_an_offloaded_ledger_counts_in_the_tier_and_locally_until_its_local_copy_is_purged(
+    capsys, tmp_path, monkeypatch
+):
+    """Five ledgers of 100 bytes (the current one 50), all arrived before the window; offload at 0 h takes the
+    first three to the tier, trim's offload-deletion lag (1 h) deletes their local copies at 2 h, purge removes
+    those files at 4 h. Over [0 h, 6 h): tier 3 x 100 B x 6 h; local (x 2 copies) the three until 4 h and the
+    other two throughout; listed every ledger once throughout."""
+    from tests.conftest import ledger_topic
+
+    monkeypatch.setenv("HOUSEKEEPING_PURGE_GRACE_SECONDS", "3600")
+    zero = T0 + DAY
+    stamps = [T0 + i for i in range(10)]
+    spec = [(i, stamps, T0 + i * 60_000) for i in range(1, 5)] + [(5, stamps[:5], None)]
+    offload = {"managedLedgerOffloadThresholdInBytes": 100, "managedLedgerOffloadDeletionLagInMillis": HOUR}
+    document = {
+        "namespaces": {
+            "t/ns": {
+                "retention_policies": {"retentionTimeInMinutes": -1, "retentionSizeInMB": -1},
+                "offload_policies": offload,
+            }
+        },
+        "topics": {"persistent://t/ns/a": ledger_topic(spec, {"sub": {"markDeletePosition": "1:0"}})},
+    }
+    store = load_store(capsys, tmp_path, document)
+    offloaded = cli_json(capsys, "apply", "offload", "--store", store, "--as-of", iso(zero))
+    assert offloaded["ledgersOffloaded"] == 3, offloaded
+    trimmed = cli_json(capsys, "apply", "trim", "--store", store, "--as-of", iso(zero + 2 * HOUR))
+    assert trimmed["localCopiesDeleted"] == 3, trimmed
+    cli_json(capsys, "purge", "--store", store, "--as-of", iso(zero + 4 * HOUR))
+    rows = by_key(
+        cli_json(capsys, "usage", "--store", store, "--from", iso(zero), "--to", iso(zero + 6 * HOUR)),
+        "namespace",
+    )
+    assert rows[("t/ns", "tier")]["byteHours"] == pytest.approx(3 * 100 * 6)
+    assert rows[("t/ns", "local")]["byteHours"] == pytest.approx(2 * (3 * 100 * 4 + (100 + 50) * 6))
+    assert rows[("t/ns", "listed")]["byteHours"] == pytest.approx((4 * 100 + 50) * 6)
+    assert rows[("t/ns", "local")]["peakBytes"] == pytest.approx(2 * 450)
