@@ -77,17 +77,12 @@ def store_page(request: Request, user: Reader) -> HTMLResponse:
 
 def _capacity_summary(store: Any) -> dict[str, Any] | None:
     """The newest capacity report's nearest limits and its tenants' chargeback (None before the first)."""
-    from housekeeping.observe.capacity.report import read_latest
+    from housekeeping.observe.capacity.report import nearest_limits, read_latest
 
     latest = read_latest(store)
     if latest is None:
         return None
-    limits = [row for row in latest["forecast"]["limits"] if row["secondsUntil"] is not None]
-    return {
-        "asOf": latest["asOf"],
-        "limits": sorted(limits, key=lambda row: row["secondsUntil"])[:15],
-        "usage": latest["usage"]["tenant"],
-    }
+    return {"asOf": latest["asOf"], "limits": nearest_limits(latest, 15), "usage": latest["usage"]["tenant"]}
 
 
 CAPACITY_FILES = ("index.html", "usage.json", "usage-tenant.csv", "usage-namespace.csv", "forecast.json")

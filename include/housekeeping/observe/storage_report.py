@@ -218,17 +218,12 @@ def collect(store: Store, as_of_ms: int, objectives: Mapping[str, int] | None = 
 
 def _capacity(store: Store) -> dict[str, Any] | None:
     """The newest capacity report: its page and the limits it finds met within its horizon, nearest first."""
-    from housekeeping.observe.capacity.report import read_latest
+    from housekeeping.observe.capacity.report import nearest_limits, read_latest
 
     latest = read_latest(store)
     if latest is None:
         return None
-    limits = [row for row in latest["forecast"]["limits"] if row["secondsUntil"] is not None]
-    return {
-        "asOf": latest["asOf"],
-        "path": latest["path"],
-        "nearest": sorted(limits, key=lambda row: row["secondsUntil"])[:TOP_BLOCKERS],
-    }
+    return {"asOf": latest["asOf"], "path": latest["path"], "nearest": nearest_limits(latest, TOP_BLOCKERS)}
 
 
 def _mechanism_figures(store: Store, as_of_ms: int) -> list[dict[str, Any]]:

@@ -89,6 +89,12 @@ def read_latest(store: Store) -> dict[str, Any] | None:
     }
 
 
+def nearest_limits(latest: dict[str, Any], count: int) -> list[dict[str, Any]]:
+    """The newest report's limits met within its horizon, nearest first, at most ``count``."""
+    limits = [row for row in latest["forecast"]["limits"] if row["secondsUntil"] is not None]
+    return sorted(limits, key=lambda row: row["secondsUntil"])[:count]
+
+
 def _usage_chart(plt: Any, documents: dict[str, Any]) -> str:
     rows = documents["usage"]["tenant"]["rows"]
     if not rows:
