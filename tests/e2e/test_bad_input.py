@@ -375,9 +375,8 @@ def test_dag_params_that_fail_the_schema_are_refused(airflow_db):
         {"scope": ["acme/*"]},
         {"max_deleted_share": 7},
     ]
-    housekeeping = {
-        dag_id: dag for dag_id, dag in bag.dags.items() if dag_id not in ("storage_report", "policy_what_if")
-    }
+    dag_ids = {registry.get_mechanism(name).dag_id for name in registry.mechanism_names()}
+    housekeeping = {dag_id: dag for dag_id, dag in bag.dags.items() if dag_id in dag_ids}
     assert len(housekeeping) == len(registry.mechanism_names())  # one DAG per mechanism
     for dag_id, dag in housekeeping.items():
         good = copy.deepcopy(dag.params)
@@ -398,6 +397,12 @@ def test_dag_params_that_fail_the_schema_are_refused(airflow_db):
         {"scope": ["acme/*"]},
     ):
         params = copy.deepcopy(what_if.params)
+        with pytest.raises(ParamValidationError, match=next(iter(conf))):
+            params.update(conf)
+            params.validate()
+    capacity = bag.dags["capacity_report"]
+    for conf in ({"horizon": "soon"}, {"horizon": 30}, {"as_of": "yesterday"}):
+        params = copy.deepcopy(capacity.params)
         with pytest.raises(ParamValidationError, match=next(iter(conf))):
             params.update(conf)
             params.validate()

@@ -42,6 +42,7 @@ VENV_BIN = Path(sys.executable).parent
 SHOTS = REPO / "test-output" / "ui"
 DAG_IDS = [
     "backlog_quota",
+    "capacity_report",
     "compacted_ledger_retention",
     "consumed_ledger_trim",
     "inactive_topic_gc",
