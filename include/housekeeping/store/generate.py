@@ -89,8 +89,8 @@ class GenerateOptions:
     payload_bytes: int = 120
     reference: str = DEFAULT_REFERENCE
     progress: bool = False
-    # 0: each topic's ledgers roll over every 10 min to 4 h; N: stretched so each topic's closed ledgers span N
-    # days before the reference (a store with a history the capacity forecast can fit and backtest).
+    # 0: the generator's own rollovers; N: the same rollovers stretched so each topic's closed ledgers span N days
+    # before the reference (a store with a history the capacity forecast can fit and backtest).
     history_days: int = 0
 
     def validate(self) -> None:

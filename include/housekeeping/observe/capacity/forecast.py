@@ -43,7 +43,6 @@ HORIZON_RANGE_S = (3600, 5 * 365 * DAY_S)
 WINDOW_RANGE_DAYS = (3, 365)
 POINTS = 29
 MIN_WINDOW_MS = 3_600_000
-LIMITS = ("backlog_quota_size", "backlog_quota_time", "retention_size", "local_budget", "tier_budget")
 
 
 @dataclass(frozen=True)
@@ -66,51 +65,60 @@ class Fit:
         return Fit(self.per_day * share, self.low * share, self.high * share)
 
 
-def _ingest(record: Record, points_ms: list[int]) -> tuple[list[str], np.ndarray]:
-    """Topics and their cumulative ingest at each point (topics x points)."""
-    topics = sorted({p.topic for p in record.pieces if p.tier == "ingest"})
-    index = {topic: i for i, topic in enumerate(topics)}
-    rows = [
-        (index[p.topic], p.size, p.ramp_from, p.ramp_to, p.start, p.end)
-        for p in record.pieces
-        if p.tier == "ingest"
-    ]
-    segments = Segments.of(rows, len(topics))
-    matrix = np.column_stack([value_at(segments, t) for t in points_ms]) if topics else np.zeros((0, 0))
-    return topics, matrix
+@dataclass(frozen=True)
+class Ingest:
+    """Every topic's cumulative ingest curve (each ledger ever, from its arrival on), built once per forecast."""
+
+    topics: list[str]
+    namespaces: list[str]  # each topic's namespace
+    segments: Segments
+    first_ms: float  # the record's first arrival
+
+    @classmethod
+    def of(cls, record: Record) -> Ingest:
+        pieces = [p for p in record.pieces if p.tier == "ingest"]
+        topics = sorted({p.topic for p in pieces})
+        index = {topic: i for i, topic in enumerate(topics)}
+        rows = [(index[p.topic], p.size, p.ramp_from, p.ramp_to, p.start, p.end) for p in pieces]
+        first = min((p.ramp_from for p in pieces), default=math.inf)
+        namespaces = [record.namespace_of[topic] for topic in topics]
+        return cls(topics, namespaces, Segments.of(rows, len(topics)), first)
+
+    def at(self, points_ms: list[int]) -> np.ndarray:
+        """Cumulative ingest per topic at each point (topics x points)."""
+        if not self.topics:
+            return np.zeros((0, len(points_ms)))
+        return np.column_stack([value_at(self.segments, t) for t in points_ms])
 
 
-def window_points(record: Record, end_ms: int, window_days: int) -> list[int]:
+def window_points(ingest: Ingest, end_ms: int, window_days: int) -> list[int]:
     """``POINTS`` equally spaced times over the last ``window_days`` before ``end_ms``, or since the record's first
     entry when it is younger (none when it holds less than an hour before ``end_ms``)."""
-    first = min((p.ramp_from for p in record.pieces if p.tier == "ingest"), default=end_ms)
-    start = max(end_ms - window_days * DAY_MS, int(first))
+    start = max(end_ms - window_days * DAY_MS, int(min(ingest.first_ms, end_ms)))
     if end_ms - start < MIN_WINDOW_MS:
         return []
     return [int(start + (end_ms - start) * k / (POINTS - 1)) for k in range(POINTS)]
 
 
-def fit_growth(record: Record, end_ms: int, window_days: int) -> tuple[dict[str, Fit], dict[str, Fit], dict]:
-    """Per namespace and per topic, the ingest fit over the window ending at ``end_ms``; and per namespace the
-    cumulative ingest at the window's ends."""
-    points = window_points(record, end_ms, window_days)
+def fit_growth(ingest: Ingest, end_ms: int, window_days: int) -> tuple[dict[str, Fit], dict[str, Fit]]:
+    """Per namespace and per topic, the ingest fit over the window ending at ``end_ms``."""
+    points = window_points(ingest, end_ms, window_days)
     if not points:
-        return {}, {}, {}
+        return {}, {}
     step_days = (points[1] - points[0]) / DAY_MS
-    topics, matrix = _ingest(record, points)
+    matrix = ingest.at(points)
     by_namespace: dict[str, list[int]] = defaultdict(list)
-    for i, topic in enumerate(topics):
-        by_namespace[record.namespace_of[topic]].append(i)
-    namespace_fits, topic_fits, ends = {}, {}, {}
+    for i, namespace in enumerate(ingest.namespaces):
+        by_namespace[namespace].append(i)
+    namespace_fits, topic_fits = {}, {}
     for namespace, rows in by_namespace.items():
         cumulative = matrix[rows].sum(axis=0)
         fit = namespace_fits[namespace] = Fit.of(cumulative, step_days)
-        ends[namespace] = (float(cumulative[0]), float(cumulative[-1]))
         added = cumulative[-1] - cumulative[0]
         for i in rows:
             share = float(matrix[i, -1] - matrix[i, 0]) / added if added > 0 else 0.0
-            topic_fits[topics[i]] = fit.scaled(share)
-    return namespace_fits, topic_fits, ends
+            topic_fits[ingest.topics[i]] = fit.scaled(share)
+    return namespace_fits, topic_fits
 
 
 def _seconds_to(gap: float, per_day: float, horizon_s: int) -> int | None:
@@ -316,7 +324,8 @@ def forecast(
 ) -> dict[str, Any]:
     """The limits of every namespace in force, each tenant's budgets, and the backtest."""
     check_forecast_options(horizon_s, window_days, backtest_days)
-    namespace_fits, topic_fits, _ = fit_growth(record, record.as_of_ms, window_days)
+    ingest = Ingest.of(record)
+    namespace_fits, topic_fits = fit_growth(ingest, record.as_of_ms, window_days)
     now = _now(record)
     candidates: dict[tuple[str, str], list[dict]] = defaultdict(list)
     tenant_growth: dict[str, dict[str, list]] = defaultdict(lambda: {"local": [], "tier": []})
@@ -347,7 +356,7 @@ def forecast(
             for ns, f in sorted(namespace_fits.items())
         ],
         "limits": limits,
-        "backtest": backtest(record, window_days, backtest_days),
+        "backtest": backtest(record, ingest, window_days, backtest_days),
     }
 
 
@@ -391,15 +400,15 @@ def _budget_rows(record, now, tenant_growth, budgets, horizon_s) -> list[dict[st
     return rows
 
 
-def backtest(record: Record, window_days: int, days: int) -> list[dict[str, Any]]:
+def backtest(record: Record, ingest: Ingest, window_days: int, days: int) -> list[dict[str, Any]]:
     """Per namespace: the ingest fitted ``days`` before the as-of, projected to the as-of, against what the
     record shows producers added in those days."""
     made_at = record.as_of_ms - days * DAY_MS
-    then, _, _ = fit_growth(record, made_at, window_days)
-    topics, matrix = _ingest(record, [made_at, record.as_of_ms])
+    then, _ = fit_growth(ingest, made_at, window_days)
+    matrix = ingest.at([made_at, record.as_of_ms])
     added: dict[str, float] = defaultdict(float)
-    for i, topic in enumerate(topics):
-        added[record.namespace_of[topic]] += float(matrix[i, 1] - matrix[i, 0])
+    for i, namespace in enumerate(ingest.namespaces):
+        added[namespace] += float(matrix[i, 1] - matrix[i, 0])
     rows = []
     for namespace, fit in sorted(then.items()):
         actual, predicted = added[namespace], fit.per_day * days

@@ -29,11 +29,11 @@ from sqlalchemy import select
 
 from housekeeping.core.names import TopicName
 from housekeeping.core.policies import BrokerConfig
+from housekeeping.mechanisms.erasure.apply import ERASED_KIND
 from housekeeping.store import metadata_schema as t
 from housekeeping.store.compacted_ledgers import COMPACTED_KIND
 from housekeeping.store.store import LOCAL_COPY_KIND, Store, read_transaction
 
-ERASED_KIND = "erased_ledger"
 TIERS = ("local", "tier", "listed")
 INF = math.inf
 
