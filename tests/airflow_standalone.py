@@ -55,18 +55,20 @@ class LiveAirflow:
         runs = self.api().get(f"/api/v2/dags/{dag_id}/dagRuns?limit=100")["dag_runs"]
         return [r for r in runs if run_type is None or r["run_type"] == run_type]
 
-    def wait_for_backfill(self, backfill_id: int, count: int, timeout_s: float = 900) -> list[dict]:
-        """Until the backfill is completed; its runs (all must have succeeded)."""
+    def wait_for_backfill(
+        self, backfill_id: int, count: int, timeout_s: float = 900, dag_id: str = "consumed_ledger_trim"
+    ) -> list[dict]:
+        """Until the backfill is completed; the DAG's backfill runs (all must have succeeded)."""
         deadline = time.monotonic() + timeout_s
         while True:
             backfill = self.api().get(f"/api/v2/backfills/{backfill_id}")
             if backfill["completed_at"] is not None:
                 break
             assert time.monotonic() < deadline, (
-                f"backfill {backfill_id} still running: {self.runs('backfill')}"
+                f"backfill {backfill_id} still running: {self.runs('backfill', dag_id)}"
             )
             time.sleep(3)
-        runs = self.runs("backfill")
+        runs = self.runs("backfill", dag_id)
         assert len(runs) == count and {r["state"] for r in runs} == {"success"}, runs
         return runs
 

@@ -12,6 +12,8 @@ the suite starts.
   on a SQLite copy of the store (by the classic in-process session: the two kinds of session decide the same);
   backfilling the older date again changes nothing; every apply emitted an event of the store Asset.
 - The storage_report DAG writes its HTML page, which a browser with the network refused shows whole.
+- `airflow backfill create` over past days of the capacity_report DAG writes, for each date, what
+  `housekeeping forecast` and `housekeeping usage` answer at that as-of; the latest report stays the newest date.
 
 The scheduler's own time-based runs are off (`[scheduler] use_job_schedule = False`): only the runs the test
 creates may touch the store.
@@ -33,6 +35,7 @@ from housekeeping.mechanisms.steps import apply_step, plan_and_gate_in_process, 
 from housekeeping.orchestration.dags import STORE_ASSET_NAME
 from housekeeping.store.generate import GenerateOptions, generate_store
 from tests.airflow_standalone import GRACE_SECONDS, running_standalone, ui_driver
+from tests.conftest import cli_json
 from tests.store_invariants import store_state
 
 pytestmark = [pytest.mark.airflow, pytest.mark.processes]
@@ -54,6 +57,7 @@ DAG_IDS = [
     "store_scrub",
 ]
 TRIM = "consumed_ledger_trim"
+CAPACITY = "capacity_report"
 WHAT_IF = "policy_what_if"
 STORE_OPTIONS = GenerateOptions(topics=14, seed=11, entries_per_ledger=40)
 # Hourly: two runs, the second sees what the first did.
@@ -301,6 +305,43 @@ def test_storage_report_runs_and_its_page_reads_offline(live_airflow):
         page.screenshot(path=str(SHOTS / "06-gate-data-docs.png"), full_page=True)
         browser.close()
     assert all(url.startswith("file://") for url in requests), requests
+
+
+def test_a_backfill_of_capacity_report_writes_what_the_commands_answer_at_each_date(live_airflow, capsys):
+    """Two past days backfilled through the scheduler (newest first, so the latest pointer must not move back to
+    the older one): each run's forecast and chargeback equal the CLI's at the run's logical date, on the store
+    as it is after them (the report reads the record as of its date, so later changes do not alter it)."""
+    from housekeeping.core.timeutil import format_ms
+    from housekeeping.observe.capacity.report import as_of_dir
+
+    live_airflow.cli("dags", "unpause", CAPACITY)
+    live_airflow.cli(
+        "backfill", "create", "--dag-id", CAPACITY, "--from-date", "2026-10-30T00:00:00+00:00",
+        "--to-date", "2026-10-31T23:00:00+00:00", "--max-active-runs", "1", "--run-backwards",
+    )  # fmt: skip
+    backfill = max(
+        b["id"] for b in live_airflow.api().get(f"/api/v2/backfills?dag_id={CAPACITY}")["backfills"]
+    )
+    runs = live_airflow.wait_for_backfill(backfill, 2, dag_id=CAPACITY)
+    dates = sorted(parse_as_of(r["logical_date"]) for r in runs)
+    assert [format_ms(d) for d in dates] == ["2026-10-30T01:00:00.000Z", "2026-10-31T01:00:00.000Z"]
+    reports = live_airflow.store.root / "reports" / "capacity"
+    assert json.loads((reports / "latest.json").read_text())["asOf"] == format_ms(dates[-1])
+    store = (
+        "--store",
+        str(live_airflow.store.root),
+        "--metadata-url",
+        live_airflow.env["HOUSEKEEPING_METADATA_URL"],
+    )
+    for as_of_ms in dates:
+        as_of, written = format_ms(as_of_ms), as_of_dir(live_airflow.store, as_of_ms)
+        forecast = cli_json(capsys, "forecast", *store, "--as-of", as_of)
+        assert json.loads((written / "forecast.json").read_text()) == forecast
+        assert forecast["limits"], "the generated store has quotas and retention to forecast"
+        day_before = format_ms(as_of_ms - 86_400_000)
+        usage = cli_json(capsys, "usage", *store, "--from", day_before, "--to", as_of, "--by", "tenant")
+        assert json.loads((written / "usage.json").read_text())["tenant"] == usage
+        assert usage["rows"], "the store held bytes that day"
 
 
 APPROVE_TASK = "approve_ledger_trim"
