@@ -3,7 +3,8 @@
 Each point is a snapshot of the same read of the store (``housekeeping.engine.snapshot.read_store_state``) that differs
 only in the policies resolved into its topics table. The ledgers, cursors and other tables are read once, from
 the first point; each point's topics are read from its own directory; the mechanism's ``sweep_point`` (the same
-decisions its planner writes) measures each point, and one union of the points is collected.
+decisions its planner writes) measures each point, and one union of the points is collected. A planner that plans
+topic by topic (``spark_apps.shared.topic_pass``) measures every point in one pass of its own (``sweep_points``).
 """
 
 from __future__ import annotations
@@ -27,6 +28,10 @@ def run(spark, run_dirs: Sequence[str | Path], plan_app: str) -> list[dict[str, 
     if not run_dirs:
         return []
     planner = importlib.import_module(plan_app)
+    if hasattr(
+        planner, "sweep_points"
+    ):  # a planner that plans topic by topic measures every point in one pass
+        return [dict(sorted(point.items())) for point in planner.sweep_points(spark, list(run_dirs))]
     with run_scoped_cache(spark):
         shared = read_snapshot(spark, run_dirs[0])
         frames = []

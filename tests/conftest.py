@@ -454,6 +454,27 @@ def iso(ms: int) -> str:
     return format_ms(ms)
 
 
+def table_parts(table_dir: Path) -> dict[Path, str]:
+    """A plan table's part files and their text (a planner writes one per task)."""
+    parts = {part: part.read_text() for part in sorted(table_dir.glob("part-*"))}
+    assert parts, f"no part file in {table_dir}"
+    return parts
+
+
+def rewrite_table(table_dir: Path, rows: list[dict]) -> None:
+    """Replace a plan table's rows as an editing tool would: all of them in its first part file, the others
+    emptied."""
+    first, *others = table_parts(table_dir)
+    rewrite_part(first, "".join(json.dumps(r) + "\n" for r in rows))
+    for part in others:
+        rewrite_part(part, "")
+
+
+def restore_table(parts: dict[Path, str]) -> None:
+    for part, text in parts.items():
+        rewrite_part(part, text)
+
+
 def rewrite_part(part: Path, text: str) -> None:
     """Replace a Spark-written part file as an editing tool would: Hadoop's checksum sidecar goes with the old
     bytes (left in place, Spark's reader refuses the file with a ChecksumException before any check runs)."""

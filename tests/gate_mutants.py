@@ -18,7 +18,7 @@ from housekeeping.mechanisms.steps import apply_step, plan_and_gate_in_process, 
 from housekeeping.store.manifest.export import export_manifest
 from housekeeping.store.store import Store
 from spark_apps import validate_plan
-from tests.conftest import rewrite_part
+from tests.conftest import restore_table, rewrite_table, table_parts
 
 AS_OF = "2026-11-02T00:00:00Z"
 
@@ -65,15 +65,14 @@ def delete_topic(topic: str, run_dir: Path) -> dict:
 def mutate_and_check(planned: tuple[Store, Path], mechanism: str, edit: Callable, failing: str) -> None:
     """Rewrite the plan's actions with ``edit``: the gate fails ``failing`` and apply refuses, nothing changes."""
     store, run_dir = planned
-    part = next((run_dir / "plan" / "actions").glob("part-*"))
-    original = part.read_text()
-    rows = [json.loads(line) for line in original.splitlines()]
+    original = table_parts(run_dir / "plan" / "actions")
+    rows = [json.loads(line) for text in original.values() for line in text.splitlines()]
     assert rows, f"{mechanism} plan is empty"
     before = export_manifest(store)
     from housekeeping.mechanisms.steps import local_spark
 
     try:
-        rewrite_part(part, "".join(json.dumps(r) + "\n" for r in edit(rows, run_dir)))
+        rewrite_table(run_dir / "plan" / "actions", edit(rows, run_dir))
         document = validate_plan.run(local_spark("local[2]"), run_dir, mechanism)
         assert not document["success"]
         failed = {f["kwargs"].get("column") for f in document["failed"]}
@@ -82,4 +81,4 @@ def mutate_and_check(planned: tuple[Store, Path], mechanism: str, edit: Callable
             apply_step(store, run_dir, purge_grace_seconds=0)
         assert export_manifest(store) == before
     finally:
-        rewrite_part(part, original)  # the next mutant starts from the planner's plan
+        restore_table(original)  # the next mutant starts from the planner's plan

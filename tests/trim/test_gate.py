@@ -20,7 +20,7 @@ from housekeeping.store.manifest.load import load_manifest
 from housekeeping.store.store import Store
 from spark_apps import validate_plan
 from spark_apps.trim import plan as plan_trim
-from tests.conftest import rewrite_part, topic_body, write_manifest
+from tests.conftest import rewrite_table, table_parts, topic_body, write_manifest
 
 pytestmark = [pytest.mark.spark, pytest.mark.runs]
 
@@ -78,15 +78,16 @@ def planned(tmp_path, genuine_plan):
     return store, run_dir
 
 
-def actions_file(run_dir: Path) -> Path:
-    return next((run_dir / "plan" / "actions").glob("part-*"))
+def action_rows(run_dir: Path) -> list[dict]:
+    return [
+        json.loads(line)
+        for text in table_parts(run_dir / "plan" / "actions").values()
+        for line in text.splitlines()
+    ]
 
 
 def rewrite_actions(run_dir: Path, edit) -> None:
-    path = actions_file(run_dir)
-    rows = [json.loads(line) for line in path.read_text().splitlines()]
-    rows = edit(rows)
-    rewrite_part(path, "".join(json.dumps(r) + "\n" for r in rows))
+    rewrite_table(run_dir / "plan" / "actions", edit(action_rows(run_dir)))
 
 
 def state(store: Store) -> tuple:
@@ -96,11 +97,7 @@ def state(store: Store) -> tuple:
 
 def test_the_genuine_plan_passes(planned, spark):
     store, run_dir = planned
-    assert [
-        a["ledgerId"]
-        for a in json.loads("[" + ",".join(actions_file(run_dir).read_text().split()) + "]")
-        if a["action"] == "delete_ledger"
-    ] == [1, 2]
+    assert [a["ledgerId"] for a in action_rows(run_dir) if a["action"] == "delete_ledger"] == [1, 2]
     assert validate_plan.run(spark, run_dir, "trim")["success"]
 
 

@@ -4,7 +4,9 @@ A run of a mechanism lives in one directory (``<store>/runs/<mechanism>/<run>/``
 
     snapshot/run.json           the run's facts (RUN_INFO_KEYS)
     snapshot/<table>.parquet    SNAPSHOT_TABLES: written by Python (housekeeping.engine.snapshot), read by Spark
-                                (a run snapshotted before 2026-11-26 has snapshot/<table>.jsonl: still read)
+                                (a run snapshotted before 2026-11-26 has snapshot/<table>.jsonl: still read);
+                                a table with a topic column is clustered by topic: row group b holds whole
+                                topics, those of bucket b (:func:`topic_bucket`, ``snapshotBuckets`` in run.json)
     plan/<table>/part-*.json    the planner's tables: written by Spark, read by the gate, apply and the report
     plan/compaction/*           compaction's entry tables (Parquet)
     plan/summary.json           the planner's totals
@@ -25,6 +27,7 @@ from __future__ import annotations
 import json
 import os
 import threading
+import zlib
 from collections.abc import Callable, Iterable, Iterator, Mapping
 from contextlib import contextmanager
 from dataclasses import dataclass
@@ -244,6 +247,7 @@ RUN_INFO_KEYS = (
     "takenAtWallClockMs",
     "actor",
     "snapshotTables",
+    "snapshotBuckets",
     "fileGenerations",
     "offloadTier",
     "offloadEndpoint",
@@ -556,10 +560,84 @@ class ParquetRows:
             self.abort()
 
 
-def write_parquet(path: Path, table: Table, rows: Iterable[Mapping[str, Any]]) -> int:
-    """A table written from ``rows`` as they are produced (:class:`ParquetRows`); a bad row leaves no file behind
-    and an earlier one as it was. Returns the rows written."""
-    with ParquetRows(path, table) as writer:
+def topic_bucket(topic: str | None, buckets: int) -> int:
+    """The bucket of a topic's rows in a clustered snapshot table: a hash stable across processes and versions
+    (CRC-32 of the name), so every table of a run, and every point of a sweep, puts a topic in the same bucket."""
+    return zlib.crc32((topic or "").encode()) % buckets
+
+
+class BucketedParquetRows:
+    """A snapshot table clustered by topic (:func:`topic_bucket`): row group ``b`` of the file holds exactly the
+    rows of bucket ``b``'s topics, sorted by topic with each topic's rows in the order they came, so one Spark task
+    reads whole topics with one row-group read. Rows are spilled to one side file per bucket while they are
+    produced (memory holds a batch per bucket, then one bucket at a time); the file appears at ``path`` only when
+    :meth:`close` is reached, as :class:`ParquetRows`'s."""
+
+    def __init__(self, path: Path, spec: Table, buckets: int, batch: int = PARQUET_BATCH_ROWS) -> None:
+        self.path, self.spec, self.buckets = Path(path).absolute(), spec, buckets
+        self.path.parent.mkdir(parents=True, exist_ok=True)
+        self._spills = [
+            ParquetRows(
+                _side_file(self.path.with_name(f"{self.path.name}.bucket-{b}")),
+                spec,
+                max(1, batch // buckets),
+            )
+            for b in range(buckets)
+        ]
+        self.count = 0
+
+    def add(self, row: Mapping[str, Any]) -> None:
+        self._spills[topic_bucket(row.get("topic"), self.buckets)].add(row)
+
+    def extend(self, rows: Iterable[Mapping[str, Any]]) -> None:
+        for row in rows:
+            self.add(row)
+
+    def close(self) -> None:
+        import pyarrow.compute as pc
+        import pyarrow.parquet as pq
+
+        partial = _side_file(self.path)
+        try:
+            writer = pq.ParquetWriter(partial, self.spec.arrow_schema())
+            for spill in self._spills:
+                spill.close()
+                bucket = pq.read_table(spill.path, schema=self.spec.arrow_schema())
+                remove_file(spill.path, within=self.path.parent)
+                order = pc.sort_indices(bucket, sort_keys=[("topic", "ascending")])  # stable
+                # One row group per bucket, an empty one included: row group b is bucket b.
+                writer.write_table(bucket.take(order), row_group_size=max(1, bucket.num_rows))
+                self.count += bucket.num_rows
+            writer.close()
+            partial.replace(self.path)
+        finally:
+            remove_file(partial, within=self.path.parent)
+            for spill in self._spills:
+                remove_file(spill.path, within=self.path.parent)
+                remove_file(spill.partial, within=self.path.parent)
+
+    def abort(self) -> None:
+        for spill in self._spills:
+            spill.abort()
+
+    def __enter__(self) -> BucketedParquetRows:
+        return self
+
+    def __exit__(self, kind: Any, error: Any, traceback: Any) -> None:
+        if kind is None:
+            self.close()
+        else:
+            self.abort()
+
+
+def write_parquet(
+    path: Path, table: Table, rows: Iterable[Mapping[str, Any]], *, buckets: int | None = None
+) -> int:
+    """A table written from ``rows`` as they are produced (:class:`ParquetRows`), clustered by topic into
+    ``buckets`` row groups when given (:class:`BucketedParquetRows`); a bad row leaves no file behind and an
+    earlier one as it was. Returns the rows written."""
+    writer = ParquetRows(path, table) if buckets is None else BucketedParquetRows(path, table, buckets)
+    with writer:
         writer.extend(rows)
     return writer.count
 

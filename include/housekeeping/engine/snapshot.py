@@ -13,6 +13,9 @@ tables beyond topics, ledgers, cursors, namespaces and holds that it reads, and 
 - ``partitioned_topics.parquet`` partitioned-topic metadata of those namespaces, with how many partitions exist
 - ``compacted_ledgers.parquet`` the in-scope topics' current compacted ledgers (topic compaction)
 
+Every table with a topic column is clustered by topic into ``HOUSEKEEPING_SNAPSHOT_BUCKETS`` row groups
+(``contract.BucketedParquetRows``): a planner's task reads whole topics with one row-group read of each table.
+
 The planner and the gate both read these files, never the live database, so the plan and its check see
 the same state; apply then compare-and-sets on the topic versions recorded here.
 """
@@ -32,6 +35,7 @@ from housekeeping.core.actor import current_actor
 from housekeeping.core.errors import InputError
 from housekeeping.core.policies import BrokerConfig
 from housekeeping.core.scope import in_scope
+from housekeeping.core.settings import Setting
 from housekeeping.core.timeutil import format_ms
 from housekeeping.engine import contract
 from housekeeping.engine.faults import checkpoint
@@ -40,6 +44,15 @@ from housekeeping.engine.snapshot_tables import BUILDERS, Selection
 from housekeeping.store import metadata_schema as t
 from housekeeping.store.holds import load_holds
 from housekeeping.store.store import Store, read_transaction
+
+SNAPSHOT_BUCKETS = Setting(
+    "HOUSEKEEPING_SNAPSHOT_BUCKETS",
+    int,
+    8,
+    minimum=1,
+    maximum=4096,
+    help="row groups a snapshot table is clustered into by topic: one planner task each (a few per core)",
+)
 
 
 class PolicyOverlay(Protocol):
@@ -176,11 +189,16 @@ def take_snapshot(
     )
     run = contract.RunDir(run_dir or store.run_dir(mechanism.name, request.run_id))
     run.snapshot_dir.mkdir(parents=True, exist_ok=True)
+    buckets = SNAPSHOT_BUCKETS.read()
     for name in tables:
+        spec = contract.SNAPSHOT_TABLES[name]
         contract.write_parquet(
-            run.snapshot_table(name), contract.SNAPSHOT_TABLES[name], BUILDERS[name](selection)
+            run.snapshot_table(name),
+            spec,
+            BUILDERS[name](selection),
+            buckets=buckets if "topic" in spec.names else None,
         )
-    contract.write_json(run.run_info, run_info(store, request, selection, tables))
+    contract.write_json(run.run_info, run_info(store, request, selection, tables, buckets))
     if policy_overlay is None:
         mechanism.after_snapshot(store, run.path, request)
     checkpoint("snapshot_after_write")
@@ -188,7 +206,7 @@ def take_snapshot(
 
 
 def run_info(
-    store: Store, request: RunRequest, selection: Selection, tables: Sequence[str]
+    store: Store, request: RunRequest, selection: Selection, tables: Sequence[str], buckets: int
 ) -> dict[str, Any]:
     """``snapshot/run.json``: the run's facts (``contract.RUN_INFO_KEYS``)."""
     state, selected = selection.state, selection.selected
@@ -213,6 +231,8 @@ def run_info(
         "actor": request.actor or current_actor(),
         # The snapshot tables written (what the mechanism reads).
         "snapshotTables": list(tables),
+        # The row groups each table with a topic column is clustered into (contract.topic_bucket).
+        "snapshotBuckets": buckets,
         # Ledgers (raw or compacted) whose files key erasure rewrote: [topic, ledgerId, generation]; every other
         # ledger's files are at generation 0 (``store.ledger_rel_path``).
         "fileGenerations": [

@@ -230,3 +230,45 @@ def test_a_large_document_is_written_one_value_per_line_and_reads_back_as_json_d
     assert len(topic_lines) == 3 and all(line.startswith('    {"a": "\\u00e9"') for line in topic_lines)
     assert lines[0] == "{" and lines[-1] == "}" and '  "empty": [],' in lines
     assert lines.index('    "7": 1,') < lines.index('    "10": []') and '    "when": "2026-11-01"' in lines
+
+
+def test_a_bucketed_table_holds_each_bucket_s_whole_topics_in_its_row_group(tmp_path):
+    """Row group b is bucket b (an empty one included), each topic's rows together and in the order they came;
+    every row is kept; a bad row leaves no file and no side file."""
+    import pyarrow.parquet as pq
+
+    topics = [f"persistent://t/ns/topic-{i}" for i in range(40)]
+    rows = [
+        {"topic": topic, "name": f"s{j}", "durable": True, "markDeleteLedger": 9 - j, "markDeleteEntry": 0,
+         "consumers": 0}
+        for j in range(3)
+        for topic in topics
+    ]  # fmt: skip
+    path = tmp_path / "cursors.parquet"
+    assert contract.write_parquet(path, contract.CURSORS, rows, buckets=64) == len(rows)
+    parquet = pq.ParquetFile(path)
+    assert parquet.num_row_groups == 64
+    seen = []
+    for bucket in range(64):
+        group = parquet.read_row_group(bucket).to_pylist()
+        assert {contract.topic_bucket(r["topic"], 64) for r in group} <= {bucket}
+        names = [r["topic"] for r in group]
+        assert names == sorted(names), "a topic's rows are together"
+        for topic in dict.fromkeys(names):
+            assert [r["name"] for r in group if r["topic"] == topic] == ["s0", "s1", "s2"]
+        seen.extend(group)
+    assert any(parquet.metadata.row_group(b).num_rows == 0 for b in range(64)), (
+        "40 topics leave a bucket empty"
+    )
+    assert sorted(seen, key=str) == sorted((contract.CURSORS.row(r) for r in rows), key=str)
+
+    with pytest.raises(ValueError, match="markDeleteEntry"):
+        contract.write_parquet(tmp_path / "bad.parquet", contract.CURSORS, [*rows, {"topic": "x"}], buckets=4)
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["cursors.parquet"]
+
+
+def test_a_topic_s_bucket_is_fixed_by_its_name():
+    """The bucket is part of the snapshot's layout (a sweep's points read one another's tables by it): a hash fixed
+    by the name alone, not Python's per-process ``hash``."""
+    names = ("persistent://a/b/c", "", "persistent://t/ns/topic-1")
+    assert [contract.topic_bucket(name, 8) for name in names] == [7, 0, 2]

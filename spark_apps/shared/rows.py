@@ -1,0 +1,63 @@
+"""Plain-Python helpers of the per-topic rules (``spark_apps.shared.topic_pass``): the contract's text forms,
+written exactly as the Spark SQL expressions the gates and older runs use would write them, so a plan decided topic
+by topic reads as one decided by Spark. No pyspark: the unit tests call the rules without a session."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from datetime import UTC, datetime
+from typing import Any
+
+Row = dict[str, Any]
+
+HELD_KIND = "held"
+
+
+def text(value: Any) -> str:
+    """A value as Spark's ``format_string`` (Java's ``String.format``) writes it: ``null`` for a null."""
+    return "null" if value is None else str(value)
+
+
+def whole(value: float | None) -> int | None:
+    """Spark's cast of a double to bigint: toward zero; null stays null."""
+    return None if value is None else int(value)
+
+
+def position_text(ledger: int | None, entry: int | None) -> str | None:
+    """``"L:E"`` (the contract's position format); None when either part is None."""
+    return None if ledger is None or entry is None else f"{ledger}:{entry}"
+
+
+def utc_second(epoch_ms: int) -> str:
+    """``yyyy-MM-dd'T'HH:mm:ss'Z'`` of an epoch-millisecond time (the session's time zone is UTC)."""
+    return datetime.fromtimestamp(epoch_ms // 1000, UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
+
+
+def join_present(separator: str, *parts: str | None) -> str:
+    """Spark's ``concat_ws``: the parts that are not null, joined."""
+    return separator.join(p for p in parts if p is not None)
+
+
+def keep_held(row: Row, held_by: str | None, *, decision: str, keep: str) -> Row:
+    """``row`` kept when its topic is held (``spark_apps.shared.holds.keep_held``'s rule, for one row): decision
+    ``keep``, kind ``held``, the reason naming the hold and what the rules alone would have done."""
+    if held_by is None or row[decision] == keep:
+        return row
+    reason = row.get("reason")
+    return {
+        **row,
+        decision: keep,
+        "kind": HELD_KIND,
+        "reason": None if reason is None else f"{held_by}; without the hold: {row[decision]}: {reason}",
+    }
+
+
+def json_line(row: Mapping[str, Any], names: tuple[str, ...]) -> str:
+    """One row as Spark's JSON writer writes it: the table's columns in order, null columns left out."""
+    import json
+
+    return json.dumps(
+        {name: row[name] for name in names if row.get(name) is not None},
+        ensure_ascii=False,
+        separators=(",", ":"),
+    )
