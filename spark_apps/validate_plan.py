@@ -49,7 +49,11 @@ def run(spark, run_dir: str | Path, mechanism: str) -> dict:
     checks_of = importlib.import_module(spec.gate_checks).checks
     start_loading_great_expectations()  # beside the check frames' Spark work: most of a small gate's imports
     with run_scoped_cache(spark):
-        checks = [*checks_of(spark, run_dir, spec), hold_check_frame(spark, run_dir)]
+        checks = checks_of(spark, run_dir, spec)
+        if not any(
+            check.name == "holds" for check in checks
+        ):  # a gate checking topic by topic checks holds too
+            checks.append(hold_check_frame(spark, run_dir))
         # A check frame is computed once (its joins over the snapshot are the expensive part): brought to the
         # driver when small, else materialized for Great Expectations' per-metric queries.
         return run_gate(RunDir(run_dir).path, mechanism, checks, materialize=materialize)

@@ -63,3 +63,30 @@ def hold_checks(actions: DataFrame, holds: DataFrame, names: DataFrame) -> DataF
     return forbidden.join(covering, "topic", "left").select(
         "topic", "action", "heldByTarget", F.col("heldByTarget").isNull().alias("not_held")
     )
+
+
+def hold_check_rows(actions: list[dict], holds: list[dict]) -> list[dict]:
+    """:func:`hold_checks` over rows (a gate that checks topic by topic): the same rows, one per deleting or
+    cursor-moving action, the first covering target being the topic's own hold, then its namespace's, then its
+    partitioned topic's."""
+    from spark_apps.shared.topic_names import name_facts
+
+    forbidden, targets = set(held_forbidden_actions()), {h["target"] for h in holds}
+    rows = []
+    for action in actions:
+        if action["action"] not in forbidden:
+            continue
+        facts = name_facts(action["topic"])
+        covering = next(
+            (t for t in (action["topic"], facts["namespace"], facts["partitionedTopic"]) if t in targets),
+            None,
+        )
+        rows.append(
+            {
+                "topic": action["topic"],
+                "action": action["action"],
+                "heldByTarget": covering,
+                "not_held": covering is None,
+            }
+        )
+    return rows

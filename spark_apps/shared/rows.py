@@ -61,3 +61,45 @@ def json_line(row: Mapping[str, Any], names: tuple[str, ...]) -> str:
         ensure_ascii=False,
         separators=(",", ":"),
     )
+
+
+# SQL's three-valued logic (None: unknown), for checks that must read as the Spark expressions they replace: a
+# comparison with an unknown is unknown, and a check that is unknown fails (``coalesce(check, false)``).
+
+
+def both(*values: bool | None) -> bool | None:
+    """SQL ``AND``: false if any is false, else unknown if any is unknown."""
+    if any(v is False for v in values):
+        return False
+    return None if any(v is None for v in values) else True
+
+
+def either(*values: bool | None) -> bool | None:
+    """SQL ``OR``: true if any is true, else unknown if any is unknown."""
+    if any(v is True for v in values):
+        return True
+    return None if any(v is None for v in values) else False
+
+
+def compare(left: Any, op: str, right: Any) -> bool | None:
+    """``left op right`` for op in ``== != < <= > >=``; unknown when either side is."""
+    if left is None or right is None:
+        return None
+    return {
+        "==": left == right,
+        "!=": left != right,
+        "<": left < right,
+        "<=": left <= right,
+        ">": left > right,
+        ">=": left >= right,
+    }[op]
+
+
+def holds(value: bool | None) -> bool:
+    """``coalesce(value, false)``: a check that cannot be shown true fails."""
+    return value is True
+
+
+def struct_key(*fields: Any) -> tuple:
+    """A struct's ordering (Spark sorts a null field first): comparable with another of the same fields."""
+    return tuple((0, 0) if f is None else (1, f) for f in fields)

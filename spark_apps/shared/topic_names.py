@@ -39,6 +39,13 @@ def _facts(name: str) -> tuple:
     )
 
 
+def name_facts(name: str | None) -> dict:
+    """:data:`NAME_FACTS`'s row of one name (every fact None when it is not a topic name)."""
+    if name is None:
+        return dict.fromkeys(NAME_FACTS.names)
+    return dict(zip(NAME_FACTS.names, _facts(name), strict=True))
+
+
 def topic_name_facts(spark: SparkSession, frames: Iterable[DataFrame]) -> DataFrame:
     """One row per distinct ``topic`` of ``frames``: its namespace, its partitioned topic (null: not a
     partition), ``isSystemTopic`` (``BrokerService#isSystemTopic``: no expiry, backlog quota or GC) and

@@ -46,11 +46,14 @@ def bucket_count(info: Mapping[str, Any]) -> int:
 
 
 def read_bucket(run_dir: str | Path, info: Mapping[str, Any], table: Table, bucket: int) -> list[Row]:
-    """The rows of ``bucket`` of a snapshot table (all of it when the run was snapshotted unclustered)."""
+    """The rows of ``bucket`` of a snapshot table (all of it, for every bucket, when the table has no topic column;
+    all of it in bucket 0 when the run was snapshotted unclustered)."""
     import pyarrow.json as pj
     import pyarrow.parquet as pq
 
     path = snapshot_file(run_dir, table)
+    if "topic" not in table.names:
+        return (pj.read_json(path) if path.suffix == ".jsonl" else pq.read_table(path)).to_pylist()
     if path.suffix == ".jsonl":
         return pj.read_json(path).to_pylist() if bucket == 0 else []
     if "snapshotBuckets" not in info:
@@ -184,3 +187,74 @@ def measure_pass(
     for row in sorted(rows.collect(), key=lambda r: r["task"]):
         add_tallies(points[row["task"] // buckets], json.loads(row["tally"]))
     return points
+
+
+# A gate's checker: (bucket, the plan's actions of the bucket's topics, the run directory, the run's facts) -> rows
+# per check frame.
+Checker = Callable[[int, list[Row], str, Mapping[str, Any]], Mapping[str, list[Row]]]
+
+
+def _ipc(table: Any) -> bytes:
+    import pyarrow as pa
+
+    sink = pa.BufferOutputStream()
+    with pa.ipc.new_stream(sink, table.schema) as writer:
+        writer.write_table(table)
+    return sink.getvalue().to_pybytes()
+
+
+def check_pass(
+    spark, run_dir: str | Path, info: Mapping[str, Any], *, checker: Checker, frames: Mapping[str, Any]
+) -> dict[str, Any]:
+    """A gate's check frames in one Spark job: the plan's actions, read apart from the planner's files and routed to
+    their topic's bucket by Spark (``crc32`` of the name: :func:`housekeeping.engine.contract.topic_bucket`, so an
+    action in any part file meets its topic), then ``checker`` per bucket over the bucket's snapshot rows. Every
+    bucket is visited, with or without actions (a check that something due was planned needs all of them).
+    ``frames``: each check frame's Arrow schema. Returns each frame as one Arrow table."""
+    import pyarrow as pa
+    from pyspark.sql import functions as F
+
+    from spark_apps.shared.io import read_actions
+
+    buckets = bucket_count(info)
+    path, frozen, schemas = str(RunDir(run_dir).path), dict(info), dict(frames)
+    bucket_of = (F.crc32(F.coalesce(F.col("topic"), F.lit("")).cast("binary")) % buckets).cast("long")
+    routed = (
+        read_actions(spark, run_dir)
+        .withColumn("bucket", bucket_of)
+        .withColumn("marker", F.lit(False))
+        .unionByName(
+            spark.range(0, buckets, 1, 1).select(F.col("id").alias("bucket"), F.lit(True).alias("marker")),
+            allowMissingColumns=True,
+        )
+        .repartition(buckets, "bucket")
+    )
+
+    def check_buckets(batches: Iterator[Any]) -> Iterator[Any]:
+        actions: dict[int, list[Row]] = {}
+        for batch in batches:
+            for row in batch.to_pylist():
+                bucket, marker = row.pop("bucket"), row.pop("marker")
+                rows = actions.setdefault(bucket, [])
+                if not marker:
+                    rows.append(row)
+        for bucket, rows in sorted(actions.items()):
+            checked = checker(bucket, rows, path, frozen)
+            yield pa.RecordBatch.from_pylist(
+                [
+                    {
+                        "bucket": bucket,
+                        "frame": name,
+                        "data": _ipc(pa.Table.from_pylist(checked.get(name, []), schema)),
+                    }
+                    for name, schema in schemas.items()
+                ]
+            )
+
+    parts: dict[str, list[Any]] = {name: [] for name in schemas}
+    for row in routed.mapInArrow(check_buckets, "bucket long, frame string, data binary").collect():
+        parts[row["frame"]].append(pa.ipc.open_stream(row["data"]).read_all())
+    return {
+        name: pa.concat_tables(tables) if tables else schema.empty_table()
+        for (name, schema), tables in zip(schemas.items(), parts.values(), strict=True)
+    }
