@@ -96,7 +96,7 @@ def _sort_key(order_by: Sequence[str]) -> Callable[[Row], tuple]:
     )
 
 
-def _write_part(path: Path, rows: list[Row], output: Output) -> None:
+def write_part(path: Path, rows: list[Row], output: Output) -> None:
     """One task's part file, renamed into place: a retried task writes the same file again."""
     for row in rows:
         output.table.check(row)
@@ -120,7 +120,7 @@ def _plan_bucket(
             decided[name].extend(table_rows)
     run = RunDir(run_dir)
     for output in outputs:
-        _write_part(
+        write_part(
             run.plan_table(output.table) / f"part-{bucket:05d}.json", decided[output.table.name], output
         )
     return tally(decided)
