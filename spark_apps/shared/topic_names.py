@@ -80,3 +80,19 @@ def retention_default_fits_name() -> Column:
     return F.when(F.col("isSystemTopicName"), topic_level | (system_default & zero)).otherwise(
         ~system_default
     )
+
+
+def retention_default_fits(topic: dict | None, system_topic_name: bool | None) -> bool | None:
+    """:func:`retention_default_fits_name` over one topic's snapshot row (None: the snapshot lacks the topic) and
+    the name's ``isSystemTopicName``; None when a fact is missing."""
+    from housekeeping.core.policies import SYSTEM_TOPIC_RETENTION_SOURCE
+    from spark_apps.shared.rows import both, compare, either
+
+    source = None if topic is None else topic["retentionSource"]
+    system_default = compare(source, "==", SYSTEM_TOPIC_RETENTION_SOURCE)
+    if system_topic_name:
+        topic_level = None if source is None else source.startswith("topic ")
+        retention = (None, None) if topic is None else (topic["retentionTimeMs"], topic["retentionSizeBytes"])
+        zero = both(compare(retention[0], "==", 0), compare(retention[1], "==", 0))
+        return either(topic_level, both(system_default, zero))
+    return None if system_default is None else not system_default

@@ -189,6 +189,21 @@ def measure_pass(
     return points
 
 
+def arrow_schema(spec: str) -> Any:
+    """An Arrow schema from ``"name type, ..."`` (string, bigint, boolean, double): a check frame's columns."""
+    import pyarrow as pa
+
+    types = {"string": pa.string(), "bigint": pa.int64(), "boolean": pa.bool_(), "double": pa.float64()}
+    return pa.schema([(name, types[kind]) for name, kind in (part.split() for part in spec.split(","))])
+
+
+def arrow_table(rows: list[Row], spec: str) -> Any:
+    """Rows as an Arrow table of :func:`arrow_schema`'s columns (no row: the columns still there)."""
+    import pyarrow as pa
+
+    return pa.Table.from_pylist(rows, arrow_schema(spec))
+
+
 # A gate's checker: (bucket, the plan's actions of the bucket's topics, the run directory, the run's facts) -> rows
 # per check frame.
 Checker = Callable[[int, list[Row], str, Mapping[str, Any]], Mapping[str, list[Row]]]

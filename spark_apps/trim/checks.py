@@ -25,12 +25,11 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
-from housekeeping.core.policies import SYSTEM_TOPIC_RETENTION_SOURCE
 from housekeeping.mechanisms.shared.cursors import MOVE_CURSOR
 from housekeeping.mechanisms.trim.actions import DELETE_LEDGER, DELETE_LOCAL_COPY
 from spark_apps.shared.holds import hold_check_rows
 from spark_apps.shared.rows import Row, both, compare, either, holds, struct_key
-from spark_apps.shared.topic_names import name_facts
+from spark_apps.shared.topic_names import name_facts, retention_default_fits
 
 DELETION_CHECKS = (
     "ledger_in_snapshot",
@@ -69,21 +68,6 @@ def _position(text: str | None, index: int) -> int | None:
         return int(parts[index]) if parts is not None and index < len(parts) else None
     except ValueError:
         return None
-
-
-def retention_default_fits_name(topic: Row | None, system_topic_name: bool | None) -> bool | None:
-    """A topic the name makes a system topic has retention (0, 0) unless a topic-level retention applies; any other
-    topic never gets that default (``spark_apps.shared.topic_names.retention_default_fits_name``)."""
-    source = None if topic is None else topic["retentionSource"]
-    system_default = compare(source, "==", SYSTEM_TOPIC_RETENTION_SOURCE)
-    if system_topic_name:
-        topic_level = None if source is None else source.startswith("topic ")
-        zero = both(
-            compare(topic and topic["retentionTimeMs"], "==", 0),
-            compare(topic and topic["retentionSizeBytes"], "==", 0),
-        )
-        return either(topic_level, both(system_default, zero))
-    return None if system_default is None else not system_default
 
 
 class TopicFacts:
@@ -144,7 +128,7 @@ def deletion_rows(facts: TopicFacts, deletions: list[Row], as_of_ms: int) -> lis
                 "contiguous_oldest_prefix": holds(compare(facts.rank.get(ledger_id), "==", planned_up_to)),
                 "retention_allows_delete": holds(either(expired, over_quota)),
                 "retention_default_fits_the_name": holds(
-                    retention_default_fits_name(facts.topic, system_topic_name)
+                    retention_default_fits(facts.topic, system_topic_name)
                 ),
             }
         )

@@ -8,7 +8,6 @@ Great Expectations validates it there.
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Any
 
 from housekeeping.engine.contract import (
     CURSORS,
@@ -24,7 +23,7 @@ from housekeeping.engine.gate import CheckFrame, expect, must_be_true
 from housekeeping.engine.mechanism import Mechanism
 from housekeeping.engine.plan import read_summary
 from spark_apps.shared.rows import Row
-from spark_apps.shared.topic_pass import by_topic, check_pass, read_bucket
+from spark_apps.shared.topic_pass import arrow_schema, arrow_table, by_topic, check_pass, read_bucket
 from spark_apps.trim.checks import (
     CURSOR_CHECKS,
     DELETION_CHECKS,
@@ -34,14 +33,6 @@ from spark_apps.trim.checks import (
     hold_rows,
     namespace_rows,
 )
-
-
-def _schema(spec: str) -> Any:
-    import pyarrow as pa
-
-    types = {"string": pa.string(), "bigint": pa.int64(), "boolean": pa.bool_(), "double": pa.float64()}
-    return pa.schema([(name, types[kind]) for name, kind in (part.split() for part in spec.split(","))])
-
 
 FRAMES = {
     "actions": "topic string, action string, topic_in_snapshot boolean",
@@ -79,7 +70,7 @@ def checks(spark, run_dir: str | Path, spec: Mechanism) -> list[CheckFrame]:
     info = read_run_info(run)
     max_share = float(info["maxDeletedShare"])
     frames = check_pass(
-        spark, run.path, info, checker=check_bucket, frames={k: _schema(v) for k, v in FRAMES.items()}
+        spark, run.path, info, checker=check_bucket, frames={k: arrow_schema(v) for k, v in FRAMES.items()}
     )
     deleted: dict[str | None, int] = {}
     for row in frames.pop("namespace_deleted").to_pylist():
@@ -124,13 +115,11 @@ def checks(spark, run_dir: str | Path, spec: Mechanism) -> list[CheckFrame]:
         CheckFrame("local_copy_selection", pandas["local_copy_selection"], must_be_true("planned")),
         CheckFrame(
             "namespaces",
-            _frame(
+            arrow_table(
                 namespaces,
-                _schema(
-                    "namespace string, namespace_in_snapshot boolean, summary_reconciles boolean, deleted_share double, "
-                    "within_blast_radius boolean"
-                ),
-            ),
+                "namespace string, namespace_in_snapshot boolean, summary_reconciles boolean, "
+                "deleted_share double, within_blast_radius boolean",
+            ).to_pandas(),
             [
                 *must_be_true("namespace_in_snapshot", "summary_reconciles"),
                 expect(
@@ -143,9 +132,3 @@ def checks(spark, run_dir: str | Path, spec: Mechanism) -> list[CheckFrame]:
         ),
         CheckFrame("holds", pandas["holds"], must_be_true("not_held")),
     ]
-
-
-def _frame(rows: list[Row], schema: Any) -> Any:
-    import pyarrow as pa
-
-    return pa.Table.from_pylist(rows, schema).to_pandas()
