@@ -40,14 +40,13 @@ from spark_apps.gc.rule import metadata_deletion, plan_topic
 from spark_apps.shared.io import write_summary
 from spark_apps.shared.plan_app import parse_plan_args, plan_main
 from spark_apps.shared.rows import Row
-from spark_apps.shared.topic_pass import Output, bucket_count, plan_pass, write_part
+from spark_apps.shared.topic_pass import bucket_count, plan_pass, write_part
 
 READS = (LEDGERS.name, CURSORS.name)
-ACTION_ORDER = ("topic", "action")
 OUTPUTS = (
-    Output(GC_DECISIONS, ("topic",)),
-    Output(ACTIONS, ACTION_ORDER),
-    Output(BLOCKERS, ("topic", "kind")),
+    GC_DECISIONS,
+    ACTIONS,
+    BLOCKERS,
 )
 
 
@@ -111,7 +110,7 @@ def run(spark, run_dir: str | Path) -> dict:
     write_part(
         run.plan_table(ACTIONS) / f"part-{bucket_count(info):05d}.json",
         metadata,
-        Output(ACTIONS, ACTION_ORDER),
+        ACTIONS,
     )
     topic_counts = {r["namespace"]: r["topicCount"] for r in read_snapshot_table(run, NAMESPACES)}
     per_namespace = {

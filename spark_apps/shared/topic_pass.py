@@ -17,28 +17,18 @@ from __future__ import annotations
 import json
 import os
 from collections.abc import Callable, Iterator, Mapping, Sequence
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 from housekeeping.engine.contract import SNAPSHOT_TABLES, TOPICS, RunDir, Table, snapshot_file
 from housekeeping.store.fs import remove_tree
-from spark_apps.shared.rows import Row, json_line
+from spark_apps.shared.rows import Row, json_lines
 
 # A rule: (the topic's row of the topics table, its rows of every other table read, the run's facts) -> rows per plan
 # table name.
 Rule = Callable[[Row, Mapping[str, list[Row]], Mapping[str, Any]], Mapping[str, list[Row]]]
 # A task's share of the summary from the rows it decided: numbers (or nested dicts of numbers) the driver adds up.
 Tally = Callable[[Mapping[str, list[Row]]], dict[str, Any]]
-
-
-@dataclass(frozen=True)
-class Output:
-    """A plan table the pass writes, and the columns its rows are sorted by within a part file (nulls first, as
-    Spark's ``sortWithinPartitions``): plans stay diffable."""
-
-    table: Table
-    order_by: tuple[str, ...]
 
 
 def bucket_count(info: Mapping[str, Any]) -> int:
@@ -90,54 +80,44 @@ def add_tallies(total: dict[str, Any], part: Mapping[str, Any]) -> dict[str, Any
     return total
 
 
-def _sort_key(order_by: Sequence[str]) -> Callable[[Row], tuple]:
-    return lambda row: tuple(
-        (row.get(c) is not None, row.get(c) if row.get(c) is not None else 0) for c in order_by
-    )
-
-
-def write_part(path: Path, rows: list[Row], output: Output) -> None:
-    """One task's part file, renamed into place: a retried task writes the same file again."""
+def write_part(path: Path, rows: list[Row], table: Table) -> None:
+    """One task's part file, renamed into place: a retried task writes the same file again. Rows in the order the
+    rule decided them (topics by name within the bucket, each topic's rows as the rule emits them): the same
+    snapshot writes the same bytes."""
     for row in rows:
-        output.table.check(row)
-    rows = sorted(rows, key=_sort_key(output.order_by))
+        table.check(row)
     partial = path.with_name(f".{path.name}.{os.getpid()}.partial")
-    with partial.open("w", encoding="utf-8") as handle:
-        for row in rows:
-            handle.write(json_line(row, output.table.names))
-            handle.write("\n")
+    partial.write_bytes(json_lines(rows))
     partial.replace(path)
 
 
 def _plan_bucket(
-    run_dir: str, info: Mapping[str, Any], rule: Rule, reads: Sequence[str], outputs: Sequence[Output],
+    run_dir: str, info: Mapping[str, Any], rule: Rule, reads: Sequence[str], outputs: Sequence[Table],
     tally: Tally, bucket: int,
 ) -> dict[str, Any]:  # fmt: skip
-    decided: dict[str, list[Row]] = {o.table.name: [] for o in outputs}
+    decided: dict[str, list[Row]] = {table.name: [] for table in outputs}
     sources = {name: run_dir for name in (TOPICS.name, *reads)}
     for topic, rows in topics_of_bucket(sources, info, reads, bucket):
         for name, table_rows in rule(topic, rows, info).items():
             decided[name].extend(table_rows)
     run = RunDir(run_dir)
-    for output in outputs:
-        write_part(
-            run.plan_table(output.table) / f"part-{bucket:05d}.json", decided[output.table.name], output
-        )
+    for table in outputs:
+        write_part(run.plan_table(table) / f"part-{bucket:05d}.json", decided[table.name], table)
     return tally(decided)
 
 
 def plan_pass(
     spark, run_dir: str | Path, info: Mapping[str, Any], *, rule: Rule, reads: Sequence[str],
-    outputs: Sequence[Output], tally: Tally,
+    outputs: Sequence[Table], tally: Tally,
 ) -> dict[str, Any]:  # fmt: skip
     """Plan the run in one Spark job: ``rule`` over every topic, ``outputs`` written, the tallies added up. The
     plan tables are emptied first (a plan planned again replaces its files)."""
     import pyarrow as pa
 
     run = RunDir(run_dir)
-    for output in outputs:
-        remove_tree(run.plan_table(output.table), within=run.path)
-        run.plan_table(output.table).mkdir(parents=True)
+    for table in outputs:
+        remove_tree(run.plan_table(table), within=run.path)
+        run.plan_table(table).mkdir(parents=True)
     buckets = bucket_count(info)
     path, frozen = str(run.path), dict(info)
 

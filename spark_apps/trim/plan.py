@@ -27,14 +27,14 @@ from housekeeping.mechanisms.trim.tables import TRIM_DECISIONS
 from spark_apps.shared.io import write_summary
 from spark_apps.shared.plan_app import parse_plan_args, plan_main
 from spark_apps.shared.rows import Row
-from spark_apps.shared.topic_pass import Output, measure_pass, plan_pass
+from spark_apps.shared.topic_pass import measure_pass, plan_pass
 from spark_apps.trim.rule import plan_topic
 
 READS = (LEDGERS.name, CURSORS.name)
 OUTPUTS = (
-    Output(TRIM_DECISIONS, ("topic", "ledgerId")),
-    Output(ACTIONS, ("topic", "action", "ledgerId", "subscription")),
-    Output(BLOCKERS, ("topic", "kind")),
+    TRIM_DECISIONS,
+    ACTIONS,
+    BLOCKERS,
 )
 
 
