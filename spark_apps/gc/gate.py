@@ -14,7 +14,6 @@ from housekeeping.engine.contract import (
     LEDGERS,
     NAMESPACES,
     PARTITIONED_TOPICS,
-    TOPICS,
     RunDir,
     has_snapshot_table,
     read_run_info,
@@ -32,9 +31,16 @@ from spark_apps.gc.checks import (
     metadata_rows,
     namespace_rows,
 )
-from spark_apps.shared.holds import hold_check_rows
+from spark_apps.shared.holds import HOLD_CHECK_COLUMNS, hold_check_rows
 from spark_apps.shared.rows import Row
-from spark_apps.shared.topic_pass import arrow_schema, arrow_table, by_topic, check_pass, read_bucket
+from spark_apps.shared.topic_pass import (
+    BucketRows,
+    arrow_schema,
+    arrow_table,
+    by_topic,
+    check_pass,
+    read_bucket,
+)
 
 FRAMES = {
     "actions": "topic string, action string",
@@ -43,21 +49,19 @@ FRAMES = {
     "namespace_deleted": "namespace string, deletedTopics bigint, deletedBytes bigint",
     "partition_deletions": "partitionedTopic string",
     "planned_metadata": "partitionedTopic string",
-    "holds": "topic string, action string, heldByTarget string, not_held boolean",
+    "holds": HOLD_CHECK_COLUMNS,
 }
 
 
 def check_bucket(bucket: int, actions: list[Row], run_dir: str, info: dict) -> dict[str, list[Row]]:
     """Every per-bucket frame's rows: each topic of the snapshot's bucket and each topic the bucket's actions name."""
-    topics = {t["topic"]: t for t in read_bucket(run_dir, info, TOPICS, bucket)}
-    ledgers = by_topic(read_bucket(run_dir, info, LEDGERS, bucket))
-    cursors = by_topic(read_bucket(run_dir, info, CURSORS, bucket))
-    planned: dict[str | None, list[Row]] = {}
-    for action in actions:
-        planned.setdefault(action["topic"], []).append(action)
+    snapshot = BucketRows.read(run_dir, info, (LEDGERS.name, CURSORS.name), bucket)
+    planned = by_topic(actions)
     frames: dict[str, list[Row]] = {name: [] for name in FRAMES}
     for topic, topic_actions in planned.items():
-        facts = TopicFacts(topics.get(topic), ledgers.get(topic, []), cursors.get(topic, []))
+        facts = TopicFacts(
+            snapshot.topics.get(topic), snapshot.of(LEDGERS.name, topic), snapshot.of(CURSORS.name, topic)
+        )
         for name, rows in check_topic(facts, topic_actions, info).items():
             frames[name].extend(rows)
     frames["holds"] = hold_check_rows(actions, read_bucket(run_dir, info, HOLDS, bucket))

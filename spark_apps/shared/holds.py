@@ -65,6 +65,10 @@ def hold_checks(actions: DataFrame, holds: DataFrame, names: DataFrame) -> DataF
     )
 
 
+# The columns of :func:`hold_check_rows`'s frame (``topic_pass.arrow_schema``'s form).
+HOLD_CHECK_COLUMNS = "topic string, action string, heldByTarget string, not_held boolean"
+
+
 def hold_check_rows(actions: list[dict], holds: list[dict]) -> list[dict]:
     """:func:`hold_checks` over rows (a gate that checks topic by topic): the same rows, one per deleting or
     cursor-moving action, the first covering target being the topic's own hold, then its namespace's, then its

@@ -17,10 +17,11 @@ from __future__ import annotations
 import json
 import os
 from collections.abc import Callable, Iterator, Mapping, Sequence
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from housekeeping.engine.contract import SNAPSHOT_TABLES, TOPICS, RunDir, Table, snapshot_file
+from housekeeping.engine.contract import SNAPSHOT_TABLES, TOPICS, RunDir, Table, snapshot_file, topic_bucket
 from housekeeping.store.fs import remove_tree
 from spark_apps.shared.rows import Row, json_lines
 
@@ -48,14 +49,47 @@ def read_bucket(run_dir: str | Path, info: Mapping[str, Any], table: Table, buck
         return pj.read_json(path).to_pylist() if bucket == 0 else []
     if "snapshotBuckets" not in info:
         return pq.read_table(path).to_pylist() if bucket == 0 else []
-    return pq.ParquetFile(path).read_row_group(bucket).to_pylist()
+    buckets, parquet = bucket_count(info), pq.ParquetFile(path)
+    if parquet.num_row_groups != buckets:
+        # Not clustered as run.json says (a table rewritten by another writer): every row read, this bucket's kept.
+        return [r for r in parquet.read().to_pylist() if topic_bucket(r["topic"], buckets) == bucket]
+    rows = parquet.read_row_group(bucket).to_pylist()
+    misplaced = {t for t in {r["topic"] for r in rows} if topic_bucket(t, buckets) != bucket}
+    if misplaced:
+        raise ValueError(
+            f"{path}: row group {bucket} holds topics of other buckets ({sorted(misplaced)[:3]}): the table is not "
+            "clustered by topic as its run.json says"
+        )
+    return rows
 
 
-def by_topic(rows: list[Row]) -> dict[str, list[Row]]:
-    grouped: dict[str, list[Row]] = {}
+def by_topic(rows: list[Row]) -> dict[Any, list[Row]]:
+    """Rows grouped by their ``topic`` (None included), each group in the rows' order."""
+    grouped: dict[Any, list[Row]] = {}
     for row in rows:
         grouped.setdefault(row["topic"], []).append(row)
     return grouped
+
+
+@dataclass(frozen=True)
+class BucketRows:
+    """One bucket of a run's snapshot as a gate's checks read it: the topics by name, and every other table read
+    grouped by topic."""
+
+    topics: dict[str, Row]
+    tables: dict[str, dict[str, list[Row]]]
+
+    @classmethod
+    def read(
+        cls, run_dir: str | Path, info: Mapping[str, Any], reads: Sequence[str], bucket: int
+    ) -> BucketRows:
+        return cls(
+            {t["topic"]: t for t in read_bucket(run_dir, info, TOPICS, bucket)},
+            {name: by_topic(read_bucket(run_dir, info, SNAPSHOT_TABLES[name], bucket)) for name in reads},
+        )
+
+    def of(self, table: str, topic: str | None) -> list[Row]:
+        return self.tables[table].get(topic, []) if topic is not None else []
 
 
 def topics_of_bucket(

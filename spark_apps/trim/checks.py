@@ -14,7 +14,6 @@ durable cursor of its topic, not against "the slowest" one.
   with the snapshot's bytes; every due local copy of an unheld topic is planned.
 - namespaces: the bytes deleted per namespace, added up by the gate (``namespace_frame``) to reconcile with the
   planner's summary and the blast-radius limit.
-- holds: no deleting or cursor-moving action names a topic a hold covers (``spark_apps.shared.holds``).
 
 Unknowns (a topic, ledger or cursor the snapshot lacks, a position that does not parse) read as SQL reads them: the
 check fails.
@@ -27,7 +26,6 @@ from typing import Any
 
 from housekeeping.mechanisms.shared.cursors import MOVE_CURSOR
 from housekeeping.mechanisms.trim.actions import DELETE_LEDGER, DELETE_LOCAL_COPY
-from spark_apps.shared.holds import hold_check_rows
 from spark_apps.shared.rows import Row, both, compare, either, holds, struct_key
 from spark_apps.shared.topic_names import name_facts, retention_default_fits
 
@@ -280,7 +278,3 @@ def namespace_rows(
             }
         )
     return rows
-
-
-def hold_rows(actions: list[Row], held: list[Row]) -> list[Row]:
-    return hold_check_rows(actions, held)

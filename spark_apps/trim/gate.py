@@ -1,6 +1,7 @@
 """Quality-gate checks for consumed-ledger trim, re-derived from the snapshot apart from the planner, in one Spark
 pass (``spark_apps.shared.topic_pass.check_pass``): the plan's actions routed to their topic's bucket, then
-``spark_apps.trim.checks`` topic by topic over the bucket's snapshot rows. Each check frame (one row per planned
+``spark_apps.trim.checks`` topic by topic over the bucket's snapshot rows, and the hold checks
+(``spark_apps.shared.holds``). Each check frame (one row per planned
 action, namespace or due local copy, with a boolean column per invariant) comes back to the driver as Arrow and
 Great Expectations validates it there.
 """
@@ -14,7 +15,6 @@ from housekeeping.engine.contract import (
     HOLDS,
     LEDGERS,
     NAMESPACES,
-    TOPICS,
     RunDir,
     read_run_info,
     read_snapshot_table,
@@ -22,15 +22,22 @@ from housekeeping.engine.contract import (
 from housekeeping.engine.gate import CheckFrame, expect, must_be_true
 from housekeeping.engine.mechanism import Mechanism
 from housekeeping.engine.plan import read_summary
+from spark_apps.shared.holds import HOLD_CHECK_COLUMNS, hold_check_rows
 from spark_apps.shared.rows import Row
-from spark_apps.shared.topic_pass import arrow_schema, arrow_table, by_topic, check_pass, read_bucket
+from spark_apps.shared.topic_pass import (
+    BucketRows,
+    arrow_schema,
+    arrow_table,
+    by_topic,
+    check_pass,
+    read_bucket,
+)
 from spark_apps.trim.checks import (
     CURSOR_CHECKS,
     DELETION_CHECKS,
     LOCAL_COPY_CHECKS,
     TopicFacts,
     check_topic,
-    hold_rows,
     namespace_rows,
 )
 
@@ -42,26 +49,24 @@ FRAMES = {
     "local_copies": "topic string, ledgerId bigint, " + ", ".join(f"{c} boolean" for c in LOCAL_COPY_CHECKS),
     "local_copy_selection": "topic string, ledgerId bigint, planned boolean",
     "namespace_deleted": "namespace string, deletedBytes bigint",
-    "holds": "topic string, action string, heldByTarget string, not_held boolean",
+    "holds": HOLD_CHECK_COLUMNS,
 }
 
 
 def check_bucket(bucket: int, actions: list[Row], run_dir: str, info: dict) -> dict[str, list[Row]]:
     """Every check frame's rows of one bucket: each topic of the snapshot's bucket and each topic the plan's actions
     of the bucket name."""
-    topics = {t["topic"]: t for t in read_bucket(run_dir, info, TOPICS, bucket)}
-    ledgers = by_topic(read_bucket(run_dir, info, LEDGERS, bucket))
-    cursors = by_topic(read_bucket(run_dir, info, CURSORS, bucket))
-    planned: dict[str | None, list[Row]] = {}
-    for action in actions:
-        planned.setdefault(action["topic"], []).append(action)
+    snapshot = BucketRows.read(run_dir, info, (LEDGERS.name, CURSORS.name), bucket)
+    planned = by_topic(actions)
     frames: dict[str, list[Row]] = {name: [] for name in FRAMES}
     as_of_ms = int(info["asOfMs"])
-    for topic in dict.fromkeys([*topics, *planned]):
-        facts = TopicFacts(topics.get(topic), ledgers.get(topic, []), cursors.get(topic, []))
+    for topic in dict.fromkeys([*snapshot.topics, *planned]):
+        facts = TopicFacts(
+            snapshot.topics.get(topic), snapshot.of(LEDGERS.name, topic), snapshot.of(CURSORS.name, topic)
+        )
         for name, rows in check_topic(topic, facts, planned.get(topic, []), as_of_ms).items():
             frames[name].extend(rows)
-    frames["holds"] = hold_rows(actions, read_bucket(run_dir, info, HOLDS, bucket))
+    frames["holds"] = hold_check_rows(actions, read_bucket(run_dir, info, HOLDS, bucket))
     return frames
 
 

@@ -497,7 +497,27 @@ def read_json(path: Path) -> dict[str, Any] | None:
 PARQUET_BATCH_ROWS = 50_000
 
 
-class ParquetRows:
+class _RowWriter:
+    """A writer used as a context manager: closed (the file in place) when the block ends, aborted (no file, an
+    earlier one as it was) when it raises."""
+
+    def close(self) -> None:
+        raise NotImplementedError
+
+    def abort(self) -> None:
+        raise NotImplementedError
+
+    def __enter__(self) -> Any:
+        return self
+
+    def __exit__(self, kind: Any, error: Any, traceback: Any) -> None:
+        if kind is None:
+            self.close()
+        else:
+            self.abort()
+
+
+class ParquetRows(_RowWriter):
     """A table written as Parquet while its rows are produced, a batch at a time (memory does not grow with the
     table), every row checked against the table (:meth:`Table.check`). The file appears at ``path`` only when
     :meth:`close` is reached; :meth:`abort` (or an error inside ``with``) leaves an earlier file as it was."""
@@ -550,15 +570,6 @@ class ParquetRows:
         for batch in pq.ParquetFile(self.path).iter_batches(batch_size=self.batch):
             yield from batch.to_pylist()
 
-    def __enter__(self) -> ParquetRows:
-        return self
-
-    def __exit__(self, kind: Any, error: Any, traceback: Any) -> None:
-        if kind is None:
-            self.close()
-        else:
-            self.abort()
-
 
 def topic_bucket(topic: str | None, buckets: int) -> int:
     """The bucket of a topic's rows in a clustered snapshot table: a hash stable across processes and versions
@@ -566,7 +577,7 @@ def topic_bucket(topic: str | None, buckets: int) -> int:
     return zlib.crc32((topic or "").encode()) % buckets
 
 
-class BucketedParquetRows:
+class BucketedParquetRows(_RowWriter):
     """A snapshot table clustered by topic (:func:`topic_bucket`): row group ``b`` of the file holds exactly the
     rows of bucket ``b``'s topics, sorted by topic with each topic's rows in the order they came, so one Spark task
     reads whole topics with one row-group read. Rows are spilled to one side file per bucket while they are
@@ -619,15 +630,6 @@ class BucketedParquetRows:
     def abort(self) -> None:
         for spill in self._spills:
             spill.abort()
-
-    def __enter__(self) -> BucketedParquetRows:
-        return self
-
-    def __exit__(self, kind: Any, error: Any, traceback: Any) -> None:
-        if kind is None:
-            self.close()
-        else:
-            self.abort()
 
 
 def write_parquet(
