@@ -10,7 +10,6 @@ from pathlib import Path
 
 from housekeeping.engine.contract import (
     CURSORS,
-    HOLDS,
     LEDGERS,
     NAMESPACES,
     PARTITIONED_TOPICS,
@@ -18,6 +17,7 @@ from housekeeping.engine.contract import (
     has_snapshot_table,
     read_run_info,
     read_snapshot_table,
+    table,
 )
 from housekeeping.engine.gate import CheckFrame, expect, must_be_true
 from housekeeping.engine.mechanism import Mechanism
@@ -31,49 +31,53 @@ from spark_apps.gc.checks import (
     metadata_rows,
     namespace_rows,
 )
-from spark_apps.shared.holds import HOLD_CHECK_COLUMNS, hold_check_rows
 from spark_apps.shared.rows import Row
 from spark_apps.shared.topic_pass import (
     BucketRows,
-    arrow_schema,
-    arrow_table,
     by_topic,
     check_pass,
-    read_bucket,
+    pandas_frame,
 )
 
-FRAMES = {
-    "actions": "topic string, action string",
-    "topic_deletions": "topic string, " + ", ".join(f"{c} boolean" for c in DELETION_CHECKS),
-    "last_active_refreshes": "topic string, " + ", ".join(f"{c} boolean" for c in REFRESH_CHECKS),
-    "namespace_deleted": "namespace string, deletedTopics bigint, deletedBytes bigint",
-    "partition_deletions": "partitionedTopic string",
-    "planned_metadata": "partitionedTopic string",
-    "holds": HOLD_CHECK_COLUMNS,
-}
+
+def _checks(names: tuple[str, ...]) -> str:
+    return ", ".join(f"{c} boolean" for c in names)
+
+
+FRAMES = (
+    table("actions", "topic string, action string"),
+    table("topic_deletions", "topic string, " + _checks(DELETION_CHECKS)),
+    table("last_active_refreshes", "topic string, " + _checks(REFRESH_CHECKS)),
+    table("namespace_deleted", "namespace string, deletedTopics bigint, deletedBytes bigint"),
+    table("partition_deletions", "partitionedTopic string"),
+    table("planned_metadata", "partitionedTopic string"),
+)
+METADATA_FRAME = table("partitioned_metadata", "partitionedTopic string, " + _checks(METADATA_CHECKS))
+NAMESPACE_CHECKS = table(
+    "namespaces",
+    "namespace string, namespace_in_snapshot boolean, summary_reconciles boolean, deleted_topics bigint, "
+    "deleted_topic_share double",
+)
 
 
 def check_bucket(bucket: int, actions: list[Row], run_dir: str, info: dict) -> dict[str, list[Row]]:
     """Every per-bucket frame's rows: each topic of the snapshot's bucket and each topic the bucket's actions name."""
     snapshot = BucketRows.read(run_dir, info, (LEDGERS.name, CURSORS.name), bucket)
     planned = by_topic(actions)
-    frames: dict[str, list[Row]] = {name: [] for name in FRAMES}
+    frames: dict[str, list[Row]] = {frame.name: [] for frame in FRAMES}
     for topic, topic_actions in planned.items():
         facts = TopicFacts(
             snapshot.topics.get(topic), snapshot.of(LEDGERS.name, topic), snapshot.of(CURSORS.name, topic)
         )
         for name, rows in check_topic(facts, topic_actions, info).items():
             frames[name].extend(rows)
-    frames["holds"] = hold_check_rows(actions, read_bucket(run_dir, info, HOLDS, bucket))
     return frames
 
 
 def checks(spark, run_dir: str | Path, spec: Mechanism) -> list[CheckFrame]:
     run = RunDir(run_dir)
     info = read_run_info(run)
-    frames = check_pass(
-        spark, run.path, info, checker=check_bucket, frames={k: arrow_schema(v) for k, v in FRAMES.items()}
-    )
+    frames = check_pass(spark, run.path, info, checker=check_bucket, frames=FRAMES)
     deleted: dict[str | None, tuple[int, int]] = {}
     for row in frames.pop("namespace_deleted").to_pylist():
         topics, size = deleted.get(row["namespace"], (0, 0))
@@ -113,18 +117,12 @@ def checks(spark, run_dir: str | Path, spec: Mechanism) -> list[CheckFrame]:
         CheckFrame("last_active_refreshes", pandas["last_active_refreshes"], must_be_true(*REFRESH_CHECKS)),
         CheckFrame(
             "partitioned_metadata",
-            arrow_table(
-                metadata, "partitionedTopic string, " + ", ".join(f"{c} boolean" for c in METADATA_CHECKS)
-            ).to_pandas(),
+            pandas_frame(METADATA_FRAME, metadata),
             must_be_true(*METADATA_CHECKS),
         ),
         CheckFrame(
             "namespaces",
-            arrow_table(
-                namespaces,
-                "namespace string, namespace_in_snapshot boolean, summary_reconciles boolean, "
-                "deleted_topics bigint, deleted_topic_share double",
-            ).to_pandas(),
+            pandas_frame(NAMESPACE_CHECKS, namespaces),
             [
                 *must_be_true("namespace_in_snapshot", "summary_reconciles"),
                 expect(

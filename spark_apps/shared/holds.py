@@ -6,6 +6,7 @@ from __future__ import annotations
 from pyspark.sql import Column, DataFrame
 from pyspark.sql import functions as F
 
+from housekeeping.engine.contract import table
 from housekeeping.mechanisms.registry import held_forbidden_actions
 
 HELD_KIND = "held"
@@ -65,8 +66,8 @@ def hold_checks(actions: DataFrame, holds: DataFrame, names: DataFrame) -> DataF
     )
 
 
-# The columns of :func:`hold_check_rows`'s frame (``topic_pass.arrow_schema``'s form).
-HOLD_CHECK_COLUMNS = "topic string, action string, heldByTarget string, not_held boolean"
+# The frame of :func:`hold_check_rows`.
+HOLD_CHECKS = table("holds", "topic string, action string, heldByTarget string, not_held boolean")
 
 
 def hold_check_rows(actions: list[dict], holds: list[dict]) -> list[dict]:

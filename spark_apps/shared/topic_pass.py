@@ -21,8 +21,18 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from housekeeping.engine.contract import SNAPSHOT_TABLES, TOPICS, RunDir, Table, snapshot_file, topic_bucket
+from housekeeping.engine.contract import (
+    HOLDS,
+    SNAPSHOT_TABLES,
+    TOPICS,
+    RunDir,
+    Table,
+    read_run_info,
+    snapshot_file,
+    topic_bucket,
+)
 from housekeeping.store.fs import remove_tree
+from spark_apps.shared.holds import HOLD_CHECKS, hold_check_rows
 from spark_apps.shared.rows import Row, json_lines
 
 # A rule: (the topic's row of the topics table, its rows of every other table read, the run's facts) -> rows per plan
@@ -125,15 +135,24 @@ def write_part(path: Path, rows: list[Row], table: Table) -> None:
     partial.replace(path)
 
 
+def decide_bucket(
+    sources: Mapping[str, str | Path], info: Mapping[str, Any], reads: Sequence[str], rule: Rule, bucket: int,
+    tables: Sequence[str] = (),
+) -> dict[str, list[Row]]:  # fmt: skip
+    """``rule`` over every topic of the bucket: its rows per plan table (``tables`` present even when empty)."""
+    decided: dict[str, list[Row]] = {name: [] for name in tables}
+    for topic, rows in topics_of_bucket(sources, info, reads, bucket):
+        for name, table_rows in rule(topic, rows, info).items():
+            decided.setdefault(name, []).extend(table_rows)
+    return decided
+
+
 def _plan_bucket(
     run_dir: str, info: Mapping[str, Any], rule: Rule, reads: Sequence[str], outputs: Sequence[Table],
     tally: Tally, bucket: int,
 ) -> dict[str, Any]:  # fmt: skip
-    decided: dict[str, list[Row]] = {table.name: [] for table in outputs}
     sources = {name: run_dir for name in (TOPICS.name, *reads)}
-    for topic, rows in topics_of_bucket(sources, info, reads, bucket):
-        for name, table_rows in rule(topic, rows, info).items():
-            decided[name].extend(table_rows)
+    decided = decide_bucket(sources, info, reads, rule, bucket, [table.name for table in outputs])
     run = RunDir(run_dir)
     for table in outputs:
         write_part(run.plan_table(table) / f"part-{bucket:05d}.json", decided[table.name], table)
@@ -177,20 +196,15 @@ def measure_pass(
     import pyarrow as pa
 
     dirs = [str(d) for d in run_dirs]
-    info = json.loads(RunDir(dirs[0]).run_info.read_text(encoding="utf-8"))
-    buckets = bucket_count(info)
-    infos = [json.loads(RunDir(d).run_info.read_text(encoding="utf-8")) for d in dirs]
+    infos = [read_run_info(d) for d in dirs]
+    buckets = bucket_count(infos[0])
 
     def measure_tasks(batches: Iterator[Any]) -> Iterator[Any]:
         for batch in batches:
             for task in batch.column("id").to_pylist():
                 point, bucket = divmod(task, buckets)
                 sources = {name: dirs[0] for name in reads} | {TOPICS.name: dirs[point]}
-                decided: dict[str, list[Row]] = {}
-                for topic, rows in topics_of_bucket(sources, infos[point], reads, bucket):
-                    for name, table_rows in rule(topic, rows, infos[point]).items():
-                        decided.setdefault(name, []).extend(table_rows)
-                part = measure(decided)
+                part = measure(decide_bucket(sources, infos[point], reads, rule, bucket))
                 yield pa.RecordBatch.from_pylist([{"task": task, "tally": json.dumps(part)}])
 
     tasks = len(dirs) * buckets
@@ -203,19 +217,11 @@ def measure_pass(
     return points
 
 
-def arrow_schema(spec: str) -> Any:
-    """An Arrow schema from ``"name type, ..."`` (string, bigint, boolean, double): a check frame's columns."""
+def pandas_frame(table: Table, rows: list[Row]) -> Any:
+    """Rows as a pandas frame of ``table``'s columns (no row: the columns still there), for Great Expectations."""
     import pyarrow as pa
 
-    types = {"string": pa.string(), "bigint": pa.int64(), "boolean": pa.bool_(), "double": pa.float64()}
-    return pa.schema([(name, types[kind]) for name, kind in (part.split() for part in spec.split(","))])
-
-
-def arrow_table(rows: list[Row], spec: str) -> Any:
-    """Rows as an Arrow table of :func:`arrow_schema`'s columns (no row: the columns still there)."""
-    import pyarrow as pa
-
-    return pa.Table.from_pylist(rows, arrow_schema(spec))
+    return pa.Table.from_pylist(rows, table.arrow_schema()).to_pandas()
 
 
 # A gate's checker: (bucket, the plan's actions of the bucket's topics, the run directory, the run's facts) -> rows
@@ -233,20 +239,23 @@ def _ipc(table: Any) -> bytes:
 
 
 def check_pass(
-    spark, run_dir: str | Path, info: Mapping[str, Any], *, checker: Checker, frames: Mapping[str, Any]
+    spark, run_dir: str | Path, info: Mapping[str, Any], *, checker: Checker, frames: Sequence[Table]
 ) -> dict[str, Any]:
     """A gate's check frames in one Spark job: the plan's actions, read apart from the planner's files and routed to
     their topic's bucket by Spark (``crc32`` of the name: :func:`housekeeping.engine.contract.topic_bucket`, so an
     action in any part file meets its topic), then ``checker`` per bucket over the bucket's snapshot rows. Every
     bucket is visited, with or without actions (a check that something due was planned needs all of them).
-    ``frames``: each check frame's Arrow schema. Returns each frame as one Arrow table."""
+    ``frames``: the check frames ``checker`` returns rows of; the pass adds ``holds``
+    (:func:`spark_apps.shared.holds.hold_check_rows`: no deleting or cursor-moving action on a held topic). Returns
+    each frame as one Arrow table."""
     import pyarrow as pa
     from pyspark.sql import functions as F
 
     from spark_apps.shared.io import read_actions
 
     buckets = bucket_count(info)
-    path, frozen, schemas = str(RunDir(run_dir).path), dict(info), dict(frames)
+    path, frozen = str(RunDir(run_dir).path), dict(info)
+    schemas = {table.name: table.arrow_schema() for table in (*frames, HOLD_CHECKS)}
     bucket_of = (F.crc32(F.coalesce(F.col("topic"), F.lit("")).cast("binary")) % buckets).cast("long")
     routed = (
         read_actions(spark, run_dir)
@@ -268,7 +277,10 @@ def check_pass(
                 if not marker:
                     rows.append(row)
         for bucket, rows in sorted(actions.items()):
-            checked = checker(bucket, rows, path, frozen)
+            checked = {
+                **checker(bucket, rows, path, frozen),
+                HOLD_CHECKS.name: hold_check_rows(rows, read_bucket(path, frozen, HOLDS, bucket)),
+            }
             yield pa.RecordBatch.from_pylist(
                 [
                     {

@@ -222,9 +222,7 @@ def local_copy_selection_rows(facts: TopicFacts, planned: list[Row], as_of_ms: i
     return rows
 
 
-def check_topic(
-    topic_name: str, facts: TopicFacts, actions: list[Row], as_of_ms: int
-) -> dict[str, list[Row]]:
+def check_topic(facts: TopicFacts, actions: list[Row], as_of_ms: int) -> dict[str, list[Row]]:
     """Every check frame's rows of one topic (the topic of the snapshot or of the plan)."""
     of = {
         name: [a for a in actions if a["action"] == name]

@@ -1,6 +1,6 @@
 """Quality-gate checks for consumed-ledger trim, re-derived from the snapshot apart from the planner, in one Spark
 pass (``spark_apps.shared.topic_pass.check_pass``): the plan's actions routed to their topic's bucket, then
-``spark_apps.trim.checks`` topic by topic over the bucket's snapshot rows, and the hold checks
+``spark_apps.trim.checks`` topic by topic over the bucket's snapshot rows; the pass adds the hold checks
 (``spark_apps.shared.holds``). Each check frame (one row per planned
 action, namespace or due local copy, with a boolean column per invariant) comes back to the driver as Arrow and
 Great Expectations validates it there.
@@ -12,25 +12,22 @@ from pathlib import Path
 
 from housekeeping.engine.contract import (
     CURSORS,
-    HOLDS,
     LEDGERS,
     NAMESPACES,
     RunDir,
     read_run_info,
     read_snapshot_table,
+    table,
 )
 from housekeeping.engine.gate import CheckFrame, expect, must_be_true
 from housekeeping.engine.mechanism import Mechanism
 from housekeeping.engine.plan import read_summary
-from spark_apps.shared.holds import HOLD_CHECK_COLUMNS, hold_check_rows
 from spark_apps.shared.rows import Row
 from spark_apps.shared.topic_pass import (
     BucketRows,
-    arrow_schema,
-    arrow_table,
     by_topic,
     check_pass,
-    read_bucket,
+    pandas_frame,
 )
 from spark_apps.trim.checks import (
     CURSOR_CHECKS,
@@ -41,16 +38,24 @@ from spark_apps.trim.checks import (
     namespace_rows,
 )
 
-FRAMES = {
-    "actions": "topic string, action string, topic_in_snapshot boolean",
-    "deletions": "topic string, ledgerId bigint, " + ", ".join(f"{c} boolean" for c in DELETION_CHECKS),
-    "cursor_moves": "topic string, name string, from string, to string, "
-    + ", ".join(f"{c} boolean" for c in CURSOR_CHECKS),
-    "local_copies": "topic string, ledgerId bigint, " + ", ".join(f"{c} boolean" for c in LOCAL_COPY_CHECKS),
-    "local_copy_selection": "topic string, ledgerId bigint, planned boolean",
-    "namespace_deleted": "namespace string, deletedBytes bigint",
-    "holds": HOLD_CHECK_COLUMNS,
-}
+
+def _checks(names: tuple[str, ...]) -> str:
+    return ", ".join(f"{c} boolean" for c in names)
+
+
+FRAMES = (
+    table("actions", "topic string, action string, topic_in_snapshot boolean"),
+    table("deletions", "topic string, ledgerId bigint, " + _checks(DELETION_CHECKS)),
+    table("cursor_moves", "topic string, name string, from string, to string, " + _checks(CURSOR_CHECKS)),
+    table("local_copies", "topic string, ledgerId bigint, " + _checks(LOCAL_COPY_CHECKS)),
+    table("local_copy_selection", "topic string, ledgerId bigint, planned boolean"),
+    table("namespace_deleted", "namespace string, deletedBytes bigint"),
+)
+NAMESPACE_CHECKS = table(
+    "namespaces",
+    "namespace string, namespace_in_snapshot boolean, summary_reconciles boolean, deleted_share double, "
+    "within_blast_radius boolean",
+)
 
 
 def check_bucket(bucket: int, actions: list[Row], run_dir: str, info: dict) -> dict[str, list[Row]]:
@@ -58,15 +63,14 @@ def check_bucket(bucket: int, actions: list[Row], run_dir: str, info: dict) -> d
     of the bucket name."""
     snapshot = BucketRows.read(run_dir, info, (LEDGERS.name, CURSORS.name), bucket)
     planned = by_topic(actions)
-    frames: dict[str, list[Row]] = {name: [] for name in FRAMES}
+    frames: dict[str, list[Row]] = {frame.name: [] for frame in FRAMES}
     as_of_ms = int(info["asOfMs"])
     for topic in dict.fromkeys([*snapshot.topics, *planned]):
         facts = TopicFacts(
             snapshot.topics.get(topic), snapshot.of(LEDGERS.name, topic), snapshot.of(CURSORS.name, topic)
         )
-        for name, rows in check_topic(topic, facts, planned.get(topic, []), as_of_ms).items():
+        for name, rows in check_topic(facts, planned.get(topic, []), as_of_ms).items():
             frames[name].extend(rows)
-    frames["holds"] = hold_check_rows(actions, read_bucket(run_dir, info, HOLDS, bucket))
     return frames
 
 
@@ -74,9 +78,7 @@ def checks(spark, run_dir: str | Path, spec: Mechanism) -> list[CheckFrame]:
     run = RunDir(run_dir)
     info = read_run_info(run)
     max_share = float(info["maxDeletedShare"])
-    frames = check_pass(
-        spark, run.path, info, checker=check_bucket, frames={k: arrow_schema(v) for k, v in FRAMES.items()}
-    )
+    frames = check_pass(spark, run.path, info, checker=check_bucket, frames=FRAMES)
     deleted: dict[str | None, int] = {}
     for row in frames.pop("namespace_deleted").to_pylist():
         deleted[row["namespace"]] = deleted.get(row["namespace"], 0) + row["deletedBytes"]
@@ -120,11 +122,7 @@ def checks(spark, run_dir: str | Path, spec: Mechanism) -> list[CheckFrame]:
         CheckFrame("local_copy_selection", pandas["local_copy_selection"], must_be_true("planned")),
         CheckFrame(
             "namespaces",
-            arrow_table(
-                namespaces,
-                "namespace string, namespace_in_snapshot boolean, summary_reconciles boolean, "
-                "deleted_share double, within_blast_radius boolean",
-            ).to_pandas(),
+            pandas_frame(NAMESPACE_CHECKS, namespaces),
             [
                 *must_be_true("namespace_in_snapshot", "summary_reconciles"),
                 expect(

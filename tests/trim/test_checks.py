@@ -18,7 +18,7 @@ pytestmark = pytest.mark.unit
 def checked(actions, ledgers=None, cursors=(), **columns) -> dict[str, list[dict]]:
     topic = topic_row(T, retentionTimeMs=0, retentionSizeBytes=0, **columns)
     facts = TopicFacts(topic, ledgers if ledgers is not None else ledger_rows(CLOSED), cursor_rows(cursors))
-    return check_topic(T, facts, actions, AS_OF)
+    return check_topic(facts, actions, AS_OF)
 
 
 def failing(frames: dict[str, list[dict]]) -> set[str]:
@@ -79,13 +79,12 @@ def test_each_corruption_fails_the_check_that_guards_it(actions, cursors, fails)
 
 def test_retention_must_allow_the_deletion():
     topic = topic_row(T, retentionTimeMs=-1, retentionSizeBytes=-1)
-    frames = check_topic(T, TopicFacts(topic, ledger_rows(CLOSED), []), [delete(1)], AS_OF)
+    frames = check_topic(TopicFacts(topic, ledger_rows(CLOSED), []), [delete(1)], AS_OF)
     assert failing(frames) == {"deletions.retention_allows_delete"}
 
 
 def test_a_topic_the_snapshot_lacks_fails_everything_it_is_asked():
     frames = check_topic(
-        "persistent://t/ns/ghost",
         TopicFacts(None, [], []),
         [delete(1) | {"topic": "persistent://t/ns/ghost"}],
         AS_OF,
