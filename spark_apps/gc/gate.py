@@ -34,25 +34,21 @@ from spark_apps.gc.checks import (
 from spark_apps.shared.rows import Row
 from spark_apps.shared.topic_pass import (
     BucketRows,
+    boolean_columns,
     by_topic,
     check_pass,
     pandas_frame,
 )
 
-
-def _checks(names: tuple[str, ...]) -> str:
-    return ", ".join(f"{c} boolean" for c in names)
-
-
 FRAMES = (
     table("actions", "topic string, action string"),
-    table("topic_deletions", "topic string, " + _checks(DELETION_CHECKS)),
-    table("last_active_refreshes", "topic string, " + _checks(REFRESH_CHECKS)),
+    table("topic_deletions", "topic string, " + boolean_columns(DELETION_CHECKS)),
+    table("last_active_refreshes", "topic string, " + boolean_columns(REFRESH_CHECKS)),
     table("namespace_deleted", "namespace string, deletedTopics bigint, deletedBytes bigint"),
     table("partition_deletions", "partitionedTopic string"),
     table("planned_metadata", "partitionedTopic string"),
 )
-METADATA_FRAME = table("partitioned_metadata", "partitionedTopic string, " + _checks(METADATA_CHECKS))
+METADATA_FRAME = table("partitioned_metadata", "partitionedTopic string, " + boolean_columns(METADATA_CHECKS))
 NAMESPACE_CHECKS = table(
     "namespaces",
     "namespace string, namespace_in_snapshot boolean, summary_reconciles boolean, deleted_topics bigint, "

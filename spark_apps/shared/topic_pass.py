@@ -217,6 +217,11 @@ def measure_pass(
     return points
 
 
+def boolean_columns(checks: Sequence[str]) -> str:
+    """A check frame's boolean columns, one per check, in a table spec (``contract.table``)."""
+    return ", ".join(f"{check} boolean" for check in checks)
+
+
 def pandas_frame(table: Table, rows: list[Row]) -> Any:
     """Rows as a pandas frame of ``table``'s columns (no row: the columns still there), for Great Expectations."""
     import pyarrow as pa

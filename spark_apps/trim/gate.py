@@ -25,6 +25,7 @@ from housekeeping.engine.plan import read_summary
 from spark_apps.shared.rows import Row
 from spark_apps.shared.topic_pass import (
     BucketRows,
+    boolean_columns,
     by_topic,
     check_pass,
     pandas_frame,
@@ -38,16 +39,13 @@ from spark_apps.trim.checks import (
     namespace_rows,
 )
 
-
-def _checks(names: tuple[str, ...]) -> str:
-    return ", ".join(f"{c} boolean" for c in names)
-
-
 FRAMES = (
     table("actions", "topic string, action string, topic_in_snapshot boolean"),
-    table("deletions", "topic string, ledgerId bigint, " + _checks(DELETION_CHECKS)),
-    table("cursor_moves", "topic string, name string, from string, to string, " + _checks(CURSOR_CHECKS)),
-    table("local_copies", "topic string, ledgerId bigint, " + _checks(LOCAL_COPY_CHECKS)),
+    table("deletions", "topic string, ledgerId bigint, " + boolean_columns(DELETION_CHECKS)),
+    table(
+        "cursor_moves", "topic string, name string, from string, to string, " + boolean_columns(CURSOR_CHECKS)
+    ),
+    table("local_copies", "topic string, ledgerId bigint, " + boolean_columns(LOCAL_COPY_CHECKS)),
     table("local_copy_selection", "topic string, ledgerId bigint, planned boolean"),
     table("namespace_deleted", "namespace string, deletedBytes bigint"),
 )
