@@ -29,6 +29,7 @@ from housekeeping.mechanisms.steps import apply_step, plan_and_gate_in_process, 
 from housekeeping.store.generate import GenerateOptions, generate_store
 from housekeeping.store.manifest.export import export_manifest
 from housekeeping.store.store import Store
+from housekeeping.store.tier import OFFLOAD_URL_ENV
 from tests.conftest import plan_and_gate_on_connect
 from tests.store_invariants import pending_and_journal
 
@@ -37,11 +38,15 @@ pytestmark = [pytest.mark.spark, pytest.mark.runs]
 FINGERPRINTS = Path(__file__).with_name("plan_fingerprints.json")
 UPDATE_ENV = "HOUSEKEEPING_UPDATE_FINGERPRINTS"
 AS_OF = "2026-11-02T00:00:00Z"
-# Rewriting mechanisms first (they read entries the deleting ones would remove), then cursor moves, then deletions.
-CHAIN = ("compaction", "erasure", "backlog", "expiry", "trim", "gc")
+# Rewriting mechanisms first (they read entries the deleting ones would remove), then cursor moves, then deletions;
+# offload last, on an object tier of its own (before it, the store has no offloader: trim's and GC's fingerprints
+# were recorded without one).
+CHAIN = ("compaction", "erasure", "backlog", "expiry", "trim", "gc", "offload")
 # Written at run time, not decided: a wall-clock audit column, a temporary path, and the bytes' digest of a staged
 # Parquet file (its writer's metadata differs run to run; the staged rows are compared as the plan's entries and
 # as the store's messages after apply).
+# The offload step's object tier: a directory beside the store's files (its path canonicalised with the store's).
+TIER_DIRECTORY = "fingerprint-tier"
 VOLATILE_KEYS = {"recorded_at_ms", "recordedAtMs", "store", "runDir", "stagedSha256"}
 
 
@@ -131,21 +136,26 @@ def chain(request, tmp_path_factory) -> dict[str, dict]:
     )
     parts: dict[str, dict] = {}
     for mechanism in CHAIN:
-        info = snapshot_step(
-            store, mechanism, run_id=f"fp-{mechanism}", as_of_ms=as_of_ms, max_deleted_share=1.0
-        )
-        if request.param == "connect":
-            gate = plan_and_gate_on_connect(info.run_dir, mechanism)
-        else:
-            gate = plan_and_gate_in_process(info.run_dir, mechanism, "local[2]")
-        assert gate["success"], f"{mechanism}: the gate blocked the generated store's plan"
-        plan = _plan(info.run_dir, root)
-        apply_step(store, info.run_dir)
-        parts[mechanism] = {
-            "plan": plan,
-            "verdict": _verdict(gate, root),
-            "applied": _store_state(store, root),
-        }
+        with pytest.MonkeyPatch.context() as patch:
+            if mechanism == "offload":
+                (root / TIER_DIRECTORY).mkdir()
+                patch.setenv(OFFLOAD_URL_ENV, str(root / TIER_DIRECTORY))
+                store = Store.open(root, store.metadata_url)  # the store reads its tier once
+            info = snapshot_step(
+                store, mechanism, run_id=f"fp-{mechanism}", as_of_ms=as_of_ms, max_deleted_share=1.0
+            )
+            if request.param == "connect":
+                gate = plan_and_gate_on_connect(info.run_dir, mechanism)
+            else:
+                gate = plan_and_gate_in_process(info.run_dir, mechanism, "local[2]")
+            assert gate["success"], f"{mechanism}: the gate blocked the generated store's plan"
+            plan = _plan(info.run_dir, root)
+            apply_step(store, info.run_dir)
+            parts[mechanism] = {
+                "plan": plan,
+                "verdict": _verdict(gate, root),
+                "applied": _store_state(store, root),
+            }
         for part, value in parts[mechanism].items():
             (base / f"{mechanism}-{part}.json").write_text(
                 json.dumps(value, indent=1, sort_keys=True, default=str)
