@@ -1,6 +1,6 @@
 """Benchmark: generate a store, then time a mechanism's steps (snapshot, Spark plan, Spark gate).
 
-    python benchmarks/bench_plan.py [--mechanism trim|expiry|backlog|gc] --topics 300 --entries-per-ledger 5000
+    python benchmarks/bench_plan.py [--mechanism trim|expiry|backlog|gc|offload] --topics 300 --entries-per-ledger 5000
         [--store DIR [--reuse]] [--json OUT] [--warm-runs N] [--dataframe-debugging]
 
 For expiry and backlog it also prints what the plan read from the entry store (ledgers and entry bytes,
@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import resource
 import statistics
 import subprocess
@@ -38,7 +39,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--store", type=Path)
     parser.add_argument("--as-of", default="2026-11-01T00:00:00Z")
     parser.add_argument("--json", type=Path)
-    parser.add_argument("--mechanism", choices=["trim", "expiry", "backlog", "gc"], default="trim")
+    parser.add_argument("--mechanism", choices=["trim", "expiry", "backlog", "gc", "offload"], default="trim")
     parser.add_argument("--reuse", action="store_true", help="time an existing --store, do not generate")
     parser.add_argument(
         "--warm-runs", type=int, default=0, help="plan and gate again N times; median reported"
@@ -78,9 +79,13 @@ def main(argv: list[str] | None = None) -> int:
     from housekeeping.mechanisms.steps import snapshot_step
     from housekeeping.store import metadata_schema as t
     from housekeeping.store.store import Store
+    from housekeeping.store.tier import OFFLOAD_URL_ENV
     from spark_apps.shared.io import read_snapshot
 
     spec = get_mechanism(args.mechanism)
+    if args.mechanism == "offload" and not os.environ.get(OFFLOAD_URL_ENV):
+        # An offloader, or every ledger is kept for want of one: a directory tier (the plan uploads nothing).
+        os.environ[OFFLOAD_URL_ENV] = tempfile.mkdtemp(prefix="bench-tier-")
     store = Store.open(store_root)
     with store.engine.connect() as conn:
         entries, ledgers = conn.execute(select(func.sum(t.ledgers.c.entries), func.count())).one()
@@ -154,7 +159,7 @@ def main(argv: list[str] | None = None) -> int:
         ),
         **{
             k: summary[k]
-            for k in ("ledgersToDelete", "cursorsToMove", "entriesToAcknowledge", "reads")
+            for k in ("ledgersToDelete", "ledgersToOffload", "cursorsToMove", "entriesToAcknowledge", "reads")
             if k in summary
         },
         "gatePassed": gate["success"],

@@ -1,6 +1,8 @@
 """Spark app: plan ledger offload (Pulsar ``ManagedLedgerImpl#maybeOffload``; docs/semantics.md §9).
 
-Reads a run's snapshot and decides every ledger of every in-scope topic:
+Reads a run's snapshot and decides every ledger of every in-scope topic in one Spark pass
+(``spark_apps.shared.topic_pass``: a task per snapshot bucket runs :func:`spark_apps.offload.rule.plan_topic` topic
+by topic), and writes:
 
 - ``plan/decisions``   one row per ledger: offload or keep, a typed ``kind`` and a human ``reason``
 - ``plan/actions``     ``offload_ledger`` per selected ledger (``bytes``: its size), oldest first per topic
@@ -24,233 +26,84 @@ Thresholds of 0 offload every closed ledger. Holds do not stop an offload: it co
 from __future__ import annotations
 
 import argparse
+from collections.abc import Mapping
 from pathlib import Path
+from typing import Any
 
-from pyspark.sql import Column, DataFrame, Window
-from pyspark.sql import functions as F
-
-from housekeeping.engine.contract import ACTIONS, BLOCKERS, RunDir, read_run_info
-from housekeeping.mechanisms.offload.actions import OFFLOAD_LEDGER
+from housekeeping.engine.contract import ACTIONS, BLOCKERS, LEDGERS, RunDir, read_run_info
 from housekeeping.mechanisms.offload.tables import OFFLOAD_DECISIONS
-from spark_apps.offload.units import threshold_ms
-from spark_apps.shared.io import action_rows, read_snapshot, write_summary, write_table
+from spark_apps.offload.rule import NO_OFFLOADER, local_bytes_left, plan_topic
+from spark_apps.shared.io import write_summary
 from spark_apps.shared.plan_app import parse_plan_args, plan_main
-from spark_apps.shared.session import materialize, run_scoped_cache
+from spark_apps.shared.rows import Row
+from spark_apps.shared.topic_pass import measure_pass, namespace_measures, plan_pass
 
-NO_OFFLOADER = "no object tier is configured (HOUSEKEEPING_OFFLOAD_URL): like Pulsar's NullLedgerOffloader, nothing is offloaded"
+READS = (LEDGERS.name,)
+OUTPUTS = (OFFLOAD_DECISIONS, ACTIONS, BLOCKERS)
 
 
 def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     return parse_plan_args("Plan ledger offload for one run's snapshot.", argv)
 
 
-def offload_walk(topics: DataFrame, ledgers: DataFrame, as_of_ms: int) -> DataFrame:
-    """Per ledger what the rule reads: current, the newest-first running size of the closed ledgers, the age, and
-    whether each threshold is crossed. Pure."""
-    policy = topics.select(
-        "topic",
-        "namespace",
-        "offloader",
-        "offloadThresholdBytes",
-        "offloadThresholdSeconds",
-        "offloadPolicyDescription",
-    )
-    closed = F.col("closedAtMs").isNotNull()
-    newest_first = (
-        Window.partitionBy("topic", "isClosed")
-        .orderBy(F.col("ledgerId").desc())
-        .rowsBetween(Window.unboundedPreceding, 0)
-    )
-    current = Window.partitionBy("topic")
-    return (
-        ledgers.join(policy, "topic")
-        .withColumn("isCurrent", F.col("ledgerId") == F.max("ledgerId").over(current))
-        .withColumn("isClosed", closed & ~F.col("isCurrent"))
-        .withColumn("sizeSummed", F.when(F.col("isClosed"), F.sum("size").over(newest_first)))
-        .withColumn("ageMs", F.when(closed, F.lit(as_of_ms) - F.col("closedAtMs")))
-        .withColumn(
-            "overSize",
-            F.coalesce(
-                F.col("isClosed")
-                & (F.col("offloadThresholdBytes") >= 0)
-                & (F.col("sizeSummed") > F.col("offloadThresholdBytes")),
-                F.lit(False),
-            ),
-        )
-        .withColumn(
-            "overTime",
-            F.coalesce(
-                F.col("isClosed")
-                & (F.col("offloadThresholdSeconds") >= 0)
-                & (F.col("ageMs") >= threshold_ms(F.col("offloadThresholdSeconds"))),
-                F.lit(False),
-            ),
-        )
-    )
+def offload_topic(topic: Row, rows: Mapping[str, list[Row]], info: Mapping[str, Any]) -> dict[str, list[Row]]:
+    """The pass's rule: one topic's rows of offload's plan tables."""
+    plan = plan_topic(topic, rows[LEDGERS.name], int(info["asOfMs"]))
+    return {OFFLOAD_DECISIONS.name: plan.decisions, ACTIONS.name: plan.actions, BLOCKERS.name: plan.blockers}
 
 
-def offload_kind() -> Column:
-    """Why a ledger is offloaded or kept, typed, in precedence order."""
-    return (
-        F.when(~F.col("offloader"), F.lit("no_offloader"))
-        .when(F.col("isCurrent") | ~F.col("isClosed"), F.lit("current_ledger"))
-        .when(F.col("offloadComplete"), F.lit("already_offloaded"))
-        .when(
-            (F.col("offloadThresholdBytes") < 0) & (F.col("offloadThresholdSeconds") < 0),
-            F.lit("offload_disabled"),
-        )
-        .when(~(F.col("overSize") | F.col("overTime")), F.lit("under_threshold"))
-        .when(F.col("entries") == 0, F.lit("empty_ledger"))
-        .when(~F.col("entriesStored"), F.lit("entries_not_stored"))
-        .when(F.col("overSize"), F.lit("size_threshold"))
-        .otherwise(F.lit("time_threshold"))
-    )
+def tally(decided: Mapping[str, list[Row]]) -> dict[str, Any]:
+    """A bucket's share of the summary: the ledgers and bytes offloaded per namespace."""
+    per_namespace: dict[str, dict[str, int]] = {}
+    for d in decided[OFFLOAD_DECISIONS.name]:
+        if d["decision"] == "offload":
+            counts = per_namespace.setdefault(d["namespace"], {"ledgers": 0, "bytes": 0})
+            counts["ledgers"] += 1
+            counts["bytes"] += d["size"]
+    return {"perNamespace": per_namespace}
 
 
-def offload_reason() -> Column:
-    """Why, for a person, by ``kind``."""
-    size = F.format_string(
-        "the newest closed ledgers down to this one hold %d bytes > offload threshold %d bytes",
-        F.col("sizeSummed"),
-        F.col("offloadThresholdBytes"),
-    )
-    time = F.format_string(
-        "closed %d s ago >= offload threshold %d s",
-        (F.col("ageMs") / 1000).cast("long"),
-        F.col("offloadThresholdSeconds"),
-    )
-    retry = F.when(F.col("offloadAttempted"), F.lit(" (retries an attempt that did not complete)")).otherwise(
-        F.lit("")
-    )
-    kind = F.col("kind")
-    return (
-        F.when(kind == "no_offloader", F.lit(NO_OFFLOADER))
-        .when(kind == "current_ledger", F.lit("the current ledger is never offloaded"))
-        .when(kind == "already_offloaded", F.lit("its offload completed earlier"))
-        .when(
-            kind == "offload_disabled",
-            F.concat(F.lit("offload disabled: "), F.col("offloadPolicyDescription")),
-        )
-        .when(
-            kind == "under_threshold",
-            F.concat(F.lit("under the thresholds: "), F.col("offloadPolicyDescription")),
-        )
-        .when(kind == "empty_ledger", F.lit("an empty ledger is never offloaded"))
-        .when(
-            kind == "entries_not_stored",
-            F.lit("its entries are not stored (metadata only): nothing to upload"),
-        )
-        .when(
-            kind == "size_threshold",
-            F.concat(
-                size, F.when(F.col("overTime"), F.concat(F.lit("; "), time)).otherwise(F.lit("")), retry
-            ),
-        )
-        .otherwise(F.concat(time, retry))
-    )
+def sweep_topic(topic: Row, rows: Mapping[str, list[Row]], info: Mapping[str, Any]) -> dict[str, list[Row]]:
+    """A policy sweep's measures of one topic with ledgers: the bytes and ledgers this plan offloads, and the local
+    bytes left once the offload-deletion lag has passed (:func:`spark_apps.offload.rule.local_bytes_left`), from the
+    same decisions :func:`offload_topic` writes."""
+    ledgers = rows[LEDGERS.name]
+    if not ledgers:
+        return {}
+    plan = plan_topic(topic, ledgers, int(info["asOfMs"]))
+    measures = {
+        "namespace": topic["namespace"],
+        "bytesOffloaded": sum(a["bytes"] for a in plan.actions),
+        "ledgersOffloaded": len(plan.actions),
+        "localBytesLeft": local_bytes_left(topic, ledgers, plan),
+    }
+    return {"measures": [measures]}
 
 
-def offload_decisions(snapshot: dict[str, DataFrame], info: dict) -> DataFrame:
-    """Every ledger's decision (the contract's decisions table). Pure."""
-    walked = offload_walk(snapshot["topics"], snapshot["ledgers"], int(info["asOfMs"]))
-    decided = walked.withColumn("kind", offload_kind()).withColumn(
-        "decision",
-        F.when(F.col("kind").isin("size_threshold", "time_threshold"), F.lit("offload")).otherwise(
-            F.lit("keep")
-        ),
-    )
-    return decided.withColumn("reason", offload_reason()).select(*OFFLOAD_DECISIONS.names)
+def sweep_points(spark, run_dirs: list[str | Path]) -> list[dict[str, dict[str, int]]]:
+    """Every point of a policy sweep (``spark_apps.sweep``) in one Spark job: per namespace, :func:`sweep_topic`'s
+    measures added up."""
+    return measure_pass(spark, run_dirs, rule=sweep_topic, reads=READS, measure=namespace_measures)
 
 
-def offload_actions(decisions: DataFrame) -> DataFrame:
-    chosen = decisions.where(F.col("decision") == "offload")
-    return action_rows(
-        chosen,
-        OFFLOAD_LEDGER.name,
-        topic=F.col("topic"),
-        ledgerId=F.col("ledgerId"),
-        bytes=F.col("size"),
-        reason=F.col("reason"),
-    )
-
-
-# What keeps a ledger local although its topic's policy offloads: a blocker each (under_threshold and the
-# current ledger are the policy working as meant, already_offloaded is done).
-BLOCKER_KINDS = ("no_offloader", "empty_ledger", "entries_not_stored")
-
-
-def offload_blockers(decisions: DataFrame) -> DataFrame:
-    return (
-        decisions.where(F.col("kind").isin(*BLOCKER_KINDS))
-        .groupBy("topic", "kind")
-        .agg(
-            F.sum("size").alias("bytes"),
-            F.count("*").alias("ledgers"),
-            F.min(F.struct("ledgerId", "reason")).alias("first"),
-        )
-        .select("topic", "kind", F.col("first.reason").alias("detail"), "bytes", "ledgers")
-    )
-
-
-def plan_summary(decisions: DataFrame, info: dict) -> dict:
-    rows = (
-        decisions.where(F.col("decision") == "offload")
-        .groupBy("namespace")
-        .agg(F.count("*").alias("ledgers"), F.sum("size").alias("bytes"))
-        .collect()
-    )
-    per_namespace = {r["namespace"]: {"ledgers": int(r["ledgers"]), "bytes": int(r["bytes"])} for r in rows}
+def run(spark, run_dir: str | Path) -> dict:
+    run = RunDir(run_dir)
+    info = read_run_info(run)
+    totals = plan_pass(spark, run.path, info, rule=offload_topic, reads=READS, outputs=OUTPUTS, tally=tally)
+    per_namespace = totals.get("perNamespace", {})
     tier = info.get("offloadTier")
-    return {
+    summary = {
+        "mechanism": "offload",
+        "runId": info["runId"],
+        "asOfMs": info["asOfMs"],
         "offloader": tier,
         **({} if tier else {"why": NO_OFFLOADER}),
         "ledgersToOffload": sum(v["ledgers"] for v in per_namespace.values()),
         "bytesToOffload": sum(v["bytes"] for v in per_namespace.values()),
         "perNamespace": per_namespace,
     }
-
-
-def sweep_point(spark, snapshot: dict[str, DataFrame], info: dict) -> DataFrame:
-    """A policy sweep's point (``spark_apps.sweep``): per namespace, the bytes and ledgers this plan offloads, and
-    the local bytes left once the offload-deletion lag in force has passed for every offloaded ledger (those not
-    offloaded after this plan, and all of them where the lag is -1 or no offloader applies; retention not
-    counted), from the same decisions ``run`` writes."""
-    decisions = offload_decisions(snapshot, info)
-    local = snapshot["ledgers"].select("topic", "ledgerId", (~F.col("localDeleted")).alias("hasLocal"))
-    lag = snapshot["topics"].select("topic", "offloader", "offloadDeletionLagMs")
-    offloaded = F.col("offloadComplete") | (F.col("decision") == "offload")
-    copy_goes = offloaded & F.col("offloader") & F.coalesce(F.col("offloadDeletionLagMs") >= 0, F.lit(False))
-    chosen = F.col("decision") == "offload"
-    return (
-        decisions.join(local, ["topic", "ledgerId"], "left")
-        .join(lag, "topic", "left")
-        .groupBy("namespace")
-        .agg(
-            F.sum(F.when(chosen, F.col("size")).otherwise(0)).cast("long").alias("bytesOffloaded"),
-            F.sum(chosen.cast("long")).alias("ledgersOffloaded"),
-            F.sum(F.when(F.col("hasLocal") & ~copy_goes, F.col("size")).otherwise(0))
-            .cast("long")
-            .alias("localBytesLeft"),
-        )
-    )
-
-
-def run(spark, run_dir: str | Path) -> dict:
-    run = RunDir(run_dir)
-    with run_scoped_cache(spark):
-        info = read_run_info(run)
-        decisions = offload_decisions(read_snapshot(spark, run), info).transform(materialize)
-        write_table(decisions, run, OFFLOAD_DECISIONS, ["topic", "ledgerId"])
-        write_table(offload_actions(decisions), run, ACTIONS, ["topic", "ledgerId"])
-        write_table(offload_blockers(decisions), run, BLOCKERS, ["topic", "kind"])
-        summary = {
-            "mechanism": "offload",
-            "runId": info["runId"],
-            "asOfMs": info["asOfMs"],
-            **plan_summary(decisions, info),
-        }
-        write_summary(run, summary)
-        return summary
+    write_summary(run, summary)
+    return summary
 
 
 def main(argv: list[str] | None = None) -> int:

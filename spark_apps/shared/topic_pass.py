@@ -217,6 +217,17 @@ def measure_pass(
     return points
 
 
+def namespace_measures(decided: Mapping[str, list[Row]]) -> dict[str, Any]:
+    """A sweep's measure (:func:`measure_pass`) of a rule that returns ``measures`` rows: each namespace's numbers
+    added up."""
+    per_namespace: dict[str, Any] = {}
+    for row in decided.get("measures", []):
+        add_tallies(
+            per_namespace.setdefault(row["namespace"], {}), {k: v for k, v in row.items() if k != "namespace"}
+        )
+    return per_namespace
+
+
 def boolean_columns(checks: Sequence[str]) -> str:
     """A check frame's boolean columns, one per check, in a table spec (``contract.table``)."""
     return ", ".join(f"{check} boolean" for check in checks)

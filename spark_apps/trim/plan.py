@@ -27,7 +27,7 @@ from housekeeping.mechanisms.trim.tables import TRIM_DECISIONS
 from spark_apps.shared.io import write_summary
 from spark_apps.shared.plan_app import parse_plan_args, plan_main
 from spark_apps.shared.rows import Row
-from spark_apps.shared.topic_pass import measure_pass, plan_pass
+from spark_apps.shared.topic_pass import measure_pass, namespace_measures, plan_pass
 from spark_apps.trim.rule import plan_topic
 
 READS = (LEDGERS.name, CURSORS.name)
@@ -88,20 +88,10 @@ def sweep_topic(topic: Row, rows: Mapping[str, list[Row]], info: Mapping[str, An
     return {"measures": [{"namespace": topic["namespace"], **measures}]}
 
 
-def sweep_measure(decided: Mapping[str, list[Row]]) -> dict[str, Any]:
-    per_namespace: dict[str, Any] = {}
-    for row in decided.get("measures", []):
-        measures = {k: v for k, v in row.items() if k != "namespace"}
-        per_namespace[row["namespace"]] = {
-            k: per_namespace.get(row["namespace"], {}).get(k, 0) + v for k, v in measures.items()
-        }
-    return per_namespace
-
-
 def sweep_points(spark, run_dirs: list[str | Path]) -> list[dict[str, dict[str, int]]]:
     """Every point of a policy sweep (``spark_apps.sweep``) in one Spark job: per namespace, :func:`sweep_topic`'s
     measures added up."""
-    return measure_pass(spark, run_dirs, rule=sweep_topic, reads=READS, measure=sweep_measure)
+    return measure_pass(spark, run_dirs, rule=sweep_topic, reads=READS, measure=namespace_measures)
 
 
 def run(spark, run_dir: str | Path) -> dict:

@@ -107,18 +107,17 @@ def test_offload_gate_blocks_each_mutated_plan_and_nothing_changes(planned_offlo
     if failing is None:  # a compound uniqueness expectation has no single column
         from housekeeping.mechanisms.steps import local_spark
         from spark_apps import validate_plan
-        from tests.conftest import rewrite_part
+        from tests.conftest import restore_table, rewrite_table, table_parts
 
         store, run_dir = planned_offload
-        part = next((run_dir / "plan" / "actions").glob("part-*"))
-        original = part.read_text()
+        parts = table_parts(run_dir / "plan" / "actions")
         try:
-            rows = [json.loads(line) for line in original.splitlines()]
-            rewrite_part(part, "".join(json.dumps(r) + "\n" for r in edit(rows, run_dir)))
+            rows = [json.loads(line) for text in parts.values() for line in text.splitlines()]
+            rewrite_table(run_dir / "plan" / "actions", edit(rows, run_dir))
             document = validate_plan.run(local_spark("local[2]"), run_dir, "offload")
             assert not document["success"]
             assert any(f["expectation"] == "expect_compound_columns_to_be_unique" for f in document["failed"])
         finally:
-            rewrite_part(part, original)
+            restore_table(parts)
         return
     mutate_and_check(planned_offload, "offload", edit, failing)
