@@ -268,6 +268,51 @@ class EntryReads:
     keys: list[tuple[str, int]] = field(default_factory=list)
 
 
+class TopicEntryReads:
+    """A per-topic rule's entry reads (``spark_apps.shared.cursor_rule.EntryReader``), inside a pass's task: each
+    ledger read once, where it is (its local files, checked first: the error names the topic, ledger and file; or
+    its tier object), its entries as (entryId, publishTime, entryTs: broker timestamp when stored, else publish
+    time); what was read is counted as :class:`EntryReads` counts it."""
+
+    COLUMNS = ("topic", "ledgerId", "entryId", "publishTime", "brokerTimestamp")
+
+    def __init__(self, files: LedgerFiles, topic: str) -> None:
+        self.files, self.topic = files, topic
+        self.read_ledgers: dict[int, list[dict]] = {}
+        self.cost = {"ledgersRead": 0, "entryBytesRead": 0, "fileBytesRead": 0}
+
+    def __call__(self, ledger_id: int, payload_bytes: int) -> list[dict]:
+        if ledger_id not in self.read_ledgers:
+            self.read_ledgers[ledger_id] = self._read(ledger_id)
+            self.cost["ledgersRead"] += 1
+            self.cost["entryBytesRead"] += int(payload_bytes)
+        return self.read_ledgers[ledger_id]
+
+    def _read(self, ledger_id: int) -> list[dict]:
+        import pyarrow as pa
+        import pyarrow.parquet as pq
+
+        from housekeeping.store.tier import ObjectTier
+
+        columns = list(self.COLUMNS)
+        if self.files.in_tier(self.topic, ledger_id):
+            tier = ObjectTier.of(str(self.files.tier["url"]), self.files.tier.get("endpoint_url"))
+            table = tier.read_ledger(self.files.tier_object(self.topic, ledger_id), columns=columns)
+        else:
+            paths = self.files.checked_dir(self.topic, ledger_id)[1]
+            self.cost["fileBytesRead"] += sum(path.stat().st_size for path in paths)
+            table = pa.concat_tables([pq.read_table(path, columns=columns) for path in paths])
+        return [
+            {
+                "entryId": row["entryId"],
+                "publishTime": row["publishTime"],
+                "entryTs": row["publishTime"] if row["brokerTimestamp"] is None else row["brokerTimestamp"],
+            }
+            for row in table.to_pylist()
+            if row["topic"] == self.topic and row["ledgerId"] == ledger_id
+        ]
+
+
 def read_entries(
     spark: SparkSession, files: LedgerFiles, keys: list[tuple[str, int, int]], reads: EntryReads
 ) -> DataFrame:

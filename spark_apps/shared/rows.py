@@ -4,7 +4,8 @@ by topic reads as one decided by Spark. No pyspark: the unit tests call the rule
 
 from __future__ import annotations
 
-from datetime import UTC, datetime
+from datetime import UTC, datetime, timedelta
+from decimal import ROUND_HALF_UP, Decimal
 from typing import Any
 
 Row = dict[str, Any]
@@ -30,6 +31,18 @@ def position_text(ledger: int | None, entry: int | None) -> str | None:
 def utc_second(epoch_ms: int) -> str:
     """``yyyy-MM-dd'T'HH:mm:ss'Z'`` of an epoch-millisecond time (the session's time zone is UTC)."""
     return datetime.fromtimestamp(epoch_ms // 1000, UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
+
+
+def utc_millis(epoch_ms: int) -> str:
+    """``yyyy-MM-dd'T'HH:mm:ss.SSS'Z'`` of an epoch-millisecond time (the session's time zone is UTC)."""
+    t = datetime(1970, 1, 1, tzinfo=UTC) + timedelta(milliseconds=epoch_ms)
+    return f"{t.year:04d}-{t:%m-%dT%H:%M:%S}.{t.microsecond // 1000:03d}Z"
+
+
+def java_fixed(value: float, digits: int) -> str:
+    """``value`` as Java's ``String.format("%.<digits>f")`` writes it: its shortest decimal form rounded half up
+    (Python's own format rounds the binary value half to even: 0.25 -> "0.2", Java's "0.3")."""
+    return str(Decimal(repr(value)).quantize(Decimal(1).scaleb(-digits), rounding=ROUND_HALF_UP))
 
 
 def join_present(separator: str, *parts: str | None) -> str:

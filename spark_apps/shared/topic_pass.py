@@ -21,6 +21,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from housekeeping.core.errors import InputError
 from housekeeping.engine.contract import (
     HOLDS,
     SNAPSHOT_TABLES,
@@ -34,6 +35,9 @@ from housekeeping.engine.contract import (
 from housekeeping.store.fs import remove_tree
 from spark_apps.shared.holds import HOLD_CHECKS, hold_check_rows
 from spark_apps.shared.rows import Row, json_lines
+
+# A task's tally key carrying the bad input it met instead of its share of the summary.
+BAD_INPUT = "badInput"
 
 # A rule: (the topic's row of the topics table, its rows of every other table read, the run's facts) -> rows per plan
 # table name.
@@ -177,13 +181,24 @@ def plan_pass(
     def plan_buckets(batches: Iterator[Any]) -> Iterator[Any]:
         for batch in batches:
             for bucket in batch.column("id").to_pylist():
-                part = _plan_bucket(path, frozen, rule, reads, outputs, tally, bucket)
+                try:
+                    part = _plan_bucket(path, frozen, rule, reads, outputs, tally, bucket)
+                except (
+                    InputError
+                ) as error:  # bad input met in a task (a damaged ledger file): named on the driver
+                    part = {BAD_INPUT: str(error)}
                 yield pa.RecordBatch.from_pylist([{"bucket": bucket, "tally": json.dumps(part)}])
 
     rows = spark.range(0, buckets, 1, buckets).mapInArrow(plan_buckets, "bucket long, tally string").collect()
+    parts = [json.loads(row["tally"]) for row in sorted(rows, key=lambda r: r["bucket"])]
+    errors = [part[BAD_INPUT] for part in parts if BAD_INPUT in part]
+    if errors:
+        raise InputError(
+            errors[0] + (f" (and {len(errors) - 1} more bucket(s) of bad input)" if len(errors) > 1 else "")
+        )
     total: dict[str, Any] = {}
-    for row in sorted(rows, key=lambda r: r["bucket"]):
-        add_tallies(total, json.loads(row["tally"]))
+    for part in parts:
+        add_tallies(total, part)
     return total
 
 

@@ -7,7 +7,7 @@ import json
 
 import pytest
 
-from tests.conftest import ledger_topic, rewrite_part
+from tests.conftest import ledger_topic, restore_table, rewrite_table, table_parts
 from tests.expiry.test_plan import AS_OF, CUTOFF, NS, build, plan
 
 pytestmark = [pytest.mark.spark, pytest.mark.runs]
@@ -27,8 +27,9 @@ def test_gate_rejects_moves_past_an_unexpired_entry_or_on_protected_cursors(spar
     )
     run_dir, gate, subs, _ = plan(store, tmp_path)
     assert gate["success"] and subs[("x", "s")]["to"] == "1:1"
-    actions = next((run_dir / "plan" / "actions").glob("part-*"))
-    original = actions.read_text()
+    actions = run_dir / "plan" / "actions"
+    parts = table_parts(actions)
+    original = "".join(parts.values())
     topic = f"persistent://{NS}/x"
     mutants = {
         "past the young entry": original.replace('"to":"1:1"', '"to":"1:3"'),
@@ -49,7 +50,7 @@ def test_gate_rejects_moves_past_an_unexpired_entry_or_on_protected_cursors(spar
     }
     for label, text in mutants.items():
         assert text != original, label
-        rewrite_part(actions, text)
+        rewrite_table(actions, [json.loads(line) for line in text.splitlines()])
         assert not validate_plan.run(spark, run_dir, "expiry")["success"], label
-    rewrite_part(actions, original)
+    restore_table(parts)
     assert validate_plan.run(spark, run_dir, "expiry")["success"]
