@@ -1,130 +1,68 @@
 """Quality-gate checks for message expiry, re-derived from the snapshot and, where timestamps decide, from the
-entries themselves, apart from the planner: every cursor move passes the common cursor-move checks
-(``shared/cursor_checks``); TTL is on; every newly acknowledged entry is expired (its ledger closed before the
-cutoff, or its timestamp is before the cutoff: read from the entries unless the ledger's newest timestamp already
-is); Pulsar's connected-consumer guard holds; the summary reconciles."""
+entries themselves, apart from the planner, in one Spark pass (``spark_apps.shared.topic_pass.check_pass``): the
+plan's actions routed to their topic's bucket, then ``spark_apps.expiry.checks`` topic by topic over the bucket's
+snapshot rows, reading the entries it needs inside the task; the pass adds the hold checks. Great Expectations
+validates every frame on the driver, and the summary's cursor count against the moves checked.
+"""
 
 from __future__ import annotations
 
 from pathlib import Path
 
-from pyspark.sql import DataFrame
-from pyspark.sql import functions as F
-
-from housekeeping.engine.contract import RunDir, read_run_info
+from housekeeping.engine.contract import CURSORS, LEDGERS, RunDir, read_run_info, table
 from housekeeping.engine.gate import CheckFrame, expect, must_be_true
 from housekeeping.engine.mechanism import Mechanism
 from housekeeping.engine.plan import read_summary
-from spark_apps.shared.cursor_checks import (
-    MOVE_COMMON_CHECKS,
-    acknowledged_entries_expired,
-    common_move_checks,
-    entry_holding,
-    move_frame,
-    ordinal,
-    stored_read_keys,
-    summary_checks,
+from spark_apps.expiry.checks import EXPIRY_CHECKS, check_topic
+from spark_apps.shared.io import LedgerFiles, TopicEntryReads
+from spark_apps.shared.move_checks import TopicFacts
+from spark_apps.shared.rows import Row
+from spark_apps.shared.topic_pass import BucketRows, boolean_columns, by_topic, check_pass, pandas_frame
+
+FRAMES = (
+    table("actions", "topic string, action string"),
+    table(
+        "cursor_moves", "topic string, name string, from string, to string, " + boolean_columns(EXPIRY_CHECKS)
+    ),
 )
-from spark_apps.shared.io import EntryReads, LedgerFiles, read_actions, read_entries, read_snapshot
-from spark_apps.shared.session import materialize
-from spark_apps.shared.topic_names import topic_name_facts
+SUMMARY_CHECKS = table("summary", "planned bigint, counted bigint, summary_reconciles boolean")
 
 
-def expiry_move_checks(spark, info: dict, actions: DataFrame, snapshot: dict, reads: EntryReads) -> DataFrame:
-    as_of = int(info["asOfMs"])
-    broker = info["broker"]
-    ledgers = snapshot["ledgers"]
-    names = topic_name_facts(spark, [actions]).select("topic", "isSystemTopic")
-    frame = move_frame(
-        actions,
-        snapshot["topics"].select("topic", "messageTtlSeconds").join(names, "topic", "left"),
-        ledgers,
-        snapshot["cursors"],
-    ).withColumn("cutoffMs", F.lit(as_of) - F.col("messageTtlSeconds") * 1000)
-    frame = materialize(frame)
-    expired = acknowledged_entries_expired(spark, LedgerFiles.of(info), frame, ledgers, reads)
-    # Guard: re-read the oldest unacknowledged entry of guarded subscriptions.
-    backlog = ordinal(ledgers, frame, ["topic", "name"], "fromL", "fromE", "ackedBefore").join(
-        ledgers.groupBy("topic").agg(F.sum("entries").alias("topicEntries")), "topic"
-    )
-    guarded = (
-        frame.join(backlog, ["topic", "name"])
-        .where(
-            (F.col("consumers") > 0)
-            & (
-                F.col("topicEntries") - F.col("ackedBefore")
-                < F.lit(int(broker["housekeepingExpiryGuardMinimumBacklog"]))
-            )
+def check_bucket(bucket: int, actions: list[Row], run_dir: str, info: dict) -> dict[str, list[Row]]:
+    """Every check frame's rows of one bucket: each topic the plan's actions of the bucket name."""
+    snapshot = BucketRows.read(run_dir, info, (LEDGERS.name, CURSORS.name), bucket)
+    files = LedgerFiles.of(info)
+    frames: dict[str, list[Row]] = {frame.name: [] for frame in FRAMES}
+    for topic, topic_actions in by_topic(actions).items():
+        facts = TopicFacts(
+            snapshot.topics.get(topic), snapshot.of(LEDGERS.name, topic), snapshot.of(CURSORS.name, topic)
         )
-        .transform(materialize)
-    )
-    first = materialize(entry_holding(ledgers, guarded, ["topic", "name"], "ackedBefore"))
-    keys = stored_read_keys(first)
-    oldest = read_entries(spark, LedgerFiles.of(info), keys, reads).select(
-        "topic", "ledgerId", "entryId", "publishTime"
-    )
-    factor = float(broker["housekeepingExpiryGuardAgeFactor"])
-    guard = (
-        guarded.select("topic", "name", "messageTtlSeconds")
-        .join(first.select("topic", "name", "ledgerId", "entryId"), ["topic", "name"], "left")
-        .join(oldest, ["topic", "ledgerId", "entryId"], "left")
-        .select(
-            "topic",
-            "name",
-            F.coalesce(
-                F.lit(as_of)
-                > F.col("publishTime")
-                + F.floor(F.col("messageTtlSeconds") * F.lit(factor)).cast("long") * 1000,
-                F.lit(False),
-            ).alias("guardOk"),
-        )
-    )
-    return (
-        frame.join(expired, ["topic", "name"], "left")
-        .join(guard, ["topic", "name"], "left")
-        .select(
-            "topic",
-            "name",
-            "from",
-            "to",
-            *common_move_checks(frame, allow_ledger_start=False),
-            F.coalesce(F.col("messageTtlSeconds") > 0, F.lit(False)).alias("ttl_enabled"),
-            F.coalesce(F.col("acknowledged_entries_expired"), F.lit(False)).alias(
-                "acknowledged_entries_expired"
-            ),
-            F.coalesce(F.col("guardOk"), F.lit(True)).alias("consumer_guard_allows"),
-        )
-    )
+        reads = TopicEntryReads(files, topic) if topic is not None else (lambda ledger_id, size: [])
+        for name, rows in check_topic(facts, topic_actions, info, reads).items():
+            frames[name].extend(rows)
+    return frames
 
 
 def checks(spark, run_dir: str | Path, spec: Mechanism) -> list[CheckFrame]:
     run = RunDir(run_dir)
-    info = read_run_info(run)
-    snapshot = read_snapshot(spark, run)
-    actions = materialize(read_actions(spark, run))
-    moves = expiry_move_checks(spark, info, actions, snapshot, EntryReads())
+    frames = check_pass(spark, run.path, read_run_info(run), checker=check_bucket, frames=FRAMES)
+    pandas = {name: frame.to_pandas() for name, frame in frames.items()}
+    planned, counted = int(read_summary(run.path).get("cursorsToMove", 0)), frames["cursor_moves"].num_rows
+    summary = [{"planned": planned, "counted": counted, "summary_reconciles": planned == counted}]
     return [
         CheckFrame(
             "actions",
-            actions.select("action"),
+            pandas["actions"],
             [expect("ExpectColumnValuesToBeInSet", column="action", value_set=list(spec.action_names))],
         ),
         CheckFrame(
             "cursor_moves",
-            moves,
+            pandas["cursor_moves"],
             [
                 expect("ExpectCompoundColumnsToBeUnique", column_list=["topic", "name"]),
-                *must_be_true(
-                    *MOVE_COMMON_CHECKS,
-                    "ttl_enabled",
-                    "acknowledged_entries_expired",
-                    "consumer_guard_allows",
-                ),
+                *must_be_true(*EXPIRY_CHECKS),
             ],
         ),
-        CheckFrame(
-            "summary",
-            summary_checks(spark, moves, read_summary(run.path)),
-            must_be_true("summary_reconciles"),
-        ),
+        CheckFrame("summary", pandas_frame(SUMMARY_CHECKS, summary), must_be_true("summary_reconciles")),
+        CheckFrame("holds", pandas["holds"], must_be_true("not_held")),
     ]
