@@ -24,15 +24,13 @@ from housekeeping.engine.contract import ACTIONS, BLOCKERS, CURSORS, LEDGERS, Ru
 from housekeeping.mechanisms.expiry.tables import EXPIRY_SUBSCRIPTIONS
 from spark_apps.expiry.rule import plan_topic
 from spark_apps.shared.cursor_rule import cursor_summary, cursor_tally
-from spark_apps.shared.io import LedgerFiles, TopicEntryReads, write_summary
+from spark_apps.shared.io import READ_COST, LedgerFiles, TopicEntryReads, read_cost, write_summary
 from spark_apps.shared.plan_app import parse_plan_args, plan_main
 from spark_apps.shared.rows import Row
-from spark_apps.shared.topic_pass import measure_pass, namespace_measures, plan_pass
+from spark_apps.shared.topic_pass import add_tallies, measure_pass, namespace_measures, plan_pass
 
 READS = (LEDGERS.name, CURSORS.name)
 OUTPUTS = (EXPIRY_SUBSCRIPTIONS, ACTIONS, BLOCKERS)
-# The pass's extra table of what each topic read from the entry store (added up into the summary, never written).
-READ_COST = "reads"
 
 
 def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
@@ -44,39 +42,22 @@ def expiry_topic(topic: Row, rows: Mapping[str, list[Row]], info: Mapping[str, A
     ledgers = rows[LEDGERS.name]
     reads = TopicEntryReads(LedgerFiles.of(dict(info)), topic["topic"])
     plan = plan_topic(topic, ledgers, rows[CURSORS.name], info, reads)
-    stored = [r["size"] for r in ledgers if r["entriesStored"]]
-    cost = {**reads.cost, "ledgersStored": len(stored), "storedEntryBytes": sum(stored)}
     return {
         EXPIRY_SUBSCRIPTIONS.name: plan.subscriptions,
         ACTIONS.name: plan.actions,
         BLOCKERS.name: plan.blockers,
-        READ_COST: [cost],
+        READ_COST: [reads.cost_row(ledgers)],
     }
 
 
 def tally(decided: Mapping[str, list[Row]]) -> dict[str, Any]:
     """A bucket's share of the summary: the cursors moved and what they acknowledge per namespace, what was read."""
-    reads: dict[str, int] = {}
+    reads: dict[str, Any] = {}
     for cost in decided.get(READ_COST, []):
-        for key, value in cost.items():
-            reads[key] = reads.get(key, 0) + value
+        add_tallies(reads, cost)
     return {
         **cursor_tally(decided[EXPIRY_SUBSCRIPTIONS.name], "entriesExpired", "bytesExpired"),
         READ_COST: reads,
-    }
-
-
-def read_cost(reads: Mapping[str, int]) -> dict[str, Any]:
-    """What the plan read from the entry store, against what the store holds."""
-    stored = int(reads.get("storedEntryBytes", 0))
-    read = int(reads.get("entryBytesRead", 0))
-    return {
-        "ledgersRead": int(reads.get("ledgersRead", 0)),
-        "ledgersStored": int(reads.get("ledgersStored", 0)),
-        "entryBytesRead": read,
-        "fileBytesRead": int(reads.get("fileBytesRead", 0)),
-        "storedEntryBytes": stored,
-        "readShare": (read / stored) if stored else 0.0,
     }
 
 

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any
 
 from pyspark.sql import Column, DataFrame, SparkSession
 from pyspark.sql import functions as F
@@ -288,6 +289,11 @@ class TopicEntryReads:
             self.cost["entryBytesRead"] += int(payload_bytes)
         return self.read_ledgers[ledger_id]
 
+    def cost_row(self, ledgers: list[dict]) -> dict[str, int]:
+        """What this topic read, beside what its ledgers store: a row of a pass's :data:`READ_COST` table."""
+        stored = [r["size"] for r in ledgers if r["entriesStored"]]
+        return {**self.cost, "ledgersStored": len(stored), "storedEntryBytes": sum(stored)}
+
     def _read(self, ledger_id: int) -> list[dict]:
         import pyarrow as pa
         import pyarrow.parquet as pq
@@ -311,6 +317,24 @@ class TopicEntryReads:
             for row in table.to_pylist()
             if row["topic"] == self.topic and row["ledgerId"] == ledger_id
         ]
+
+
+# A one-pass rule's extra table of what each topic read from the entry store (:meth:`TopicEntryReads.cost_row`),
+# added up into the plan's summary, never written.
+READ_COST = "reads"
+
+
+def read_cost(reads: dict[str, int]) -> dict[str, Any]:
+    """The summary's ``reads``: what the plan read from the entry store, against what the store holds."""
+    stored, read = int(reads.get("storedEntryBytes", 0)), int(reads.get("entryBytesRead", 0))
+    return {
+        "ledgersRead": int(reads.get("ledgersRead", 0)),
+        "ledgersStored": int(reads.get("ledgersStored", 0)),
+        "entryBytesRead": read,
+        "fileBytesRead": int(reads.get("fileBytesRead", 0)),
+        "storedEntryBytes": stored,
+        "readShare": (read / stored) if stored else 0.0,
+    }
 
 
 def read_entries(
