@@ -15,9 +15,16 @@ from housekeeping.engine.mechanism import Mechanism
 from housekeeping.engine.plan import read_summary
 from spark_apps.expiry.checks import EXPIRY_CHECKS, check_topic
 from spark_apps.shared.io import LedgerFiles, TopicEntryReads
-from spark_apps.shared.move_checks import TopicFacts
+from spark_apps.shared.move_checks import SUMMARY_CHECKS, TopicFacts, summary_rows
 from spark_apps.shared.rows import Row
-from spark_apps.shared.topic_pass import BucketRows, boolean_columns, by_topic, check_pass, pandas_frame
+from spark_apps.shared.topic_pass import (
+    BucketPlan,
+    BucketRows,
+    boolean_columns,
+    by_topic,
+    check_pass,
+    pandas_frame,
+)
 
 FRAMES = (
     table("actions", "topic string, action string"),
@@ -25,15 +32,14 @@ FRAMES = (
         "cursor_moves", "topic string, name string, from string, to string, " + boolean_columns(EXPIRY_CHECKS)
     ),
 )
-SUMMARY_CHECKS = table("summary", "planned bigint, counted bigint, summary_reconciles boolean")
 
 
-def check_bucket(bucket: int, actions: list[Row], run_dir: str, info: dict) -> dict[str, list[Row]]:
+def check_bucket(bucket: int, plan: BucketPlan, run_dir: str, info: dict) -> dict[str, list[Row]]:
     """Every check frame's rows of one bucket: each topic the plan's actions of the bucket name."""
     snapshot = BucketRows.read(run_dir, info, (LEDGERS.name, CURSORS.name), bucket)
     files = LedgerFiles.of(info)
     frames: dict[str, list[Row]] = {frame.name: [] for frame in FRAMES}
-    for topic, topic_actions in by_topic(actions).items():
+    for topic, topic_actions in by_topic(plan.actions).items():
         facts = TopicFacts(
             snapshot.topics.get(topic), snapshot.of(LEDGERS.name, topic), snapshot.of(CURSORS.name, topic)
         )
@@ -47,8 +53,7 @@ def checks(spark, run_dir: str | Path, spec: Mechanism) -> list[CheckFrame]:
     run = RunDir(run_dir)
     frames = check_pass(spark, run.path, read_run_info(run), checker=check_bucket, frames=FRAMES)
     pandas = {name: frame.to_pandas() for name, frame in frames.items()}
-    planned, counted = int(read_summary(run.path).get("cursorsToMove", 0)), frames["cursor_moves"].num_rows
-    summary = [{"planned": planned, "counted": counted, "summary_reconciles": planned == counted}]
+    summary = summary_rows(read_summary(run.path), frames["cursor_moves"].num_rows)
     return [
         CheckFrame(
             "actions",

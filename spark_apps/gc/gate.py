@@ -33,6 +33,7 @@ from spark_apps.gc.checks import (
 )
 from spark_apps.shared.rows import Row
 from spark_apps.shared.topic_pass import (
+    BucketPlan,
     BucketRows,
     boolean_columns,
     by_topic,
@@ -56,10 +57,10 @@ NAMESPACE_CHECKS = table(
 )
 
 
-def check_bucket(bucket: int, actions: list[Row], run_dir: str, info: dict) -> dict[str, list[Row]]:
+def check_bucket(bucket: int, plan: BucketPlan, run_dir: str, info: dict) -> dict[str, list[Row]]:
     """Every per-bucket frame's rows: each topic of the snapshot's bucket and each topic the bucket's actions name."""
     snapshot = BucketRows.read(run_dir, info, (LEDGERS.name, CURSORS.name), bucket)
-    planned = by_topic(actions)
+    planned = by_topic(plan.actions)
     frames: dict[str, list[Row]] = {frame.name: [] for frame in FRAMES}
     for topic, topic_actions in planned.items():
         facts = TopicFacts(

@@ -13,7 +13,7 @@ from housekeeping.engine.gate import CheckFrame, expect, must_be_true
 from housekeeping.engine.mechanism import Mechanism
 from spark_apps.offload.checks import OFFLOAD_CHECKS, check_topic
 from spark_apps.shared.rows import Row
-from spark_apps.shared.topic_pass import BucketRows, boolean_columns, by_topic, check_pass
+from spark_apps.shared.topic_pass import BucketPlan, BucketRows, boolean_columns, by_topic, check_pass
 
 FRAMES = (
     table("actions", "topic string, action string, topic_in_snapshot boolean"),
@@ -22,11 +22,11 @@ FRAMES = (
 )
 
 
-def check_bucket(bucket: int, actions: list[Row], run_dir: str, info: dict) -> dict[str, list[Row]]:
+def check_bucket(bucket: int, plan: BucketPlan, run_dir: str, info: dict) -> dict[str, list[Row]]:
     """Every check frame's rows of one bucket: each topic of the snapshot's bucket and each topic the plan's actions
     of the bucket name."""
     snapshot = BucketRows.read(run_dir, info, (LEDGERS.name,), bucket)
-    planned = by_topic(actions)
+    planned = by_topic(plan.actions)
     frames: dict[str, list[Row]] = {frame.name: [] for frame in FRAMES}
     as_of_ms = int(info["asOfMs"])
     for topic in dict.fromkeys([*snapshot.topics, *planned]):

@@ -10,9 +10,11 @@ the snapshot lacks, a position that does not parse) read as SQL reads them: the 
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
+from typing import Any
 
 from housekeeping.core.names import COMPACTION_SUBSCRIPTION
+from housekeeping.engine.contract import table
 from spark_apps.shared.rows import Row, both, compare, holds, struct_key
 from spark_apps.shared.topic_names import name_facts
 
@@ -26,6 +28,9 @@ MOVE_COMMON_CHECKS = (
     "to_is_an_entry_of_a_listed_ledger",
     "not_past_last_entry",
 )
+
+# The planner's count of cursors to move against the moves the gate checked.
+SUMMARY_CHECKS = table("summary", "planned bigint, counted bigint, summary_reconciles boolean")
 
 # (ledger id, payload bytes) -> the ledger's entries (entryId, publishTime, entryTs).
 Entries = Callable[[int, int], list[Row]]
@@ -136,3 +141,9 @@ def entries_expired(facts: TopicFacts, move: Row, cutoff_ms: int | None, read: E
         in_range = [e for e in read_entries if lo <= e["entryId"] <= hi]
         verdicts.append(len(in_range) == hi - lo + 1 and all(e["entryTs"] < cutoff_ms for e in in_range))
     return bool(verdicts) and all(verdicts)
+
+
+def summary_rows(summary: Mapping[str, Any], moves_checked: int) -> list[Row]:
+    """The :data:`SUMMARY_CHECKS` row: the summary's ``cursorsToMove`` is the number of moves checked."""
+    planned = int(summary.get("cursorsToMove", 0))
+    return [{"planned": planned, "counted": moves_checked, "summary_reconciles": planned == moves_checked}]

@@ -23,6 +23,7 @@ from typing import Any
 
 from housekeeping.core.errors import InputError
 from housekeeping.engine.contract import (
+    ACTIONS,
     HOLDS,
     SNAPSHOT_TABLES,
     TOPICS,
@@ -255,9 +256,18 @@ def pandas_frame(table: Table, rows: list[Row]) -> Any:
     return pa.Table.from_pylist(rows, table.arrow_schema()).to_pandas()
 
 
-# A gate's checker: (bucket, the plan's actions of the bucket's topics, the run directory, the run's facts) -> rows
-# per check frame.
-Checker = Callable[[int, list[Row], str, Mapping[str, Any]], Mapping[str, list[Row]]]
+@dataclass(frozen=True)
+class BucketPlan:
+    """The plan's rows of one bucket's topics, as the gate's pass routed them: the actions, and the rows of each
+    other plan table the gate asked for (by table name)."""
+
+    actions: list[Row]
+    tables: Mapping[str, list[Row]]
+
+
+# A gate's checker: (bucket, the plan's rows of the bucket's topics, the run directory, the run's facts) -> rows per
+# check frame.
+Checker = Callable[[int, BucketPlan, str, Mapping[str, Any]], Mapping[str, list[Row]]]
 
 
 def _ipc(table: Any) -> bytes:
@@ -270,47 +280,64 @@ def _ipc(table: Any) -> bytes:
 
 
 def check_pass(
-    spark, run_dir: str | Path, info: Mapping[str, Any], *, checker: Checker, frames: Sequence[Table]
-) -> dict[str, Any]:
+    spark, run_dir: str | Path, info: Mapping[str, Any], *, checker: Checker, frames: Sequence[Table],
+    routed: Sequence[Table] = (),
+) -> dict[str, Any]:  # fmt: skip
     """A gate's check frames in one Spark job: the plan's actions, read apart from the planner's files and routed to
     their topic's bucket by Spark (``crc32`` of the name: :func:`housekeeping.engine.contract.topic_bucket`, so an
     action in any part file meets its topic), then ``checker`` per bucket over the bucket's snapshot rows. Every
     bucket is visited, with or without actions (a check that something due was planned needs all of them).
+    ``routed``: other plan tables (with a ``topic`` column) routed the same way, each row as its JSON.
     ``frames``: the check frames ``checker`` returns rows of; the pass adds ``holds``
     (:func:`spark_apps.shared.holds.hold_check_rows`: no deleting or cursor-moving action on a held topic). Returns
     each frame as one Arrow table."""
     import pyarrow as pa
     from pyspark.sql import functions as F
 
-    from spark_apps.shared.io import read_actions
+    from spark_apps.shared.io import read_actions, read_table
 
     buckets = bucket_count(info)
     path, frozen = str(RunDir(run_dir).path), dict(info)
     schemas = {table.name: table.arrow_schema() for table in (*frames, HOLD_CHECKS)}
     bucket_of = (F.crc32(F.coalesce(F.col("topic"), F.lit("")).cast("binary")) % buckets).cast("long")
-    routed = (
-        read_actions(spark, run_dir)
-        .withColumn("bucket", bucket_of)
-        .withColumn("marker", F.lit(False))
-        .unionByName(
-            spark.range(0, buckets, 1, 1).select(F.col("id").alias("bucket"), F.lit(True).alias("marker")),
+    rows = read_actions(spark, run_dir).withColumn("planTable", F.lit(None).cast("string"))
+    for plan_table in routed:
+        frame = read_table(spark, run_dir, plan_table)
+        rows = rows.unionByName(
+            frame.select(
+                "topic",
+                F.lit(plan_table.name).alias("planTable"),
+                F.to_json(F.struct(*frame.columns)).alias("planRow"),
+            ),
             allowMissingColumns=True,
         )
+    markers = spark.range(0, buckets, 1, 1).select(F.col("id").alias("bucket"), F.lit(True).alias("marker"))
+    by_bucket = (
+        rows.withColumn("bucket", bucket_of)
+        .withColumn("marker", F.lit(False))
+        .unionByName(markers, allowMissingColumns=True)
         .repartition(buckets, "bucket")
     )
+    names = {plan_table.name: plan_table.names for plan_table in routed}
+    action_columns = list(ACTIONS.names)
 
     def check_buckets(batches: Iterator[Any]) -> Iterator[Any]:
-        actions: dict[int, list[Row]] = {}
+        plans: dict[int, BucketPlan] = {}
         for batch in batches:
             for row in batch.to_pylist():
-                bucket, marker = row.pop("bucket"), row.pop("marker")
-                rows = actions.setdefault(bucket, [])
-                if not marker:
-                    rows.append(row)
-        for bucket, rows in sorted(actions.items()):
+                bucket = row["bucket"]
+                plan = plans.setdefault(bucket, BucketPlan([], {name: [] for name in names}))
+                if row["marker"]:
+                    continue
+                if row["planTable"] is None:
+                    plan.actions.append({column: row[column] for column in action_columns})
+                else:
+                    parsed = json.loads(row["planRow"])
+                    plan.tables[row["planTable"]].append({c: parsed.get(c) for c in names[row["planTable"]]})
+        for bucket, plan in sorted(plans.items()):
             checked = {
-                **checker(bucket, rows, path, frozen),
-                HOLD_CHECKS.name: hold_check_rows(rows, read_bucket(path, frozen, HOLDS, bucket)),
+                **checker(bucket, plan, path, frozen),
+                HOLD_CHECKS.name: hold_check_rows(plan.actions, read_bucket(path, frozen, HOLDS, bucket)),
             }
             yield pa.RecordBatch.from_pylist(
                 [
@@ -324,7 +351,7 @@ def check_pass(
             )
 
     parts: dict[str, list[Any]] = {name: [] for name in schemas}
-    for row in routed.mapInArrow(check_buckets, "bucket long, frame string, data binary").collect():
+    for row in by_bucket.mapInArrow(check_buckets, "bucket long, frame string, data binary").collect():
         parts[row["frame"]].append(pa.ipc.open_stream(row["data"]).read_all())
     return {
         name: pa.concat_tables(tables) if tables else schema.empty_table()

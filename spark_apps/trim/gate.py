@@ -24,6 +24,7 @@ from housekeeping.engine.mechanism import Mechanism
 from housekeeping.engine.plan import read_summary
 from spark_apps.shared.rows import Row
 from spark_apps.shared.topic_pass import (
+    BucketPlan,
     BucketRows,
     boolean_columns,
     by_topic,
@@ -56,11 +57,11 @@ NAMESPACE_CHECKS = table(
 )
 
 
-def check_bucket(bucket: int, actions: list[Row], run_dir: str, info: dict) -> dict[str, list[Row]]:
+def check_bucket(bucket: int, plan: BucketPlan, run_dir: str, info: dict) -> dict[str, list[Row]]:
     """Every check frame's rows of one bucket: each topic of the snapshot's bucket and each topic the plan's actions
     of the bucket name."""
     snapshot = BucketRows.read(run_dir, info, (LEDGERS.name, CURSORS.name), bucket)
-    planned = by_topic(actions)
+    planned = by_topic(plan.actions)
     frames: dict[str, list[Row]] = {frame.name: [] for frame in FRAMES}
     as_of_ms = int(info["asOfMs"])
     for topic in dict.fromkeys([*snapshot.topics, *planned]):

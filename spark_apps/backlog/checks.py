@@ -1,0 +1,285 @@
+"""Backlog quota's gate checks over one topic, re-derived from the snapshot apart from the planner (and, in precise
+mode, from the entries themselves): plain Python over the topic's rows (``spark_apps.backlog.gate`` runs them in
+one Spark pass; the unit tests call them alone).
+
+- quota state: size and time exceeded as Pulsar measures them on the slowest durable cursor (system topics exempt,
+  read from the name), with the gate's own arithmetic (``TopicFacts``; ``housekeeping.core.topic_ledgers`` is the
+  planner's);
+- every ``move_cursor``: the common cursor-move checks (``spark_apps.shared.move_checks``; a ``(L, -1)`` target is
+  legal), the quota acted on is exceeded and its policy is consumer_backlog_eviction, and the move is justified:
+  it starts where the cursor's first eviction step starts and ends where its last one ends, or (precise time
+  eviction) it acknowledges only entries older than 0.9 x the limit;
+- every eviction step replays Pulsar's loops: size steps move the slowest cursor (never the same one twice in a row)
+  by exactly (int)((B - 0.9 L) / B x entriesInBacklog) entries from a backlog B > 0.9 L (the first from B >= L);
+  time steps skip exactly one ledger closed longer ago than the limit (or no longer listed) to the next one's start;
+  no step moves the compaction cursor, and each starts where its cursor is after the steps before it;
+- every quota-state flag agrees with the re-derived exceeded flag, and only producer policies are flagged exceeded.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any
+
+from housekeeping.core.names import COMPACTION_SUBSCRIPTION
+from housekeeping.mechanisms.backlog.actions import FLAG_BACKLOG_QUOTA
+from housekeeping.mechanisms.shared.cursors import MOVE_CURSOR
+from spark_apps.shared.move_checks import (
+    MOVE_COMMON_CHECKS,
+    Entries,
+    TopicFacts,
+    common_move_checks,
+    entries_expired,
+    position,
+)
+from spark_apps.shared.rows import Row, compare, holds, struct_key
+from spark_apps.shared.topic_names import name_facts
+
+EVICTION_POLICY = "consumer_backlog_eviction"
+PRODUCER_POLICIES = ("producer_request_hold", "producer_exception")
+MOVE_CHECKS = (*MOVE_COMMON_CHECKS, "quota_exceeded_with_eviction_policy", "move_is_justified")
+STEP_CHECKS = (
+    "not_compaction_subscription",
+    "step_starts_where_cursor_is",
+    "size_step_moves_the_slowest_cursor",
+    "not_same_cursor_twice_in_a_row",
+    "step_follows_the_quota_rule",
+)
+FLAG_CHECKS = (
+    "topic_in_snapshot",
+    "exceeded_flag_only_for_producer_policies",
+    "flag_matches_rederived_quota_state",
+)
+
+
+def estimated_backlog(facts: TopicFacts, ledger_id: int | None, entry_id: int | None) -> int | None:
+    """Pulsar's estimated backlog bytes from a mark-delete (``getEstimatedBacklogSize``): the ledgers after it, and
+    the part of its own ledger after it by average entry size (None: the topic has no ledger)."""
+    if not facts.ledgers:
+        return None
+    total = 0
+    for ledger in facts.ledgers:
+        size, entries = ledger["size"], ledger["entries"]
+        if compare(ledger["ledgerId"], ">", ledger_id) is True:
+            total += size
+        elif compare(ledger["ledgerId"], "==", ledger_id) is True:
+            if entries <= 0 or entry_id is None:
+                consumed = 0
+            elif entries == entry_id + 1:
+                consumed = size
+            else:
+                consumed = (entry_id + 1) * (size // entries) if entry_id >= 0 else 0
+            total += size - consumed
+    return total
+
+
+class QuotaState:
+    """The topic's quota state as the gate measures it."""
+
+    def __init__(self, facts: TopicFacts, info: Mapping[str, Any], read: Entries) -> None:
+        broker = info["broker"]
+        topic = facts.topic
+        self.known = topic is not None
+        durable = [c for c in facts.cursors.values() if c["durable"]]
+        slowest = min(((c["markDeleteLedger"], c["markDeleteEntry"]) for c in durable), default=None)
+        self.slowest = slowest
+        if not self.known:
+            self.size_exceeded = self.time_exceeded = None
+            return
+        enabled = bool(broker["backlogQuotaCheckEnabled"])
+        exempt = name_facts(topic["topic"])["isSystemTopic"]
+        backlog = estimated_backlog(facts, *slowest) if slowest else None
+        size_limit, time_limit = topic["sizeQuotaLimitBytes"], topic["timeQuotaLimitSeconds"]
+        self.size_exceeded = bool(
+            enabled
+            and exempt is False
+            and slowest is not None
+            and size_limit >= 0
+            and (backlog or 0) >= size_limit
+        )
+        age_ts = None
+        acked = facts.entries_at_or_before(*slowest) if slowest else None
+        holding = None if acked is None else facts.entry_at(acked)
+        if holding is not None:
+            ledger, entry_id = holding
+            if broker["preciseTimeBasedBacklogQuotaCheck"]:
+                if ledger["entriesStored"]:
+                    age_ts = next(
+                        (
+                            e["entryTs"]
+                            for e in read(ledger["ledgerId"], ledger["size"])
+                            if e["entryId"] == entry_id
+                        ),
+                        None,
+                    )
+            else:
+                age_ts = ledger["closedAtMs"]
+        self.time_exceeded = bool(
+            enabled
+            and exempt is False
+            and time_limit > 0
+            and age_ts is not None
+            and int(info["asOfMs"]) > age_ts + time_limit * 1000
+        )
+
+    def acted_on(self, facts: TopicFacts, quota_type: str | None) -> bool:
+        """The quota a move names is the one Pulsar acts on (size first, else time) with the eviction policy."""
+        if quota_type == "destination_storage":
+            return self.size_exceeded is True and facts.value("sizeQuotaPolicy") == EVICTION_POLICY
+        if quota_type == "message_age":
+            return (
+                self.size_exceeded is False
+                and self.time_exceeded is True
+                and facts.value("timeQuotaPolicy") == EVICTION_POLICY
+            )
+        return False
+
+
+def move_rows(
+    facts: TopicFacts,
+    state: QuotaState,
+    moves: list[Row],
+    steps: list[Row],
+    info: Mapping[str, Any],
+    read: Entries,
+) -> list[Row]:
+    precise = bool(info["broker"]["preciseTimeBasedBacklogQuotaCheck"])
+    rows = []
+    for move in moves:
+        (from_l, from_e), (to_l, to_e) = position(move["from"]), position(move["to"])
+        own = sorted(
+            (s for s in steps if s["cursor"] == move["subscription"]), key=lambda s: struct_key(s["step"])
+        )
+        if precise and move["quotaType"] == "message_age":
+            limit = facts.value("timeQuotaLimitSeconds")
+            cutoff = None if limit is None else int(info["asOfMs"]) - int(limit * 0.9) * 1000
+            justified = entries_expired(facts, move, cutoff, read)
+        else:
+            justified = bool(own) and (
+                compare(own[-1]["toLedger"], "==", to_l) is True
+                and compare(own[-1]["toEntry"], "==", to_e) is True
+                and compare(own[0]["fromLedger"], "==", from_l) is True
+                and compare(own[0]["fromEntry"], "==", from_e) is True
+            )
+        rows.append(
+            {
+                "topic": move["topic"],
+                "name": move["subscription"],
+                "from": move["from"],
+                "to": move["to"],
+                "quotaType": move["quotaType"],
+                **common_move_checks(facts, move, allow_ledger_start=True),
+                "quota_exceeded_with_eviction_policy": state.acted_on(facts, move["quotaType"]),
+                "move_is_justified": justified,
+            }
+        )
+    return rows
+
+
+def _size_step_ok(facts: TopicFacts, step: Row, backlog: int | None, limit: int | None) -> bool:
+    """A size step skips what brings the backlog to 90 % of the limit, from a backlog over it (the first step: at or
+    over the limit itself)."""
+    acked_from = facts.entries_at_or_before(step["fromLedger"], step["fromEntry"])
+    acked_to = facts.entries_at_or_before(step["toLedger"], step["toEntry"])
+    if None in (backlog, limit, acked_from, acked_to) or not backlog:
+        return False
+    target = limit * 0.9
+    expected_skip = int((backlog - target) / backlog * (facts.entries - acked_from))
+    return (
+        backlog > target
+        and expected_skip > 0
+        and acked_to - acked_from == expected_skip
+        and (step["step"] > 1 or backlog >= limit)
+    )
+
+
+def _time_step_ok(facts: TopicFacts, step: Row, as_of_ms: int, limit: int | None) -> bool:
+    """A time step moves to the start of the next ledger, past a ledger closed longer ago than the limit."""
+    later = [r["ledgerId"] for r in facts.ledgers if compare(r["ledgerId"], ">", step["fromLedger"]) is True]
+    start = facts.by_id.get(step["fromLedger"])
+    closed = None if start is None else start["closedAtMs"]
+    old_enough = start is None or (
+        closed is not None and limit is not None and as_of_ms - closed > limit * 1000
+    )
+    return (
+        step["toEntry"] == -1
+        and later != []
+        and compare(step["toLedger"], "==", min(later)) is True
+        and old_enough
+    )
+
+
+def step_rows(facts: TopicFacts, steps: list[Row], as_of_ms: int) -> list[Row]:
+    """Each eviction step replayed: where every durable cursor is just before it (its latest earlier step's target,
+    else its snapshot mark-delete)."""
+    durable = {
+        n: (c["markDeleteLedger"], c["markDeleteEntry"]) for n, c in facts.cursors.items() if c["durable"]
+    }
+    by_number = {s["step"]: s for s in steps}
+    rows = []
+    for step in steps:
+        positions = dict(durable)
+        earlier_steps = (s for s in steps if compare(s["step"], "<", step["step"]) is True)
+        for earlier in sorted(earlier_steps, key=lambda s: s["step"]):
+            if earlier["cursor"] in positions:
+                positions[earlier["cursor"]] = (earlier["toLedger"], earlier["toEntry"])
+        own = positions.get(step["cursor"])
+        slowest = min((struct_key(*p) for p in positions.values()), default=None)
+        previous = by_number.get(step["step"] - 1) if step["step"] is not None else None
+        is_size = step["quotaType"] == "destination_storage"
+        from_key = struct_key(step["fromLedger"], step["fromEntry"])
+        backlog = estimated_backlog(facts, step["fromLedger"], step["fromEntry"])
+        rows.append(
+            {
+                "topic": step["topic"],
+                "step": step["step"],
+                "cursor": step["cursor"],
+                "not_compaction_subscription": holds(compare(step["cursor"], "!=", COMPACTION_SUBSCRIPTION)),
+                "step_starts_where_cursor_is": own is not None
+                and compare(own[0], "==", step["fromLedger"]) is True
+                and compare(own[1], "==", step["fromEntry"]) is True,
+                "size_step_moves_the_slowest_cursor": (not is_size)
+                or (slowest is not None and from_key <= slowest),
+                "not_same_cursor_twice_in_a_row": (not is_size)
+                or previous is None
+                or previous["cursor"] != step["cursor"],
+                "step_follows_the_quota_rule": (
+                    _size_step_ok(facts, step, backlog, facts.value("sizeQuotaLimitBytes"))
+                    if is_size
+                    else _time_step_ok(facts, step, as_of_ms, facts.value("timeQuotaLimitSeconds"))
+                ),
+            }
+        )
+    return rows
+
+
+def flag_rows(state: QuotaState, flags: list[Row]) -> list[Row]:
+    rows = []
+    for flag in flags:
+        rederived = state.size_exceeded if flag["quotaType"] == "destination_storage" else state.time_exceeded
+        rows.append(
+            {
+                "topic": flag["topic"],
+                "quotaType": flag["quotaType"],
+                "topic_in_snapshot": state.known,
+                "exceeded_flag_only_for_producer_policies": flag["exceeded"] is False
+                or flag["policy"] in PRODUCER_POLICIES,
+                "flag_matches_rederived_quota_state": holds(compare(flag["exceeded"], "==", rederived)),
+            }
+        )
+    return rows
+
+
+def check_topic(
+    facts: TopicFacts, actions: list[Row], steps: list[Row], info: Mapping[str, Any], read: Entries
+) -> dict[str, list[Row]]:
+    """Every check frame's rows of one topic (of the snapshot, or only named by the plan)."""
+    state = QuotaState(facts, info, read)
+    moves = [a for a in actions if a["action"] == MOVE_CURSOR.name]
+    flags = [a for a in actions if a["action"] == FLAG_BACKLOG_QUOTA.name]
+    return {
+        "actions": [{"topic": a["topic"], "action": a["action"]} for a in actions],
+        "cursor_moves": move_rows(facts, state, moves, steps, info, read),
+        "eviction_steps": step_rows(facts, steps, int(info["asOfMs"])),
+        "quota_flags": flag_rows(state, flags),
+    }
