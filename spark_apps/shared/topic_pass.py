@@ -335,10 +335,18 @@ def check_pass(
                     parsed = json.loads(row["planRow"])
                     plan.tables[row["planTable"]].append({c: parsed.get(c) for c in names[row["planTable"]]})
         for bucket, plan in sorted(plans.items()):
-            checked = {
-                **checker(bucket, plan, path, frozen),
-                HOLD_CHECKS.name: hold_check_rows(plan.actions, read_bucket(path, frozen, HOLDS, bucket)),
-            }
+            try:
+                checked = {
+                    **checker(bucket, plan, path, frozen),
+                    HOLD_CHECKS.name: hold_check_rows(plan.actions, read_bucket(path, frozen, HOLDS, bucket)),
+                }
+            except (
+                InputError
+            ) as error:  # bad input met in a task (a damaged ledger file): named on the driver
+                yield pa.RecordBatch.from_pylist(
+                    [{"bucket": bucket, "frame": BAD_INPUT, "data": str(error).encode()}]
+                )
+                continue
             yield pa.RecordBatch.from_pylist(
                 [
                     {
@@ -351,7 +359,14 @@ def check_pass(
             )
 
     parts: dict[str, list[Any]] = {name: [] for name in schemas}
-    for row in by_bucket.mapInArrow(check_buckets, "bucket long, frame string, data binary").collect():
+    collected = sorted(
+        by_bucket.mapInArrow(check_buckets, "bucket long, frame string, data binary").collect(),
+        key=lambda r: r["bucket"],
+    )
+    bad = [row["data"].decode() for row in collected if row["frame"] == BAD_INPUT]
+    if bad:
+        raise InputError(bad[0])
+    for row in collected:
         parts[row["frame"]].append(pa.ipc.open_stream(row["data"]).read_all())
     return {
         name: pa.concat_tables(tables) if tables else schema.empty_table()

@@ -181,3 +181,28 @@ def test_apply_keeps_a_newer_ack_and_a_tampered_plan_is_refused(spark, tmp_path)
     with pytest.raises(PlanNotValidated):
         apply_plan(store, run_dir, EXPIRY, purge_grace_seconds=0)
     assert export_manifest(store)["topics"] == before
+
+
+@pytest.mark.runs
+def test_a_damaged_ledger_the_search_reads_is_named_by_the_plan_and_by_the_gate(spark, tmp_path):
+    """The search reads the straddling ledger inside a Spark task: a damaged file there is still bad input naming
+    the topic, the ledger and the file, raised before anything is written; the gate, reading it again, too."""
+    from housekeeping.core.errors import InputError
+    from housekeeping.engine import launcher
+
+    topic = f"persistent://{NS}/x"
+    store = build(
+        tmp_path,
+        {"x": ledger_topic([(1, [CUTOFF - 2, CUTOFF + 1], None)], {"s": {"markDeletePosition": "1:-1"}})},
+    )
+    run_dir, gate, subs, _ = plan(store, tmp_path)
+    assert gate["success"] and subs[("x", "s")]["to"] == "1:0"
+    part = sorted(store.ledger_dir(topic, 1).glob("*.parquet"))[0]
+    good = part.read_bytes()
+    part.write_bytes(b"PAR1 this is not a parquet file PAR1")
+    with pytest.raises(InputError, match=f"topic {topic} ledger 1: {part} is not a readable Parquet file"):
+        launcher.gate_in_process(spark, run_dir, EXPIRY)
+    with pytest.raises(InputError, match=f"topic {topic} ledger 1: {part} is not a readable Parquet file"):
+        plan(store, tmp_path, "damaged")
+    assert not (tmp_path / "damaged" / "plan" / "summary.json").exists()
+    part.write_bytes(good)
