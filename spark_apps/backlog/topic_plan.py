@@ -27,10 +27,11 @@ from spark_apps.shared.cursor_rule import (
     PositionFacts,
     cursor_blocker,
     expire,
+    keep_cursor,
     move_to,
     position_facts,
 )
-from spark_apps.shared.rows import Row, keep_held, position_text, text
+from spark_apps.shared.rows import Row, position_text, text
 
 
 @dataclass
@@ -199,20 +200,6 @@ def subscription_rows(
     return rows
 
 
-def held(row: Row, held_by: str | None) -> Row:
-    """A held topic's subscription keeps its mark-delete: nothing evicted, the backlog as it was."""
-    if held_by is None or row["decision"] == "keep":
-        return row
-    kept = {
-        **row,
-        "to": None,
-        "entriesEvicted": 0,
-        "bytesEvicted": 0,
-        "backlogBytesAfter": row["backlogBytes"],
-    }
-    return keep_held(kept, held_by, decision="decision", keep="keep")
-
-
 def flag_action(topic: str, state: Row) -> Row:
     if state["exceeded"]:
         reason = (
@@ -265,7 +252,7 @@ def plan_topic(
     moves = evictions(result, steps, layout, subscriptions, read)
     held_by = topic.get("heldBy")
     rows = [
-        held(row, held_by)
+        keep_cursor(row, held_by, "entriesEvicted", "bytesEvicted")
         for cursor, facts in subscriptions
         for row in subscription_rows(topic, cursor, facts, moves.get(cursor["name"], []), layout)
     ]

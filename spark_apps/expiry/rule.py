@@ -31,10 +31,11 @@ from spark_apps.shared.cursor_rule import (
     Layout,
     cursor_blocker,
     expire,
+    keep_cursor,
     move_to,
     position_facts,
 )
-from spark_apps.shared.rows import Row, java_fixed, keep_held, position_text, text, utc_millis
+from spark_apps.shared.rows import Row, java_fixed, position_text, text, utc_millis
 
 
 @dataclass
@@ -160,20 +161,6 @@ def subscription_row(
     }
 
 
-def held(row: Row, held_by: str | None) -> Row:
-    """A held topic's subscription keeps its mark-delete: nothing expired, the backlog as it was."""
-    if held_by is None or row["decision"] == "keep":
-        return row
-    kept = {
-        **row,
-        "to": None,
-        "entriesExpired": 0,
-        "bytesExpired": 0,
-        "backlogBytesAfter": row["backlogBytes"],
-    }
-    return keep_held(kept, held_by, decision="decision", keep="keep")
-
-
 def plan_topic(
     topic: Row, ledgers: list[Row], cursors: list[Row], info: Mapping[str, Any], read: EntryReader
 ) -> TopicPlan:
@@ -183,7 +170,12 @@ def plan_topic(
         return TopicPlan([], [], [])
     layout, as_of_ms, guard = Layout.of(ledgers), int(info["asOfMs"]), Guard.of(info)
     rows = [
-        held(subscription_row(topic, cursor, layout, as_of_ms, guard, read), topic.get("heldBy"))
+        keep_cursor(
+            subscription_row(topic, cursor, layout, as_of_ms, guard, read),
+            topic.get("heldBy"),
+            "entriesExpired",
+            "bytesExpired",
+        )
         for cursor in sorted(cursors, key=lambda c: c["name"])
         if cursor["durable"]
     ]

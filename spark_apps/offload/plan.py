@@ -36,7 +36,7 @@ from spark_apps.offload.rule import NO_OFFLOADER, local_bytes_left, plan_topic
 from spark_apps.shared.io import write_summary
 from spark_apps.shared.plan_app import parse_plan_args, plan_main
 from spark_apps.shared.rows import Row
-from spark_apps.shared.topic_pass import measure_pass, namespace_measures, plan_pass
+from spark_apps.shared.topic_pass import ledgers_per_namespace, measure_pass, namespace_measures, plan_pass
 
 READS = (LEDGERS.name,)
 OUTPUTS = (OFFLOAD_DECISIONS, ACTIONS, BLOCKERS)
@@ -54,13 +54,7 @@ def offload_topic(topic: Row, rows: Mapping[str, list[Row]], info: Mapping[str, 
 
 def tally(decided: Mapping[str, list[Row]]) -> dict[str, Any]:
     """A bucket's share of the summary: the ledgers and bytes offloaded per namespace."""
-    per_namespace: dict[str, dict[str, int]] = {}
-    for d in decided[OFFLOAD_DECISIONS.name]:
-        if d["decision"] == "offload":
-            counts = per_namespace.setdefault(d["namespace"], {"ledgers": 0, "bytes": 0})
-            counts["ledgers"] += 1
-            counts["bytes"] += d["size"]
-    return {"perNamespace": per_namespace}
+    return {"perNamespace": ledgers_per_namespace(decided[OFFLOAD_DECISIONS.name], "offload")}
 
 
 def sweep_topic(topic: Row, rows: Mapping[str, list[Row]], info: Mapping[str, Any]) -> dict[str, list[Row]]:

@@ -21,7 +21,8 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
-from spark_apps.shared.rows import Row, position_text, text
+from housekeeping.core.topic_ledgers import consumed_ledger_size
+from spark_apps.shared.rows import Row, keep_held, position_text, text
 
 WHOLLY_EXPIRED = ("closed_before_cutoff", "all_entries_before_cutoff")
 
@@ -67,15 +68,6 @@ class Layout:
         """The position of the entry at ``ordinal - 1``: the mark-delete that acknowledges ``ordinal`` entries."""
         span = next((s for s in self.spans if s.ledger["entries"] > 0 and s.start < ordinal <= s.end), None)
         return None if span is None else (span.id, ordinal - 1 - span.start)
-
-
-def consumed_ledger_size(size: int, entries: int, entry: int) -> int:
-    """Pulsar ``ManagedLedgerImpl#consumedLedgerSize``: bytes of a ledger at or before entry ``entry``."""
-    if entries <= 0:
-        return 0
-    if entries == entry + 1:
-        return size
-    return (entry + 1) * (size // entries) if entry >= 0 else 0
 
 
 @dataclass(frozen=True)
@@ -242,6 +234,15 @@ def move_to(layout: Layout, target_acked: int) -> CursorMove | None:
         return None
     after = position_facts(layout, *position)
     return CursorMove(position[0], position[1], after.backlog_bytes, after.oldest_backlog_ledger_ts)
+
+
+def keep_cursor(row: Row, held_by: str | None, entries_col: str, bytes_col: str) -> Row:
+    """A held topic's subscription keeps its mark-delete: nothing acknowledged (``entries_col``, ``bytes_col``),
+    the backlog as it was; the reason names the hold (``spark_apps.shared.rows.keep_held``)."""
+    if held_by is None or row["decision"] == "keep":
+        return row
+    kept = {**row, "to": None, entries_col: 0, bytes_col: 0, "backlogBytesAfter": row["backlogBytes"]}
+    return keep_held(kept, held_by, decision="decision", keep="keep")
 
 
 def cursor_blocker(subscription: Row) -> Row | None:

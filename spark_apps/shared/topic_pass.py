@@ -233,6 +233,18 @@ def measure_pass(
     return points
 
 
+def ledgers_per_namespace(decisions: list[Row], decision: str) -> dict[str, dict[str, int]]:
+    """The ledgers and bytes per namespace of the ledger decisions that are ``decision`` (a bucket's share of a
+    ledger plan's summary)."""
+    per_namespace: dict[str, dict[str, int]] = {}
+    for row in decisions:
+        if row["decision"] == decision:
+            counts = per_namespace.setdefault(row["namespace"], {"ledgers": 0, "bytes": 0})
+            counts["ledgers"] += 1
+            counts["bytes"] += row["size"]
+    return per_namespace
+
+
 def namespace_measures(decided: Mapping[str, list[Row]]) -> dict[str, Any]:
     """A sweep's measure (:func:`measure_pass`) of a rule that returns ``measures`` rows: each namespace's numbers
     added up."""

@@ -27,7 +27,7 @@ from housekeeping.mechanisms.trim.tables import TRIM_DECISIONS
 from spark_apps.shared.io import write_summary
 from spark_apps.shared.plan_app import parse_plan_args, plan_main
 from spark_apps.shared.rows import Row
-from spark_apps.shared.topic_pass import measure_pass, namespace_measures, plan_pass
+from spark_apps.shared.topic_pass import ledgers_per_namespace, measure_pass, namespace_measures, plan_pass
 from spark_apps.trim.rule import plan_topic
 
 READS = (LEDGERS.name, CURSORS.name)
@@ -50,12 +50,7 @@ def trim_topic(topic: Row, rows: Mapping[str, list[Row]], info: Mapping[str, Any
 
 def tally(decided: Mapping[str, list[Row]]) -> dict[str, Any]:
     """A bucket's share of the summary: the ledgers and bytes deleted per namespace, the local copies deleted."""
-    per_namespace: dict[str, dict[str, int]] = {}
-    for d in decided[TRIM_DECISIONS.name]:
-        if d["decision"] == "delete":
-            counts = per_namespace.setdefault(d["namespace"], {"ledgers": 0, "bytes": 0})
-            counts["ledgers"] += 1
-            counts["bytes"] += d["size"]
+    per_namespace = ledgers_per_namespace(decided[TRIM_DECISIONS.name], "delete")
     copies = [a for a in decided[ACTIONS.name] if a["action"] == DELETE_LOCAL_COPY.name]
     return {
         "ledgersToDelete": sum(v["ledgers"] for v in per_namespace.values()),
