@@ -307,7 +307,7 @@ class TopicEntryReads:
         else:
             paths = self.files.checked_dir(self.topic, ledger_id)[1]
             self.cost["fileBytesRead"] += sum(path.stat().st_size for path in paths)
-            table = pa.concat_tables([pq.read_table(path, columns=columns) for path in paths])
+            table = pa.concat_tables([pq.ParquetFile(path).read(columns=columns) for path in paths])
         return [
             {
                 "entryId": row["entryId"],
