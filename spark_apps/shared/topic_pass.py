@@ -23,7 +23,6 @@ from typing import Any
 
 from housekeeping.core.errors import InputError
 from housekeeping.engine.contract import (
-    ACTIONS,
     HOLDS,
     SNAPSHOT_TABLES,
     TOPICS,
@@ -36,6 +35,9 @@ from housekeeping.engine.contract import (
 from housekeeping.store.fs import remove_tree
 from spark_apps.shared.holds import HOLD_CHECKS, hold_check_rows
 from spark_apps.shared.rows import Row, json_lines
+
+# What check_pass adds to each routed row (not the plan's columns).
+ROUTING_COLUMNS = ("bucket", "marker", "planTable", "planRow")
 
 # A task's tally key carrying the bad input it met instead of its share of the summary.
 BAD_INPUT = "badInput"
@@ -331,21 +333,20 @@ def check_pass(
         .repartition(buckets, "bucket")
     )
     names = {plan_table.name: plan_table.names for plan_table in routed}
-    action_columns = list(ACTIONS.names)
 
     def check_buckets(batches: Iterator[Any]) -> Iterator[Any]:
         plans: dict[int, BucketPlan] = {}
         for batch in batches:
             for row in batch.to_pylist():
-                bucket = row["bucket"]
+                bucket, marker, plan_table, plan_row = (row.pop(k, None) for k in ROUTING_COLUMNS)
                 plan = plans.setdefault(bucket, BucketPlan([], {name: [] for name in names}))
-                if row["marker"]:
+                if marker:
                     continue
-                if row["planTable"] is None:
-                    plan.actions.append({column: row[column] for column in action_columns})
+                if plan_table is None:
+                    plan.actions.append(row)
                 else:
-                    parsed = json.loads(row["planRow"])
-                    plan.tables[row["planTable"]].append({c: parsed.get(c) for c in names[row["planTable"]]})
+                    parsed = json.loads(plan_row)
+                    plan.tables[plan_table].append({c: parsed.get(c) for c in names[plan_table]})
         for bucket, plan in sorted(plans.items()):
             try:
                 checked = {
