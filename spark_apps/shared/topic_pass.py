@@ -293,6 +293,51 @@ def _ipc(table: Any) -> bytes:
     return sink.getvalue().to_pybytes()
 
 
+def _routed_plan(spark, run_dir: str | Path, buckets: int, routed: Sequence[Table]) -> Any:
+    """The plan's actions (as read) and the rows of ``routed`` (each as its JSON), each with its topic's bucket, and
+    a marker row per bucket, partitioned by bucket."""
+    from pyspark.sql import functions as F
+
+    from spark_apps.shared.io import read_actions, read_table
+
+    rows = read_actions(spark, run_dir).withColumn("planTable", F.lit(None).cast("string"))
+    for plan_table in routed:
+        frame = read_table(spark, run_dir, plan_table)
+        rows = rows.unionByName(
+            frame.select(
+                "topic",
+                F.lit(plan_table.name).alias("planTable"),
+                F.to_json(F.struct(*frame.columns)).alias("planRow"),
+            ),
+            allowMissingColumns=True,
+        )
+    bucket_of = (F.crc32(F.coalesce(F.col("topic"), F.lit("")).cast("binary")) % buckets).cast("long")
+    markers = spark.range(0, buckets, 1, 1).select(F.col("id").alias("bucket"), F.lit(True).alias("marker"))
+    return (
+        rows.withColumn("bucket", bucket_of)
+        .withColumn("marker", F.lit(False))
+        .unionByName(markers, allowMissingColumns=True)
+        .repartition(buckets, "bucket")
+    )
+
+
+def _bucket_plans(batches: Iterator[Any], names: Mapping[str, Sequence[str]]) -> dict[int, BucketPlan]:
+    """A task's routed rows (:func:`_routed_plan`) as each bucket's plan (a bucket with only its marker: empty)."""
+    plans: dict[int, BucketPlan] = {}
+    for batch in batches:
+        for row in batch.to_pylist():
+            bucket, marker, plan_table, plan_row = (row.pop(k, None) for k in ROUTING_COLUMNS)
+            plan = plans.setdefault(bucket, BucketPlan([], {name: [] for name in names}))
+            if marker:
+                continue
+            if plan_table is None:
+                plan.actions.append(row)
+            else:
+                parsed = json.loads(plan_row)
+                plan.tables[plan_table].append({c: parsed.get(c) for c in names[plan_table]})
+    return plans
+
+
 def check_pass(
     spark, run_dir: str | Path, info: Mapping[str, Any], *, checker: Checker, frames: Sequence[Table],
     routed: Sequence[Table] = (),
@@ -306,48 +351,15 @@ def check_pass(
     (:func:`spark_apps.shared.holds.hold_check_rows`: no deleting or cursor-moving action on a held topic). Returns
     each frame as one Arrow table."""
     import pyarrow as pa
-    from pyspark.sql import functions as F
-
-    from spark_apps.shared.io import read_actions, read_table
 
     buckets = bucket_count(info)
     path, frozen = str(RunDir(run_dir).path), dict(info)
     schemas = {table.name: table.arrow_schema() for table in (*frames, HOLD_CHECKS)}
-    bucket_of = (F.crc32(F.coalesce(F.col("topic"), F.lit("")).cast("binary")) % buckets).cast("long")
-    rows = read_actions(spark, run_dir).withColumn("planTable", F.lit(None).cast("string"))
-    for plan_table in routed:
-        frame = read_table(spark, run_dir, plan_table)
-        rows = rows.unionByName(
-            frame.select(
-                "topic",
-                F.lit(plan_table.name).alias("planTable"),
-                F.to_json(F.struct(*frame.columns)).alias("planRow"),
-            ),
-            allowMissingColumns=True,
-        )
-    markers = spark.range(0, buckets, 1, 1).select(F.col("id").alias("bucket"), F.lit(True).alias("marker"))
-    by_bucket = (
-        rows.withColumn("bucket", bucket_of)
-        .withColumn("marker", F.lit(False))
-        .unionByName(markers, allowMissingColumns=True)
-        .repartition(buckets, "bucket")
-    )
+    by_bucket = _routed_plan(spark, run_dir, buckets, routed)
     names = {plan_table.name: plan_table.names for plan_table in routed}
 
     def check_buckets(batches: Iterator[Any]) -> Iterator[Any]:
-        plans: dict[int, BucketPlan] = {}
-        for batch in batches:
-            for row in batch.to_pylist():
-                bucket, marker, plan_table, plan_row = (row.pop(k, None) for k in ROUTING_COLUMNS)
-                plan = plans.setdefault(bucket, BucketPlan([], {name: [] for name in names}))
-                if marker:
-                    continue
-                if plan_table is None:
-                    plan.actions.append(row)
-                else:
-                    parsed = json.loads(plan_row)
-                    plan.tables[plan_table].append({c: parsed.get(c) for c in names[plan_table]})
-        for bucket, plan in sorted(plans.items()):
+        for bucket, plan in sorted(_bucket_plans(batches, names).items()):
             try:
                 checked = {
                     **checker(bucket, plan, path, frozen),
