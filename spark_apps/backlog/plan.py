@@ -35,10 +35,10 @@ from housekeeping.engine.contract import (
 from housekeeping.mechanisms.backlog.tables import BACKLOG_QUOTAS, BACKLOG_SUBSCRIPTIONS, EVICTION_STEPS
 from spark_apps.backlog.topic_plan import plan_topic
 from spark_apps.shared.cursor_rule import cursor_summary, cursor_tally
-from spark_apps.shared.io import READ_COST, LedgerFiles, TopicEntryReads, read_cost, write_summary
+from spark_apps.shared.io import READ_COST, LedgerFiles, TopicEntryReads, read_cost, read_costs, write_summary
 from spark_apps.shared.plan_app import parse_plan_args, plan_main
 from spark_apps.shared.rows import Row
-from spark_apps.shared.topic_pass import add_tallies, plan_pass
+from spark_apps.shared.topic_pass import plan_pass
 
 READS = (LEDGERS.name, CURSORS.name, QUOTA_STATES.name)
 OUTPUTS = (BACKLOG_QUOTAS, EVICTION_STEPS, BACKLOG_SUBSCRIPTIONS, ACTIONS, BLOCKERS)
@@ -69,9 +69,7 @@ def backlog_topic(topic: Row, rows: Mapping[str, list[Row]], info: Mapping[str, 
 def tally(decided: Mapping[str, list[Row]]) -> dict[str, Any]:
     """A bucket's share of the summary: the cursors evicted per namespace, the quota states by kind, what was
     read. The states are counted by name (``topic quotaType``) so the driver's sum is their union."""
-    reads: dict[str, Any] = {}
-    for cost in decided.get(READ_COST, []):
-        add_tallies(reads, cost)
+    reads = read_costs(decided.get(READ_COST, []))
     states: dict[str, dict[str, int]] = {"exceeded": {}, "newlyExceeded": {}, "cleared": {}}
     for state in decided.get(STATES, []):
         name = f"{state['topic']} {state['quotaType']}"

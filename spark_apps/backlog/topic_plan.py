@@ -19,7 +19,6 @@ from typing import Any
 from housekeeping.core.names import COMPACTION_SUBSCRIPTION
 from housekeeping.core.topic_ledgers import Ledger
 from housekeeping.mechanisms.backlog.actions import FLAG_BACKLOG_QUOTA
-from housekeeping.mechanisms.shared.cursors import MOVE_CURSOR
 from spark_apps.backlog.rules import plan_topic as quota_rules
 from spark_apps.shared.cursor_rule import (
     EntryReader,
@@ -28,6 +27,7 @@ from spark_apps.shared.cursor_rule import (
     cursor_blocker,
     expire,
     keep_cursor,
+    move_actions,
     move_to,
     position_facts,
 )
@@ -256,21 +256,14 @@ def plan_topic(
         for cursor, facts in subscriptions
         for row in subscription_rows(topic, cursor, facts, moves.get(cursor["name"], []), layout)
     ]
-    actions = [
-        {
-            "topic": row["topic"],
-            "action": MOVE_CURSOR.name,
-            "subscription": row["subscription"],
-            "from": row["from"],
-            "to": row["to"],
-            "bytes": row["bytesEvicted"],
-            "reason": row["reason"],
+    actions = move_actions(
+        rows,
+        "bytesEvicted",
+        lambda row: {
             "quotaType": row["kind"].removeprefix("evicted_"),
             "policy": "consumer_backlog_eviction",
-        }
-        for row in rows
-        if row["decision"] == "move"
-    ]
+        },
+    )
     states = [{"topic": topic["topic"], **s} for s in result["states"]]
     quota = {
         "topic": topic["topic"],

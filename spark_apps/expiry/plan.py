@@ -24,10 +24,10 @@ from housekeeping.engine.contract import ACTIONS, BLOCKERS, CURSORS, LEDGERS, Ru
 from housekeeping.mechanisms.expiry.tables import EXPIRY_SUBSCRIPTIONS
 from spark_apps.expiry.rule import plan_topic
 from spark_apps.shared.cursor_rule import cursor_summary, cursor_tally
-from spark_apps.shared.io import READ_COST, LedgerFiles, TopicEntryReads, read_cost, write_summary
+from spark_apps.shared.io import READ_COST, LedgerFiles, TopicEntryReads, read_cost, read_costs, write_summary
 from spark_apps.shared.plan_app import parse_plan_args, plan_main
 from spark_apps.shared.rows import Row
-from spark_apps.shared.topic_pass import add_tallies, measure_pass, namespace_measures, plan_pass
+from spark_apps.shared.topic_pass import measure_pass, namespace_measures, plan_pass
 
 READS = (LEDGERS.name, CURSORS.name)
 OUTPUTS = (EXPIRY_SUBSCRIPTIONS, ACTIONS, BLOCKERS)
@@ -52,9 +52,7 @@ def expiry_topic(topic: Row, rows: Mapping[str, list[Row]], info: Mapping[str, A
 
 def tally(decided: Mapping[str, list[Row]]) -> dict[str, Any]:
     """A bucket's share of the summary: the cursors moved and what they acknowledge per namespace, what was read."""
-    reads: dict[str, Any] = {}
-    for cost in decided.get(READ_COST, []):
-        add_tallies(reads, cost)
+    reads = read_costs(decided.get(READ_COST, []))
     return {
         **cursor_tally(decided[EXPIRY_SUBSCRIPTIONS.name], "entriesExpired", "bytesExpired"),
         READ_COST: reads,

@@ -25,13 +25,13 @@ from dataclasses import dataclass
 from typing import Any
 
 from housekeeping.core.names import COMPACTION_SUBSCRIPTION
-from housekeeping.mechanisms.shared.cursors import MOVE_CURSOR
 from spark_apps.shared.cursor_rule import (
     EntryReader,
     Layout,
     cursor_blocker,
     expire,
     keep_cursor,
+    move_actions,
     move_to,
     position_facts,
 )
@@ -179,18 +179,6 @@ def plan_topic(
         for cursor in sorted(cursors, key=lambda c: c["name"])
         if cursor["durable"]
     ]
-    actions = [
-        {
-            "topic": row["topic"],
-            "action": MOVE_CURSOR.name,
-            "subscription": row["subscription"],
-            "from": row["from"],
-            "to": row["to"],
-            "bytes": row["bytesExpired"],
-            "reason": row["reason"],
-        }
-        for row in rows
-        if row["decision"] == "move"
-    ]
+    actions = move_actions(rows, "bytesExpired")
     blockers = [b for b in map(cursor_blocker, rows) if b is not None]
     return TopicPlan(rows, actions, blockers)

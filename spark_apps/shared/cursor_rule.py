@@ -22,6 +22,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from housekeeping.core.topic_ledgers import consumed_ledger_size
+from housekeeping.mechanisms.shared.cursors import MOVE_CURSOR
 from spark_apps.shared.rows import Row, keep_held, position_text, text
 
 WHOLLY_EXPIRED = ("closed_before_cutoff", "all_entries_before_cutoff")
@@ -243,6 +244,27 @@ def keep_cursor(row: Row, held_by: str | None, entries_col: str, bytes_col: str)
         return row
     kept = {**row, "to": None, entries_col: 0, bytes_col: 0, "backlogBytesAfter": row["backlogBytes"]}
     return keep_held(kept, held_by, decision="decision", keep="keep")
+
+
+def move_actions(
+    subscriptions: list[Row], bytes_col: str, extra: Callable[[Row], Row] = lambda row: {}
+) -> list[Row]:
+    """A ``move_cursor`` action per subscription moved (``bytes``: what it acknowledges, ``bytes_col``; ``extra``:
+    the mechanism's own action columns of the row)."""
+    return [
+        {
+            "topic": row["topic"],
+            "action": MOVE_CURSOR.name,
+            "subscription": row["subscription"],
+            "from": row["from"],
+            "to": row["to"],
+            "bytes": row[bytes_col],
+            "reason": row["reason"],
+            **extra(row),
+        }
+        for row in subscriptions
+        if row["decision"] == "move"
+    ]
 
 
 def cursor_blocker(subscription: Row) -> Row | None:

@@ -324,6 +324,15 @@ class TopicEntryReads:
 READ_COST = "reads"
 
 
+def read_costs(rows: list[dict[str, int]]) -> dict[str, int]:
+    """A bucket's :data:`READ_COST` rows added up."""
+    total: dict[str, int] = {}
+    for row in rows:
+        for key, value in row.items():
+            total[key] = total.get(key, 0) + value
+    return total
+
+
 def read_cost(reads: dict[str, int]) -> dict[str, Any]:
     """The summary's ``reads``: what the plan read from the entry store, against what the store holds."""
     stored, read = int(reads.get("storedEntryBytes", 0)), int(reads.get("entryBytesRead", 0))
