@@ -55,6 +55,27 @@ class LiveAirflow:
         runs = self.api().get(f"/api/v2/dags/{dag_id}/dagRuns?limit=100")["dag_runs"]
         return [r for r in runs if run_type is None or r["run_type"] == run_type]
 
+    def failed_tasks(self, run_id: str, dag_id: str = "consumed_ledger_trim") -> str:
+        """Each task's state, and for those that did not succeed or skip their last attempt's warnings and errors:
+        the message of a run's unexpected state."""
+        found = self.api().get(f"/api/v2/dags/{dag_id}/dagRuns/{run_id}/taskInstances")["task_instances"]
+        lines = [f"{t['task_id']}: {t['state']}" for t in found]
+        for ti in found:
+            if ti["state"] in ("success", "skipped"):
+                continue
+            logs = sorted(
+                (self.home / "logs").glob(f"dag_id={dag_id}/run_id={run_id}/task_id={ti['task_id']}/*.log")
+            )
+            if logs:
+                # The log's JSON lines at warning or error level (an exception's), else its last lines.
+                logged = logs[-1].read_text(errors="replace").splitlines()
+                loud = [line for line in logged if '"level":"error"' in line or '"level":"warning"' in line]
+                lines += [
+                    f"--- {logs[-1].name} of {ti['task_id']}",
+                    *(line[:2000] for line in loud or logged[-5:]),
+                ]
+        return "\n".join(lines)
+
     def wait_for_backfill(
         self, backfill_id: int, count: int, timeout_s: float = 900, dag_id: str = "consumed_ledger_trim"
     ) -> list[dict]:

@@ -18,9 +18,7 @@ The per-topic rules are ``spark_apps.backlog.rules``; the precise time eviction 
 
 from __future__ import annotations
 
-import argparse
 from collections.abc import Mapping
-from pathlib import Path
 from typing import Any
 
 from housekeeping.engine.contract import (
@@ -30,24 +28,18 @@ from housekeeping.engine.contract import (
     LEDGERS,
     QUOTA_STATES,
     RunDir,
-    read_run_info,
 )
 from housekeeping.mechanisms.backlog.tables import BACKLOG_QUOTAS, BACKLOG_SUBSCRIPTIONS, EVICTION_STEPS
 from spark_apps.backlog.topic_plan import plan_topic
 from spark_apps.shared.cursor_rule import cursor_summary, cursor_tally
-from spark_apps.shared.io import READ_COST, LedgerFiles, TopicEntryReads, read_cost, read_costs, write_summary
-from spark_apps.shared.plan_app import parse_plan_args, plan_main
+from spark_apps.shared.io import READ_COST, LedgerFiles, TopicEntryReads, read_cost, read_costs
+from spark_apps.shared.plan_app import PlanApp, topic_pass_plan
 from spark_apps.shared.rows import Row
-from spark_apps.shared.topic_pass import plan_pass
 
 READS = (LEDGERS.name, CURSORS.name, QUOTA_STATES.name)
 OUTPUTS = (BACKLOG_QUOTAS, EVICTION_STEPS, BACKLOG_SUBSCRIPTIONS, ACTIONS, BLOCKERS)
 # The pass's extra table of the quota states decided (for the summary's lists, never written).
 STATES = "states"
-
-
-def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
-    return parse_plan_args("Plan backlog-quota enforcement for one run's snapshot.", argv)
 
 
 def backlog_topic(topic: Row, rows: Mapping[str, list[Row]], info: Mapping[str, Any]) -> dict[str, list[Row]]:
@@ -87,24 +79,21 @@ def tally(decided: Mapping[str, list[Row]]) -> dict[str, Any]:
     }
 
 
-def run(spark, run_dir: str | Path) -> dict:
-    run = RunDir(run_dir)
-    info = read_run_info(run)
-    totals = plan_pass(spark, run.path, info, rule=backlog_topic, reads=READS, outputs=OUTPUTS, tally=tally)
+def figures(totals: dict[str, Any], run: RunDir, info: Mapping[str, Any]) -> dict[str, Any]:
+    """The summary's figures: the cursors evicted and what they acknowledge, the quota states, what was read."""
     states = totals.get(STATES, {})
-    summary = {
-        "mechanism": "backlog",
-        "runId": info["runId"],
-        "asOfMs": info["asOfMs"],
+    return {
         **cursor_summary(totals.get("perNamespace", {})),
         "quotaStates": {
             kind: sorted(states.get(kind, {})) for kind in ("exceeded", "newlyExceeded", "cleared")
         },
         "reads": read_cost(totals.get(READ_COST, {})),
     }
-    write_summary(run, summary)
-    return summary
 
 
-def main(argv: list[str] | None = None) -> int:
-    return plan_main("backlog", run, parse_args(argv))
+APP = PlanApp(
+    "backlog",
+    "Plan backlog-quota enforcement for one run's snapshot.",
+    topic_pass_plan(rule=backlog_topic, reads=READS, outputs=OUTPUTS, tally=tally, figures=figures),
+)
+parse_args, run, main = APP.parse_args, APP.run, APP.main

@@ -32,16 +32,14 @@ driver but per-topic metadata and counts.
 
 from __future__ import annotations
 
-import argparse
-from collections.abc import Iterable
-from pathlib import Path
+from collections.abc import Iterable, Mapping
 from typing import TYPE_CHECKING, Any
 
 from pyspark.sql import Column, DataFrame, Window
 from pyspark.sql import functions as F
 
 from housekeeping.core.names import COMPACTION_SUBSCRIPTION
-from housekeeping.engine.contract import ACTIONS, BLOCKERS, RunDir, read_run_info, table
+from housekeeping.engine.contract import ACTIONS, BLOCKERS, RunDir, table
 from housekeeping.mechanisms.compaction.actions import REWRITE_COMPACTED
 from housekeeping.mechanisms.compaction.tables import (
     COMPACTION_DECISIONS,
@@ -50,8 +48,8 @@ from housekeeping.mechanisms.compaction.tables import (
 )
 from spark_apps.compaction.entries import DECISION_COLUMNS, map_topic_inputs, topic_inputs, topic_sources
 from spark_apps.shared.holds import keep_held
-from spark_apps.shared.io import LedgerFiles, read_snapshot, write_summary, write_table
-from spark_apps.shared.plan_app import parse_plan_args, plan_main
+from spark_apps.shared.io import LedgerFiles, read_snapshot, write_table
+from spark_apps.shared.plan_app import PlanApp
 from spark_apps.shared.positions import (
     position_key,
     position_text,
@@ -62,10 +60,6 @@ if TYPE_CHECKING:
     import pyarrow as pa
 
 DECISIONS = ("kept", "superseded", "tombstoned", "expired_time", "expired_size", "keyless_dropped")
-
-
-def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
-    return parse_plan_args("Plan topic compaction for one run's snapshot.", argv)
 
 
 def _compaction_cursor(cursors: DataFrame) -> DataFrame:
@@ -572,10 +566,9 @@ def compaction_blockers(candidates: DataFrame) -> DataFrame:
     )
 
 
-def run(spark, run_dir: str | Path) -> dict:
-    run = RunDir(run_dir)
+def execute(spark, run: RunDir, info: Mapping[str, Any]) -> dict[str, Any]:
+    """Decide every compacted topic's entries; write the plan tables; the summary's figures."""
     with run_scoped_cache(spark):
-        info = read_run_info(run)
         as_of_ms = int(info["asOfMs"])
         retain_null_key = bool(info["broker"]["topicCompactionRetainNullKey"])
         snapshot = read_snapshot(spark, run)
@@ -615,10 +608,7 @@ def run(spark, run_dir: str | Path) -> dict:
             .agg(F.count("*").alias("topics"), F.sum("keptBytes").alias("keptBytes"))
             .collect()
         }
-        summary = {
-            "mechanism": "compaction",
-            "runId": info["runId"],
-            "asOfMs": as_of_ms,
+        return {
             "retainNullKey": retain_null_key,
             "topicsToCompact": len(planned),
             "topicsByKind": {
@@ -632,9 +622,7 @@ def run(spark, run_dir: str | Path) -> dict:
             },
             "perNamespace": per_namespace,
         }
-        write_summary(run, summary)
-        return summary
 
 
-def main(argv: list[str] | None = None) -> int:
-    return plan_main("compaction", run, parse_args(argv))
+APP = PlanApp("compaction", "Plan topic compaction for one run's snapshot.", execute)
+parse_args, run, main = APP.parse_args, APP.run, APP.main

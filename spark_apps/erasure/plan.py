@@ -26,17 +26,17 @@ Writes:
 
 from __future__ import annotations
 
-import argparse
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 import pyarrow as pa
 from pyspark.sql import Column, DataFrame, SparkSession
 from pyspark.sql import functions as F
 from pyspark.sql import types as T
 
-from housekeeping.engine.contract import ACTIONS, BLOCKERS, RunDir, read_run_info
+from housekeeping.engine.contract import ACTIONS, BLOCKERS, RunDir
 from housekeeping.mechanisms.erasure.actions import EXPEDITE_PURGE, REDACT_COMPACTED, REDACT_LEDGER
 from housekeeping.mechanisms.erasure.tables import ERASURE_DECISIONS, ERASURE_ENTRIES, ERASURE_LEDGERS
 from housekeeping.store.entries import ENTRY_SCHEMA, ERASED_PROPERTY, files_sha256
@@ -47,10 +47,9 @@ from spark_apps.shared.io import (
     entry_columns,
     read_snapshot,
     schema,
-    write_summary,
     write_table,
 )
-from spark_apps.shared.plan_app import parse_plan_args, plan_main
+from spark_apps.shared.plan_app import PlanApp
 from spark_apps.shared.session import materialize, run_scoped_cache
 from spark_apps.shared.topic_names import topic_name_facts
 
@@ -59,10 +58,6 @@ FILES_SCHEMA = (
     "dir string, topic string, ledgerId long, source string, generation long, ledgerEntries long, "
     "ledgerSize long, pendingId long"
 )
-
-
-def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
-    return parse_plan_args("Plan key erasure for one run's snapshot.", argv)
 
 
 def covering(requests: DataFrame, names: DataFrame) -> DataFrame:
@@ -375,9 +370,9 @@ def pending_redactions(found: DataFrame) -> DataFrame:
     )
 
 
-def run(spark, run_dir: str | Path) -> dict:
-    run_ = RunDir(run_dir)
-    info = read_run_info(run_)
+def execute(spark, run_: RunDir, info: Mapping[str, Any]) -> dict[str, Any]:
+    """Find every requested key's entries; stage the rewritten ledgers; write the plan tables; the summary's
+    figures."""
     as_of_ms = int(info["asOfMs"])
     with run_scoped_cache(spark):
         snapshot = read_snapshot(spark, run_)
@@ -402,9 +397,7 @@ def run(spark, run_dir: str | Path) -> dict:
         )
         write_table(decisions, run_, ERASURE_DECISIONS, ["requestId", "topic"])
         write_table(_blockers(decisions), run_, BLOCKERS, ["topic", "kind"])
-        summary = _summary(ledger_table, pending.collect(), decisions.collect())
-        write_summary(run_, summary)
-        return summary
+        return _summary(ledger_table, pending.collect(), decisions.collect())
 
 
 def _ledger_reason() -> Column:
@@ -587,5 +580,5 @@ def _summary(ledger_table: list[dict], pending: list, decisions: list) -> dict:
     }
 
 
-def main(argv: list[str] | None = None) -> int:
-    return plan_main("erasure", run, parse_args(argv))
+APP = PlanApp("erasure", "Plan key erasure for one run's snapshot.", execute)
+parse_args, run, main = APP.parse_args, APP.run, APP.main

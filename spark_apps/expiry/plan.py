@@ -15,26 +15,21 @@ The rule, per subscription, is docs/semantics.md §4 (``spark_apps.expiry.rule``
 
 from __future__ import annotations
 
-import argparse
 from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
-from housekeeping.engine.contract import ACTIONS, BLOCKERS, CURSORS, LEDGERS, RunDir, read_run_info
+from housekeeping.engine.contract import ACTIONS, BLOCKERS, CURSORS, LEDGERS, RunDir
 from housekeeping.mechanisms.expiry.tables import EXPIRY_SUBSCRIPTIONS
 from spark_apps.expiry.rule import plan_topic
 from spark_apps.shared.cursor_rule import cursor_summary, cursor_tally
-from spark_apps.shared.io import READ_COST, LedgerFiles, TopicEntryReads, read_cost, read_costs, write_summary
-from spark_apps.shared.plan_app import parse_plan_args, plan_main
+from spark_apps.shared.io import READ_COST, LedgerFiles, TopicEntryReads, read_cost, read_costs
+from spark_apps.shared.plan_app import PlanApp, topic_pass_plan
 from spark_apps.shared.rows import Row
-from spark_apps.shared.topic_pass import measure_pass, namespace_measures, plan_pass
+from spark_apps.shared.topic_pass import measure_pass, namespace_measures
 
 READS = (LEDGERS.name, CURSORS.name)
 OUTPUTS = (EXPIRY_SUBSCRIPTIONS, ACTIONS, BLOCKERS)
-
-
-def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
-    return parse_plan_args("Plan message expiry (TTL) for one run's snapshot.", argv)
 
 
 def expiry_topic(topic: Row, rows: Mapping[str, list[Row]], info: Mapping[str, Any]) -> dict[str, list[Row]]:
@@ -81,20 +76,17 @@ def sweep_points(spark, run_dirs: list[str | Path]) -> list[dict[str, dict[str, 
     return measure_pass(spark, run_dirs, rule=sweep_topic, reads=READS, measure=namespace_measures)
 
 
-def run(spark, run_dir: str | Path) -> dict:
-    run = RunDir(run_dir)
-    info = read_run_info(run)
-    totals = plan_pass(spark, run.path, info, rule=expiry_topic, reads=READS, outputs=OUTPUTS, tally=tally)
-    summary = {
-        "mechanism": "expiry",
-        "runId": info["runId"],
-        "asOfMs": info["asOfMs"],
+def figures(totals: dict[str, Any], run: RunDir, info: Mapping[str, Any]) -> dict[str, Any]:
+    """The summary's figures: the cursors moved and what they acknowledge, and what was read."""
+    return {
         **cursor_summary(totals.get("perNamespace", {})),
         "reads": read_cost(totals.get(READ_COST, {})),
     }
-    write_summary(run, summary)
-    return summary
 
 
-def main(argv: list[str] | None = None) -> int:
-    return plan_main("expiry", run, parse_args(argv))
+APP = PlanApp(
+    "expiry",
+    "Plan message expiry (TTL) for one run's snapshot.",
+    topic_pass_plan(rule=expiry_topic, reads=READS, outputs=OUTPUTS, tally=tally, figures=figures),
+)
+parse_args, run, main = APP.parse_args, APP.run, APP.main

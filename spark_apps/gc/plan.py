@@ -18,9 +18,7 @@ the metadata (:func:`spark_apps.gc.rule.metadata_deletion`) and writes those act
 
 from __future__ import annotations
 
-import argparse
 from collections.abc import Mapping
-from pathlib import Path
 from typing import Any
 
 from housekeeping.engine.contract import (
@@ -32,15 +30,13 @@ from housekeeping.engine.contract import (
     PARTITIONED_TOPICS,
     RunDir,
     has_snapshot_table,
-    read_run_info,
     read_snapshot_table,
 )
 from housekeeping.mechanisms.gc.tables import GC_DECISIONS
 from spark_apps.gc.rule import metadata_deletion, plan_topic
-from spark_apps.shared.io import write_summary
-from spark_apps.shared.plan_app import parse_plan_args, plan_main
+from spark_apps.shared.plan_app import PlanApp, topic_pass_plan
 from spark_apps.shared.rows import Row
-from spark_apps.shared.topic_pass import bucket_count, plan_pass, write_part
+from spark_apps.shared.topic_pass import bucket_count, write_part
 
 READS = (LEDGERS.name, CURSORS.name)
 OUTPUTS = (
@@ -48,10 +44,6 @@ OUTPUTS = (
     ACTIONS,
     BLOCKERS,
 )
-
-
-def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
-    return parse_plan_args("Plan inactive-topic GC for one run's snapshot.", argv)
 
 
 def gc_topic(topic: Row, rows: Mapping[str, list[Row]], info: Mapping[str, Any]) -> dict[str, list[Row]]:
@@ -86,13 +78,12 @@ def tally(decided: Mapping[str, list[Row]]) -> dict[str, Any]:
     }
 
 
-def run(spark, run_dir: str | Path) -> dict:
-    run = RunDir(run_dir)
-    info = read_run_info(run)
+def figures(totals: dict[str, Any], run: RunDir, info: Mapping[str, Any]) -> dict[str, Any]:
+    """After the pass: the partitioned topics' metadata deletions (decided here, from the partitions the buckets
+    delete), and the summary's figures."""
     broker = info["broker"]
     gc_enabled = bool(broker["brokerDeleteInactiveTopicsEnabled"])
     metadata_enabled = bool(broker["brokerDeleteInactivePartitionedTopicMetadataEnabled"])
-    totals = plan_pass(spark, run.path, info, rule=gc_topic, reads=READS, outputs=OUTPUTS, tally=tally)
     deleted_partitions = totals.get("deletedPartitions", {})
     partitioned = (
         read_snapshot_table(run, PARTITIONED_TOPICS) if has_snapshot_table(run, PARTITIONED_TOPICS) else []
@@ -117,10 +108,7 @@ def run(spark, run_dir: str | Path) -> dict:
         namespace: {**counts, "namespaceTopics": int(topic_counts.get(namespace) or 0)}
         for namespace, counts in totals.get("perNamespace", {}).items()
     }
-    summary = {
-        "mechanism": "gc",
-        "runId": info["runId"],
-        "asOfMs": int(info["asOfMs"]),
+    return {
         "gcEnabled": gc_enabled,
         "partitionedMetadataDeletionEnabled": metadata_enabled,
         "topicsToDelete": sum(v["topics"] for v in per_namespace.values()),
@@ -131,9 +119,11 @@ def run(spark, run_dir: str | Path) -> dict:
         "topicsByKind": totals.get("topicsByKind", {}),
         "perNamespace": per_namespace,
     }
-    write_summary(run, summary)
-    return summary
 
 
-def main(argv: list[str] | None = None) -> int:
-    return plan_main("gc", run, parse_args(argv))
+APP = PlanApp(
+    "gc",
+    "Plan inactive-topic GC for one run's snapshot.",
+    topic_pass_plan(rule=gc_topic, reads=READS, outputs=OUTPUTS, tally=tally, figures=figures),
+)
+parse_args, run, main = APP.parse_args, APP.run, APP.main

@@ -25,25 +25,19 @@ Thresholds of 0 offload every closed ledger. Holds do not stop an offload: it co
 
 from __future__ import annotations
 
-import argparse
 from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
-from housekeeping.engine.contract import ACTIONS, BLOCKERS, LEDGERS, RunDir, read_run_info
+from housekeeping.engine.contract import ACTIONS, BLOCKERS, LEDGERS, RunDir
 from housekeeping.mechanisms.offload.tables import OFFLOAD_DECISIONS
 from spark_apps.offload.rule import NO_OFFLOADER, local_bytes_left, plan_topic
-from spark_apps.shared.io import write_summary
-from spark_apps.shared.plan_app import parse_plan_args, plan_main
+from spark_apps.shared.plan_app import PlanApp, topic_pass_plan
 from spark_apps.shared.rows import Row
-from spark_apps.shared.topic_pass import ledgers_per_namespace, measure_pass, namespace_measures, plan_pass
+from spark_apps.shared.topic_pass import ledgers_per_namespace, measure_pass, namespace_measures
 
 READS = (LEDGERS.name,)
 OUTPUTS = (OFFLOAD_DECISIONS, ACTIONS, BLOCKERS)
-
-
-def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
-    return parse_plan_args("Plan ledger offload for one run's snapshot.", argv)
 
 
 def offload_topic(topic: Row, rows: Mapping[str, list[Row]], info: Mapping[str, Any]) -> dict[str, list[Row]]:
@@ -80,25 +74,22 @@ def sweep_points(spark, run_dirs: list[str | Path]) -> list[dict[str, dict[str, 
     return measure_pass(spark, run_dirs, rule=sweep_topic, reads=READS, measure=namespace_measures)
 
 
-def run(spark, run_dir: str | Path) -> dict:
-    run = RunDir(run_dir)
-    info = read_run_info(run)
-    totals = plan_pass(spark, run.path, info, rule=offload_topic, reads=READS, outputs=OUTPUTS, tally=tally)
+def figures(totals: dict[str, Any], run: RunDir, info: Mapping[str, Any]) -> dict[str, Any]:
+    """The summary's figures: the offloader (or why none), the ledgers and bytes to offload per namespace."""
     per_namespace = totals.get("perNamespace", {})
     tier = info.get("offloadTier")
-    summary = {
-        "mechanism": "offload",
-        "runId": info["runId"],
-        "asOfMs": info["asOfMs"],
+    return {
         "offloader": tier,
         **({} if tier else {"why": NO_OFFLOADER}),
         "ledgersToOffload": sum(v["ledgers"] for v in per_namespace.values()),
         "bytesToOffload": sum(v["bytes"] for v in per_namespace.values()),
         "perNamespace": per_namespace,
     }
-    write_summary(run, summary)
-    return summary
 
 
-def main(argv: list[str] | None = None) -> int:
-    return plan_main("offload", run, parse_args(argv))
+APP = PlanApp(
+    "offload",
+    "Plan ledger offload for one run's snapshot.",
+    topic_pass_plan(rule=offload_topic, reads=READS, outputs=OUTPUTS, tally=tally, figures=figures),
+)
+parse_args, run, main = APP.parse_args, APP.run, APP.main

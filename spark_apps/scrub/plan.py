@@ -26,28 +26,25 @@ Unreferenced items younger than the minimum age are no finding: a writer's or a 
 
 from __future__ import annotations
 
-import argparse
 import json
+from collections.abc import Mapping
 from pathlib import Path
+from typing import Any
 
 from pyspark.sql import Column, DataFrame
 from pyspark.sql import functions as F
 
-from housekeeping.engine.contract import ACTIONS, BLOCKERS, HOLDS, RunDir, read_run_info
+from housekeeping.engine.contract import ACTIONS, BLOCKERS, HOLDS, RunDir
 from housekeeping.mechanisms.scrub.actions import DELETE_ORPHAN
 from housekeeping.mechanisms.scrub.tables import FINDINGS, SCRUB_EXPECTED, STORAGE_ITEMS
 from spark_apps.scrub.files import read_ledger_facts
-from spark_apps.shared.io import action_rows, read_snapshot_table, write_summary, write_table
-from spark_apps.shared.plan_app import parse_plan_args, plan_main
+from spark_apps.shared.io import action_rows, read_snapshot_table, write_table
+from spark_apps.shared.plan_app import PlanApp
 from spark_apps.shared.session import materialize, run_scoped_cache
 
 # Sources whose locations are live: an item one of them names is no orphan.
 LIVE_SOURCES = ("ledger", "compacted", "pending", "restored_orphan", "claim")
 REPAIRABLE_KINDS = ("ledger_dir", "staging_dir", "tier_object")
-
-
-def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
-    return parse_plan_args("Plan the store scrub for one run's snapshot.", argv)
 
 
 def read_scrub_snapshot(spark, run_dir: str | Path) -> tuple[DataFrame, DataFrame, dict]:
@@ -318,7 +315,7 @@ def plan(
     return findings, facts_summary
 
 
-def summarize(findings: list[dict], facts: dict, info: dict, scrub: dict) -> dict:
+def summarize(findings: list[dict], facts: dict, scrub: dict) -> dict:
     per_kind: dict[str, dict[str, int]] = {}
     for row in findings:
         entry = per_kind.setdefault(row["kind"], {"count": 0, "bytes": 0})
@@ -326,9 +323,6 @@ def summarize(findings: list[dict], facts: dict, info: dict, scrub: dict) -> dic
         entry["bytes"] += int(row.get("bytes") or 0)
     errors = sum(1 for row in findings if row["severity"] == "error")
     return {
-        "mechanism": "scrub",
-        "runId": info["runId"],
-        "asOfMs": info["asOfMs"],
         "wallClockMs": scrub["wallClockMs"],
         "minAgeSeconds": scrub["minAgeSeconds"],
         "tier": scrub["tier"],
@@ -351,9 +345,9 @@ def summarize(findings: list[dict], facts: dict, info: dict, scrub: dict) -> dic
     }
 
 
-def run(spark, run_dir: str | Path) -> dict:
-    run_ = RunDir(run_dir)
-    info = read_run_info(run_)
+def execute(spark, run_: RunDir, info: Mapping[str, Any]) -> dict[str, Any]:
+    """Compare what the store holds with what its metadata expects; write the findings and the repairs; the
+    summary's figures."""
     with run_scoped_cache(spark):
         expected, items, scrub = read_scrub_snapshot(spark, run_.path)
         findings, facts = plan(spark, expected, items, info, scrub, str(info["store"]), run_.path)
@@ -375,10 +369,8 @@ def run(spark, run_dir: str | Path) -> dict:
         write_table(actions, run_.path, ACTIONS, ["location", "path"])
         write_table(spark.createDataFrame([], BLOCKERS.ddl()), run_.path, BLOCKERS, ["topic"])
         rows = [row.asDict() for row in findings.select("kind", "severity", "bytes", "repair").collect()]
-        summary = summarize(rows, facts, info, scrub)
-    write_summary(run_.path, summary)
-    return summary
+        return summarize(rows, facts, scrub)
 
 
-def main(argv: list[str] | None = None) -> int:
-    return plan_main("scrub", run, parse_args(argv))
+APP = PlanApp("scrub", "Plan the store scrub for one run's snapshot.", execute)
+parse_args, run, main = APP.parse_args, APP.run, APP.main

@@ -1,27 +1,87 @@
-"""What every plan app's command line is: ``--run-dir`` in, the plan written there, its summary printed as JSON. Each
-plan app keeps its own ``parse_args`` and ``main`` (the launcher and spark-submit call them) as one line over these."""
+"""The one skeleton of every plan app (as Iceberg's ``BaseSparkAction``: each action supplies only its execution).
+
+A plan app is a :class:`PlanApp`: its mechanism, its command line's description, and its ``execute`` (write the
+plan tables of one run, return the mechanism's own figures). The skeleton does the rest the same way for all:
+``--run-dir`` in, the run's facts read, the figures wrapped in a :class:`PlanSummary`, ``plan/summary.json``
+written, the summary printed as JSON. A mechanism whose rule is a function of one topic's rows builds its
+``execute`` with :func:`topic_pass_plan` (one Spark job, ``spark_apps.shared.topic_pass``).
+
+Each plan module binds ``parse_args``, ``run`` and ``main`` (the launcher, spark-submit and the tests call them)
+to its app."""
 
 from __future__ import annotations
 
 import argparse
 import json
-from collections.abc import Callable
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from housekeeping.engine.contract import RunDir, Table, read_run_info
+from spark_apps.shared.io import write_summary
 from spark_apps.shared.session import get_spark
+from spark_apps.shared.topic_pass import Rule, Tally, plan_pass
+
+# One run's plan tables written; the mechanism's figures returned (its part of the summary).
+Execute = Callable[[Any, RunDir, Mapping[str, Any]], dict[str, Any]]
+# The pass's added-up tallies, the run and its facts -> the mechanism's figures (and written beside the buckets'
+# part files, what the driver decides from the tallies: GC's partitioned-topic metadata).
+Figures = Callable[[dict[str, Any], RunDir, Mapping[str, Any]], dict[str, Any]]
 
 
-def parse_plan_args(description: str, argv: list[str] | None = None) -> argparse.Namespace:
-    parser = argparse.ArgumentParser(description=description)
-    parser.add_argument(
-        "--run-dir", required=True, help="run directory holding snapshot/; plan/ is written there"
-    )
-    return parser.parse_args(argv)
+@dataclass(frozen=True)
+class PlanSummary:
+    """``plan/summary.json``: which plan (mechanism, run, as-of) and the mechanism's figures, which the gate
+    reconciles with the plan tables and the report shows."""
+
+    mechanism: str
+    run_id: str
+    as_of_ms: int
+    figures: Mapping[str, Any]
+
+    def as_json(self) -> dict[str, Any]:
+        return {"mechanism": self.mechanism, "runId": self.run_id, "asOfMs": self.as_of_ms, **self.figures}
 
 
-def plan_main(mechanism: str, run: Callable[[Any, str | Path], dict], args: argparse.Namespace) -> int:
-    """Plan one run in a Spark application named after ``mechanism``; print the plan's summary."""
-    summary = run(get_spark(f"housekeeping-plan-{mechanism}"), args.run_dir)
-    print(json.dumps(summary, sort_keys=True))
-    return 0
+@dataclass(frozen=True)
+class PlanApp:
+    mechanism: str
+    description: str
+    execute: Execute
+
+    def parse_args(self, argv: list[str] | None = None) -> argparse.Namespace:
+        parser = argparse.ArgumentParser(description=self.description)
+        parser.add_argument(
+            "--run-dir", required=True, help="run directory holding snapshot/; plan/ is written there"
+        )
+        return parser.parse_args(argv)
+
+    def run(self, spark, run_dir: str | Path) -> dict[str, Any]:
+        """Plan one run on ``spark``: its plan tables and summary written; the summary returned."""
+        run = RunDir(run_dir)
+        info = read_run_info(run)
+        figures = self.execute(spark, run, info)
+        summary = PlanSummary(self.mechanism, str(info["runId"]), int(info["asOfMs"]), figures).as_json()
+        write_summary(run, summary)
+        return summary
+
+    def main(self, argv: list[str] | None = None) -> int:
+        """Plan one run in a Spark application named after the mechanism; print the plan's summary."""
+        args = self.parse_args(argv)
+        summary = self.run(get_spark(f"housekeeping-plan-{self.mechanism}"), args.run_dir)
+        print(json.dumps(summary, sort_keys=True))
+        return 0
+
+
+def topic_pass_plan(
+    *, rule: Rule, reads: Sequence[str], outputs: Sequence[Table], tally: Tally, figures: Figures
+) -> Execute:
+    """The execution of a plan decided topic by topic: ``rule`` over every topic in one Spark job, ``outputs``
+    written, the buckets' tallies added up and turned into the mechanism's ``figures``."""
+
+    def execute(spark, run: RunDir, info: Mapping[str, Any]) -> dict[str, Any]:
+        totals = plan_pass(spark, run.path, info, rule=rule, reads=reads, outputs=outputs, tally=tally)
+        return figures(totals, run, info)
+
+    return execute

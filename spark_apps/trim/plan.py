@@ -16,18 +16,16 @@ The rule, per topic, is docs/semantics.md §3 and §9 (``spark_apps.trim.rule``)
 
 from __future__ import annotations
 
-import argparse
 from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
-from housekeeping.engine.contract import ACTIONS, BLOCKERS, CURSORS, LEDGERS, RunDir, read_run_info
+from housekeeping.engine.contract import ACTIONS, BLOCKERS, CURSORS, LEDGERS, RunDir
 from housekeeping.mechanisms.trim.actions import DELETE_LOCAL_COPY
 from housekeeping.mechanisms.trim.tables import TRIM_DECISIONS
-from spark_apps.shared.io import write_summary
-from spark_apps.shared.plan_app import parse_plan_args, plan_main
+from spark_apps.shared.plan_app import PlanApp, topic_pass_plan
 from spark_apps.shared.rows import Row
-from spark_apps.shared.topic_pass import ledgers_per_namespace, measure_pass, namespace_measures, plan_pass
+from spark_apps.shared.topic_pass import ledgers_per_namespace, measure_pass, namespace_measures
 from spark_apps.trim.rule import plan_topic
 
 READS = (LEDGERS.name, CURSORS.name)
@@ -36,10 +34,6 @@ OUTPUTS = (
     ACTIONS,
     BLOCKERS,
 )
-
-
-def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
-    return parse_plan_args("Plan consumed-ledger trim for one run's snapshot.", argv)
 
 
 def trim_topic(topic: Row, rows: Mapping[str, list[Row]], info: Mapping[str, Any]) -> dict[str, list[Row]]:
@@ -89,23 +83,20 @@ def sweep_points(spark, run_dirs: list[str | Path]) -> list[dict[str, dict[str, 
     return measure_pass(spark, run_dirs, rule=sweep_topic, reads=READS, measure=namespace_measures)
 
 
-def run(spark, run_dir: str | Path) -> dict:
-    run = RunDir(run_dir)
-    info = read_run_info(run)
-    totals = plan_pass(spark, run.path, info, rule=trim_topic, reads=READS, outputs=OUTPUTS, tally=tally)
-    summary = {
-        "mechanism": "trim",
-        "runId": info["runId"],
-        "asOfMs": info["asOfMs"],
+def figures(totals: dict[str, Any], run: RunDir, info: Mapping[str, Any]) -> dict[str, Any]:
+    """The summary's figures: the buckets' tallies, zero where no bucket deleted anything."""
+    return {
         "ledgersToDelete": totals.get("ledgersToDelete", 0),
         "bytesToDelete": totals.get("bytesToDelete", 0),
         "perNamespace": totals.get("perNamespace", {}),
         "localCopiesToDelete": totals.get("localCopiesToDelete", 0),
         "localBytesToDelete": totals.get("localBytesToDelete", 0),
     }
-    write_summary(run, summary)
-    return summary
 
 
-def main(argv: list[str] | None = None) -> int:
-    return plan_main("trim", run, parse_args(argv))
+APP = PlanApp(
+    "trim",
+    "Plan consumed-ledger trim for one run's snapshot.",
+    topic_pass_plan(rule=trim_topic, reads=READS, outputs=OUTPUTS, tally=tally, figures=figures),
+)
+parse_args, run, main = APP.parse_args, APP.run, APP.main

@@ -150,7 +150,7 @@ def test_a_purge_over_the_approval_threshold_waits_for_a_person_and_reject_keeps
 ):
     live = airflow_with_schedules
     first = _trigger(live, {"as_of": "2026-11-02T00:00:00Z"})
-    assert _wait(live, first)["state"] == "success", _tasks(live, first)
+    assert _wait(live, first)["state"] == "success", live.failed_tasks(first)
 
     def waiting() -> int:
         with live.store.engine.connect() as conn:
@@ -176,7 +176,7 @@ def test_a_purge_over_the_approval_threshold_waits_for_a_person_and_reject_keeps
         json={"chosen_options": ["Reject"]},
     )
     assert answered.status_code == 200, answered.text
-    assert _wait(live, second)["state"] == "success"
+    assert _wait(live, second)["state"] == "success", live.failed_tasks(second)
     tasks = _tasks(live, second)
     assert tasks["apply_ledger_trim"] == "skipped" and tasks["purge_pending_deletions"] == "skipped", tasks
     assert waiting() == count, "a rejected purge removed nothing"
