@@ -46,6 +46,13 @@ def generate(
             "--history-days", help="stretch each topic's closed ledgers over this many days (0: hours)"
         ),
     ] = 0,
+    metadata_only: Annotated[
+        bool,
+        typer.Option(
+            "--metadata-only",
+            help="describe the ledgers in the metadata only, no entry files (a million topics on one disk)",
+        ),
+    ] = False,
 ) -> None:
     """Generate a deterministic synthetic store (demo size in seconds; benchmark size with more topics/entries)."""
     from housekeeping.store.generate import GenerateOptions, generate_store
@@ -59,6 +66,7 @@ def generate(
         reference,
         progress,
         history_days,
+        metadata_only,
     )
     result = generate_store(store, opts, metadata_url)
     typer.echo(

@@ -37,7 +37,14 @@ from housekeeping.core.errors import InputError
 from housekeeping.core.policies import BrokerConfig
 from housekeeping.core.settings import Setting
 from housekeeping.engine.actions import PlansActions, TopicTally
-from housekeeping.engine.contract import ACTIONS, RunDir, read_json, read_run_info, write_json
+from housekeeping.engine.contract import (
+    ACTIONS,
+    RunDir,
+    read_json,
+    read_run_info,
+    snapshot_topic_values,
+    write_json,
+)
 from housekeeping.engine.faults import checkpoint
 from housekeeping.engine.gate import require_passed_gate
 from housekeeping.engine.plan import read_table
@@ -170,8 +177,6 @@ class ApplyRun:
     def snapshot_policies(self) -> dict[str, str]:
         """The effective policies (JSON) the snapshot recorded for each topic the plan acts on (read once per
         apply, when a kind's re-check needs them; two columns, not 100,000 whole topic rows)."""
-        from housekeeping.engine.contract import snapshot_topic_values
-
         acted_on = {a["topic"] for a in self.actions if a.get("topic")}
         return snapshot_topic_values(self.run, "policies", topics=acted_on)
 
@@ -344,6 +349,14 @@ def apply_plan(store: Store, run_dir: Path, spec: PlansActions, *, purge_grace_s
     return result
 
 
+def snapshot_topic_versions(run: RunDir, info: Mapping[str, Any], topics: list[str]) -> dict[str, int]:
+    """The version of each of ``topics`` (those the plan acts on) when it was snapshotted, which apply
+    compare-and-sets: the snapshot's topics table, or the ``topicVersions`` of a run whose run.json carried them."""
+    if "topicVersions" in info:
+        return dict(info["topicVersions"])
+    return snapshot_topic_values(run, "version", topics=topics)
+
+
 def _apply_topics(
     context: ApplyRun, by_topic: dict[str, list[dict[str, Any]]], result: ApplyResult, batch_topics: int
 ) -> None:
@@ -352,7 +365,7 @@ def _apply_topics(
     skipped, the others commit); a crash or an error rolls back the batch as a whole, and the retry of the same run
     applies it again (the journal, written in the same transaction, says which topics committed). One commit per
     topic was most of an apply's time at 100,000 topics (benchmarks/README.md)."""
-    versions: dict[str, int] = context.info["topicVersions"]
+    versions = snapshot_topic_versions(context.run, context.info, list(by_topic))
     pending = []
     for topic in sorted(by_topic):
         if topic in context.done:

@@ -29,7 +29,7 @@ import os
 import threading
 import zlib
 from collections.abc import Callable, Iterable, Iterator, Mapping
-from contextlib import contextmanager
+from contextlib import contextmanager, suppress
 from dataclasses import dataclass
 from functools import cached_property
 from pathlib import Path
@@ -242,7 +242,6 @@ RUN_INFO_KEYS = (
     "scheduleIntervalMs",
     "store",
     "metadata",
-    "topicVersions",
     "broker",
     "takenAtWallClockMs",
     "actor",
@@ -495,6 +494,9 @@ def read_json(path: Path) -> dict[str, Any] | None:
 
 # Rows per Parquet row group as a table is written: Python holds one group's rows at a time.
 PARQUET_BATCH_ROWS = 50_000
+# Rows a clustered table's writer holds across its buckets before it spills them (a wide table's rows: the topics
+# table's are ~2.5 KB each as Python dicts).
+SPILL_BATCH_ROWS = 16_000
 
 
 class _RowWriter:
@@ -577,6 +579,46 @@ def topic_bucket(topic: str | None, buckets: int) -> int:
     return zlib.crc32((topic or "").encode()) % buckets
 
 
+class _ArrowSpill:
+    """One bucket's rows as they come, checked against the table and appended a batch at a time to an Arrow IPC
+    file (an IPC writer holds no per-column encoding state: eight Parquet writers of a wide table held hundreds of
+    MB between them at a million topics)."""
+
+    def __init__(self, path: Path, spec: Table, batch: int) -> None:
+        import pyarrow as pa
+
+        self.path, self.spec, self.batch = path, spec, batch
+        self.schema = spec.arrow_schema()
+        self.rows: list[Mapping[str, Any]] = []
+        self._writer = pa.ipc.new_file(str(path), self.schema)
+
+    def add(self, row: Mapping[str, Any]) -> None:
+        self.spec.check(row)
+        self.rows.append(row)
+        if len(self.rows) >= self.batch:
+            self._flush()
+
+    def _flush(self) -> None:
+        import pyarrow as pa
+
+        if self.rows:
+            self._writer.write_batch(pa.RecordBatch.from_pylist(self.rows, schema=self.schema))
+            self.rows = []
+
+    def read(self) -> Any:
+        """Every row spilled, as one Arrow table (the writer closed)."""
+        import pyarrow as pa
+
+        self._flush()
+        self._writer.close()
+        with pa.OSFile(str(self.path)) as source:
+            return pa.ipc.open_file(source).read_all()
+
+    def abort(self) -> None:
+        with suppress(Exception):  # closed already by read(), or its file half-written
+            self._writer.close()
+
+
 class BucketedParquetRows(_RowWriter):
     """A snapshot table clustered by topic (:func:`topic_bucket`): row group ``b`` of the file holds exactly the
     rows of bucket ``b``'s topics, sorted by topic with each topic's rows in the order they came, so one Spark task
@@ -584,11 +626,11 @@ class BucketedParquetRows(_RowWriter):
     produced (memory holds a batch per bucket, then one bucket at a time); the file appears at ``path`` only when
     :meth:`close` is reached, as :class:`ParquetRows`'s."""
 
-    def __init__(self, path: Path, spec: Table, buckets: int, batch: int = PARQUET_BATCH_ROWS) -> None:
+    def __init__(self, path: Path, spec: Table, buckets: int, batch: int = SPILL_BATCH_ROWS) -> None:
         self.path, self.spec, self.buckets = Path(path).absolute(), spec, buckets
         self.path.parent.mkdir(parents=True, exist_ok=True)
         self._spills = [
-            ParquetRows(
+            _ArrowSpill(
                 _side_file(self.path.with_name(f"{self.path.name}.bucket-{b}")),
                 spec,
                 max(1, batch // buckets),
@@ -612,24 +654,23 @@ class BucketedParquetRows(_RowWriter):
         try:
             writer = pq.ParquetWriter(partial, self.spec.arrow_schema())
             for spill in self._spills:
-                spill.close()
-                bucket = pq.read_table(spill.path, schema=self.spec.arrow_schema())
+                bucket = spill.read()
                 remove_file(spill.path, within=self.path.parent)
                 order = pc.sort_indices(bucket, sort_keys=[("topic", "ascending")])  # stable
                 # One row group per bucket, an empty one included: row group b is bucket b.
                 writer.write_table(bucket.take(order), row_group_size=max(1, bucket.num_rows))
                 self.count += bucket.num_rows
+                del bucket, order
             writer.close()
             partial.replace(self.path)
         finally:
             remove_file(partial, within=self.path.parent)
-            for spill in self._spills:
-                remove_file(spill.path, within=self.path.parent)
-                remove_file(spill.partial, within=self.path.parent)
+            self.abort()
 
     def abort(self) -> None:
         for spill in self._spills:
             spill.abort()
+            remove_file(spill.path, within=self.path.parent)
 
 
 def write_parquet(

@@ -4,7 +4,7 @@ Files under ``<run_dir>/snapshot/`` (``housekeeping.engine.contract``: paths and
 tables beyond topics, ledgers, cursors, namespaces and holds that it reads, and only those are written):
 
 - ``run.json``       run facts: runId, mechanism, asOfMs, scope, blast-radius limits (share of a namespace's
-                     bytes; for GC, share of its topics), topic versions, broker settings
+                     bytes; for GC, share of its topics), broker settings
 - ``topics.parquet``  one row per in-scope topic with its *effective* policies (resolved here once)
 - ``ledgers.parquet`` the in-scope topics' ledgers
 - ``cursors.parquet`` the in-scope topics' cursors
@@ -17,19 +17,20 @@ Every table with a topic column is clustered by topic into ``HOUSEKEEPING_SNAPSH
 (``contract.BucketedParquetRows``): a planner's task reads whole topics with one row-group read of each table.
 
 The planner and the gate both read these files, never the live database, so the plan and its check see
-the same state; apply then compare-and-sets on the topic versions recorded here.
+the same state; apply then compare-and-sets on the topic versions recorded here (the topics table's ``version``).
 """
 
 from __future__ import annotations
 
 import json
 import time
-from collections.abc import Sequence
+from collections.abc import Callable, Iterable, Iterator, Sequence
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Protocol
 
-from sqlalchemy import select
+from sqlalchemy import Connection, func, select
 
 from housekeeping.core.actor import current_actor
 from housekeeping.core.errors import InputError
@@ -48,11 +49,21 @@ from housekeeping.store.store import Store, read_transaction
 SNAPSHOT_BUCKETS = Setting(
     "HOUSEKEEPING_SNAPSHOT_BUCKETS",
     int,
-    8,
-    minimum=1,
+    0,
+    minimum=0,
     maximum=4096,
-    help="row groups a snapshot table is clustered into by topic: one planner task each (a few per core)",
+    help="row groups a snapshot table is clustered into by topic: one planner task each (a few per core); "
+    "0: one per 50,000 topics in scope, at least 8",
 )
+# Topics per bucket when the setting is 0: a task's rows (and the writer's one bucket in memory) stay bounded as
+# the store grows (a million topics in eight buckets held 2 GiB in each planner task).
+TOPICS_PER_BUCKET = 50_000
+MIN_BUCKETS = 8
+
+
+def snapshot_buckets(topics: int) -> int:
+    """The buckets of a snapshot of ``topics`` topics (``HOUSEKEEPING_SNAPSHOT_BUCKETS``)."""
+    return int(SNAPSHOT_BUCKETS.read()) or max(MIN_BUCKETS, -(-topics // TOPICS_PER_BUCKET))
 
 
 class PolicyOverlay(Protocol):
@@ -81,86 +92,156 @@ class SnapshotInfo:
 @dataclass(frozen=True)
 class StoreState:
     """One consistent read of the metadata a snapshot is made of. Several snapshots of one read (a policy
-    sweep's points) differ only by the policies resolved into them."""
+    sweep's points) differ only by the policies resolved into them.
+
+    The topics, ledgers and cursors are iterables each iteration of which reads the same rows in order: lists
+    (:func:`read_store_state`) or, for one snapshot, queries read a batch at a time inside the snapshot's read
+    transaction (:func:`streamed_store_state`: a million topics' rows are never in memory at once)."""
 
     broker: BrokerConfig
     namespaces: dict[str, dict[str, Any]]
-    topic_rows: list[Any]
-    ledger_rows: list[Any]
-    cursor_rows: list[Any]
+    topic_rows: Iterable[Any]
+    ledger_rows: Iterable[Any]
+    cursor_rows: Iterable[Any]
     partitioned_rows: list[Any]
     compacted_rows: list[Any]
     holds: dict[str, Any]
     quota_rows: list[Any]
     erasure_rows: list[Any] = field(default_factory=list)  # open requests (pending, held or failed)
     pending_rows: list[Any] = field(default_factory=list)  # files waiting for purge
+    # Ledgers (raw or compacted) whose files key erasure rewrote: (topic, ledger_id, files_generation).
+    generation_rows: list[Any] = field(default_factory=list)
+    # Ledgers whose entries are only in the object tier: (topic, ledger_id, offload_uuid).
+    tier_rows: list[Any] = field(default_factory=list)
+    # Every namespace's stored bytes (all its ledgers) and topic count.
+    namespace_bytes: dict[str, int] = field(default_factory=dict)
+    namespace_topics: dict[str, int] = field(default_factory=dict)
+
+
+# Rows a streamed query fetches at a time.
+STREAM_BATCH = 10_000
+
+
+@dataclass(frozen=True)
+class QueryRows:
+    """A query's rows, read again at each iteration on one connection inside its read transaction (the same rows
+    each time: snapshot isolation), ``STREAM_BATCH`` at a time (a server-side cursor on PostgreSQL)."""
+
+    conn: Connection
+    statement: Any
+
+    def __iter__(self) -> Iterator[Any]:
+        options = {"stream_results": True, "yield_per": STREAM_BATCH}
+        yield from self.conn.execution_options(**options).execute(self.statement)
 
 
 def read_store_state(store: Store) -> StoreState:
+    """Every table's rows in memory (a sweep writes several snapshots of one read)."""
     broker = store.broker_config()
     with read_transaction(store.engine) as conn:
-        namespaces = {r.name: json.loads(r.policies) for r in conn.execute(select(t.namespaces))}
-        topic_rows = list(conn.execute(select(t.topics).order_by(t.topics.c.name)))
-        ledger_rows = list(conn.execute(select(t.ledgers).order_by(t.ledgers.c.topic, t.ledgers.c.ledger_id)))
-        cursor_rows = list(conn.execute(select(t.cursors).order_by(t.cursors.c.topic, t.cursors.c.name)))
-        partitioned_rows = list(
-            conn.execute(select(t.partitioned_topics).order_by(t.partitioned_topics.c.name))
-        )
-        compacted_rows = list(
+        return _store_state(broker, conn, lambda statement: list(conn.execute(statement)))
+
+
+@contextmanager
+def streamed_store_state(store: Store) -> Iterator[StoreState]:
+    """The store's state for one snapshot written inside the read transaction: the topics, ledgers and cursors
+    read as the tables are written."""
+    broker = store.broker_config()
+    with read_transaction(store.engine) as conn:
+        yield _store_state(broker, conn, lambda statement: QueryRows(conn, statement))
+
+
+def _store_state(broker: BrokerConfig, conn: Connection, rows: Callable[[Any], Iterable[Any]]) -> StoreState:
+    """The state on ``conn``; ``rows`` reads the three tables that grow with the topics."""
+    ledgers, topics = t.ledgers.c, t.topics.c
+    namespace_sizes = select(topics.namespace, func.coalesce(func.sum(ledgers.size_bytes), 0)).select_from(
+        t.ledgers.join(t.topics, ledgers.topic == topics.name)
+    )
+    return StoreState(
+        broker,
+        {r.name: json.loads(r.policies) for r in conn.execute(select(t.namespaces))},
+        rows(select(t.topics).order_by(topics.name)),
+        rows(select(t.ledgers).order_by(ledgers.topic, ledgers.ledger_id)),
+        rows(select(t.cursors).order_by(t.cursors.c.topic, t.cursors.c.name)),
+        list(conn.execute(select(t.partitioned_topics).order_by(t.partitioned_topics.c.name))),
+        list(
             conn.execute(
                 select(t.compacted_ledgers)
                 .where(t.compacted_ledgers.c.status == "current")
                 .order_by(t.compacted_ledgers.c.topic)
             )
-        )
-        holds = load_holds(conn)
-        quota_rows = list(
+        ),
+        load_holds(conn),
+        list(
             conn.execute(
                 select(t.backlog_quota_states).order_by(
                     t.backlog_quota_states.c.topic, t.backlog_quota_states.c.quota_type
                 )
             )
-        )
-        erasure_rows = list(
+        ),
+        list(
             conn.execute(
                 select(t.erasure_requests)
                 .where(t.erasure_requests.c.state.in_(("pending", "held", "failed")))
                 .order_by(t.erasure_requests.c.id)
             )
-        )
-        pending_rows = list(
+        ),
+        list(
             conn.execute(
                 select(t.pending_deletions)
                 .where(t.pending_deletions.c.status == "pending")
                 .order_by(t.pending_deletions.c.id)
             )
-        )
-    return StoreState(
-        broker,
-        namespaces,
-        topic_rows,
-        ledger_rows,
-        cursor_rows,
-        partitioned_rows,
-        compacted_rows,
-        holds,
-        quota_rows,
-        erasure_rows,
-        pending_rows,
+        ),
+        _generation_rows(conn),
+        list(
+            conn.execute(
+                select(ledgers.topic, ledgers.ledger_id, ledgers.offload_uuid)
+                .where(ledgers.local_deleted & ledgers.entries_stored)
+                .order_by(ledgers.topic, ledgers.ledger_id)
+            )
+        ),
+        {r[0]: int(r[1]) for r in conn.execute(namespace_sizes.group_by(topics.namespace))},
+        {
+            r[0]: int(r[1])
+            for r in conn.execute(select(topics.namespace, func.count()).group_by(topics.namespace))
+        },
     )
+
+
+def _generation_rows(conn: Connection) -> list[Any]:
+    """(topic, ledger_id, files_generation) of every raw ledger, then every current compacted ledger, whose files
+    key erasure rewrote."""
+    found = []
+    for table, where in ((t.ledgers, None), (t.compacted_ledgers, t.compacted_ledgers.c.status == "current")):
+        statement = select(table.c.topic, table.c.ledger_id, table.c.files_generation).where(
+            table.c.files_generation > 0
+        )
+        if where is not None:
+            statement = statement.where(where)
+        found += list(conn.execute(statement.order_by(table.c.topic, table.c.ledger_id)))
+    return found
 
 
 def select_topics(store: Store, state: StoreState, request: RunRequest) -> frozenset[str]:
     """The topics of the request's scope; an empty store, a scope matching nothing, or an option naming a topic
     the store does not have or the scope leaves out is bad input (nothing is written)."""
-    if not state.topic_rows:
+    topics, in_scope_names = 0, set()
+    for row in state.topic_rows:
+        topics += 1
+        if in_scope(row.name, request.scope):
+            in_scope_names.add(row.name)
+    if not topics:
         raise InputError(f"store {store.root} has no topics")
-    selected = frozenset(row.name for row in state.topic_rows if in_scope(row.name, request.scope))
+    selected = frozenset(in_scope_names)
     if not selected:
         raise InputError(f"scope {','.join(request.scope)!r} matches no topic in store {store.root}")
-    known = {row.name for row in state.topic_rows}
-    for option, value in request.options:
-        if option.check_topics is not None and value:
+    checked = [
+        (option, value) for option, value in request.options if option.check_topics is not None and value
+    ]
+    if checked:
+        known = {row.name for row in state.topic_rows}
+        for option, value in checked:
             option.check_topics(
                 value, known, set(selected), f"store {store.root}, scope {list(request.scope)}"
             )
@@ -182,14 +263,33 @@ def take_snapshot(
     points differ from the first only in their topics); default, every table the mechanism reads."""
     mechanism = request.mechanism
     tables = tuple(tables) if tables is not None else mechanism.all_snapshot_tables
-    state = state or read_store_state(store)
+    run = contract.RunDir(run_dir or store.run_dir(mechanism.name, request.run_id))
+    if state is not None:
+        selected = _write_tables(store, request, state, run, policy_overlay, tables)
+    else:
+        with streamed_store_state(store) as streamed:
+            selected = _write_tables(store, request, streamed, run, policy_overlay, tables)
+    if policy_overlay is None:
+        mechanism.after_snapshot(store, run.path, request)
+    checkpoint("snapshot_after_write")
+    return SnapshotInfo(run.path, request.run_id, mechanism.name, request.as_of_ms, selected)
+
+
+def _write_tables(
+    store: Store,
+    request: RunRequest,
+    state: StoreState,
+    run: contract.RunDir,
+    policy_overlay: PolicyOverlay | None,
+    tables: Sequence[str],
+) -> int:
+    """The snapshot's tables and ``run.json`` from ``state``; the number of topics selected."""
     broker = state.broker if policy_overlay is None else policy_overlay.broker_config(state.broker)
     selection = Selection(
         state, broker, select_topics(store, state, request), policy_overlay, offloader=store.tier is not None
     )
-    run = contract.RunDir(run_dir or store.run_dir(mechanism.name, request.run_id))
     run.snapshot_dir.mkdir(parents=True, exist_ok=True)
-    buckets = SNAPSHOT_BUCKETS.read()
+    buckets = snapshot_buckets(len(selection.selected))
     for name in tables:
         spec = contract.SNAPSHOT_TABLES[name]
         contract.write_parquet(
@@ -199,10 +299,7 @@ def take_snapshot(
             buckets=buckets if "topic" in spec.names else None,
         )
     contract.write_json(run.run_info, run_info(store, request, selection, tables, buckets))
-    if policy_overlay is None:
-        mechanism.after_snapshot(store, run.path, request)
-    checkpoint("snapshot_after_write")
-    return SnapshotInfo(run.path, request.run_id, mechanism.name, request.as_of_ms, len(selection.selected))
+    return len(selection.selected)
 
 
 def run_info(
@@ -223,7 +320,6 @@ def run_info(
         "scheduleIntervalMs": request.schedule_interval_ms,
         "store": str(store.root),
         "metadata": store.safe_url,
-        "topicVersions": {row.name: row.version for row in state.topic_rows if row.name in selected},
         # The broker settings the cursor mechanisms read (all of them, so a plan can be re-derived).
         "broker": dict(selection.broker.settings),
         "takenAtWallClockMs": int(time.time() * 1000),  # audit only; no rule reads it
@@ -236,9 +332,7 @@ def run_info(
         # Ledgers (raw or compacted) whose files key erasure rewrote: [topic, ledgerId, generation]; every other
         # ledger's files are at generation 0 (``store.ledger_rel_path``).
         "fileGenerations": [
-            [r.topic, r.ledger_id, r.files_generation]
-            for r in (*state.ledger_rows, *state.compacted_rows)
-            if r.files_generation and r.topic in selected
+            [r.topic, r.ledger_id, r.files_generation] for r in state.generation_rows if r.topic in selected
         ],
         # The object tier offloads go to (its URL and endpoint: no credentials); None: no offloader.
         "offloadTier": store.tier.url if store.tier is not None else None,
@@ -246,8 +340,6 @@ def run_info(
         # Ledgers whose entries are only in the tier (their local copy deleted): [topic, ledgerId, attempt UUID];
         # the Spark apps read them from their object (``spark_apps.shared.io.LedgerFiles``).
         "tierLedgers": [
-            [r.topic, r.ledger_id, r.offload_uuid]
-            for r in state.ledger_rows
-            if r.local_deleted and r.entries_stored and r.topic in selected
+            [r.topic, r.ledger_id, r.offload_uuid] for r in state.tier_rows if r.topic in selected
         ],
     }

@@ -32,12 +32,8 @@ class Selection:
     offloader: bool = False  # an object tier is configured (HOUSEKEEPING_OFFLOAD_URL)
 
     @cached_property
-    def topic_namespace(self) -> dict[str, str]:
-        return {row.name: row.namespace for row in self.state.topic_rows}
-
-    @cached_property
     def touched_namespaces(self) -> frozenset[str]:
-        return frozenset(self.topic_namespace[name] for name in self.selected)
+        return frozenset(row.namespace for row in self.state.topic_rows if row.name in self.selected)
 
     def _levels(self, row: Any) -> tuple[dict[str, Any], str, dict[str, Any]]:
         """The topic's own policies and its namespace's (a what-if's overlay applied)."""
@@ -200,8 +196,8 @@ def partitioned_topics(sel: Selection) -> Iterator[Row]:
     """Partitioned-topic metadata of the namespaces in scope, with how many of its partitions exist as topics (in
     the whole store, not only in scope: the metadata may only go when no partition is left)."""
     existing: dict[str, int] = {}
-    for name in sel.topic_namespace:
-        parent = TopicName.parse(name).partitioned_parent
+    for row in sel.state.topic_rows:
+        parent = TopicName.parse(row.name).partitioned_parent
         if parent is not None:
             existing[parent] = existing.get(parent, 0) + 1
     for r in sel.state.partitioned_rows:
@@ -247,10 +243,11 @@ def erasure_requests(sel: Selection) -> Iterator[Row]:
 
 def pending_files(sel: Selection) -> Iterator[Row]:
     """The files waiting for purge of the topics in scope, or of deleted topics of the namespaces in scope."""
+    waiting = {r.topic for r in sel.state.pending_rows}
+    existing = {row.name for row in sel.state.topic_rows if row.name in waiting} if waiting else set()
     for r in sel.state.pending_rows:
         deleted_in_scope = (
-            r.topic not in sel.topic_namespace
-            and str(TopicName.parse(r.topic).namespace_name) in sel.touched_namespaces
+            r.topic not in existing and str(TopicName.parse(r.topic).namespace_name) in sel.touched_namespaces
         )
         if r.topic in sel.selected or deleted_in_scope:
             yield {
@@ -272,17 +269,10 @@ def holds(sel: Selection) -> Iterable[Row]:
 
 def namespaces(sel: Selection) -> Iterable[Row]:
     """Stored bytes and topic count of every namespace the scope touches (the blast radius's denominators)."""
-    stored = dict.fromkeys(sel.touched_namespaces, 0)
-    count = dict.fromkeys(sel.touched_namespaces, 0)
-    for namespace in sel.topic_namespace.values():
-        if namespace in count:
-            count[namespace] += 1
-    for row in sel.state.ledger_rows:
-        namespace = sel.topic_namespace[row.topic]
-        if namespace in stored:
-            stored[namespace] += row.size_bytes
+    stored, count = sel.state.namespace_bytes, sel.state.namespace_topics
     return [
-        {"namespace": name, "storedBytes": stored[name], "topicCount": count[name]} for name in sorted(stored)
+        {"namespace": name, "storedBytes": stored.get(name, 0), "topicCount": count.get(name, 0)}
+        for name in sorted(sel.touched_namespaces)
     ]
 
 

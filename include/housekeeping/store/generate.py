@@ -92,6 +92,10 @@ class GenerateOptions:
     # 0: the generator's own rollovers; N: the same rollovers stretched so each topic's closed ledgers span N days
     # before the reference (a store with a history the capacity forecast can fit and backtest).
     history_days: int = 0
+    # Ledgers described in the metadata only (entries_stored false, no Parquet file): sizes and entry time spans
+    # drawn as the entries would be, for planning at sizes whose entries would not fit the disk. The mechanisms
+    # that read entries treat such ledgers as Pulsar treats unreadable ones (docs/semantics.md).
+    metadata_only: bool = False
 
     def validate(self) -> None:
         if self.topics < 1:
@@ -203,6 +207,15 @@ def _ledger_table(
     return table, int(sizes.sum()), (int(ts.min()) if count else None), (int(ts.max()) if count else None)
 
 
+def _ledger_metadata(
+    count: int, rng: np.random.Generator, opts: GenerateOptions, start_ms: int, end_ms: int
+) -> tuple[int, int | None, int | None]:
+    """A metadata-only ledger's size and entry time span: payload lengths drawn as :func:`_ledger_table` draws
+    them, the entries spread over the ledger's life (no out-of-order or broker timestamps: nothing is read)."""
+    size = int(rng.integers(max(1, opts.payload_bytes // 2), opts.payload_bytes * 2, size=count).sum())
+    return size, (start_ms if count else None), (end_ms if count else None)
+
+
 def _cursors(
     topic: dict, rng: np.random.Generator, reference_ms: int
 ) -> tuple[list[CursorSpec], int, int, int]:
@@ -260,10 +273,11 @@ def generate_store(store_root: Path, opts: GenerateOptions, metadata_url: str | 
     plans.append(system)
 
     specs: list[TopicSpec] = []
+    stored = not opts.metadata_only
     for plan in plans:
         cursors, producers, consumers, last_active = _cursors(plan, rng, reference_ms)
         ledgers = [
-            LedgerSpec(lid, plan["entries"][k], 0, plan["close_times"][k], entries_stored=True)
+            LedgerSpec(lid, plan["entries"][k], 0, plan["close_times"][k], entries_stored=stored)
             for k, lid in enumerate(plan["ledger_ids"])
         ]
         specs.append(TopicSpec(plan["name"], {}, ledgers, cursors, producers, consumers, last_active))
@@ -280,7 +294,7 @@ def generate_store(store_root: Path, opts: GenerateOptions, metadata_url: str | 
         plans.append(plan)
         cursors, producers, consumers, last_active = _cursors(plan, partition_rng, reference_ms)
         ledgers = [
-            LedgerSpec(lid, plan["entries"][k], 0, plan["close_times"][k], entries_stored=True)
+            LedgerSpec(lid, plan["entries"][k], 0, plan["close_times"][k], entries_stored=stored)
             for k, lid in enumerate(plan["ledger_ids"])
         ]
         specs.append(TopicSpec(plan["name"], {}, ledgers, cursors, producers, consumers, last_active))
@@ -300,6 +314,11 @@ def generate_store(store_root: Path, opts: GenerateOptions, metadata_url: str | 
             for k, ledger in enumerate(spec.ledgers):
                 end = plan["close_times"][k] if plan["close_times"][k] is not None else reference_ms - MINUTE
                 start = plan["close_times"][k - 1] if k > 0 else (plan["first_open"] or end - 60 * MINUTE)
+                if opts.metadata_only:
+                    ledger.size_bytes, ledger.min_entry_ts_ms, ledger.max_entry_ts_ms = _ledger_metadata(
+                        plan["entries"][k], entry_rng, opts, start, end
+                    )
+                    continue
                 table, size, lo, hi = _ledger_table(plan, k, entry_rng, opts, start, end)
                 ledger.size_bytes, ledger.min_entry_ts_ms, ledger.max_entry_ts_ms = size, lo, hi
                 write_ledger(staging.ledger_dir(spec.name, ledger.ledger_id), table)

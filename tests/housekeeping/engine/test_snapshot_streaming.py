@@ -1,0 +1,101 @@
+"""A snapshot at a million topics: the store's topics, ledgers and cursors are read as the tables are written
+(``engine.snapshot.streamed_store_state``), the buckets grow with the topics, ``run.json`` carries no per-topic
+facts (apply reads the topic versions from the topics table), and ``housekeeping generate --metadata-only`` makes
+such a store without entry files. Each shown on a small store against what it must equal."""
+
+from __future__ import annotations
+
+import json
+
+import pyarrow.parquet as pq
+import pytest
+from sqlalchemy import select
+
+from housekeeping.core.timeutil import parse_as_of
+from housekeeping.engine import contract
+from housekeeping.engine.apply import snapshot_topic_versions
+from housekeeping.engine.snapshot import read_store_state, snapshot_buckets, take_snapshot
+from housekeeping.mechanisms.registry import build_request
+from housekeeping.store import metadata_schema as t
+from housekeeping.store.generate import GenerateOptions, generate_store
+from housekeeping.store.manifest.export import export_manifest
+from housekeeping.store.store import Store
+
+pytestmark = pytest.mark.unit
+
+AS_OF_MS = parse_as_of("2026-11-02T00:00:00Z")
+OPTIONS = GenerateOptions(topics=24, seed=5, entries_per_ledger=20)
+
+
+@pytest.fixture(scope="module")
+def store(tmp_path_factory) -> Store:
+    return generate_store(tmp_path_factory.mktemp("streamed") / "store", OPTIONS, None)
+
+
+def _snapshot(store: Store, run_id: str, **kwargs) -> contract.RunDir:
+    request = build_request("gc", run_id=run_id, as_of_ms=AS_OF_MS, values={"max_deleted_share": 1.0})
+    return contract.RunDir(take_snapshot(store, request, **kwargs).run_dir)
+
+
+def test_a_streamed_snapshot_equals_the_snapshot_of_a_read_held_in_memory(store):
+    streamed = _snapshot(store, "streamed")
+    held = _snapshot(store, "held", state=read_store_state(store))
+    info = contract.read_run_info(streamed)
+    for name in info["snapshotTables"]:
+        table = contract.SNAPSHOT_TABLES[name]
+        assert pq.read_table(streamed.snapshot_table(table)).equals(
+            pq.read_table(held.snapshot_table(table))
+        ), name
+    volatile = {"runId", "takenAtWallClockMs"}
+    held_info = contract.read_run_info(held)
+    assert {k: v for k, v in info.items() if k not in volatile} == {
+        k: v for k, v in held_info.items() if k not in volatile
+    }
+    # What the namespaces table says, counted here from the store's rows.
+    manifest = export_manifest(store)
+    stored: dict[str, int] = {}
+    for name, topic in manifest["topics"].items():
+        namespace = name.split("://", 1)[1].rsplit("/", 1)[0]
+        stored[namespace] = stored.get(namespace, 0) + sum(ledger["size"] for ledger in topic["ledgers"])
+    rows = contract.read_snapshot_table(streamed, contract.NAMESPACES)
+    assert {r["namespace"]: r["storedBytes"] for r in rows} == stored
+
+
+def test_run_json_carries_no_topic_versions_and_apply_reads_them_from_the_topics_table(store):
+    run = _snapshot(store, "versions")
+    info = contract.read_run_info(run)
+    assert "topicVersions" not in info and len(json.dumps(info)) < 5000
+    with store.engine.connect() as conn:
+        versions = dict(conn.execute(select(t.topics.c.name, t.topics.c.version)).all())
+    acted_on = sorted(versions)[:3]
+    assert snapshot_topic_versions(run, info, acted_on) == {name: versions[name] for name in acted_on}
+    # A run snapshotted when run.json still carried them applies with those.
+    older = {**info, "topicVersions": {acted_on[0]: 7}}
+    assert snapshot_topic_versions(run, older, acted_on) == {acted_on[0]: 7}
+
+
+def test_the_buckets_grow_with_the_topics_unless_the_setting_fixes_them(monkeypatch):
+    monkeypatch.delenv("HOUSEKEEPING_SNAPSHOT_BUCKETS", raising=False)
+    assert [snapshot_buckets(n) for n in (1, 400_000, 400_001, 1_000_004)] == [8, 8, 9, 21]
+    monkeypatch.setenv("HOUSEKEEPING_SNAPSHOT_BUCKETS", "4")
+    assert snapshot_buckets(1_000_004) == 4
+
+
+def test_a_metadata_only_store_has_the_same_topics_and_no_entry_files(store, tmp_path):
+    described = generate_store(
+        tmp_path / "metadata-only",
+        GenerateOptions(topics=OPTIONS.topics, seed=OPTIONS.seed, entries_per_ledger=20, metadata_only=True),
+        None,
+    )
+    assert not any(p.is_file() for p in described.ledgers_root.rglob("*"))
+    full, only = export_manifest(store)["topics"], export_manifest(described)["topics"]
+    assert sorted(full) == sorted(only)
+    for name, topic in full.items():
+        mirrored = only[name]
+        assert mirrored["cursors"] == topic["cursors"], name
+        assert [(lg["ledgerId"], lg["entries"]) for lg in mirrored["ledgers"]] == [
+            (lg["ledgerId"], lg["entries"]) for lg in topic["ledgers"]
+        ], name
+        assert all((lg["size"] > 0) == (lg["entries"] > 0) for lg in mirrored["ledgers"]), name
+    with described.engine.connect() as conn:
+        assert not any(conn.execute(select(t.ledgers.c.entries_stored)).scalars())
