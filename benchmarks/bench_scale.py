@@ -1,14 +1,16 @@
 """Benchmark: `housekeeping apply trim` and `apply gc` end to end as the store grows (issue 19's scale target).
 
     python benchmarks/bench_scale.py [--topics 1000,10000,100000] [--mechanisms trim,gc]
-        [--entries-per-ledger 20] [--work DIR [--keep] [--reuse]] [--json OUT] [--plot OUT.svg]
+        [--entries-per-ledger 20] [--metadata-only] [--work DIR [--keep] [--reuse]] [--json OUT] [--plot OUT.svg]
 
 For each size it generates one store (the CLI's generator, one seed), copies it once per mechanism and runs the
 CLI's apply on the copy in its own process, as an operator would: snapshot (Python), plan and gate (Spark,
 local[2], one application), apply and journal (Python). It samples the process tree every 0.2 s and reports the
 wall time, the peak resident memory of the Python process (snapshot, apply) and of the Spark driver's JVM, and
 what was deleted. Time per thousand topics at each size and the marginal slope between sizes (seconds per
-thousand more topics) say whether the cost is linear. The plot: wall time against topics, one line per mechanism.
+thousand more topics) say whether the cost is linear. The plot: wall time and the Python process's peak memory
+against topics, one line per mechanism. ``--metadata-only`` generates the stores without entry files
+(``housekeeping generate --metadata-only``): a million topics on one disk.
 
 Targets (issue 19), checked here and never in timed tests: time per thousand topics flat from 1,000 to 100,000,
 peak memory bounded.
@@ -112,7 +114,13 @@ def store_size(root: Path) -> tuple[int, int]:
 
 
 def measure(
-    topics: int, mechanisms: list[str], entries_per_ledger: int, work: Path, keep: bool, reuse: bool = False
+    topics: int,
+    mechanisms: list[str],
+    entries_per_ledger: int,
+    work: Path,
+    keep: bool,
+    reuse: bool = False,
+    metadata_only: bool = False,
 ) -> list[dict]:
     template = work / f"{topics}" / "template"
     if reuse and template.is_dir():
@@ -124,7 +132,7 @@ def measure(
         generated = run_sampled(
             cli(
                 "generate", "--store", str(template), "--topics", str(topics), "--seed", "1",
-                "--entries-per-ledger", str(entries_per_ledger),
+                "--entries-per-ledger", str(entries_per_ledger), *(["--metadata-only"] if metadata_only else []),
             )
         )  # fmt: skip
     ledgers, entries = store_size(template)
@@ -166,10 +174,10 @@ def remove(path: Path) -> None:
     subprocess.run(["rm", "-rf", str(path)], check=True)
 
 
-def series(rows: list[dict]) -> dict[str, list[tuple[int, float]]]:
-    """Per mechanism, in the rows' order: (topics, wall seconds), by size."""
+def series(rows: list[dict], measure: str = "wall_s") -> dict[str, list[tuple[int, float]]]:
+    """Per mechanism, in the rows' order: (topics, the row's ``measure``), by size."""
     mechanisms = dict.fromkeys(r["mechanism"] for r in rows)
-    return {m: sorted((r["topics"], r["wall_s"]) for r in rows if r["mechanism"] == m) for m in mechanisms}
+    return {m: sorted((r["topics"], r[measure]) for r in rows if r["mechanism"] == m) for m in mechanisms}
 
 
 def slopes(rows: list[dict]) -> dict[str, list[dict]]:
@@ -189,16 +197,20 @@ def plot(rows: list[dict], path: Path) -> None:
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
-    figure, axis = plt.subplots(figsize=(6.5, 4))
-    for mechanism, points in series(rows).items():
-        axis.plot(*zip(*points, strict=True), marker="o", label=f"housekeeping apply {mechanism}")
-    axis.set_xscale("log")
-    axis.set_yscale("log")
-    axis.set_xlabel("topics in the store")
-    axis.set_ylabel("wall time, end to end (s)")
-    axis.set_title("Run time against topics (local[2], 2 cores)")
-    axis.grid(True, which="both", alpha=0.3)
-    axis.legend()
+    figure, (timed, memory) = plt.subplots(1, 2, figsize=(11, 4))
+    for axis, measure, label in (
+        (timed, "wall_s", "wall time, end to end (s)"),
+        (memory, "pythonPeakRssMiB", "Python process peak memory (MiB)"),
+    ):
+        for mechanism, points in series(rows, measure).items():
+            axis.plot(*zip(*points, strict=True), marker="o", label=f"housekeeping apply {mechanism}")
+        axis.set_xscale("log")
+        axis.set_yscale("log")
+        axis.set_xlabel("topics in the store")
+        axis.set_ylabel(label)
+        axis.grid(True, which="both", alpha=0.3)
+        axis.legend()
+    figure.suptitle("Against topics (local[2], 2 cores)")
     figure.tight_layout()
     figure.savefig(path)
 
@@ -215,6 +227,7 @@ def main(argv: list[str] | None = None) -> int:
         action="store_true",
         help="use WORK/N/template when it exists (kept before) instead of generating",
     )
+    parser.add_argument("--metadata-only", action="store_true", help="stores without entry files")
     parser.add_argument("--json", type=Path)
     parser.add_argument("--plot", type=Path)
     args = parser.parse_args(argv)
@@ -223,7 +236,9 @@ def main(argv: list[str] | None = None) -> int:
     rows = [
         row
         for topics in sorted(int(n) for n in args.topics.split(","))
-        for row in measure(topics, mechanisms, args.entries_per_ledger, work, args.keep, args.reuse)
+        for row in measure(
+            topics, mechanisms, args.entries_per_ledger, work, args.keep, args.reuse, args.metadata_only
+        )
     ]
     result = {"rows": rows, "slopes": slopes(rows)}
     print(json.dumps(result["slopes"], indent=2))
