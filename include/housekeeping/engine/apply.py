@@ -22,7 +22,7 @@ state in which a file is unknown to the metadata.
 from __future__ import annotations
 
 from collections import defaultdict
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass, field
 from functools import cached_property
 from itertools import groupby
@@ -41,6 +41,7 @@ from housekeeping.engine.contract import (
     ACTIONS,
     RunDir,
     read_json,
+    read_jsonl,
     read_run_info,
     snapshot_topic_values,
     write_json,
@@ -106,13 +107,17 @@ class ApplyRun:
         purge_grace_seconds: int,
         detail: dict[str, Any] | None = None,
         actions: list[dict[str, Any]] | None = None,
+        acted_on: frozenset[str] | None = None,
+        gate: dict[str, Any] | None = None,
     ) -> ApplyRun:
         """``actions``: the plan's actions table when the caller has read it already (read once: at 100,000
-        topics a trim plan's rows are a few hundred MiB of Python objects)."""
+        topics a trim plan's rows are a few hundred MiB of Python objects); ``acted_on``: instead, the topics the
+        plan acts on, from a caller that reads the table a part at a time and checked every row's kind; ``gate``: the
+        verdict the caller checked already (:func:`require_passed_gate`)."""
         if purge_grace_seconds < 0:
             raise InputError(f"purge grace period {purge_grace_seconds} s must be >= 0")
         run = RunDir(run_dir)
-        gate = require_passed_gate(run.path)
+        gate = gate if gate is not None else require_passed_gate(run.path)
         info = read_run_info(run)
         if Path(info["store"]).resolve() != store.root:
             raise InputError(f"run {run} was planned on store {info['store']}, not on {store.root}")
@@ -123,10 +128,13 @@ class ApplyRun:
         run_id = f"{info['runId']}@{gate['planDigest'][:16]}"
         actor = str(info.get("actor") or current_actor())
         applying = cls(store, run, info, spec, run_id, purge_grace_seconds, actor)
-        if actions is not None:
-            applying.__dict__["actions"] = actions  # the cached property, already read
-        for action in applying.actions:
-            spec.action(action["action"], where=f"plan in {run}")
+        if acted_on is not None:
+            applying.__dict__["acted_on"] = acted_on  # the cached property, already found
+        else:
+            if actions is not None:
+                applying.__dict__["actions"] = actions  # the cached property, already read
+            for action in applying.actions:
+                spec.action(action["action"], where=f"plan in {run}")
         applying.done = begin_run(
             store,
             run_id=run_id,
@@ -177,8 +185,12 @@ class ApplyRun:
     def snapshot_policies(self) -> dict[str, str]:
         """The effective policies (JSON) the snapshot recorded for each topic the plan acts on (read once per
         apply, when a kind's re-check needs them; two columns, not 100,000 whole topic rows)."""
-        acted_on = {a["topic"] for a in self.actions if a.get("topic")}
-        return snapshot_topic_values(self.run, "policies", topics=acted_on)
+        return snapshot_topic_values(self.run, "policies", topics=self.acted_on)
+
+    @cached_property
+    def acted_on(self) -> frozenset[str]:
+        """The topics the plan's rows name."""
+        return frozenset(a["topic"] for a in self.actions if a.get("topic"))
 
     @cached_property
     def broker(self) -> BrokerConfig:
@@ -319,32 +331,86 @@ class ApplyResult:
         per_ns["topics"] += int(bool(tally.detail.get("topicDeleted")))
 
 
+@dataclass(frozen=True)
+class ActionParts:
+    """The plan's actions table as its part files, read one at a time (a million topics' actions are never in
+    memory at once), and what one pass over them found: how many rows and topics, the rows applied after every
+    topic, and whether each topic's rows are in one part (the one-pass planners write a topic's rows in its bucket's
+    part; a plan whose topic spans parts is applied from the whole table, as one)."""
+
+    parts: list[Path]
+    rows: int
+    topics: frozenset[str]  # of the rows applied topic by topic
+    after: list[dict[str, Any]]
+    after_kinds: frozenset[str]
+    one_part_per_topic: bool
+
+    @classmethod
+    def scan(cls, run: RunDir, spec: PlansActions) -> ActionParts:
+        """Every row's kind checked (an unknown kind is bad input naming the plan, before anything is applied)."""
+        table_dir = run.plan_table(ACTIONS)
+        if not table_dir.is_dir():
+            raise InputError(f"run directory {run.path} has no plan table {ACTIONS.name!r}")
+        parts = sorted(table_dir.glob("part-*"))
+        part_of: dict[str, int] = {}
+        rows, spans, after = 0, False, []
+        for index, part in enumerate(parts):
+            for row in read_jsonl(part):
+                rows += 1
+                if spec.action(row["action"], where=f"plan in {run}").after_topics:
+                    after.append(row)
+                    continue
+                spans = spans or part_of.setdefault(row["topic"], index) != index
+        topics = frozenset(part_of)
+        after_kinds = frozenset(kind.name for kind in spec.actions if kind.after_topics)
+        return cls(parts, rows, topics, after, after_kinds, not spans)
+
+    def by_topic(self) -> Iterator[dict[str, list[dict[str, Any]]]]:
+        """The topics' rows (after-topics rows left out), grouped by topic: one group per part file, or one of the
+        whole table when a topic spans parts."""
+        grouped: dict[str, list[dict[str, Any]]] = defaultdict(list)
+        for part in self.parts:
+            for row in read_jsonl(part):
+                if row["action"] not in self.after_kinds:
+                    grouped[row["topic"]].append(row)
+            if self.one_part_per_topic:
+                yield grouped
+                grouped = defaultdict(list)
+        if grouped:
+            yield grouped
+
+
 def apply_plan(store: Store, run_dir: Path, spec: PlansActions, *, purge_grace_seconds: int) -> ApplyResult:
-    """The shared Python apply of a checked plan: each topic's rows by their kinds, then the rows applied after
-    every topic."""
+    """The shared Python apply of a checked plan: each topic's rows by their kinds (a part file of the plan at a
+    time), then the rows applied after every topic."""
     batch_topics = int(APPLY_BATCH_TOPICS.read())  # bad input before the run is journaled as started
     run = RunDir(run_dir)
-    actions = read_table(run.path, ACTIONS.name)
-    topics = {a["topic"] for a in actions}
-    # Opening checks the gate's verdict and that every row is one of the mechanism's kinds, before anything else.
+    # The gate's verdict first, then every row's kind, before anything else.
+    gate = require_passed_gate(run.path)
+    plan = ActionParts.scan(run, spec)
+    acted_on = plan.topics | {row["topic"] for row in plan.after}
     context = ApplyRun.open(
         store,
         run_dir,
         spec,
         purge_grace_seconds=purge_grace_seconds,
-        detail={"topics": len(topics), "actions": len(actions)},
-        actions=actions,
+        detail={"topics": len(acted_on), "actions": plan.rows},
+        acted_on=acted_on,
+        gate=gate,
     )
-    by_topic: dict[str, list[dict[str, Any]]] = defaultdict(list)
-    after: list[dict[str, Any]] = []
-    for action in actions:
-        if spec.action(action["action"]).after_topics:
-            after.append(action)
-        else:
-            by_topic[action["topic"]].append(action)
+    # Every topic checked against the snapshot before the first part is applied.
+    versions = snapshot_topic_versions(context.run, context.info, sorted(plan.topics))
+    missing = sorted(plan.topics - versions.keys())
+    if missing:
+        raise InputError(f"plan in {context.run} names topic {missing[0]}, which is not in its snapshot")
     result = ApplyResult.of(context.run_id, spec)
-    _apply_topics(context, by_topic, result, batch_topics)
-    _apply_after_topics(context, after, result)
+    for by_topic in plan.by_topic():
+        _apply_topics(context, by_topic, versions, result, batch_topics)
+    # In the topics' order, as one pass over the whole table would list them.
+    result.applied_topics.sort()
+    result.already_applied_topics.sort()
+    result.skipped_topics = dict(sorted(result.skipped_topics.items()))
+    _apply_after_topics(context, plan.after, result)
     context.finish(result.to_json())
     return result
 
@@ -358,21 +424,23 @@ def snapshot_topic_versions(run: RunDir, info: Mapping[str, Any], topics: list[s
 
 
 def _apply_topics(
-    context: ApplyRun, by_topic: dict[str, list[dict[str, Any]]], result: ApplyResult, batch_topics: int
+    context: ApplyRun,
+    by_topic: dict[str, list[dict[str, Any]]],
+    versions: Mapping[str, int],
+    result: ApplyResult,
+    batch_topics: int,
 ) -> None:
     """The topics' rows, ``batch_topics`` (``APPLY_BATCH_TOPICS``) topics per metadata transaction. Each topic keeps
     its own checks, compare-and-set and journal row inside the batch (a topic that changed since the snapshot is
     skipped, the others commit); a crash or an error rolls back the batch as a whole, and the retry of the same run
     applies it again (the journal, written in the same transaction, says which topics committed). One commit per
-    topic was most of an apply's time at 100,000 topics (benchmarks/README.md)."""
-    versions = snapshot_topic_versions(context.run, context.info, list(by_topic))
+    topic was most of an apply's time at 100,000 topics (benchmarks/README.md). ``versions``: each topic's version
+    in the snapshot (every topic of ``by_topic`` has one)."""
     pending = []
     for topic in sorted(by_topic):
         if topic in context.done:
             result.already_applied_topics.append(topic)
             continue
-        if topic not in versions:
-            raise InputError(f"plan in {context.run} names topic {topic}, which is not in its snapshot")
         pending.append(topic)
     for start in range(0, len(pending), batch_topics):
         outcomes = []

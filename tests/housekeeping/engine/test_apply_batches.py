@@ -4,6 +4,7 @@ snapshot is skipped while the others of its batch commit, and a failure rolls ba
 
 from __future__ import annotations
 
+import json
 import shutil
 from pathlib import Path
 
@@ -12,6 +13,7 @@ from sqlalchemy import select, update
 
 from housekeeping.core.timeutil import parse_as_of
 from housekeeping.engine.apply import apply_plan
+from housekeeping.engine.contract import ACTIONS, RunDir, read_jsonl
 from housekeeping.mechanisms.registry import get_mechanism
 from housekeeping.mechanisms.steps import plan_and_gate_in_process, snapshot_step
 from housekeeping.mechanisms.trim import actions as trim_actions
@@ -56,6 +58,16 @@ def _state(store: Store) -> tuple:
     pending, journal = pending_and_journal(store)
     cursors = {name: body["cursors"] for name, body in export_manifest(store)["topics"].items()}
     return ledgers, pending, journal, cursors
+
+
+def _batches(run_dir: Path, size: int) -> list[list[str]]:
+    """The topics of each metadata transaction of an apply in batches of ``size``: the plan's actions a part file at a
+    time (one bucket's topics), each part's topics in order."""
+    batches = []
+    for part in sorted(RunDir(run_dir).plan_table(ACTIONS).glob("part-*")):
+        topics = sorted({row["topic"] for row in read_jsonl(part)})
+        batches += [topics[start : start + size] for start in range(0, len(topics), size)]
+    return batches
 
 
 def _apply(store: Store, run_dir: Path, monkeypatch, batch: int) -> dict:
@@ -104,7 +116,8 @@ def test_a_failure_rolls_back_its_batch_only_and_the_retry_completes(planned_tri
     reference = _apply(store, run_dir, monkeypatch, 1)
     reference_state = _state(store)
     store, run_dir = _restore(planned_trim)
-    failing = reference["appliedTopics"][5]  # in the second batch of four
+    first, second = _batches(run_dir, 4)[:2]
+    failing = second[0]
     real = trim_actions.record_pending_deletions
 
     def fail_in_one_topic(conn, rows, **kwargs):
@@ -119,9 +132,7 @@ def test_a_failure_rolls_back_its_batch_only_and_the_retry_completes(planned_tri
         committed = set(
             conn.execute(select(t.journal.c.topic).where(t.journal.c.status == "applied")).scalars()
         )
-    assert committed == set(sorted(reference["appliedTopics"])[:4]), (
-        "the first batch committed, the second not"
-    )
+    assert committed == set(first), "the first batch committed, the second not"
     monkeypatch.setattr(trim_actions, "record_pending_deletions", real)
     retried = _apply(store, run_dir, monkeypatch, 4)
     assert sorted(retried["alreadyAppliedTopics"]) == sorted(committed)
@@ -140,3 +151,24 @@ def test_a_batch_size_out_of_bounds_is_bad_input_and_changes_nothing(planned_tri
     with pytest.raises(InputError, match="HOUSEKEEPING_APPLY_BATCH_TOPICS must be >= 1"):
         apply_plan(store, run_dir, TRIM, purge_grace_seconds=60)
     assert _state(store) == before
+
+
+def test_a_topic_not_in_the_snapshot_is_refused_before_any_part_is_applied(planned_trim, monkeypatch):
+    """Apply's own precondition, whatever a gate let through: the topic is in the plan's last part, and the parts
+    before it stay unapplied."""
+    from housekeeping.core.errors import InputError
+    from housekeeping.engine.plan import plan_digest
+
+    store, run_dir = _restore(planned_trim)
+    before = _state(store)
+    ghost = "persistent://public/default/ghost"
+    last = sorted(RunDir(run_dir).plan_table(ACTIONS).glob("part-*"))[-1]
+    row = {"topic": ghost, "action": "delete_ledger", "ledgerId": 1, "bytes": 1, "reason": "not in the store"}
+    with last.open("a", encoding="utf-8") as handle:
+        handle.write(json.dumps(row) + "\n")
+    gate = RunDir(run_dir).gate_result
+    gate.write_text(json.dumps({**json.loads(gate.read_text()), "planDigest": plan_digest(run_dir)}))
+    with pytest.raises(InputError, match=f"names topic {ghost}, which is not in its snapshot"):
+        _apply(store, run_dir, monkeypatch, 1)
+    after = _state(store)
+    assert (after[0], after[1], after[3]) == (before[0], before[1], before[3]), "nothing applied"
