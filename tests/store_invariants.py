@@ -111,6 +111,18 @@ def store_state(store: Store) -> dict:
     return {"manifest": manifest, "files": files, "pending": pending}
 
 
+def apply_batches(run_dir: Path, size: int) -> list[list[str]]:
+    """The topics of each metadata transaction of the shared apply in batches of ``size``: the plan's actions a part
+    file at a time (one snapshot bucket's topics), each part's topics in order."""
+    from housekeeping.engine.contract import ACTIONS, RunDir, read_jsonl
+
+    batches = []
+    for part in sorted(RunDir(run_dir).plan_table(ACTIONS).glob("part-*")):
+        topics = sorted({row["topic"] for row in read_jsonl(part)})
+        batches += [topics[start : start + size] for start in range(0, len(topics), size)]
+    return batches
+
+
 def pending_and_journal(store: Store) -> tuple[list, list]:
     """The pending-deletion log as (topic, ledger_id) and the journal as (topic, action, status), sorted: what an
     apply wrote, without its wall-clock columns."""

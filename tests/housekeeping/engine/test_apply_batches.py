@@ -13,7 +13,7 @@ from sqlalchemy import select, update
 
 from housekeeping.core.timeutil import parse_as_of
 from housekeeping.engine.apply import apply_plan
-from housekeeping.engine.contract import ACTIONS, RunDir, read_jsonl
+from housekeeping.engine.contract import ACTIONS, RunDir
 from housekeeping.mechanisms.registry import get_mechanism
 from housekeeping.mechanisms.steps import plan_and_gate_in_process, snapshot_step
 from housekeeping.mechanisms.trim import actions as trim_actions
@@ -21,7 +21,7 @@ from housekeeping.store import metadata_schema as t
 from housekeeping.store.generate import GenerateOptions, generate_store
 from housekeeping.store.manifest.export import export_manifest
 from housekeeping.store.store import Store, read_transaction
-from tests.store_invariants import pending_and_journal
+from tests.store_invariants import apply_batches, pending_and_journal
 
 AS_OF = "2026-11-02T00:00:00Z"
 TRIM = get_mechanism("trim")
@@ -58,16 +58,6 @@ def _state(store: Store) -> tuple:
     pending, journal = pending_and_journal(store)
     cursors = {name: body["cursors"] for name, body in export_manifest(store)["topics"].items()}
     return ledgers, pending, journal, cursors
-
-
-def _batches(run_dir: Path, size: int) -> list[list[str]]:
-    """The topics of each metadata transaction of an apply in batches of ``size``: the plan's actions a part file at a
-    time (one bucket's topics), each part's topics in order."""
-    batches = []
-    for part in sorted(RunDir(run_dir).plan_table(ACTIONS).glob("part-*")):
-        topics = sorted({row["topic"] for row in read_jsonl(part)})
-        batches += [topics[start : start + size] for start in range(0, len(topics), size)]
-    return batches
 
 
 def _apply(store: Store, run_dir: Path, monkeypatch, batch: int) -> dict:
@@ -116,7 +106,7 @@ def test_a_failure_rolls_back_its_batch_only_and_the_retry_completes(planned_tri
     reference = _apply(store, run_dir, monkeypatch, 1)
     reference_state = _state(store)
     store, run_dir = _restore(planned_trim)
-    first, second = _batches(run_dir, 4)[:2]
+    first, second = apply_batches(run_dir, 4)[:2]
     failing = second[0]
     real = trim_actions.record_pending_deletions
 
