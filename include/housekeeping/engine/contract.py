@@ -494,8 +494,8 @@ def read_json(path: Path) -> dict[str, Any] | None:
 
 # Rows per Parquet row group as a table is written: Python holds one group's rows at a time.
 PARQUET_BATCH_ROWS = 50_000
-# Rows a clustered table's writer holds across its buckets before it spills them (a wide table's rows: the topics
-# table's are ~2.5 KB each as Python dicts).
+# Rows a clustered table's writer holds across its buckets before it spills them: fewer than a Parquet row group,
+# the topics table's rows being wide dicts.
 SPILL_BATCH_ROWS = 16_000
 
 
@@ -519,20 +519,15 @@ class _RowWriter:
             self.abort()
 
 
-class ParquetRows(_RowWriter):
-    """A table written as Parquet while its rows are produced, a batch at a time (memory does not grow with the
-    table), every row checked against the table (:meth:`Table.check`). The file appears at ``path`` only when
-    :meth:`close` is reached; :meth:`abort` (or an error inside ``with``) leaves an earlier file as it was."""
+class _CheckedBatches:
+    """Rows checked against the table (:meth:`Table.check`) as they come and handed to ``self._writer`` (anything with
+    Arrow's ``write_table``) a batch at a time, so memory does not grow with the table."""
 
-    def __init__(self, path: Path, spec: Table, batch: int = PARQUET_BATCH_ROWS) -> None:
-        import pyarrow.parquet as pq
-
-        self.path, self.spec, self.batch = Path(path).absolute(), spec, batch
-        self.path.parent.mkdir(parents=True, exist_ok=True)
-        self.partial = _side_file(self.path)
+    def __init__(self, spec: Table, batch: int, writer: Any) -> None:
+        self.spec, self.batch, self._writer = spec, batch, writer
+        self.schema = spec.arrow_schema()
         self.rows: list[Mapping[str, Any]] = []
         self.count = 0
-        self._writer = pq.ParquetWriter(self.partial, spec.arrow_schema())
 
     def add(self, row: Mapping[str, Any]) -> None:
         # Checked, not copied in column order: Arrow takes each column's value from every row by name.
@@ -549,9 +544,23 @@ class ParquetRows(_RowWriter):
         import pyarrow as pa
 
         if self.rows:
-            self._writer.write_table(pa.Table.from_pylist(self.rows, schema=self._writer.schema))
+            self._writer.write_table(pa.Table.from_pylist(self.rows, schema=self.schema))
             self.count += len(self.rows)
             self.rows = []
+
+
+class ParquetRows(_CheckedBatches, _RowWriter):
+    """A table written as Parquet while its rows are produced, a batch at a time, every row checked. The file
+    appears at ``path`` only when :meth:`close` is reached; :meth:`abort` (or an error inside ``with``) leaves an
+    earlier file as it was."""
+
+    def __init__(self, path: Path, spec: Table, batch: int = PARQUET_BATCH_ROWS) -> None:
+        import pyarrow.parquet as pq
+
+        self.path = Path(path).absolute()
+        self.path.parent.mkdir(parents=True, exist_ok=True)
+        self.partial = _side_file(self.path)
+        super().__init__(spec, batch, pq.ParquetWriter(self.partial, spec.arrow_schema()))
 
     def close(self) -> None:
         try:
@@ -579,31 +588,15 @@ def topic_bucket(topic: str | None, buckets: int) -> int:
     return zlib.crc32((topic or "").encode()) % buckets
 
 
-class _ArrowSpill:
-    """One bucket's rows as they come, checked against the table and appended a batch at a time to an Arrow IPC
-    file (an IPC writer holds no per-column encoding state: eight Parquet writers of a wide table held hundreds of
-    MB between them at a million topics)."""
+class _ArrowSpill(_CheckedBatches):
+    """One bucket's rows as they come, appended a batch at a time to an Arrow IPC file (an IPC writer holds no
+    per-column encoding state, which one Parquet writer per bucket of a wide table does)."""
 
     def __init__(self, path: Path, spec: Table, batch: int) -> None:
         import pyarrow as pa
 
-        self.path, self.spec, self.batch = path, spec, batch
-        self.schema = spec.arrow_schema()
-        self.rows: list[Mapping[str, Any]] = []
-        self._writer = pa.ipc.new_file(str(path), self.schema)
-
-    def add(self, row: Mapping[str, Any]) -> None:
-        self.spec.check(row)
-        self.rows.append(row)
-        if len(self.rows) >= self.batch:
-            self._flush()
-
-    def _flush(self) -> None:
-        import pyarrow as pa
-
-        if self.rows:
-            self._writer.write_batch(pa.RecordBatch.from_pylist(self.rows, schema=self.schema))
-            self.rows = []
+        self.path = path
+        super().__init__(spec, batch, pa.ipc.new_file(str(path), spec.arrow_schema()))
 
     def read(self) -> Any:
         """Every row spilled, as one Arrow table (the writer closed)."""

@@ -56,7 +56,7 @@ SNAPSHOT_BUCKETS = Setting(
     "0: one per 50,000 topics in scope, at least 8",
 )
 # Topics per bucket when the setting is 0: a task's rows (and the writer's one bucket in memory) stay bounded as
-# the store grows (a million topics in eight buckets held 2 GiB in each planner task).
+# the store grows (benchmarks/README.md, "Scale").
 TOPICS_PER_BUCKET = 50_000
 MIN_BUCKETS = 8
 

@@ -216,6 +216,14 @@ def _ledger_metadata(
     return size, (start_ms if count else None), (end_ms if count else None)
 
 
+def _ledger_specs(plan: dict, *, stored: bool) -> list[LedgerSpec]:
+    """A topic's ledgers before their sizes and entry times are drawn."""
+    return [
+        LedgerSpec(lid, plan["entries"][k], 0, plan["close_times"][k], entries_stored=stored)
+        for k, lid in enumerate(plan["ledger_ids"])
+    ]
+
+
 def _cursors(
     topic: dict, rng: np.random.Generator, reference_ms: int
 ) -> tuple[list[CursorSpec], int, int, int]:
@@ -273,13 +281,9 @@ def generate_store(store_root: Path, opts: GenerateOptions, metadata_url: str | 
     plans.append(system)
 
     specs: list[TopicSpec] = []
-    stored = not opts.metadata_only
     for plan in plans:
         cursors, producers, consumers, last_active = _cursors(plan, rng, reference_ms)
-        ledgers = [
-            LedgerSpec(lid, plan["entries"][k], 0, plan["close_times"][k], entries_stored=stored)
-            for k, lid in enumerate(plan["ledger_ids"])
-        ]
+        ledgers = _ledger_specs(plan, stored=not opts.metadata_only)
         specs.append(TopicSpec(plan["name"], {}, ledgers, cursors, producers, consumers, last_active))
 
     # A partitioned topic whose partitions live differently: one idle for days with no subscription (GC
@@ -293,10 +297,7 @@ def generate_store(store_root: Path, opts: GenerateOptions, metadata_url: str | 
         )
         plans.append(plan)
         cursors, producers, consumers, last_active = _cursors(plan, partition_rng, reference_ms)
-        ledgers = [
-            LedgerSpec(lid, plan["entries"][k], 0, plan["close_times"][k], entries_stored=stored)
-            for k, lid in enumerate(plan["ledger_ids"])
-        ]
+        ledgers = _ledger_specs(plan, stored=not opts.metadata_only)
         specs.append(TopicSpec(plan["name"], {}, ledgers, cursors, producers, consumers, last_active))
 
     def write_entries(staging: Store) -> None:
