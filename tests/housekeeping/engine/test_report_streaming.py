@@ -132,3 +132,114 @@ def test_a_snapshot_table_is_counted_and_read_by_its_named_columns_only(tmp_path
     pq.write_table(pa.table({"namespace": ["t/ns0"], "topicCount": [1]}), path)
     with pytest.raises(InputError, match="namespaces.parquet"):
         read_snapshot_columns(run, NAMESPACES.select("namespace", "storedBytes"))
+
+
+# A plan table as the one-pass planners write it: a part file per snapshot bucket, each by topic then ledger.
+DECISIONS = __import__("housekeeping.engine.contract", fromlist=["table"]).table(
+    "decisions", "topic string!, ledgerId bigint!, size bigint, reason string"
+)
+
+
+def _write_parts(run_dir, parts: list[list[tuple[str, int]]]) -> None:
+    from housekeeping.engine.contract import RunDir
+
+    table_dir = RunDir(run_dir).plan_table(DECISIONS)
+    table_dir.mkdir(parents=True, exist_ok=True)
+    for number, rows in enumerate(parts):
+        lines = [json.dumps({"topic": t, "ledgerId": i, "size": 10 * i}) for t, i in rows]
+        (table_dir / f"part-{number:05d}.json").write_text("".join(f"{line}\n" for line in lines))
+
+
+def _by_topic(rows: list[tuple[str, int]]) -> list[tuple[str, list[int]]]:
+    expected: dict[str, list[int]] = {}
+    for topic, ledger in sorted(rows):
+        expected.setdefault(topic, []).append(ledger)
+    return list(expected.items())
+
+
+@pytest.mark.parametrize(
+    "parts",
+    [
+        [[("a", 1), ("a", 2), ("d", 1)], [("b", 4), ("c", 1), ("c", 3)], [], [("e", 7)]],  # a bucket per part
+        [
+            [("a", 1), ("c", 2)],
+            [("a", 3), ("b", 1), ("c", 1)],
+        ],  # topics in two parts: joined, in ledger order
+        [[("b", 1), ("a", 2)], [("c", 5)]],  # a part out of topic order: read whole and sorted
+        [[("a", 2), ("a", 1)], [("b", 1)]],  # a topic's ledgers out of order: the same
+        [],  # no part holds a row
+    ],
+)
+def test_a_plan_tables_entries_are_merged_from_its_parts_by_topic_then_ledger(tmp_path, parts):
+    from housekeeping.engine.report import plan_entries_per_topic
+
+    _write_parts(tmp_path, parts)
+    entries = plan_entries_per_topic(
+        tmp_path,
+        DECISIONS,
+        ["topic", "ledgerId", "size"],
+        lambda rs: (rs[0]["topic"], [r["ledgerId"] for r in rs]),
+    )
+    expected = _by_topic([row for part in parts for row in part])
+    assert list(entries) == expected and len(entries) == len(expected)
+    assert list(entries) == list(entries), "the same entries each time the list is written"
+
+
+def test_a_part_that_is_not_a_row_of_the_table_is_bad_input_naming_the_file_before_a_row_is_written(tmp_path):
+    from housekeeping.core.errors import InputError
+    from housekeeping.engine.contract import RunDir
+    from housekeeping.engine.report import plan_entries_per_topic, plan_rows
+
+    _write_parts(tmp_path, [[("a", 1)], [("b", 1)]])
+    part = RunDir(tmp_path).plan_table(DECISIONS) / "part-00001.json"
+    part.write_text(json.dumps({"topic": "b", "ledgerId": 1, "colour": "red"}) + "\n")
+    with pytest.raises(InputError, match="part-00001.json"):
+        plan_entries_per_topic(tmp_path, DECISIONS, ["topic", "ledgerId"], lambda rs: rs)
+    with pytest.raises(InputError, match="part-00001.json"):
+        plan_rows(tmp_path, DECISIONS)
+
+
+def test_a_plan_tables_rows_stream_in_the_order_and_form_of_the_whole_table(tmp_path):
+    from housekeeping.engine.plan import read_table_arrow
+    from housekeeping.engine.report import plan_rows, sparse_rows
+
+    _write_parts(tmp_path, [[("b", 2), ("a", 1)], [], [("c", 3)]])
+    streamed = plan_rows(tmp_path, DECISIONS)
+    whole = sparse_rows(read_table_arrow(tmp_path, DECISIONS))
+    assert len(streamed) == len(whole) == 3
+    assert list(streamed) == list(whole)
+    assert list(streamed)[0] == {"topic": "b", "ledgerId": 2, "size": 20}, "a null column left out"
+
+
+def test_topic_values_are_looked_up_in_topic_order_and_again_from_the_start(tmp_path):
+    from housekeeping.engine.contract import TOPICS, RunDir
+    from housekeeping.engine.report import TopicValuesInOrder
+
+    run = RunDir(tmp_path / "run")
+    path = run.snapshot_table(TOPICS)
+    path.parent.mkdir(parents=True)
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    names = ["c", "a", "b", "e"]
+    pq.write_table(
+        pa.table(
+            {
+                "topic": names,
+                "retentionDescription": [f"{n} days" for n in names],
+                "retentionSource": [f"{n}-source" for n in names],
+            }
+        ),
+        path,
+    )
+    values = TopicValuesInOrder(run.path, "retentionDescription", "retentionSource")
+    assert [values[t] for t in ["a", "b", "e"]] == [
+        ("a days", "a-source"),
+        ("b days", "b-source"),
+        ("e days", "e-source"),
+    ]
+    assert values["c"] == ("c days", "c-source"), "a topic before the last one looked up: read from the start"
+    with pytest.raises(KeyError):
+        values["d"]
+    assert values.get("zz", "none") == "none" and values["a"] == ("a days", "a-source")
+    assert TopicValuesInOrder(run.path, "retentionDescription").get("b") == "b days"

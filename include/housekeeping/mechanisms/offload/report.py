@@ -6,14 +6,15 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
-from housekeeping.engine.contract import BLOCKERS, read_run_info, snapshot_topic_values
-from housekeeping.engine.plan import read_summary, read_table_arrow
+from housekeeping.engine.contract import BLOCKERS, read_run_info
+from housekeeping.engine.plan import read_summary
 from housekeeping.engine.report import (
     DECISION_COLUMNS,
-    entries_per_topic,
+    TopicValuesInOrder,
     ledger_decision,
+    plan_entries_per_topic,
+    plan_rows,
     run_section,
-    sparse_rows,
 )
 from housekeeping.mechanisms.offload.tables import OFFLOAD_DECISIONS
 
@@ -24,8 +25,7 @@ def build_report(run_dir: Path, *, dry_run: bool) -> dict[str, Any]:
     report = run_section(run_dir, info, dry_run)
     applied = report["apply"] or {}
     offloaded = applied.get("perNamespace") if not dry_run and applied else summary["perNamespace"]
-    policies = snapshot_topic_values(run_dir, "offloadPolicyDescription")
-    decisions = read_table_arrow(run_dir, OFFLOAD_DECISIONS).select(DECISION_COLUMNS)
+    policies = TopicValuesInOrder(run_dir, "offloadPolicyDescription")
 
     def entry(rows: list[dict[str, Any]]) -> dict[str, Any]:
         return {
@@ -51,6 +51,6 @@ def build_report(run_dir: Path, *, dry_run: bool) -> dict[str, Any]:
             "bytes": sum(n["bytes"] for n in namespaces),
         },
         "failed": applied.get("failedLedgers") or {},
-        "blockers": sparse_rows(read_table_arrow(run_dir, BLOCKERS)),
-        "topics": entries_per_topic(decisions, entry),
+        "blockers": plan_rows(run_dir, BLOCKERS),
+        "topics": plan_entries_per_topic(run_dir, OFFLOAD_DECISIONS, DECISION_COLUMNS, entry),
     }

@@ -13,14 +13,15 @@ from housekeeping.engine.contract import (
     NAMESPACES,
     read_run_info,
     read_snapshot_table,
-    snapshot_topic_values,
 )
-from housekeeping.engine.plan import read_summary, read_table_arrow
+from housekeeping.engine.plan import read_summary, table_batches
 from housekeeping.engine.report import (
     DECISION_COLUMNS,
     StreamedList,
-    entries_per_topic,
+    TopicValuesInOrder,
     ledger_decision,
+    plan_entries_per_topic,
+    plan_rows,
     run_section,
     sparse_rows,
 )
@@ -31,10 +32,9 @@ from housekeeping.mechanisms.trim.tables import TRIM_DECISIONS
 def build_report(run_dir: Path, *, dry_run: bool) -> dict[str, Any]:
     info = read_run_info(run_dir)
     summary = read_summary(run_dir)
-    blockers = read_table_arrow(run_dir, BLOCKERS)
     report = run_section(run_dir, info, dry_run)
     apply_result = report["apply"]
-    retention = snapshot_topic_values(run_dir, "retentionDescription", "retentionSource")
+    retention = TopicValuesInOrder(run_dir, "retentionDescription", "retentionSource")
     stored = {row["namespace"]: row["storedBytes"] for row in read_snapshot_table(run_dir, NAMESPACES)}
 
     reclaimed = (
@@ -51,7 +51,7 @@ def build_report(run_dir: Path, *, dry_run: bool) -> dict[str, Any]:
         for ns in sorted(stored)
     ]
     local_copies = _local_copies(run_dir)
-    top_blockers = _top_blockers(blockers, 25)
+    top_blockers = _top_blockers(run_dir, 25)
     return {
         **report,
         "plan": summary,
@@ -60,7 +60,7 @@ def build_report(run_dir: Path, *, dry_run: bool) -> dict[str, Any]:
             "ledgers": sum(n["ledgers"] for n in namespaces),
             "bytes": sum(n["bytes"] for n in namespaces),
         },
-        "blockers": sparse_rows(blockers),
+        "blockers": plan_rows(run_dir, BLOCKERS),
         "topBlockers": top_blockers,
         # Offloaded ledgers past the offload-deletion lag: their local copy goes, the tier's stays.
         "localCopies": sorted(local_copies, key=lambda c: (c["topic"], c["ledgerId"])),
@@ -69,27 +69,36 @@ def build_report(run_dir: Path, *, dry_run: bool) -> dict[str, Any]:
     }
 
 
-def _top_blockers(blockers: Any, count: int) -> list[dict[str, Any]]:
-    """The ``count`` blockers keeping the most bytes (ties by topic, then kind), as the plan table's rows."""
+def _top_blockers(run_dir: Path, count: int) -> list[dict[str, Any]]:
+    """The ``count`` blockers keeping the most bytes (ties by topic, then kind), as the plan table's rows: each
+    batch's first ``count`` kept, then theirs (the table is never held whole)."""
+    import pyarrow as pa
     import pyarrow.compute as pc
 
-    kept = blockers.filter(pc.greater(blockers.column("bytes"), 0))
-    ranked = kept.sort_by([("bytes", "descending"), ("topic", "ascending"), ("kind", "ascending")])
-    return list(sparse_rows(ranked.slice(0, count)))
+    order = [("bytes", "descending"), ("topic", "ascending"), ("kind", "ascending")]
+    leaders = [
+        batch.filter(pc.greater(batch.column("bytes"), 0)).sort_by(order).slice(0, count)
+        for batch in table_batches(run_dir, BLOCKERS)
+    ]
+    if not leaders:
+        return []
+    return list(sparse_rows(pa.Table.from_batches(leaders).sort_by(order).slice(0, count)))
 
 
 def _local_copies(run_dir: Path) -> list[dict[str, Any]]:
-    """The plan's local-copy deletions (read columnar: the actions table holds every ledger the run deletes)."""
+    """The plan's local-copy deletions (read a batch at a time: the actions table holds every ledger the run
+    deletes)."""
     import pyarrow.compute as pc
 
-    actions = read_table_arrow(run_dir, ACTIONS).select(["topic", "action", "ledgerId", "bytes", "reason"])
-    copies = actions.filter(pc.equal(actions.column("action"), DELETE_LOCAL_COPY.name))
-    return copies.select(["topic", "ledgerId", "bytes", "reason"]).to_pylist()
+    copies = []
+    for batch in table_batches(run_dir, ACTIONS):
+        kept = batch.filter(pc.equal(batch.column("action"), DELETE_LOCAL_COPY.name))
+        copies.extend(kept.select(["topic", "ledgerId", "bytes", "reason"]).to_pylist())
+    return copies
 
 
-def _topic_entries(run_dir: Path, retention: dict[str, tuple[str, str]]) -> StreamedList:
+def _topic_entries(run_dir: Path, retention: TopicValuesInOrder) -> StreamedList:
     """Every topic's entry, built from its ledgers' decisions as the report is written."""
-    decisions = read_table_arrow(run_dir, TRIM_DECISIONS).select(DECISION_COLUMNS)
 
     def entry(rows: list[dict[str, Any]]) -> dict[str, Any]:
         description, source = retention[rows[0]["topic"]]
@@ -104,4 +113,4 @@ def _topic_entries(run_dir: Path, retention: dict[str, tuple[str, str]]) -> Stre
             "decisions": [ledger_decision(r) for r in rows],
         }
 
-    return entries_per_topic(decisions, entry)
+    return plan_entries_per_topic(run_dir, TRIM_DECISIONS, DECISION_COLUMNS, entry)
