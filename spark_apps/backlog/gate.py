@@ -10,7 +10,7 @@ from __future__ import annotations
 from pathlib import Path
 
 from housekeeping.engine.contract import CURSORS, LEDGERS, RunDir, read_run_info, table
-from housekeeping.engine.gate import CheckFrame, expect, must_be_true
+from housekeeping.engine.gate import CheckFrame, Expectation, expect, must_be_true
 from housekeeping.engine.mechanism import Mechanism
 from housekeeping.engine.plan import read_summary
 from housekeeping.mechanisms.backlog.tables import EVICTION_STEPS
@@ -57,43 +57,36 @@ def check_bucket(bucket: int, plan: BucketPlan, run_dir: str, info: dict) -> dic
     return frames
 
 
+def expectations(spec: Mechanism) -> dict[str, list[Expectation]]:
+    """What each per-bucket check frame must meet (the pass ships only the rows that could fail it)."""
+    return {
+        "actions": [
+            expect("ExpectColumnValuesToBeInSet", column="action", value_set=list(spec.action_names))
+        ],
+        "cursor_moves": [
+            expect("ExpectCompoundColumnsToBeUnique", column_list=["topic", "name"]),
+            *must_be_true(*MOVE_CHECKS),
+        ],
+        "eviction_steps": [
+            expect("ExpectCompoundColumnsToBeUnique", column_list=["topic", "step"]),
+            *must_be_true(*STEP_CHECKS),
+        ],
+        "quota_flags": [
+            expect("ExpectCompoundColumnsToBeUnique", column_list=["topic", "quotaType"]),
+            *must_be_true(*FLAG_CHECKS),
+        ],
+    }
+
+
 def checks(spark, run_dir: str | Path, spec: Mechanism) -> list[CheckFrame]:
     run = RunDir(run_dir)
     frames = check_pass(
-        spark, run.path, read_run_info(run), checker=check_bucket, frames=FRAMES, routed=(EVICTION_STEPS,)
-    )
-    pandas = {name: frame.to_pandas() for name, frame in frames.items()}
-    summary = summary_rows(read_summary(run.path), frames["cursor_moves"].num_rows)
+        spark, run.path, read_run_info(run), checker=check_bucket, frames=FRAMES,
+        expectations=expectations(spec), routed=(EVICTION_STEPS,),
+    )  # fmt: skip
+    summary = summary_rows(read_summary(run.path), frames.rows["cursor_moves"])
     return [
-        CheckFrame(
-            "actions",
-            pandas["actions"],
-            [expect("ExpectColumnValuesToBeInSet", column="action", value_set=list(spec.action_names))],
-        ),
-        CheckFrame(
-            "cursor_moves",
-            pandas["cursor_moves"],
-            [
-                expect("ExpectCompoundColumnsToBeUnique", column_list=["topic", "name"]),
-                *must_be_true(*MOVE_CHECKS),
-            ],
-        ),
-        CheckFrame(
-            "eviction_steps",
-            pandas["eviction_steps"],
-            [
-                expect("ExpectCompoundColumnsToBeUnique", column_list=["topic", "step"]),
-                *must_be_true(*STEP_CHECKS),
-            ],
-        ),
-        CheckFrame(
-            "quota_flags",
-            pandas["quota_flags"],
-            [
-                expect("ExpectCompoundColumnsToBeUnique", column_list=["topic", "quotaType"]),
-                *must_be_true(*FLAG_CHECKS),
-            ],
-        ),
+        *(frames.check(name) for name in ("actions", "cursor_moves", "eviction_steps", "quota_flags")),
         CheckFrame("summary", pandas_frame(SUMMARY_CHECKS, summary), must_be_true("summary_reconciles")),
-        CheckFrame("holds", pandas["holds"], must_be_true("not_held")),
+        frames.check("holds"),
     ]

@@ -10,7 +10,7 @@ from __future__ import annotations
 from pathlib import Path
 
 from housekeeping.engine.contract import CURSORS, LEDGERS, RunDir, read_run_info, table
-from housekeeping.engine.gate import CheckFrame, expect, must_be_true
+from housekeeping.engine.gate import CheckFrame, Expectation, expect, must_be_true
 from housekeeping.engine.mechanism import Mechanism
 from housekeeping.engine.plan import read_summary
 from spark_apps.expiry.checks import EXPIRY_CHECKS, check_topic
@@ -49,25 +49,33 @@ def check_bucket(bucket: int, plan: BucketPlan, run_dir: str, info: dict) -> dic
     return frames
 
 
+def expectations(spec: Mechanism) -> dict[str, list[Expectation]]:
+    """What each per-bucket check frame must meet (the pass ships only the rows that could fail it)."""
+    return {
+        "actions": [
+            expect("ExpectColumnValuesToBeInSet", column="action", value_set=list(spec.action_names))
+        ],
+        "cursor_moves": [
+            expect("ExpectCompoundColumnsToBeUnique", column_list=["topic", "name"]),
+            *must_be_true(*EXPIRY_CHECKS),
+        ],
+    }
+
+
 def checks(spark, run_dir: str | Path, spec: Mechanism) -> list[CheckFrame]:
     run = RunDir(run_dir)
-    frames = check_pass(spark, run.path, read_run_info(run), checker=check_bucket, frames=FRAMES)
-    pandas = {name: frame.to_pandas() for name, frame in frames.items()}
-    summary = summary_rows(read_summary(run.path), frames["cursor_moves"].num_rows)
+    frames = check_pass(
+        spark,
+        run.path,
+        read_run_info(run),
+        checker=check_bucket,
+        frames=FRAMES,
+        expectations=expectations(spec),
+    )
+    summary = summary_rows(read_summary(run.path), frames.rows["cursor_moves"])
     return [
-        CheckFrame(
-            "actions",
-            pandas["actions"],
-            [expect("ExpectColumnValuesToBeInSet", column="action", value_set=list(spec.action_names))],
-        ),
-        CheckFrame(
-            "cursor_moves",
-            pandas["cursor_moves"],
-            [
-                expect("ExpectCompoundColumnsToBeUnique", column_list=["topic", "name"]),
-                *must_be_true(*EXPIRY_CHECKS),
-            ],
-        ),
+        frames.check("actions"),
+        frames.check("cursor_moves"),
         CheckFrame("summary", pandas_frame(SUMMARY_CHECKS, summary), must_be_true("summary_reconciles")),
-        CheckFrame("holds", pandas["holds"], must_be_true("not_held")),
+        frames.check("holds"),
     ]

@@ -19,7 +19,7 @@ from housekeeping.engine.contract import (
     read_snapshot_table,
     table,
 )
-from housekeeping.engine.gate import CheckFrame, expect, must_be_true
+from housekeeping.engine.gate import CheckFrame, Expectation, expect, must_be_true
 from housekeeping.engine.mechanism import Mechanism
 from housekeeping.engine.plan import read_summary
 from spark_apps.gc.checks import (
@@ -71,16 +71,33 @@ def check_bucket(bucket: int, plan: BucketPlan, run_dir: str, info: dict) -> dic
     return frames
 
 
+def expectations(spec: Mechanism) -> dict[str, list[Expectation]]:
+    """What each per-bucket check frame must meet (the pass ships only the rows that could fail it)."""
+    return {
+        "actions": [
+            expect("ExpectColumnValuesToBeInSet", column="action", value_set=list(spec.action_names)),
+            expect("ExpectCompoundColumnsToBeUnique", column_list=["topic", "action"]),
+        ],
+        "topic_deletions": [
+            expect("ExpectColumnValuesToBeUnique", column="topic"),
+            *must_be_true(*DELETION_CHECKS),
+        ],
+        "last_active_refreshes": must_be_true(*REFRESH_CHECKS),
+    }
+
+
 def checks(spark, run_dir: str | Path, spec: Mechanism) -> list[CheckFrame]:
     run = RunDir(run_dir)
     info = read_run_info(run)
-    frames = check_pass(spark, run.path, info, checker=check_bucket, frames=FRAMES)
+    frames = check_pass(
+        spark, run.path, info, checker=check_bucket, frames=FRAMES, expectations=expectations(spec)
+    )
     deleted: dict[str | None, tuple[int, int]] = {}
-    for row in frames.pop("namespace_deleted").to_pylist():
+    for row in frames.tables["namespace_deleted"].to_pylist():
         topics, size = deleted.get(row["namespace"], (0, 0))
         deleted[row["namespace"]] = (topics + row["deletedTopics"], size + row["deletedBytes"])
     partitions: dict[str, int] = {}
-    for parent in frames.pop("partition_deletions").column("partitionedTopic").to_pylist():
+    for parent in frames.tables["partition_deletions"].column("partitionedTopic").to_pylist():
         partitions[parent] = partitions.get(parent, 0) + 1
     partitioned = (
         {r["partitionedTopic"]: r for r in read_snapshot_table(run, PARTITIONED_TOPICS)}
@@ -88,30 +105,16 @@ def checks(spark, run_dir: str | Path, spec: Mechanism) -> list[CheckFrame]:
         else {}
     )
     metadata = metadata_rows(
-        frames.pop("planned_metadata").column("partitionedTopic").to_pylist(),
+        frames.tables["planned_metadata"].column("partitionedTopic").to_pylist(),
         partitioned,
         partitions,
         bool(info["broker"]["brokerDeleteInactivePartitionedTopicMetadataEnabled"]),
     )
     topic_counts = {r["namespace"]: r["topicCount"] for r in read_snapshot_table(run, NAMESPACES)}
     namespaces = namespace_rows(deleted, topic_counts, read_summary(run.path).get("perNamespace", {}))
-    pandas = {name: table.to_pandas() for name, table in frames.items()}
     max_share = float(info.get("maxDeletedTopicShare", 0.5))
     return [
-        CheckFrame(
-            "actions",
-            pandas["actions"],
-            [
-                expect("ExpectColumnValuesToBeInSet", column="action", value_set=list(spec.action_names)),
-                expect("ExpectCompoundColumnsToBeUnique", column_list=["topic", "action"]),
-            ],
-        ),
-        CheckFrame(
-            "topic_deletions",
-            pandas["topic_deletions"],
-            [expect("ExpectColumnValuesToBeUnique", column="topic"), *must_be_true(*DELETION_CHECKS)],
-        ),
-        CheckFrame("last_active_refreshes", pandas["last_active_refreshes"], must_be_true(*REFRESH_CHECKS)),
+        *(frames.check(name) for name in ("actions", "topic_deletions", "last_active_refreshes")),
         CheckFrame(
             "partitioned_metadata",
             pandas_frame(METADATA_FRAME, metadata),
@@ -130,5 +133,5 @@ def checks(spark, run_dir: str | Path, spec: Mechanism) -> list[CheckFrame]:
                 ),
             ],
         ),
-        CheckFrame("holds", pandas["holds"], must_be_true("not_held")),
+        frames.check("holds"),
     ]

@@ -9,7 +9,7 @@ from __future__ import annotations
 from pathlib import Path
 
 from housekeeping.engine.contract import LEDGERS, RunDir, read_run_info, table
-from housekeeping.engine.gate import CheckFrame, expect, must_be_true
+from housekeeping.engine.gate import CheckFrame, Expectation, expect, must_be_true
 from housekeeping.engine.mechanism import Mechanism
 from spark_apps.offload.checks import OFFLOAD_CHECKS, check_topic
 from spark_apps.shared.rows import Row
@@ -38,27 +38,29 @@ def check_bucket(bucket: int, plan: BucketPlan, run_dir: str, info: dict) -> dic
     return frames
 
 
+def expectations(spec: Mechanism) -> dict[str, list[Expectation]]:
+    """What each per-bucket check frame must meet (the pass ships only the rows that could fail it)."""
+    return {
+        "actions": [
+            expect("ExpectColumnValuesToBeInSet", column="action", value_set=list(spec.action_names)),
+            *must_be_true("topic_in_snapshot"),
+        ],
+        "offloads": [
+            expect("ExpectCompoundColumnsToBeUnique", column_list=["topic", "ledgerId"]),
+            *must_be_true(*OFFLOAD_CHECKS),
+        ],
+        "selection": must_be_true("planned"),
+    }
+
+
 def checks(spark, run_dir: str | Path, spec: Mechanism) -> list[CheckFrame]:
     run = RunDir(run_dir)
-    frames = check_pass(spark, run.path, read_run_info(run), checker=check_bucket, frames=FRAMES)
-    pandas = {name: table.to_pandas() for name, table in frames.items()}
-    return [
-        CheckFrame(
-            "actions",
-            pandas["actions"],
-            [
-                expect("ExpectColumnValuesToBeInSet", column="action", value_set=list(spec.action_names)),
-                *must_be_true("topic_in_snapshot"),
-            ],
-        ),
-        CheckFrame(
-            "offloads",
-            pandas["offloads"],
-            [
-                expect("ExpectCompoundColumnsToBeUnique", column_list=["topic", "ledgerId"]),
-                *must_be_true(*OFFLOAD_CHECKS),
-            ],
-        ),
-        CheckFrame("selection", pandas["selection"], must_be_true("planned")),
-        CheckFrame("holds", pandas["holds"], must_be_true("not_held")),
-    ]
+    frames = check_pass(
+        spark,
+        run.path,
+        read_run_info(run),
+        checker=check_bucket,
+        frames=FRAMES,
+        expectations=expectations(spec),
+    )
+    return [frames.check(name) for name in ("actions", "offloads", "selection", "holds")]

@@ -32,6 +32,7 @@ from housekeeping.engine.contract import (
     snapshot_file,
     topic_bucket,
 )
+from housekeeping.engine.gate import CheckFrame, Expectation, must_be_true, offending_rows
 from housekeeping.store.fs import remove_tree
 from spark_apps.shared.holds import HOLD_CHECKS, hold_check_rows
 from spark_apps.shared.rows import Row, json_lines
@@ -338,23 +339,48 @@ def _bucket_plans(batches: Iterator[Any], names: Mapping[str, Sequence[str]]) ->
     return plans
 
 
+@dataclass(frozen=True)
+class CheckedFrames:
+    """What a gate's pass (:func:`check_pass`) brings back: each frame as one Arrow table (of a frame that has
+    expectations, only its offending rows: :func:`housekeeping.engine.gate.offending_rows`), each frame's row
+    count, and the expectations each frame is validated with."""
+
+    tables: dict[str, Any]
+    rows: dict[str, int]
+    expectations: Mapping[str, list[Expectation]]
+
+    def check(self, name: str) -> CheckFrame:
+        """Frame ``name`` as Great Expectations validates it: its offending rows, counted as the whole frame."""
+        return CheckFrame(name, self.tables[name], list(self.expectations[name]), rows=self.rows[name])
+
+
+def _shipped_rows(rows: list[Row], expectations: Sequence[Expectation] | None) -> list[Row]:
+    if expectations is None:
+        return rows
+    offending = offending_rows(rows, list(expectations), "topic")
+    return rows if offending is None else offending
+
+
 def check_pass(
     spark, run_dir: str | Path, info: Mapping[str, Any], *, checker: Checker, frames: Sequence[Table],
-    routed: Sequence[Table] = (),
-) -> dict[str, Any]:  # fmt: skip
+    expectations: Mapping[str, list[Expectation]], routed: Sequence[Table] = (),
+) -> CheckedFrames:  # fmt: skip
     """A gate's check frames in one Spark job: the plan's actions, read apart from the planner's files and routed to
     their topic's bucket by Spark (``crc32`` of the name: :func:`housekeeping.engine.contract.topic_bucket`, so an
     action in any part file meets its topic), then ``checker`` per bucket over the bucket's snapshot rows. Every
     bucket is visited, with or without actions (a check that something due was planned needs all of them).
     ``routed``: other plan tables (with a ``topic`` column) routed the same way, each row as its JSON.
     ``frames``: the check frames ``checker`` returns rows of; the pass adds ``holds``
-    (:func:`spark_apps.shared.holds.hold_check_rows`: no deleting or cursor-moving action on a held topic). Returns
-    each frame as one Arrow table."""
+    (:func:`spark_apps.shared.holds.hold_check_rows`: no deleting or cursor-moving action on a held topic).
+    ``expectations``: each validated frame's; a bucket ships only the rows of such a frame that could fail one
+    (a topic's rows are all in its bucket, so a repeated key is seen there), and every frame's row count. A frame
+    without expectations (figures the driver adds up) comes whole."""
     import pyarrow as pa
 
     buckets = bucket_count(info)
     path, frozen = str(RunDir(run_dir).path), dict(info)
     schemas = {table.name: table.arrow_schema() for table in (*frames, HOLD_CHECKS)}
+    validated = {**expectations, HOLD_CHECKS.name: must_be_true("not_held")}
     by_bucket = _routed_plan(spark, run_dir, buckets, routed)
     names = {plan_table.name: plan_table.names for plan_table in routed}
 
@@ -369,7 +395,7 @@ def check_pass(
                 InputError
             ) as error:  # bad input met in a task (a damaged ledger file): named on the driver
                 yield pa.RecordBatch.from_pylist(
-                    [{"bucket": bucket, "frame": BAD_INPUT, "data": str(error).encode()}]
+                    [{"bucket": bucket, "frame": BAD_INPUT, "rows": 0, "data": str(error).encode()}]
                 )
                 continue
             yield pa.RecordBatch.from_pylist(
@@ -377,15 +403,21 @@ def check_pass(
                     {
                         "bucket": bucket,
                         "frame": name,
-                        "data": _ipc(pa.Table.from_pylist(checked.get(name, []), schema)),
+                        "rows": len(checked.get(name, [])),
+                        "data": _ipc(
+                            pa.Table.from_pylist(
+                                _shipped_rows(checked.get(name, []), validated.get(name)), schema
+                            )
+                        ),
                     }
                     for name, schema in schemas.items()
                 ]
             )
 
     parts: dict[str, list[Any]] = {name: [] for name in schemas}
+    rows = dict.fromkeys(schemas, 0)
     collected = sorted(
-        by_bucket.mapInArrow(check_buckets, "bucket long, frame string, data binary").collect(),
+        by_bucket.mapInArrow(check_buckets, "bucket long, frame string, rows long, data binary").collect(),
         key=lambda r: r["bucket"],
     )
     bad = [row["data"].decode() for row in collected if row["frame"] == BAD_INPUT]
@@ -393,7 +425,9 @@ def check_pass(
         raise InputError(bad[0])
     for row in collected:
         parts[row["frame"]].append(pa.ipc.open_stream(row["data"]).read_all())
-    return {
+        rows[row["frame"]] += row["rows"]
+    tables = {
         name: pa.concat_tables(tables) if tables else schema.empty_table()
         for (name, schema), tables in zip(schemas.items(), parts.values(), strict=True)
     }
+    return CheckedFrames(tables, rows, validated)

@@ -1,9 +1,9 @@
 """Quality-gate checks for consumed-ledger trim, re-derived from the snapshot apart from the planner, in one Spark
 pass (``spark_apps.shared.topic_pass.check_pass``): the plan's actions routed to their topic's bucket, then
 ``spark_apps.trim.checks`` topic by topic over the bucket's snapshot rows; the pass adds the hold checks
-(``spark_apps.shared.holds``). Each check frame (one row per planned
-action, namespace or due local copy, with a boolean column per invariant) comes back to the driver as Arrow and
-Great Expectations validates it there.
+(``spark_apps.shared.holds``). Each check frame has one row per planned action, namespace or due local copy, with
+a boolean column per invariant; a bucket sends the driver only the rows that could fail an expectation, and Great
+Expectations validates them there as the whole frame.
 """
 
 from __future__ import annotations
@@ -19,7 +19,7 @@ from housekeeping.engine.contract import (
     read_snapshot_table,
     table,
 )
-from housekeeping.engine.gate import CheckFrame, expect, must_be_true
+from housekeeping.engine.gate import CheckFrame, Expectation, expect, must_be_true
 from housekeeping.engine.mechanism import Mechanism
 from housekeeping.engine.plan import read_summary
 from spark_apps.shared.rows import Row
@@ -73,52 +73,44 @@ def check_bucket(bucket: int, plan: BucketPlan, run_dir: str, info: dict) -> dic
     return frames
 
 
+def expectations(spec: Mechanism) -> dict[str, list[Expectation]]:
+    """What each per-bucket check frame must meet (the pass ships only the rows that could fail it)."""
+    return {
+        "actions": [
+            expect("ExpectColumnValuesToBeInSet", column="action", value_set=list(spec.action_names)),
+            *must_be_true("topic_in_snapshot"),
+        ],
+        "deletions": [
+            expect("ExpectCompoundColumnsToBeUnique", column_list=["topic", "ledgerId"]),
+            *must_be_true(*DELETION_CHECKS),
+        ],
+        "cursor_moves": [
+            expect("ExpectCompoundColumnsToBeUnique", column_list=["topic", "name"]),
+            *must_be_true(*CURSOR_CHECKS),
+        ],
+        "local_copies": [
+            expect("ExpectCompoundColumnsToBeUnique", column_list=["topic", "ledgerId"]),
+            *must_be_true(*LOCAL_COPY_CHECKS),
+        ],
+        "local_copy_selection": must_be_true("planned"),
+    }
+
+
 def checks(spark, run_dir: str | Path, spec: Mechanism) -> list[CheckFrame]:
     run = RunDir(run_dir)
     info = read_run_info(run)
     max_share = float(info["maxDeletedShare"])
-    frames = check_pass(spark, run.path, info, checker=check_bucket, frames=FRAMES)
+    frames = check_pass(
+        spark, run.path, info, checker=check_bucket, frames=FRAMES, expectations=expectations(spec)
+    )
     deleted: dict[str | None, int] = {}
-    for row in frames.pop("namespace_deleted").to_pylist():
+    for row in frames.tables["namespace_deleted"].to_pylist():
         deleted[row["namespace"]] = deleted.get(row["namespace"], 0) + row["deletedBytes"]
     stored = {r["namespace"]: r["storedBytes"] for r in read_snapshot_table(run, NAMESPACES)}
     namespaces = namespace_rows(deleted, stored, read_summary(run.path).get("perNamespace", {}), max_share)
-    pandas = {name: table.to_pandas() for name, table in frames.items()}
-
     return [
-        CheckFrame(
-            "actions",
-            pandas["actions"],
-            [
-                expect("ExpectColumnValuesToBeInSet", column="action", value_set=list(spec.action_names)),
-                *must_be_true("topic_in_snapshot"),
-            ],
-        ),
-        CheckFrame(
-            "deletions",
-            pandas["deletions"],
-            [
-                expect("ExpectCompoundColumnsToBeUnique", column_list=["topic", "ledgerId"]),
-                *must_be_true(*DELETION_CHECKS),
-            ],
-        ),
-        CheckFrame(
-            "cursor_moves",
-            pandas["cursor_moves"],
-            [
-                expect("ExpectCompoundColumnsToBeUnique", column_list=["topic", "name"]),
-                *must_be_true(*CURSOR_CHECKS),
-            ],
-        ),
-        CheckFrame(
-            "local_copies",
-            pandas["local_copies"],
-            [
-                expect("ExpectCompoundColumnsToBeUnique", column_list=["topic", "ledgerId"]),
-                *must_be_true(*LOCAL_COPY_CHECKS),
-            ],
-        ),
-        CheckFrame("local_copy_selection", pandas["local_copy_selection"], must_be_true("planned")),
+        *(frames.check(name) for name in ("actions", "deletions", "cursor_moves", "local_copies")),
+        frames.check("local_copy_selection"),
         CheckFrame(
             "namespaces",
             pandas_frame(NAMESPACE_CHECKS, namespaces),
@@ -132,5 +124,5 @@ def checks(spark, run_dir: str | Path, spec: Mechanism) -> list[CheckFrame]:
                 ),
             ],
         ),
-        CheckFrame("holds", pandas["holds"], must_be_true("not_held")),
+        frames.check("holds"),
     ]

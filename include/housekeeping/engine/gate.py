@@ -54,12 +54,61 @@ class CheckFrame:
     """A DataFrame to validate and the expectations it must meet."""
 
     name: str
-    frame: Any  # pyspark.sql.DataFrame
+    frame: Any  # a pyspark.sql.DataFrame, a pyarrow.Table or a pandas DataFrame
     expectations: list[Expectation] = field(default_factory=list)
     # A frame that can hold more than PANDAS_ROWS rows (one per entry, not per topic or ledger): computed once
     # first, then brought to the driver only if it is small, rather than computed for the driver and, when too
     # large, once more (a frame of every kept entry would be computed twice).
     materialize_first: bool = False
+    # The check frame's row count when ``frame`` holds only its offending rows (:func:`offending_rows`): the
+    # verdict's row counts and Data Docs' percentages are of this many rows.
+    rows: int | None = None
+
+
+# Expectations judged row by row, for which :func:`offending_rows` keeps every row they could find unexpected.
+_IN_SET, _BETWEEN = "ExpectColumnValuesToBeInSet", "ExpectColumnValuesToBeBetween"
+_UNIQUE = ("ExpectColumnValuesToBeUnique", "ExpectCompoundColumnsToBeUnique")
+
+
+def offending_rows(
+    rows: list[dict[str, Any]], expectations: list[Expectation], local_key: str
+) -> list[dict[str, Any]] | None:
+    """The rows of a check frame's share (a snapshot bucket's) that any of ``expectations`` could count as
+    unexpected, in their order: a value outside the set or the bounds (a null included), a row whose unique key
+    another row of the share repeats. Great Expectations then validates these rows alone: its counts and samples
+    are those of the whole frame, and a frame whose checks all hold comes to the driver empty. None (keep every
+    row) when an expectation cannot be judged by rows of one share: another kind, a ``mostly``, a unique key
+    without ``local_key`` (the column the shares are split by, so only a key holding it repeats within one)."""
+    offending = [False] * len(rows)
+    for expectation in expectations:
+        arguments = expectation.arguments
+        if "mostly" in arguments:
+            return None
+        if expectation.kind == _IN_SET:
+            column, allowed = arguments["column"], arguments["value_set"]
+            for i, row in enumerate(rows):
+                value = row.get(column)
+                offending[i] |= value is None or value not in allowed
+        elif expectation.kind == _BETWEEN:
+            column, low, high = arguments["column"], arguments.get("min_value"), arguments.get("max_value")
+            for i, row in enumerate(rows):
+                value = row.get(column)
+                offending[i] |= value is None or not (
+                    (low is None or value >= low) and (high is None or value <= high)
+                )
+        elif expectation.kind in _UNIQUE:
+            key = arguments.get("column_list") or [arguments["column"]]
+            if local_key not in key:
+                return None
+            seen: dict[tuple, int] = {}
+            keys = [tuple(row.get(c) for c in key) for row in rows]
+            for value in keys:
+                seen[value] = seen.get(value, 0) + 1
+            for i, value in enumerate(keys):
+                offending[i] |= seen[value] > 1
+        else:
+            return None
+    return [row for row, keep in zip(rows, offending, strict=True) if keep]
 
 
 def must_be_true(*columns: str) -> list[Expectation]:
@@ -95,10 +144,48 @@ def _is_spark(frame: Any) -> bool:
     return hasattr(frame, "toPandas")
 
 
-def _to_validate(frame: Any, materialize: Callable[[Any], Any], materialize_first: bool = False) -> Any:
+def _is_arrow(frame: Any) -> bool:
+    import pyarrow as pa
+
+    return isinstance(frame, pa.Table)
+
+
+# The arguments of an expectation that name the columns it reads.
+_COLUMN_ARGUMENTS = ("column", "column_A", "column_B", "column_list")
+
+
+def _validated_columns(expectations: list[Expectation]) -> list[str] | None:
+    """The columns ``expectations`` read (None when one reads the whole table)."""
+    columns: dict[str, None] = {}
+    for expectation in expectations:
+        named = [expectation.arguments[a] for a in _COLUMN_ARGUMENTS if a in expectation.arguments]
+        if not named:
+            return None
+        for value in named:
+            columns.update(dict.fromkeys(value if isinstance(value, list | tuple) else [value]))
+    return list(columns)
+
+
+def _arrow_to_pandas(table: Any, expectations: list[Expectation]) -> Any:
+    """An Arrow check frame as the pandas frame GX validates: only the columns its expectations read, text as
+    categories (a check frame of a million topics repeats each topic's name across its rows: as Python strings
+    they were most of the gate's memory). The same values, nulls and row count, so the same outcomes."""
+    columns = _validated_columns(expectations)
+    if columns is not None:
+        table = table.select([c for c in table.column_names if c in columns])
+    return table.to_pandas(strings_to_categorical=True)
+
+
+def _to_validate(
+    frame: Any, materialize: Callable[[Any], Any], materialize_first: bool = False,
+    expectations: list[Expectation] | None = None,
+) -> Any:  # fmt: skip
     """The frame GX validates: a Spark frame's rows as pandas when they are few (one query computes the check's
-    joins and brings the rows), else the frame computed once (GX's metrics each run a query over it).
-    ``materialize_first``: computed once before its rows are counted (:attr:`CheckFrame.materialize_first`)."""
+    joins and brings the rows), else the frame computed once (GX's metrics each run a query over it); an Arrow
+    table as :func:`_arrow_to_pandas` converts it. ``materialize_first``: computed once before its rows are
+    counted (:attr:`CheckFrame.materialize_first`)."""
+    if _is_arrow(frame):
+        return _arrow_to_pandas(frame, expectations or [])
     if not _is_spark(frame):
         return frame
     if materialize_first:
@@ -114,6 +201,27 @@ def _to_validate(frame: Any, materialize: Callable[[Any], Any], materialize_firs
     return table.to_pandas()
 
 
+def _of_whole_frame(result: Any, rows: int) -> None:
+    """A validation of a check frame's offending rows restated for the whole frame of ``rows`` rows: its element
+    count and the percentages computed from it (the unexpected and missing counts are the whole frame's already:
+    every such row is there)."""
+    for item in result.results:
+        counts = item.result
+        if "element_count" not in counts:
+            continue
+        missing, unexpected = int(counts.get("missing_count") or 0), int(counts.get("unexpected_count") or 0)
+        present = rows - missing
+        counts["element_count"] = rows
+        for key, value in (
+            ("missing_percent", 100.0 * missing / rows if rows else None),
+            ("unexpected_percent", 100.0 * unexpected / present if present else None),
+            ("unexpected_percent_total", 100.0 * unexpected / rows if rows else None),
+            ("unexpected_percent_nonmissing", 100.0 * unexpected / present if present else None),
+        ):
+            if key in counts:
+                counts[key] = value
+
+
 def run_gate(
     run_dir: Path,
     mechanism: str,
@@ -121,7 +229,10 @@ def run_gate(
     materialize: Callable[[Any], Any] = lambda frame: frame,
 ) -> dict[str, Any]:
     # Every frame's queries first, then Great Expectations: in a gate process GX is still loading beside them.
-    frames = [_to_validate(check.frame, materialize, check.materialize_first) for check in checks]
+    frames = [
+        _to_validate(check.frame, materialize, check.materialize_first, check.expectations)
+        for check in checks
+    ]
     os.environ.setdefault("GX_ANALYTICS_ENABLED", "False")
     import great_expectations as gx
 
@@ -151,6 +262,8 @@ def run_gate(
         result = batch.validate(
             suite, result_format={"result_format": "SUMMARY", "partial_unexpected_count": 10}
         )
+        if check.rows is not None:
+            _of_whole_frame(result, check.rows)
         validations.append((check.name, result))
         for item in result.results:
             config = item.expectation_config

@@ -162,3 +162,88 @@ print("ok")
     done = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=120)
     assert done.returncode == 0, done.stderr
     assert done.stdout.strip() == "ok"
+
+
+def _check_rows(seed: int) -> list[dict]:
+    """A check frame's rows with every kind of failure: a false and a null check, an action out of the set, a
+    share out of bounds, repeated keys (within a topic)."""
+    import random
+
+    chance = random.Random(seed)
+    rows = []
+    for i in range(300):
+        topic = f"persistent://t/ns/{chance.randrange(40)}"
+        rows.append(
+            {
+                "topic": topic,
+                "ledgerId": chance.randrange(60),
+                "action": chance.choice(["delete_ledger"] * 30 + ["move_cursor"] * 10 + ["drop_everything"]),
+                "share": chance.choice([0.1] * 30 + [0.9, None]),
+                "not_current_ledger": chance.choice([True] * 40 + [False, None]),
+            }
+        )
+    return rows
+
+
+GATE_EXPECTATIONS = [
+    ("ExpectCompoundColumnsToBeUnique", {"column_list": ["topic", "ledgerId"]}),
+    ("ExpectColumnValuesToBeInSet", {"column": "action", "value_set": ["delete_ledger", "move_cursor"]}),
+    ("ExpectColumnValuesToBeBetween", {"column": "share", "min_value": 0.0, "max_value": 0.5}),
+    ("ExpectColumnValuesToBeInSet", {"column": "not_current_ledger", "value_set": [True]}),
+]
+
+
+@pytest.mark.runs
+@pytest.mark.parametrize("seed", [1, 2, 3])
+def test_gx_over_each_shares_offending_rows_gives_the_whole_frames_outcomes_and_data_docs_counts(
+    tmp_path, seed
+):
+    """A gate's pass ships, per bucket, only the rows that could fail an expectation (offending_rows): Great
+    Expectations over those rows, told the whole frame's row count, gives each expectation the same success, row
+    count, unexpected count and sample as over every row, and Data Docs say "of" the whole frame."""
+    import pyarrow as pa
+
+    from housekeeping.engine import gate
+    from housekeeping.engine.contract import topic_bucket
+
+    rows = _check_rows(seed)
+    expectations = [gate.expect(kind, **arguments) for kind, arguments in GATE_EXPECTATIONS]
+    buckets: dict[int, list[dict]] = {}
+    for row in rows:
+        buckets.setdefault(topic_bucket(row["topic"], 4), []).append(row)
+    shipped = [r for b in sorted(buckets) for r in gate.offending_rows(buckets[b], expectations, "topic")]
+    assert 0 < len(shipped) < len(rows)
+    whole = [r for b in sorted(buckets) for r in buckets[b]]  # the pass's order: bucket by bucket
+    schema = pa.schema(
+        [("topic", pa.string()), ("ledgerId", pa.int64()), ("action", pa.string()), ("share", pa.float64()),
+         ("not_current_ledger", pa.bool_())]
+    )  # fmt: skip
+    documents = {}
+    for name, frame_rows, count in (("whole", whole, None), ("offending", shipped, len(rows))):
+        (tmp_path / name / "plan").mkdir(parents=True)
+        frame = pa.Table.from_pylist(frame_rows, schema)
+        documents[name] = gate.run_gate(
+            tmp_path / name, "trim", [gate.CheckFrame("deletions", frame, expectations, rows=count)]
+        )
+    assert not documents["whole"]["success"]
+    assert documents["offending"]["expectations"] == documents["whole"]["expectations"]
+    page = (tmp_path / "offending" / "gate" / "data_docs" / "deletions.html").read_text()
+    assert f"of {len(rows)} total rows" in re.sub(r"\s+", " ", re.sub(r"<[^>]+>", " ", page))
+
+
+def test_offending_rows_keeps_every_row_when_a_check_cannot_be_judged_within_one_share():
+    from housekeeping.engine import gate
+
+    rows = _check_rows(4)
+    unique_ledger = [gate.expect("ExpectColumnValuesToBeUnique", column="ledgerId")]
+    assert gate.offending_rows(rows, unique_ledger, "topic") is None, "a key without the topic spans shares"
+    mostly = [gate.expect("ExpectColumnValuesToBeInSet", column="action", value_set=["x"], mostly=0.5)]
+    assert gate.offending_rows(rows, mostly, "topic") is None
+    table_wide = [gate.expect("ExpectTableRowCountToBeBetween", min_value=1)]
+    assert gate.offending_rows(rows, table_wide, "topic") is None
+    passing = [{"topic": "a", "ledgerId": 1, "ok": True}, {"topic": "a", "ledgerId": 2, "ok": True}]
+    checks = [
+        gate.expect("ExpectCompoundColumnsToBeUnique", column_list=["topic", "ledgerId"]),
+        *gate.must_be_true("ok"),
+    ]
+    assert gate.offending_rows(passing, checks, "topic") == [], "a share whose checks all hold ships nothing"
