@@ -8,6 +8,7 @@ upstream cannot certify a deletion or a cursor move on a system topic.
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Iterable
 
 from pyspark.sql import Column, DataFrame, SparkSession
@@ -21,6 +22,9 @@ NAME_FACTS = table(
 )
 
 
+# A topic's name is parsed once for its several actions (they come together, topic by topic): bounded, as a Python
+# worker checks bucket after bucket.
+@functools.lru_cache(maxsize=4096)
 def _facts(name: str) -> tuple:
     from housekeeping.core.errors import InputError
     from housekeeping.core.names import TopicName
