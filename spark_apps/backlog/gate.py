@@ -10,7 +10,7 @@ from __future__ import annotations
 from pathlib import Path
 
 from housekeeping.engine.contract import CURSORS, LEDGERS, RunDir, read_run_info, table
-from housekeeping.engine.gate import CheckFrame, Expectation, expect, must_be_true
+from housekeeping.engine.gate import CheckFrame, Expectation, known_actions, must_be_true, one_row_each
 from housekeeping.engine.mechanism import Mechanism
 from housekeeping.engine.plan import read_summary
 from housekeeping.mechanisms.backlog.tables import EVICTION_STEPS
@@ -60,21 +60,10 @@ def check_bucket(bucket: int, plan: BucketPlan, run_dir: str, info: dict) -> dic
 def expectations(spec: Mechanism) -> dict[str, list[Expectation]]:
     """What each per-bucket check frame must meet (the pass ships only the rows that could fail it)."""
     return {
-        "actions": [
-            expect("ExpectColumnValuesToBeInSet", column="action", value_set=list(spec.action_names))
-        ],
-        "cursor_moves": [
-            expect("ExpectCompoundColumnsToBeUnique", column_list=["topic", "name"]),
-            *must_be_true(*MOVE_CHECKS),
-        ],
-        "eviction_steps": [
-            expect("ExpectCompoundColumnsToBeUnique", column_list=["topic", "step"]),
-            *must_be_true(*STEP_CHECKS),
-        ],
-        "quota_flags": [
-            expect("ExpectCompoundColumnsToBeUnique", column_list=["topic", "quotaType"]),
-            *must_be_true(*FLAG_CHECKS),
-        ],
+        "actions": [known_actions(spec.action_names)],
+        "cursor_moves": one_row_each(["topic", "name"], *MOVE_CHECKS),
+        "eviction_steps": one_row_each(["topic", "step"], *STEP_CHECKS),
+        "quota_flags": one_row_each(["topic", "quotaType"], *FLAG_CHECKS),
     }
 
 

@@ -19,7 +19,14 @@ from housekeeping.engine.contract import (
     read_snapshot_table,
     table,
 )
-from housekeeping.engine.gate import CheckFrame, Expectation, expect, must_be_true
+from housekeeping.engine.gate import (
+    CheckFrame,
+    Expectation,
+    expect,
+    known_actions,
+    must_be_true,
+    one_row_each,
+)
 from housekeeping.engine.mechanism import Mechanism
 from housekeeping.engine.plan import read_summary
 from spark_apps.gc.checks import (
@@ -74,10 +81,7 @@ def check_bucket(bucket: int, plan: BucketPlan, run_dir: str, info: dict) -> dic
 def expectations(spec: Mechanism) -> dict[str, list[Expectation]]:
     """What each per-bucket check frame must meet (the pass ships only the rows that could fail it)."""
     return {
-        "actions": [
-            expect("ExpectColumnValuesToBeInSet", column="action", value_set=list(spec.action_names)),
-            expect("ExpectCompoundColumnsToBeUnique", column_list=["topic", "action"]),
-        ],
+        "actions": [known_actions(spec.action_names), *one_row_each(["topic", "action"])],
         "topic_deletions": [
             expect("ExpectColumnValuesToBeUnique", column="topic"),
             *must_be_true(*DELETION_CHECKS),

@@ -9,7 +9,7 @@ from __future__ import annotations
 from pathlib import Path
 
 from housekeeping.engine.contract import LEDGERS, RunDir, read_run_info, table
-from housekeeping.engine.gate import CheckFrame, Expectation, expect, must_be_true
+from housekeeping.engine.gate import CheckFrame, Expectation, known_actions, must_be_true, one_row_each
 from housekeeping.engine.mechanism import Mechanism
 from spark_apps.offload.checks import OFFLOAD_CHECKS, check_topic
 from spark_apps.shared.rows import Row
@@ -41,14 +41,8 @@ def check_bucket(bucket: int, plan: BucketPlan, run_dir: str, info: dict) -> dic
 def expectations(spec: Mechanism) -> dict[str, list[Expectation]]:
     """What each per-bucket check frame must meet (the pass ships only the rows that could fail it)."""
     return {
-        "actions": [
-            expect("ExpectColumnValuesToBeInSet", column="action", value_set=list(spec.action_names)),
-            *must_be_true("topic_in_snapshot"),
-        ],
-        "offloads": [
-            expect("ExpectCompoundColumnsToBeUnique", column_list=["topic", "ledgerId"]),
-            *must_be_true(*OFFLOAD_CHECKS),
-        ],
+        "actions": [known_actions(spec.action_names), *must_be_true("topic_in_snapshot")],
+        "offloads": one_row_each(["topic", "ledgerId"], *OFFLOAD_CHECKS),
         "selection": must_be_true("planned"),
     }
 

@@ -19,7 +19,14 @@ from housekeeping.engine.contract import (
     read_snapshot_table,
     table,
 )
-from housekeeping.engine.gate import CheckFrame, Expectation, expect, must_be_true
+from housekeeping.engine.gate import (
+    CheckFrame,
+    Expectation,
+    expect,
+    known_actions,
+    must_be_true,
+    one_row_each,
+)
 from housekeeping.engine.mechanism import Mechanism
 from housekeeping.engine.plan import read_summary
 from spark_apps.shared.rows import Row
@@ -76,22 +83,10 @@ def check_bucket(bucket: int, plan: BucketPlan, run_dir: str, info: dict) -> dic
 def expectations(spec: Mechanism) -> dict[str, list[Expectation]]:
     """What each per-bucket check frame must meet (the pass ships only the rows that could fail it)."""
     return {
-        "actions": [
-            expect("ExpectColumnValuesToBeInSet", column="action", value_set=list(spec.action_names)),
-            *must_be_true("topic_in_snapshot"),
-        ],
-        "deletions": [
-            expect("ExpectCompoundColumnsToBeUnique", column_list=["topic", "ledgerId"]),
-            *must_be_true(*DELETION_CHECKS),
-        ],
-        "cursor_moves": [
-            expect("ExpectCompoundColumnsToBeUnique", column_list=["topic", "name"]),
-            *must_be_true(*CURSOR_CHECKS),
-        ],
-        "local_copies": [
-            expect("ExpectCompoundColumnsToBeUnique", column_list=["topic", "ledgerId"]),
-            *must_be_true(*LOCAL_COPY_CHECKS),
-        ],
+        "actions": [known_actions(spec.action_names), *must_be_true("topic_in_snapshot")],
+        "deletions": one_row_each(["topic", "ledgerId"], *DELETION_CHECKS),
+        "cursor_moves": one_row_each(["topic", "name"], *CURSOR_CHECKS),
+        "local_copies": one_row_each(["topic", "ledgerId"], *LOCAL_COPY_CHECKS),
         "local_copy_selection": must_be_true("planned"),
     }
 

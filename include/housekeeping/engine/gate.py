@@ -115,6 +115,17 @@ def must_be_true(*columns: str) -> list[Expectation]:
     return [expect("ExpectColumnValuesToBeInSet", column=column, value_set=[True]) for column in columns]
 
 
+def one_row_each(key: list[str], *checks: str) -> list[Expectation]:
+    """A per-action check frame's expectations: one row per ``key`` (a ledger, a cursor of the topic), every one of
+    ``checks`` true."""
+    return [expect("ExpectCompoundColumnsToBeUnique", column_list=key), *must_be_true(*checks)]
+
+
+def known_actions(action_names: Any) -> Expectation:
+    """Every planned action is one the mechanism declares."""
+    return expect("ExpectColumnValuesToBeInSet", column="action", value_set=list(action_names))
+
+
 def start_loading_great_expectations() -> None:
     """Import Great Expectations on a daemon thread while the caller computes its check frames (Spark work that
     waits on the JVM or the Connect server, the GIL released). The gate's own import then finds the modules loaded,

@@ -171,7 +171,7 @@ def _check_rows(seed: int) -> list[dict]:
 
     chance = random.Random(seed)
     rows = []
-    for i in range(300):
+    for _ in range(300):
         topic = f"persistent://t/ns/{chance.randrange(40)}"
         rows.append(
             {

@@ -243,3 +243,29 @@ def test_topic_values_are_looked_up_in_topic_order_and_again_from_the_start(tmp_
         values["d"]
     assert values.get("zz", "none") == "none" and values["a"] == ("a days", "a-source")
     assert TopicValuesInOrder(run.path, "retentionDescription").get("b") == "b days"
+
+
+def test_topic_values_share_one_object_per_distinct_text_and_equal_a_plain_read(tmp_path):
+    """A million topics share a few policies documents: ``snapshot_topic_values`` reads text columns
+    dictionary-encoded and hands back one Python string per distinct text, with the values a plain read gives."""
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    from housekeeping.engine.contract import TOPICS, RunDir, snapshot_topic_values
+
+    run = RunDir(tmp_path / "run")
+    path = run.snapshot_table(TOPICS)
+    path.parent.mkdir(parents=True)
+    names = [f"persistent://t/ns/{i:03d}" for i in range(200)]
+    documents = ['{"retention": 1}', '{"retention": 2}', '{"retention": 3}']
+    rows = {
+        "topic": names,
+        "policies": [documents[i % 3] for i in range(200)],
+        "version": list(range(200)),
+    }
+    pq.write_table(pa.table(rows), path, row_group_size=100)  # two row groups, each with its own dictionary
+    values = snapshot_topic_values(run.path, "policies", topics=names[:150])
+    assert values == {names[i]: documents[i % 3] for i in range(150)}
+    assert len({id(v) for v in values.values()}) <= 6, "one object per distinct text per row group"
+    pairs = snapshot_topic_values(run.path, "policies", "version")
+    assert pairs[names[4]] == (documents[1], 4) and len(pairs) == 200
