@@ -8,7 +8,7 @@ mechanism's template (``Mechanism.report_template``; what it includes is found i
 from __future__ import annotations
 
 import itertools
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -239,16 +239,18 @@ class TopicValuesInOrder:
             return default
 
 
+def sparse_batch_rows(batches: Iterable[Any]) -> Iterator[dict[str, Any]]:
+    """Arrow record batches' rows as :func:`housekeeping.engine.plan.read_table` gives them (a null column left out,
+    as Spark's JSON writer leaves it out)."""
+    for batch in batches:
+        for row in batch.to_pylist():
+            yield {k: v for k, v in row.items() if v is not None}
+
+
 def sparse_rows(table: Any) -> StreamedList:
-    """An Arrow plan table's rows as :func:`housekeeping.engine.plan.read_table` gives them (a null column left out,
-    as Spark's JSON writer leaves it out), produced a batch at a time when the report is written."""
-
-    def produce() -> Iterator[dict[str, Any]]:
-        for batch in table.to_batches(max_chunksize=4096):
-            for row in batch.to_pylist():
-                yield {k: v for k, v in row.items() if v is not None}
-
-    return StreamedList(table.num_rows, produce)
+    """An Arrow plan table's rows as :func:`sparse_batch_rows` gives them, produced a batch at a time when the
+    report is written."""
+    return StreamedList(table.num_rows, lambda: sparse_batch_rows(table.to_batches(max_chunksize=4096)))
 
 
 def run_section(run_dir: Path, info: dict[str, Any], dry_run: bool) -> dict[str, Any]:
