@@ -20,8 +20,8 @@ from housekeeping.core.errors import InputError, NotFound
 from housekeeping.core.names import NamespaceName, TopicName
 from housekeeping.core.timeutil import format_ms
 from housekeeping.engine.contract import ACTIONS, RunDir, read_json, read_run_info
-from housekeeping.engine.plan import read_table_arrow
-from housekeeping.engine.report import sparse_rows
+from housekeeping.engine.plan import table_batches
+from housekeeping.engine.report import sparse_batch_rows
 from housekeeping.observe.journal_view import journal_entries
 from housekeeping.observe.metrics.exposition import store_metrics
 from housekeeping.store import metadata_schema as t
@@ -248,7 +248,7 @@ def run_actions(
         raise InputError(f"offset must be >= 0 and limit between 1 and {MAX_PAGE}")
     rows, total = [], 0
     if run.plan_table(ACTIONS).is_dir():
-        for row in sparse_rows(read_table_arrow(run.path, ACTIONS)):
+        for row in sparse_batch_rows(table_batches(run.path, ACTIONS)):
             if (kind and row["action"] != kind) or (topic and topic not in row["topic"]):
                 continue
             if offset <= total < offset + limit:

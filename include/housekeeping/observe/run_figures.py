@@ -12,8 +12,8 @@ from pathlib import Path
 from typing import Any, Protocol
 
 from housekeeping.engine.contract import ACTIONS, RunDir, read_json, read_run_info
-from housekeeping.engine.plan import read_table_arrow
-from housekeeping.engine.report import human_bytes, sparse_rows
+from housekeeping.engine.plan import table_batches
+from housekeeping.engine.report import human_bytes, sparse_batch_rows
 from housekeeping.mechanisms.registry import get_mechanism
 
 
@@ -46,11 +46,11 @@ def run_figures(run_dir: str | Path, *, dry_run: bool | None = None) -> dict[str
     purged = read_json(run.purge_result) or {}
     applied_topics = set(applied.get("appliedTopics") or [])
     topics_deleted = len(applied.get("topicsDeleted") or [])
-    # One pass over the plan's actions, streamed from Arrow, never a list of every action nor the report's JSON
+    # One pass over the plan's actions, a batch at a time, never a list of every action nor the report's JSON
     # parsed whole: a run of many topics would hold them all for a few figures.
     planned = planned_bytes = applied_bytes = 0
     if run.plan_table(ACTIONS).is_dir():
-        for action in sparse_rows(read_table_arrow(run.path, ACTIONS)):
+        for action in sparse_batch_rows(table_batches(run.path, ACTIONS)):
             planned += 1
             kind = spec.action(action["action"])
             if kind.deletes_data:  # a local copy's bytes are not among the bytes freed: the data stays
