@@ -76,6 +76,19 @@ class LiveAirflow:
                 ]
         return "\n".join(lines)
 
+    def lost_to_the_scheduler_race(
+        self, run_id: str, task_id: str, dag_id: str = "consumed_ledger_trim"
+    ) -> bool:
+        """Whether Airflow's scheduler failed the task because the executor's event for it (a task that deferred
+        seconds after it started) came while the scheduler still saw it queued ("task state changed externally"):
+        Airflow's race on a loaded machine, not the task's doing."""
+        log = self.home.parent / "standalone.log"
+        needle = f"<TaskInstance: {dag_id}.{task_id} {run_id} [queued]"
+        return log.is_file() and any(
+            needle in line and "state attribute is queued" in line
+            for line in log.read_text(errors="replace").splitlines()
+        )
+
     def wait_for_backfill(
         self, backfill_id: int, count: int, timeout_s: float = 900, dag_id: str = "consumed_ledger_trim"
     ) -> list[dict]:

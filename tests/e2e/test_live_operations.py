@@ -159,24 +159,32 @@ def test_a_purge_over_the_approval_threshold_waits_for_a_person_and_reject_keeps
             ).scalar_one()
 
     assert waiting() > 0, "the first run deleted ledgers, waiting for their grace period"
-    # Two hours later their grace (an hour) has passed: this run's purge would remove them.
-    second = _trigger(live, {"as_of": "2026-11-02T02:00:00Z", "approval_bytes": 1})
-    waits = ui_driver().wait_for_task(
-        live.api(), TRIM, second, "approve_ledger_trim", {"awaiting_input"}, 600
-    )
-    assert waits == "awaiting_input"
-    run_dir = live.store.run_dir("trim", f"{TRIM}__{second}")
-    request = (run_dir / "approval" / "request.json").read_text()
-    assert "its purge removes" in request and (run_dir / "approval" / "purge-due.json").is_file()
     count = waiting()
-    answered = _call(
-        live,
-        "PATCH",
-        f"/api/v2/dags/{TRIM}/dagRuns/{second}/taskInstances/approve_ledger_trim/-1/hitlDetails",
-        json={"chosen_options": ["Reject"]},
-    )
-    assert answered.status_code == 200, answered.text
-    assert _wait(live, second)["state"] == "success", live.failed_tasks(second)
+    for attempt in (1, 2):
+        # Two hours later their grace (an hour) has passed: this run's purge would remove them.
+        second = _trigger(live, {"as_of": "2026-11-02T02:00:00Z", "approval_bytes": 1})
+        waits = ui_driver().wait_for_task(
+            live.api(), TRIM, second, "approve_ledger_trim", {"awaiting_input"}, 600
+        )
+        assert waits == "awaiting_input"
+        run_dir = live.store.run_dir("trim", f"{TRIM}__{second}")
+        request = (run_dir / "approval" / "request.json").read_text()
+        assert "its purge removes" in request and (run_dir / "approval" / "purge-due.json").is_file()
+        answered = _call(
+            live,
+            "PATCH",
+            f"/api/v2/dags/{TRIM}/dagRuns/{second}/taskInstances/approve_ledger_trim/-1/hitlDetails",
+            json={"chosen_options": ["Reject"]},
+        )
+        assert answered.status_code == 200, answered.text
+        state = _wait(live, second)["state"]
+        if state == "success" or attempt == 2:
+            break
+        # Airflow's scheduler can fail a task that deferred seconds after it started (the executor's event read
+        # while it still saw the task queued): only that is run again, once; anything else fails here.
+        assert live.lost_to_the_scheduler_race(second, "approve_ledger_trim"), live.failed_tasks(second)
+        assert waiting() == count, "a run that failed at its approval removed nothing"
+    assert state == "success", live.failed_tasks(second)
     tasks = _tasks(live, second)
     assert tasks["apply_ledger_trim"] == "skipped" and tasks["purge_pending_deletions"] == "skipped", tasks
     assert waiting() == count, "a rejected purge removed nothing"
