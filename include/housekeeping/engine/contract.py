@@ -737,19 +737,13 @@ def count_snapshot_rows(run_dir: str | Path | RunDir, table: Table) -> int:
     return pq.ParquetFile(path).metadata.num_rows
 
 
-def json_read_options(block_size: int = 1 << 20) -> Any:
+def json_read_options() -> Any:
     """How Python reads a JSON-lines table into Arrow: on one thread, a MiB at a time. Arrow's default (threads,
     larger blocks) holds several blocks being parsed at once, so a large table's peak memory would grow with the
-    threads; one block at a time is no slower. An open streaming reader holds about twenty blocks (measured with
-    pyarrow 26): one that stays open beside others reads smaller ones (:data:`STREAMING_BLOCK_BYTES`)."""
+    threads; one block at a time is no slower."""
     import pyarrow.json as pj
 
-    return pj.ReadOptions(use_threads=False, block_size=block_size)
-
-
-# The block size of a streaming JSON-lines reader (``housekeeping.engine.plan.part_batches``): a report merges one
-# open reader per part file (21 at a million topics), each holding ~20 blocks.
-STREAMING_BLOCK_BYTES = 1 << 18
+    return pj.ReadOptions(use_threads=False, block_size=1 << 20)
 
 
 def read_snapshot_columns(run_dir: str | Path | RunDir, table: Table, *, shared: Sequence[str] = ()) -> Any:

@@ -29,7 +29,6 @@ from housekeeping.core.timeutil import format_ms
 from housekeeping.engine.contract import (
     ACTIONS,
     BLOCKERS,
-    STREAMING_BLOCK_BYTES,
     RunDir,
     Table,
     json_read_options,
@@ -96,23 +95,6 @@ def read_part_arrow(part: Path, spec: Table) -> Any:
     return read.select(spec.names)
 
 
-def read_part_columns(part: Path, spec: Table, columns: Sequence[str]) -> Any:
-    """``columns`` of one part file of plan table ``spec`` as Arrow, the other fields parsed past (not checked: a
-    first pass over a table that a checked read follows)."""
-    import pyarrow as pa
-    import pyarrow.json as pj
-
-    options = pj.ParseOptions(
-        explicit_schema=spec.select(*columns).arrow_schema(), unexpected_field_behavior="ignore"
-    )
-    try:
-        return pj.read_json(part, read_options=json_read_options(), parse_options=options).select(
-            list(columns)
-        )
-    except pa.ArrowInvalid as exc:
-        raise InputError(f"{part}: not a row of plan table {spec.name}: {exc}") from exc
-
-
 def read_table_arrow(run_dir: Path, spec: Table) -> Any:
     """A plan table as one Arrow table with ``spec``'s schema (columnar: a report of 100,000 topics reads its
     437,614 trim decisions in tens of MiB, not as a Python dict each)."""
@@ -122,19 +104,16 @@ def read_table_arrow(run_dir: Path, spec: Table) -> Any:
     return pa.concat_tables(parts) if parts else spec.arrow_schema().empty_table()
 
 
-def part_batches(part: Path, spec: Table, columns: Sequence[str] | None = None) -> Iterator[Any]:
-    """One part file of plan table ``spec`` as Arrow record batches of ``columns`` (all ``spec``'s by default, in
-    its order), read a block at a time: what a pass over a table of millions of rows holds at once. Every row is
-    checked against ``spec`` whatever the columns kept."""
+def part_batches(part: Path, spec: Table) -> Iterator[Any]:
+    """One part file of plan table ``spec`` as Arrow record batches (``spec``'s columns in its order), read a block
+    at a time: what a pass over a table of millions of rows holds at once."""
     import pyarrow as pa
     import pyarrow.json as pj
 
     try:
-        reader = pj.open_json(
-            part, read_options=json_read_options(STREAMING_BLOCK_BYTES), parse_options=_parse_options(spec)
-        )
+        reader = pj.open_json(part, read_options=json_read_options(), parse_options=_parse_options(spec))
         for batch in reader:
-            yield batch.select(list(columns or spec.names))
+            yield batch.select(spec.names)
     except pa.ArrowInvalid as exc:
         raise InputError(f"{part}: not a row of plan table {spec.name}: {exc}") from exc
 
