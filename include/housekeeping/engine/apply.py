@@ -22,7 +22,7 @@ state in which a file is unknown to the metadata.
 from __future__ import annotations
 
 from collections import defaultdict
-from collections.abc import Callable, Iterator, Mapping
+from collections.abc import Callable, Iterable, Iterator, Mapping
 from dataclasses import dataclass, field
 from functools import cached_property
 from itertools import groupby
@@ -40,10 +40,11 @@ from housekeeping.engine.actions import PlansActions, TopicTally
 from housekeeping.engine.contract import (
     ACTIONS,
     RunDir,
+    SnapshotTopicLookup,
+    iter_jsonl,
     read_json,
-    read_jsonl,
     read_run_info,
-    snapshot_topic_values,
+    topic_bucket,
     write_json,
 )
 from housekeeping.engine.faults import checkpoint
@@ -107,13 +108,13 @@ class ApplyRun:
         purge_grace_seconds: int,
         detail: dict[str, Any] | None = None,
         actions: list[dict[str, Any]] | None = None,
-        acted_on: frozenset[str] | None = None,
+        kinds_checked: bool = False,
         gate: dict[str, Any] | None = None,
     ) -> ApplyRun:
         """``actions``: the plan's actions table when the caller has read it already (read once: at 100,000
-        topics a trim plan's rows are a few hundred MiB of Python objects); ``acted_on``: instead, the topics the
-        plan acts on, from a caller that reads the table a part at a time and checked every row's kind; ``gate``: the
-        verdict the caller checked already (:func:`require_passed_gate`)."""
+        topics a trim plan's rows are a few hundred MiB of Python objects); ``kinds_checked``: instead, the caller
+        reads the table a part at a time and checked every row's kind (and gives ``detail``); ``gate``: the verdict
+        the caller checked already (:func:`require_passed_gate`)."""
         if purge_grace_seconds < 0:
             raise InputError(f"purge grace period {purge_grace_seconds} s must be >= 0")
         run = RunDir(run_dir)
@@ -128,9 +129,7 @@ class ApplyRun:
         run_id = f"{info['runId']}@{gate['planDigest'][:16]}"
         actor = str(info.get("actor") or current_actor())
         applying = cls(store, run, info, spec, run_id, purge_grace_seconds, actor)
-        if acted_on is not None:
-            applying.__dict__["acted_on"] = acted_on  # the cached property, already found
-        else:
+        if not kinds_checked:
             if actions is not None:
                 applying.__dict__["actions"] = actions  # the cached property, already read
             for action in applying.actions:
@@ -182,15 +181,10 @@ class ApplyRun:
         return read_table(self.run.path, ACTIONS.name)
 
     @cached_property
-    def snapshot_policies(self) -> dict[str, str]:
-        """The effective policies (JSON) the snapshot recorded for each topic the plan acts on (read once per
-        apply, when a kind's re-check needs them; two columns, not 100,000 whole topic rows)."""
-        return snapshot_topic_values(self.run, "policies", topics=self.acted_on)
-
-    @cached_property
-    def acted_on(self) -> frozenset[str]:
-        """The topics the plan's rows name."""
-        return frozenset(a["topic"] for a in self.actions if a.get("topic"))
+    def snapshot_policies(self) -> SnapshotTopicLookup:
+        """The effective policies (JSON) the snapshot recorded per topic, which a kind's re-check compares: read a
+        bucket at a time as the topics are applied (two columns, not the whole topics table)."""
+        return SnapshotTopicLookup(self.run, self.info, "policies")
 
     @cached_property
     def broker(self) -> BrokerConfig:
@@ -335,49 +329,107 @@ class ApplyResult:
 class ActionParts:
     """The plan's actions table as its part files, read one at a time (a million topics' actions are never in
     memory at once), and what one pass over them found: how many rows and topics, the rows applied after every
-    topic, and whether each topic's rows are in one part (the one-pass planners write a topic's rows in its bucket's
-    part; a plan whose topic spans parts is applied from the whole table, as one)."""
+    topic, whether each topic's rows are in one part (the one-pass planners write a topic's rows in its bucket's
+    part; a plan whose topic spans parts is applied from the whole table, as one) and which parts list their rows in
+    ascending topic order (those are applied as they are read, a topic's rows at a time)."""
 
     parts: list[Path]
     rows: int
-    topics: frozenset[str]  # of the rows applied topic by topic
+    acted_on: int  # topics the rows name
     after: list[dict[str, Any]]
     after_kinds: frozenset[str]
     one_part_per_topic: bool
+    in_topic_order: tuple[bool, ...]  # per part
 
     @classmethod
-    def scan(cls, run: RunDir, spec: PlansActions) -> ActionParts:
-        """Every row's kind checked (an unknown kind is bad input naming the plan, before anything is applied)."""
+    def scan(cls, run: RunDir, spec: PlansActions, versions: TopicVersions, buckets: int) -> ActionParts:
+        """Every row's kind checked and every topic found in the snapshot (``versions``) before anything is applied
+        (bad input naming the plan). ``buckets``: the snapshot's (``snapshotBuckets``; 0 when not clustered): when
+        no bucket's topics are in two parts, no topic is, and no set of every topic is built to know it."""
         table_dir = run.plan_table(ACTIONS)
         if not table_dir.is_dir():
             raise InputError(f"run directory {run.path} has no plan table {ACTIONS.name!r}")
         parts = sorted(table_dir.glob("part-*"))
-        part_of: dict[str, int] = {}
-        rows, spans, after = 0, False, []
+        rows, topics, shared_bucket, after, in_order = 0, 0, not buckets, [], []
+        part_of_bucket: dict[int, int] = {}
         for index, part in enumerate(parts):
-            for row in read_jsonl(part):
+            previous: str | None = None
+            ordered, seen = True, set()
+            for row in iter_jsonl(part):
                 rows += 1
                 if spec.action(row["action"], where=f"plan in {run}").after_topics:
                     after.append(row)
                     continue
-                spans = spans or part_of.setdefault(row["topic"], index) != index
-        topics = frozenset(part_of)
+                topic = row["topic"]
+                if topic == previous:
+                    continue
+                ordered = ordered and (previous is None or previous < topic)
+                previous = topic
+                if topic in seen:
+                    continue
+                if topic not in versions:
+                    raise InputError(f"plan in {run} names topic {topic}, which is not in its snapshot")
+                seen.add(topic)
+                if buckets:
+                    bucket = topic_bucket(topic, buckets)
+                    shared_bucket = shared_bucket or part_of_bucket.setdefault(bucket, index) != index
+            topics += len(seen)
+            in_order.append(ordered)
+        spans = False
+        if shared_bucket and len(parts) > 1:
+            spans, topics = _topics_across_parts(parts, spec)
         after_kinds = frozenset(kind.name for kind in spec.actions if kind.after_topics)
-        return cls(parts, rows, topics, after, after_kinds, not spans)
+        # The topics only rows applied after every topic name (partitioned topics' metadata: few).
+        only_after = {row["topic"] for row in after}
+        if only_after:
+            only_after -= {
+                t
+                for part in parts
+                for row in iter_jsonl(part)
+                if (t := row["topic"]) in only_after and row["action"] not in after_kinds
+            }
+        return cls(parts, rows, topics + len(only_after), after, after_kinds, not spans, tuple(in_order))
 
-    def by_topic(self) -> Iterator[dict[str, list[dict[str, Any]]]]:
-        """The topics' rows (after-topics rows left out), grouped by topic: one group per part file, or one of the
-        whole table when a topic spans parts."""
-        grouped: dict[str, list[dict[str, Any]]] = defaultdict(list)
-        for part in self.parts:
-            for row in read_jsonl(part):
-                if row["action"] not in self.after_kinds:
-                    grouped[row["topic"]].append(row)
-            if self.one_part_per_topic:
-                yield grouped
-                grouped = defaultdict(list)
-        if grouped:
-            yield grouped
+    def by_topic(self) -> Iterator[Iterator[tuple[str, list[dict[str, Any]]]]]:
+        """Each topic's rows (after-topics rows left out), a part at a time: as they are read from a part in topic
+        order, sorted by topic from one that is not; the whole table's, sorted, as one part when a topic spans
+        parts."""
+        if not self.one_part_per_topic:
+            yield _grouped(row for part in self.parts for row in iter_jsonl(part) if self._in_topic(row))
+            return
+        for part, ordered in zip(self.parts, self.in_topic_order, strict=True):
+            rows = (row for row in iter_jsonl(part) if self._in_topic(row))
+            if ordered:
+                yield ((topic, list(group)) for topic, group in groupby(rows, key=itemgetter("topic")))
+            else:
+                yield _grouped(rows)
+
+    def _in_topic(self, row: dict[str, Any]) -> bool:
+        return row["action"] not in self.after_kinds
+
+
+def _grouped(rows: Iterator[dict[str, Any]]) -> Iterator[tuple[str, list[dict[str, Any]]]]:
+    grouped: dict[str, list[dict[str, Any]]] = defaultdict(list)
+    for row in rows:
+        grouped[row["topic"]].append(row)
+    for topic in sorted(grouped):
+        yield topic, grouped.pop(topic)
+
+
+def _topics_across_parts(parts: list[Path], spec: PlansActions) -> tuple[bool, int]:
+    """Whether a topic's rows are in two parts, and how many topics the rows applied topic by topic name: a set of
+    every topic, when the parts are not one bucket each."""
+    part_of: dict[str, int] = {}
+    spans = False
+    for index, part in enumerate(parts):
+        for row in iter_jsonl(part):
+            if not spec.action(row["action"]).after_topics:
+                spans = part_of.setdefault(row["topic"], index) != index or spans
+    return spans, len(part_of)
+
+
+# A topic's version in the snapshot: a SnapshotTopicLookup, or a run.json's own mapping.
+TopicVersions = Mapping[str, int] | SnapshotTopicLookup
 
 
 def apply_plan(store: Store, run_dir: Path, spec: PlansActions, *, purge_grace_seconds: int) -> ApplyResult:
@@ -385,27 +437,24 @@ def apply_plan(store: Store, run_dir: Path, spec: PlansActions, *, purge_grace_s
     time), then the rows applied after every topic."""
     batch_topics = int(APPLY_BATCH_TOPICS.read())  # bad input before the run is journaled as started
     run = RunDir(run_dir)
-    # The gate's verdict first, then every row's kind, before anything else.
+    # The gate's verdict first, then every row's kind and every topic against the snapshot, before anything else.
     gate = require_passed_gate(run.path)
-    plan = ActionParts.scan(run, spec)
-    acted_on = plan.topics | {row["topic"] for row in plan.after}
+    info = read_run_info(run)
+    plan = ActionParts.scan(
+        run, spec, snapshot_topic_versions(run, info), int(info.get("snapshotBuckets") or 0)
+    )
     context = ApplyRun.open(
         store,
         run_dir,
         spec,
         purge_grace_seconds=purge_grace_seconds,
-        detail={"topics": len(acted_on), "actions": plan.rows},
-        acted_on=acted_on,
+        detail={"topics": plan.acted_on, "actions": plan.rows},
+        kinds_checked=True,
         gate=gate,
     )
-    # Every topic checked against the snapshot before the first part is applied.
-    versions = snapshot_topic_versions(context.run, context.info, sorted(plan.topics))
-    missing = sorted(plan.topics - versions.keys())
-    if missing:
-        raise InputError(f"plan in {context.run} names topic {missing[0]}, which is not in its snapshot")
     result = ApplyResult.of(context.run_id, spec)
-    for by_topic in plan.by_topic():
-        _apply_topics(context, by_topic, versions, result, batch_topics)
+    # Looked up again in the order they are applied (a bucket at a time), not held from the scan.
+    _apply_topics(context, plan.by_topic(), snapshot_topic_versions(run, info), result, batch_topics)
     # In the topics' order, as one pass over the whole table would list them.
     result.applied_topics.sort()
     result.already_applied_topics.sort()
@@ -415,54 +464,66 @@ def apply_plan(store: Store, run_dir: Path, spec: PlansActions, *, purge_grace_s
     return result
 
 
-def snapshot_topic_versions(run: RunDir, info: Mapping[str, Any], topics: list[str]) -> dict[str, int]:
-    """The version of each of ``topics`` (those the plan acts on) when it was snapshotted, which apply
-    compare-and-sets: the snapshot's topics table, or the ``topicVersions`` of a run whose run.json carried them."""
+def snapshot_topic_versions(run: RunDir, info: Mapping[str, Any]) -> TopicVersions:
+    """The version of each topic when it was snapshotted, which apply compare-and-sets: the snapshot's topics
+    table (a bucket at a time), or the ``topicVersions`` of a run whose run.json carried them."""
     if "topicVersions" in info:
         return dict(info["topicVersions"])
-    return snapshot_topic_values(run, "version", topics=topics)
+    return SnapshotTopicLookup(run, info, "version")
 
 
 def _apply_topics(
     context: ApplyRun,
-    by_topic: dict[str, list[dict[str, Any]]],
-    versions: Mapping[str, int],
+    parts: Iterable[Iterable[tuple[str, list[dict[str, Any]]]]],
+    versions: TopicVersions,
     result: ApplyResult,
     batch_topics: int,
 ) -> None:
-    """The topics' rows, ``batch_topics`` (``APPLY_BATCH_TOPICS``) topics per metadata transaction. Each topic keeps
-    its own checks, compare-and-set and journal row inside the batch (a topic that changed since the snapshot is
-    skipped, the others commit); a crash or an error rolls back the batch as a whole, and the retry of the same run
-    applies it again (the journal, written in the same transaction, says which topics committed). One commit per
-    topic was most of an apply's time at 100,000 topics (benchmarks/README.md). ``versions``: each topic's version
-    in the snapshot (every topic of ``by_topic`` has one)."""
-    pending = []
-    for topic in sorted(by_topic):
-        if topic in context.done:
-            result.already_applied_topics.append(topic)
-            continue
-        pending.append(topic)
-    for start in range(0, len(pending), batch_topics):
-        outcomes = []
-        with write_transaction(context.store.engine) as conn:
-            # Read once for the batch, not per topic (48,618 queries at 100,000 topics), and held until it commits.
-            holds = holds_for_this_transaction(conn)
-            for topic in pending[start : start + batch_topics]:
-                actions = by_topic[topic]
-                outcome = context.commit_in(
-                    conn,
-                    topic,
-                    actions,
-                    lambda conn, t=topic, a=actions: _apply_topic(conn, context, t, versions[t], a),
-                    holds=holds,
-                )
-                outcomes.append((topic, outcome))
-        checkpoint("apply_after_topic_commit")
-        for topic, outcome in outcomes:
-            if outcome.applied:
-                result.add(outcome.facts)
-            else:
-                result.skipped_topics[topic] = str(outcome.why)
+    """The topics' rows, a part at a time, ``batch_topics`` (``APPLY_BATCH_TOPICS``) topics of a part per metadata
+    transaction. Each topic keeps its own checks, compare-and-set and journal row inside the batch (a topic that
+    changed since the snapshot is skipped, the others commit); a crash or an error rolls back the batch as a whole,
+    and the retry of the same run applies it again (the journal, written in the same transaction, says which topics
+    committed). One commit per topic was most of an apply's time at 100,000 topics (benchmarks/README.md).
+    ``versions``: each topic's version in the snapshot (every topic has one)."""
+    for part in parts:
+        batch: list[tuple[str, list[dict[str, Any]]]] = []
+        for topic, actions in part:
+            if topic in context.done:
+                result.already_applied_topics.append(topic)
+                continue
+            batch.append((topic, actions))
+            if len(batch) == batch_topics:
+                _apply_batch(context, batch, versions, result)
+                batch = []
+        if batch:
+            _apply_batch(context, batch, versions, result)
+
+
+def _apply_batch(
+    context: ApplyRun,
+    batch: list[tuple[str, list[dict[str, Any]]]],
+    versions: TopicVersions,
+    result: ApplyResult,
+) -> None:
+    outcomes = []
+    with write_transaction(context.store.engine) as conn:
+        # Read once for the batch, not per topic (48,618 queries at 100,000 topics), and held until it commits.
+        holds = holds_for_this_transaction(conn)
+        for topic, actions in batch:
+            outcome = context.commit_in(
+                conn,
+                topic,
+                actions,
+                lambda conn, t=topic, a=actions: _apply_topic(conn, context, t, versions[t], a),
+                holds=holds,
+            )
+            outcomes.append((topic, outcome))
+    checkpoint("apply_after_topic_commit")
+    for topic, outcome in outcomes:
+        if outcome.applied:
+            result.add(outcome.facts)
+        else:
+            result.skipped_topics[topic] = str(outcome.why)
 
 
 def _apply_after_topics(context: ApplyRun, rows: list[dict[str, Any]], result: ApplyResult) -> None:

@@ -679,8 +679,15 @@ def write_parquet(
 
 
 def read_jsonl(path: Path) -> list[dict[str, Any]]:
+    return list(iter_jsonl(path))
+
+
+def iter_jsonl(path: Path) -> Iterator[dict[str, Any]]:
+    """The rows of a JSON-lines file, each parsed as it is read."""
     with path.open(encoding="utf-8") as handle:
-        return [json.loads(line) for line in handle if line.strip()]
+        for line in handle:
+            if line.strip():
+                yield json.loads(line)
 
 
 def read_run_info(run_dir: str | Path | RunDir) -> dict[str, Any]:
@@ -746,12 +753,18 @@ def json_read_options() -> Any:
     return pj.ReadOptions(use_threads=False, block_size=1 << 20)
 
 
-def read_snapshot_columns(run_dir: str | Path | RunDir, table: Table, *, shared: Sequence[str] = ()) -> Any:
+def read_snapshot_columns(
+    run_dir: str | Path | RunDir,
+    table: Table,
+    *,
+    shared: Sequence[str] = (),
+    row_groups: Sequence[int] | None = None,
+) -> Any:
     """The columns ``table`` names (a :meth:`Table.select` of a snapshot table) of every row, as one Arrow table
     with their contract types: a report that needs a topic's retention text reads only that column of 100,000
     topics. ``shared``: text columns read dictionary-encoded from Parquet, each distinct text held once (the
-    policies documents a million topics share). A column missing, or of another type, means the file is not this
-    table: bad input naming it."""
+    policies documents a million topics share). ``row_groups``: only those row groups of a Parquet table (a clustered
+    table's buckets). A column missing, or of another type, means the file is not this table: bad input naming it."""
     import pyarrow as pa
     import pyarrow.json as pj
     import pyarrow.parquet as pq
@@ -765,7 +778,11 @@ def read_snapshot_columns(run_dir: str | Path | RunDir, table: Table, *, shared:
                 schema = schema.set(
                     schema.get_field_index(name), field.with_type(pa.dictionary(pa.int32(), field.type))
                 )
-            read = pq.read_table(path, columns=list(table.names), read_dictionary=list(shared) or None)
+            parquet = pq.ParquetFile(path, read_dictionary=list(shared) or None)
+            if row_groups is None:
+                read = parquet.read(columns=list(table.names))
+            else:
+                read = parquet.read_row_groups(row_groups, columns=list(table.names))
             return read.select(table.names).cast(schema)
         if path.stat().st_size == 0:
             return schema.empty_table()
@@ -809,3 +826,69 @@ def _shared_values(column: Any) -> list[Any]:
         distinct = chunk.dictionary.to_pylist()
         values.extend(None if index is None else distinct[index] for index in chunk.indices.to_pylist())
     return values
+
+
+class SnapshotTopicLookup:
+    """Per topic, the value of some columns of the snapshot's topics table (a tuple of several), as
+    :func:`snapshot_topic_values` gives them, for lookups a bucket at a time: of a clustered table, the row group of
+    the asked topic's bucket is read when first needed and kept until a topic of another bucket is asked (apply goes
+    through the plan a bucket's part at a time), not a dict of a million topics. The whole table is read once
+    instead when the table is not clustered (a run snapshotted before clustering, JSON lines), or when a bucket is
+    asked for again after another (the lookups do not come a bucket at a time)."""
+
+    def __init__(self, run_dir: str | Path | RunDir, info: Mapping[str, Any], *columns: str) -> None:
+        import pyarrow.parquet as pq
+
+        self._run, self._columns = RunDir(run_dir), columns
+        self._path = snapshot_file(self._run, TOPICS)
+        self._buckets = int(info.get("snapshotBuckets") or 0)
+        if self._buckets and not is_json_lines(self._path):
+            if pq.ParquetFile(self._path).metadata.num_row_groups != self._buckets:
+                self._buckets = 0  # rewritten by another writer: not clustered as run.json says
+        else:
+            self._buckets = 0
+        self._bucket: int | None = None  # the bucket held
+        self._read: set[int] = set()
+        self._whole = False  # every topic held
+        self._values: dict[str, Any] = {}
+
+    def _load(self, topic: str) -> None:
+        if self._whole:
+            return
+        bucket = topic_bucket(topic, self._buckets) if self._buckets else None
+        if bucket is not None and bucket == self._bucket:
+            return
+        if bucket is None or bucket in self._read:
+            self._values, self._whole = snapshot_topic_values(self._run, *self._columns), True
+            return
+        texts = [c for c in self._columns if TOPICS.select(c).columns[0].type == "string"]
+        read = read_snapshot_columns(
+            self._run, TOPICS.select("topic", *self._columns), shared=texts, row_groups=[bucket]
+        )
+        names = read.column("topic").to_pylist()
+        misplaced = next((name for name in names if topic_bucket(name, self._buckets) != bucket), None)
+        if misplaced is not None:
+            raise InputError(
+                f"{self._path}: row group {bucket} holds topic {misplaced} of another bucket: the table is not "
+                "clustered by topic as its run.json says"
+            )
+        values = [_shared_values(read.column(c)) for c in self._columns]
+        self._values = dict(
+            zip(names, values[0] if len(values) == 1 else zip(*values, strict=True), strict=True)
+        )
+        self._bucket = bucket
+        self._read.add(bucket)
+
+    def __getitem__(self, topic: str) -> Any:
+        self._load(topic)
+        return self._values[topic]
+
+    def __contains__(self, topic: object) -> bool:
+        if not isinstance(topic, str):
+            return False
+        self._load(topic)
+        return topic in self._values
+
+    def get(self, topic: str, default: Any = None) -> Any:
+        self._load(topic)
+        return self._values.get(topic, default)

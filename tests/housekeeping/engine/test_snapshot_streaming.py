@@ -11,6 +11,7 @@ import pyarrow.parquet as pq
 import pytest
 from sqlalchemy import select
 
+from housekeeping.core.errors import InputError
 from housekeeping.core.timeutil import parse_as_of
 from housekeeping.engine import contract
 from housekeeping.engine.apply import snapshot_topic_versions
@@ -67,11 +68,57 @@ def test_run_json_carries_no_topic_versions_and_apply_reads_them_from_the_topics
     assert "topicVersions" not in info and len(json.dumps(info)) < 5000
     with store.engine.connect() as conn:
         versions = dict(conn.execute(select(t.topics.c.name, t.topics.c.version)).all())
-    acted_on = sorted(versions)[:3]
-    assert snapshot_topic_versions(run, info, acted_on) == {name: versions[name] for name in acted_on}
+    lookup = snapshot_topic_versions(run, info)
+    assert {name: lookup[name] for name in versions} == versions
+    assert "persistent://t/n/never" not in lookup
     # A run snapshotted when run.json still carried them applies with those.
-    older = {**info, "topicVersions": {acted_on[0]: 7}}
-    assert snapshot_topic_versions(run, older, acted_on) == {acted_on[0]: 7}
+    older = {**info, "topicVersions": {sorted(versions)[0]: 7}}
+    assert snapshot_topic_versions(run, older) == {sorted(versions)[0]: 7}
+
+
+def test_a_lookup_reads_one_bucket_at_a_time_and_the_whole_table_once_when_asked_out_of_bucket_order(
+    store, monkeypatch
+):
+    run = _snapshot(store, "lookup")
+    info = contract.read_run_info(run)
+    expected = contract.snapshot_topic_values(run, "version", "policies")
+    by_bucket = sorted(
+        expected, key=lambda name: (contract.topic_bucket(name, info["snapshotBuckets"]), name)
+    )
+    reads: list[object] = []
+    read_columns = contract.read_snapshot_columns
+    monkeypatch.setattr(
+        contract,
+        "read_snapshot_columns",
+        lambda *args, **kwargs: reads.append(kwargs.get("row_groups")) or read_columns(*args, **kwargs),
+    )
+    lookup = contract.SnapshotTopicLookup(run, info, "version", "policies")
+    assert {name: lookup[name] for name in by_bucket} == {name: expected[name] for name in by_bucket}
+    buckets = {contract.topic_bucket(name, info["snapshotBuckets"]) for name in expected}
+    assert sorted(reads) == sorted([b] for b in buckets)  # each bucket's row group once, nothing else
+    # Back to a bucket read before: the whole table, once, then every answer from it.
+    reads.clear()
+    assert {name: lookup[name] for name in sorted(expected)} == expected
+    assert reads == [None]
+    # Not clustered as run.json says (another writer's row groups): read whole at once.
+    unclustered = contract.SnapshotTopicLookup(run, {**info, "snapshotBuckets": 1000}, "version")
+    reads.clear()
+    assert {name: unclustered[name] for name in by_bucket} == {n: v for n, (v, _) in expected.items()}
+    assert reads == [None]
+
+
+def test_a_bucket_holding_another_buckets_topic_is_bad_input_naming_the_file(store):
+    run = _snapshot(store, "misplaced")
+    info = contract.read_run_info(run)
+    path = run.snapshot_table(contract.TOPICS)
+    table = pq.read_table(path)
+    # The same rows, two row groups of the same size, but not split by bucket.
+    pq.write_table(table, path, row_group_size=-(-table.num_rows // 2))
+    lookup = contract.SnapshotTopicLookup(run, {**info, "snapshotBuckets": 2}, "version")
+    names = table.column("topic").to_pylist()
+    misplaced = next(n for n in names[: -(-len(names) // 2)] if contract.topic_bucket(n, 2) != 0)
+    with pytest.raises(InputError, match=f"{path}: row group 0 holds topic {misplaced} of another bucket"):
+        lookup[next(n for n in names if contract.topic_bucket(n, 2) == 0)]
 
 
 def test_the_buckets_grow_with_the_topics_unless_the_setting_fixes_them(monkeypatch):
