@@ -224,6 +224,30 @@ def s3_server():
     server.stop()
 
 
+@pytest.fixture(scope="session")
+def standalone_cluster(tmp_path_factory):
+    """A Spark standalone master and worker of this pytest worker (tests/spark_cluster.py), stopped at the end."""
+    from tests.spark_cluster import StandaloneCluster
+
+    cluster = StandaloneCluster.start(tmp_path_factory.mktemp("spark-cluster"), TEST_JVM_OPTIONS)
+    yield cluster
+    cluster.stop()
+
+
+def plan_and_gate_on_cluster(cluster, run_dir: Path, mechanism: str) -> dict:
+    """As a DAG run's plan and gate tasks submitted to the standalone cluster (``standalone_cluster``, with
+    ``airflow_db``): the gate's result document."""
+    from housekeeping.engine import launcher
+    from housekeeping.engine.contract import RunDir
+    from housekeeping.mechanisms.registry import get_mechanism
+    from tests.spark_cluster import submit_app
+
+    submit_app(cluster, "plan", get_mechanism(mechanism).plan_app, ["--run-dir", str(run_dir)], mechanism)
+    gate_args = ["--run-dir", str(run_dir), "--mechanism", mechanism]
+    submit_app(cluster, "validate", launcher.GATE_APP, gate_args, mechanism)
+    return json.loads(RunDir(run_dir).gate_result.read_text())
+
+
 def _use_tier(kind: str, request, monkeypatch, tmp_path):
     from housekeeping.store.tier import OFFLOAD_ENDPOINT_ENV, OFFLOAD_URL_ENV, tier_of_settings
 
@@ -519,6 +543,7 @@ FIXTURE_LANES = {
     "s3_server": "processes",
     "s3_tier": "processes",
     "spark_connect_server": "processes",
+    "standalone_cluster": "processes",
     "airflow_db": "airflow",
     "dagbag_on_spark_connect": "airflow",
 }

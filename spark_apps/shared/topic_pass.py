@@ -296,7 +296,7 @@ def _ipc(table: Any) -> bytes:
 
 def _routed_plan(spark, run_dir: str | Path, buckets: int, routed: Sequence[Table]) -> Any:
     """The plan's actions (as read) and the rows of ``routed`` (each as its JSON), each with its topic's bucket, and
-    a marker row per bucket, partitioned by bucket."""
+    a marker row per bucket, partitioned by bucket: bucket b in task b alone (:func:`partition_keys`)."""
     from pyspark.sql import functions as F
 
     from spark_apps.shared.io import read_actions, read_table
@@ -314,12 +314,35 @@ def _routed_plan(spark, run_dir: str | Path, buckets: int, routed: Sequence[Tabl
         )
     bucket_of = (F.crc32(F.coalesce(F.col("topic"), F.lit("")).cast("binary")) % buckets).cast("long")
     markers = spark.range(0, buckets, 1, 1).select(F.col("id").alias("bucket"), F.lit(True).alias("marker"))
+    # Longs, as partition_keys hashed them (a literal of a small Python int is an int, which hashes otherwise).
+    keys = F.array(*(F.lit(key).cast("long") for key in partition_keys(spark, buckets)))
     return (
         rows.withColumn("bucket", bucket_of)
         .withColumn("marker", F.lit(False))
         .unionByName(markers, allowMissingColumns=True)
-        .repartition(buckets, "bucket")
+        .withColumn("route", F.element_at(keys, (F.col("bucket") + 1).cast("int")))
+        .repartition(buckets, "route")
+        .drop("route")
     )
+
+
+def partition_keys(spark, partitions: int) -> list[int]:
+    """For each partition p of a repartition into ``partitions`` by a long column, a value that lands in p (Spark's
+    hash partitioning: pmod(hash(value), partitions), computed by Spark itself): repartitioned by the key of its
+    bucket, each bucket is one task's alone. By the bucket number itself, Spark's hash puts two or three buckets
+    in some tasks and none in others (a third of 21), and such a task holds all their rows at once."""
+    from pyspark.sql import functions as F
+
+    keys: dict[int, int] = {}
+    candidates = 64 * partitions
+    while len(keys) < partitions:
+        hashed = spark.range(0, candidates, 1, 1).select(
+            "id", F.pmod(F.hash("id"), F.lit(partitions)).alias("partition")
+        )
+        for row in sorted(hashed.collect(), key=lambda r: r["id"]):
+            keys.setdefault(int(row["partition"]), int(row["id"]))
+        candidates *= 16
+    return [keys[p] for p in range(partitions)]
 
 
 def _bucket_plans(batches: Iterator[Any], names: Mapping[str, Sequence[str]]) -> dict[int, BucketPlan]:

@@ -1,6 +1,7 @@
 """The deployment's Spark topology, natively: a Spark standalone master and worker started from pyspark's own
-distribution (spark-class ...deploy.master.Master / ...deploy.worker.Worker on 127.0.0.1), the Airflow Spark
-connection pointing at the master in client mode, and a real run of the consumed_ledger_trim DAG through it.
+distribution (tests/spark_cluster.py), the Airflow Spark connection pointing at the master in client mode, and a
+real run of the consumed_ledger_trim DAG through it (every mechanism's plan on the cluster equals its plan on local
+Spark: tests/housekeeping/mechanisms/test_plan_fingerprints.py).
 
 "The work ran on the worker" is checked from the cluster's side: the master lists the DAG's two Spark apps as
 completed with executors it granted, and the worker's work directory holds an executor directory (with its
@@ -10,96 +11,20 @@ logs) for each of them. The decisions are checked too: the run deletes what the 
 from __future__ import annotations
 
 import json
-import os
-import subprocess
-import time
-import urllib.request
 from datetime import UTC, datetime
 from pathlib import Path
 
-import pyspark
 import pytest
 
 from housekeeping.core.timeutil import format_ms
 from housekeeping.engine.plan import read_table
 from housekeeping.mechanisms.steps import plan_and_gate_in_process, snapshot_step
 from housekeeping.store.generate import GenerateOptions, generate_store
-from tests.conftest import TEST_JVM_OPTIONS
-from tests.pg_server import free_port
 
 pytestmark = [pytest.mark.airflow, pytest.mark.processes, pytest.mark.spark, pytest.mark.runs]
 
 REPO = Path(__file__).resolve().parents[2]
-SPARK_HOME = Path(pyspark.__file__).parent
 LOGICAL_DATE = datetime(2026, 11, 1, tzinfo=UTC)
-
-
-def _master_state(web_port: int) -> dict:
-    with urllib.request.urlopen(f"http://127.0.0.1:{web_port}/json/", timeout=5) as response:
-        return json.load(response)
-
-
-@pytest.fixture(scope="module")
-def standalone_cluster(tmp_path_factory):
-    """A master and one worker (2 cores, 2 GiB) on loopback; yields (master URL, master web port, work dir)."""
-    base = tmp_path_factory.mktemp("spark-cluster")
-    work_dir = base / "work"
-    work_dir.mkdir()
-    port, web_port, worker_web_port = free_port(), free_port(), free_port()
-    env = {
-        **os.environ,
-        "SPARK_HOME": str(SPARK_HOME),
-        "SPARK_LOCAL_IP": "127.0.0.1",
-        "SPARK_LOG_DIR": str(base / "logs"),
-        # The master's and worker's JVMs as the suite's drivers (tests/spark-conf: C1 only, serial collector);
-        # the executors they launch get the same from spark.executor.extraJavaOptions there.
-        "SPARK_DAEMON_JAVA_OPTS": TEST_JVM_OPTIONS,
-    }
-    spark_class = str(SPARK_HOME / "bin" / "spark-class")
-    processes = []
-    try:
-        for name, args in (
-            (
-                "master",
-                ["org.apache.spark.deploy.master.Master", "--host", "127.0.0.1", "--port", str(port)]
-                + ["--webui-port", str(web_port)],
-            ),
-            (
-                "worker",
-                ["org.apache.spark.deploy.worker.Worker", f"spark://127.0.0.1:{port}", "--host", "127.0.0.1"]
-                + ["--cores", "2", "--memory", "2g", "--work-dir", str(work_dir)]
-                + ["--webui-port", str(worker_web_port)],
-            ),
-        ):
-            log = (base / f"{name}.log").open("wb")
-            processes.append(
-                subprocess.Popen([spark_class, *args], stdout=log, stderr=subprocess.STDOUT, env=env)
-            )
-            if name == "master":
-                _wait(lambda: _master_state(web_port), base / "master.log")
-        _wait(lambda: _master_state(web_port)["aliveworkers"] >= 1 or None, base / "worker.log")
-        yield f"spark://127.0.0.1:{port}", web_port, work_dir
-    finally:
-        for process in reversed(processes):
-            process.terminate()
-        for process in processes:
-            try:
-                process.wait(timeout=30)
-            except subprocess.TimeoutExpired:
-                process.kill()
-
-
-def _wait(probe, log: Path, timeout_s: float = 90) -> None:
-    deadline = time.monotonic() + timeout_s
-    while True:
-        try:
-            if probe():
-                return
-        except (OSError, ValueError):  # not listening yet, or its UI serves the HTML page before /json/
-            pass
-        if time.monotonic() > deadline:
-            raise AssertionError(f"Spark standalone not up after {timeout_s} s:\n{log.read_text()[-4000:]}")
-        time.sleep(0.5)
 
 
 def test_trim_dag_runs_on_a_standalone_cluster_in_client_mode(
@@ -108,12 +33,9 @@ def test_trim_dag_runs_on_a_standalone_cluster_in_client_mode(
     from airflow.dag_processing.dagbag import DagBag
     from airflow.providers.apache.spark.hooks.spark_submit import SparkSubmitHook
 
-    master, web_port, work_dir = standalone_cluster
+    master, work_dir = standalone_cluster.master, standalone_cluster.work_dir
     # The same JSON connection the compose file sets, pointed at this master.
-    monkeypatch.setenv(
-        "AIRFLOW_CONN_SPARK_DEFAULT",
-        json.dumps({"conn_type": "spark", "host": master, "extra": {"deploy-mode": "client"}}),
-    )
+    monkeypatch.setenv("AIRFLOW_CONN_SPARK_DEFAULT", standalone_cluster.connection())
     resolved = SparkSubmitHook(conn_id="spark_default")._resolve_connection()
     assert (resolved["master"], resolved["deploy_mode"]) == (master, "client")
 
@@ -140,7 +62,7 @@ def test_trim_dag_runs_on_a_standalone_cluster_in_client_mode(
     )
     assert expected, "the scenario must delete something to be a test"
 
-    before = {app["id"] for app in _master_state(web_port)["completedapps"]}
+    before = {app["id"] for app in standalone_cluster.state()["completedapps"]}
     dag = DagBag(dag_folder=str(REPO / "dags")).get_dag("consumed_ledger_trim")
     capfd.readouterr()
     run = dag.test(logical_date=LOGICAL_DATE, run_conf={"dry_run": False})
@@ -161,7 +83,7 @@ def test_trim_dag_runs_on_a_standalone_cluster_in_client_mode(
     assert json.loads((run_dir / "apply/result.json").read_text())["ledgersDeleted"] == len(expected)
 
     # The cluster's side: both apps of this run completed on the master, with executors on the worker.
-    state = _master_state(web_port)
+    state = standalone_cluster.state()
     ours = [app for app in state["completedapps"] if app["id"] not in before]
     names = sorted(app["name"] for app in ours)
     assert names == ["housekeeping-plan-trim", "housekeeping-validate-trim"], (

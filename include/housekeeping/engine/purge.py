@@ -12,10 +12,12 @@ DAG task) instead of reporting success (Pulsar's silent offloaded-ledger delete 
 from __future__ import annotations
 
 import json
+from array import array
+from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from sqlalchemy import and_, select, update
+from sqlalchemy import and_, func, select, update
 
 from housekeeping.core.timeutil import format_ms
 from housekeeping.engine.faults import checkpoint
@@ -139,22 +141,32 @@ def record_purge_due(
             )
 
 
+# Due pending deletions read per page of ids: a purge after a million-topic trim has 1.6 million pending rows, each
+# with its ledger row's JSON, which are not held at once (their ids are, 8 bytes each).
+PURGE_PAGE_ROWS = 1000
+
+
 def purge(store: Store, *, as_of_ms: int, run_id: str, actor: str | None = None) -> PurgeResult:
+    """Every deletion pending when the purge starts whose grace period has passed at ``as_of_ms``, in the order
+    they were recorded; those still in their grace period counted (``waiting``, ``next_purge_after_ms``)."""
     result = PurgeResult()
+    pending = t.pending_deletions
     with read_transaction(store.engine) as conn:
-        rows = list(
+        due = array(
+            "q",
             conn.execute(
-                select(t.pending_deletions)
-                .where(t.pending_deletions.c.status == "pending")
-                .order_by(t.pending_deletions.c.id)
-            )
+                select(pending.c.id)
+                .where(and_(pending.c.status == "pending", pending.c.purge_after_ms <= as_of_ms))
+                .order_by(pending.c.id)
+            ).scalars(),
         )
-    for row in rows:
-        if row.purge_after_ms > as_of_ms:
-            result.waiting += 1
-            if result.next_purge_after_ms is None or row.purge_after_ms < result.next_purge_after_ms:
-                result.next_purge_after_ms = row.purge_after_ms
-            continue
+        waiting, next_after = conn.execute(
+            select(func.count(), func.min(pending.c.purge_after_ms)).where(
+                and_(pending.c.status == "pending", pending.c.purge_after_ms > as_of_ms)
+            )
+        ).one()
+    result.waiting, result.next_purge_after_ms = int(waiting), next_after
+    for row in _rows_of(store, due):
         with read_transaction(store.engine) as conn:
             refusal = _live(conn, row)
             if refusal is None and current_hold(conn, row.topic) is not None:
@@ -192,6 +204,25 @@ def purge(store: Store, *, as_of_ms: int, run_id: str, actor: str | None = None)
                 actor=actor,
             )
     return result
+
+
+def _rows_of(store: Store, ids: Sequence[int]) -> Iterator[Any]:
+    """The pending deletions of ``ids`` still pending, in that order, a page at a time (each page read in a
+    transaction of its own, closed before its rows are purged)."""
+    pending = t.pending_deletions
+    for start in range(0, len(ids), PURGE_PAGE_ROWS):
+        with read_transaction(store.engine) as conn:
+            page = conn.execute(
+                select(pending)
+                .where(
+                    and_(
+                        pending.c.id.in_(list(ids[start : start + PURGE_PAGE_ROWS])),
+                        pending.c.status == "pending",
+                    )
+                )
+                .order_by(pending.c.id)
+            ).all()
+        yield from page
 
 
 def _live(conn: Any, row: Any) -> str | None:

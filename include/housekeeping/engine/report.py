@@ -87,6 +87,34 @@ def ledger_decision(row: dict[str, Any]) -> dict[str, Any]:
     }
 
 
+def topics_ascending(topic: Any) -> bool:
+    """Whether an Arrow column of topic names has no null and never goes back (the order a one-pass plan writes a
+    part in): checking costs a boolean per row, sorting would copy every row."""
+    import pyarrow.compute as pc
+
+    count = len(topic)
+    if topic.null_count:
+        return False
+    return count < 2 or not pc.any(pc.less(topic.slice(1), topic.slice(0, count - 1))).as_py()
+
+
+def merged_part_rows(parts: Sequence[Path], spec: Any) -> Iterator[dict[str, Any]]:
+    """The rows of plan table ``spec``'s ``parts``, each part in topic order (:func:`topics_ascending`, checked by
+    the caller on its :func:`housekeeping.engine.plan.read_part_arrow`), merged by topic and read a line at a time,
+    as :func:`sparse_rows` gives them (a topic's rows in part order): the order of the whole table sorted by topic,
+    never held whole."""
+    import heapq
+    from operator import itemgetter
+
+    from housekeeping.engine.plan import checked_part_rows
+
+    def sparse(part: Path) -> Iterator[dict[str, Any]]:
+        for row in checked_part_rows(part, spec, spec.names):
+            yield {k: v for k, v in row.items() if v is not None}
+
+    return heapq.merge(*(sparse(part) for part in parts), key=itemgetter("topic"))
+
+
 def _in_topic_order(decisions: Any) -> bool:
     """Whether the rows already come by topic, then ledger (the plan writes them so): sorting would copy every
     decision, checking their order costs a boolean per row."""
@@ -97,7 +125,7 @@ def _in_topic_order(decisions: Any) -> bool:
         return True
     topic, ledger = decisions.column("topic"), decisions.column("ledgerId")
     earlier, later = topic.slice(0, count - 1), topic.slice(1)
-    if pc.any(pc.less(later, earlier)).as_py():
+    if not topics_ascending(topic):
         return False
     same_topic = pc.equal(earlier, later)
     backwards = pc.less_equal(ledger.slice(1), ledger.slice(0, count - 1))

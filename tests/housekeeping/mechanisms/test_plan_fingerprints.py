@@ -7,9 +7,10 @@ A deliberate change of a rule changes a fingerprint: rerun with ``HOUSEKEEPING_U
 the file with the change that explains it. A failure names the mechanism and the part that differs, and leaves
 the canonical rows beside the store (``<basetemp>/fingerprints-<engine>0/<mechanism>-<part>.json``) to diff.
 
-The chain runs twice: on this process's classic session, and as a DAG run's plan and gate tasks on the suite's
-Spark Connect server, with production's code generation (one set of fingerprints for both; the mechanisms outside
-the chain are compared between the two in tests/housekeeping/orchestration/test_spark_connect.py)."""
+The chain runs three times: on this process's classic session (local[2]), as a DAG run's plan and gate tasks on the
+suite's Spark Connect server with production's code generation, and as those tasks submitted to a Spark standalone
+cluster in client mode, the deployment's topology (one set of fingerprints for all three; the mechanisms outside
+the chain are compared between local and Connect in tests/housekeeping/orchestration/test_spark_connect.py)."""
 
 from __future__ import annotations
 
@@ -30,7 +31,7 @@ from housekeeping.store.generate import GenerateOptions, generate_store
 from housekeeping.store.manifest.export import export_manifest
 from housekeeping.store.store import Store
 from housekeeping.store.tier import OFFLOAD_URL_ENV
-from tests.conftest import plan_and_gate_on_connect
+from tests.conftest import plan_and_gate_on_cluster, plan_and_gate_on_connect
 from tests.store_invariants import pending_and_journal
 
 pytestmark = [pytest.mark.spark, pytest.mark.runs]
@@ -118,15 +119,24 @@ def _digest(value: Any) -> str:
 
 @pytest.fixture(
     scope="module",
-    params=["classic", pytest.param("connect", marks=[pytest.mark.processes, pytest.mark.runs])],
+    params=[
+        "classic",
+        pytest.param("connect", marks=[pytest.mark.processes, pytest.mark.runs]),
+        pytest.param("standalone", marks=[pytest.mark.processes, pytest.mark.runs, pytest.mark.airflow]),
+    ],
 )
 def chain(request, tmp_path_factory) -> dict[str, dict]:
     """Each mechanism's canonical plan, verdict and resulting store, planned, gated and applied in ``CHAIN``'s
     order on one generated store (28 topics, seed 7). Planned and gated by this process's classic session, or as a
     DAG run's tasks on the suite's Spark Connect server with Spark's code generation and runtime filters on
-    (``connect``): the two ways of executing must decide the same, so both match the one set of fingerprints."""
+    (``connect``), or submitted by the DAGs' Spark operator to a standalone master and worker (``standalone``): the
+    ways of executing must decide the same, so all match the one set of fingerprints."""
+    cluster = None
     if request.param == "connect":
         request.getfixturevalue("spark_connect_server")
+    elif request.param == "standalone":
+        request.getfixturevalue("airflow_db")
+        cluster = request.getfixturevalue("standalone_cluster")
     base = tmp_path_factory.mktemp(f"fingerprints-{request.param}")
     root = base / "store"
     store = generate_store(root, GenerateOptions(topics=28, seed=7, entries_per_ledger=60), None)
@@ -146,6 +156,8 @@ def chain(request, tmp_path_factory) -> dict[str, dict]:
             )
             if request.param == "connect":
                 gate = plan_and_gate_on_connect(info.run_dir, mechanism)
+            elif cluster is not None:
+                gate = plan_and_gate_on_cluster(cluster, info.run_dir, mechanism)
             else:
                 gate = plan_and_gate_in_process(info.run_dir, mechanism, "local[2]")
             assert gate["success"], f"{mechanism}: the gate blocked the generated store's plan"
@@ -160,6 +172,11 @@ def chain(request, tmp_path_factory) -> dict[str, dict]:
             (base / f"{mechanism}-{part}.json").write_text(
                 json.dumps(value, indent=1, sort_keys=True, default=str)
             )
+    if cluster is not None:
+        # Planned and checked by the cluster, not by a local fallback: the master lists each app as completed.
+        completed = {app["name"] for app in cluster.state()["completedapps"]}
+        missing = {f"housekeeping-{step}-{m}" for m in CHAIN for step in ("plan", "validate")} - completed
+        assert not missing, f"not run on the standalone master: {sorted(missing)}"
     return parts
 
 

@@ -2,13 +2,21 @@
 
 from __future__ import annotations
 
+import itertools
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
 from housekeeping.core.timeutil import format_ms
 from housekeeping.engine.contract import NAMESPACES, read_run_info, read_snapshot_table
-from housekeeping.engine.plan import read_summary, read_table_arrow
-from housekeeping.engine.report import StreamedList, run_section, sparse_rows
+from housekeeping.engine.plan import plan_table_parts, read_part_arrow, read_summary, read_table_arrow
+from housekeeping.engine.report import (
+    StreamedList,
+    merged_part_rows,
+    run_section,
+    sparse_rows,
+    topics_ascending,
+)
 from housekeeping.mechanisms.gc.tables import GC_DECISIONS
 
 GC_KEEP_KINDS = {
@@ -35,8 +43,9 @@ def _shown(row: dict[str, Any]) -> dict[str, Any]:
 
 def build_report(run_dir: Path, *, dry_run: bool) -> dict[str, Any]:
     """Inactive-topic GC: topics deleted per namespace with bytes; every kept topic and why. The decisions (one per
-    topic: 100,000 at a large store) are read as Arrow columns; the topic lists are produced as the report is
-    written."""
+    topic: a million at a large store) are read a part file at a time for the totals, and merged by topic from the
+    part files as the topic lists are written (:func:`housekeeping.engine.report.merged_part_rows`); a part not in
+    topic order has the table read whole and sorted."""
     import pyarrow as pa
     import pyarrow.compute as pc
 
@@ -44,30 +53,45 @@ def build_report(run_dir: Path, *, dry_run: bool) -> dict[str, Any]:
     summary = read_summary(run_dir)
     report = run_section(run_dir, info, dry_run)
     apply_result = report["apply"] or {}
-    decisions = read_table_arrow(run_dir, GC_DECISIONS).sort_by("topic")
     skipped = apply_result.get("skippedTopics", {})
-    planned = pc.equal(decisions.column("decision"), "delete")
-    if not dry_run and report["apply"]:
-        deleted_now = pa.array(sorted(set(apply_result.get("topicsDeleted", []))), pa.string())
-        planned = pc.and_(planned, pc.is_in(decisions.column("topic"), value_set=deleted_now))
-    deleted, kept = decisions.filter(planned), decisions.filter(pc.invert(planned))
-    namespaces_seen = {r["namespace"]: r["topicCount"] for r in read_snapshot_table(run_dir, NAMESPACES)}
-    per_namespace = {
-        r["namespace"]: {"topics": r["topic_count"], "bytes": r["bytes_sum"], "ledgers": r["ledgers_sum"]}
-        for r in deleted.group_by("namespace")
-        .aggregate([("topic", "count"), ("bytes", "sum"), ("ledgers", "sum")])
-        .to_pylist()
-    }
-    # A topic planned for deletion that the apply did not delete (it became active) is kept, and says why.
-    not_applied = pc.equal(kept.column("decision"), "delete")
-    kinds = pc.value_counts(pc.if_else(not_applied, "became_active", kept.column("kind"))).to_pylist()
+    # Applied: a topic planned for deletion that apply did not delete (it became active) is kept, and says why.
+    deleted_now = None if dry_run or not report["apply"] else frozenset(apply_result.get("topicsDeleted", []))
+    deleted_now_array = None if deleted_now is None else pa.array(sorted(deleted_now), pa.string())
+
+    def planned(table: Any) -> Any:
+        mask = pc.equal(table.column("decision"), "delete")
+        if deleted_now_array is not None:
+            mask = pc.and_(mask, pc.is_in(table.column("topic"), value_set=deleted_now_array))
+        return mask
+
+    parts = plan_table_parts(run_dir, GC_DECISIONS)
+    tables: list[Any] = []  # the whole table, sorted, when a part is not in topic order
+    in_order = True
+    totals = {"topics": 0, "bytes": 0, "ledgers": 0}
+    per_namespace: dict[str, dict[str, int]] = {}
+    kinds: dict[str, int] = {}
+    counts = {"deleted": 0, "kept": 0}
+    for part in parts:
+        table = read_part_arrow(part, GC_DECISIONS)
+        in_order = in_order and topics_ascending(table.column("topic"))
+        _add_up(table, planned(table), totals, per_namespace, kinds, counts)
+    if not in_order:
+        tables = [read_table_arrow(run_dir, GC_DECISIONS).sort_by("topic")]
+
+    def is_deleted(row: dict[str, Any]) -> bool:
+        return row["decision"] == "delete" and (deleted_now is None or row["topic"] in deleted_now)
+
+    def rows() -> Iterator[dict[str, Any]]:
+        if tables:
+            return iter(sparse_rows(tables[0]))
+        return merged_part_rows(parts, GC_DECISIONS)
 
     def kept_shown(row: dict[str, Any]) -> dict[str, Any]:
         if row["decision"] == "delete":
             return dict(_shown(row), kind="became_active", reason=skipped.get(row["topic"], "not applied"))
         return _shown(row)
 
-    deleted_rows, kept_rows = sparse_rows(deleted), sparse_rows(kept)
+    namespaces_seen = {r["namespace"]: r["topicCount"] for r in read_snapshot_table(run_dir, NAMESPACES)}
     return {
         **report,
         "plan": summary,
@@ -75,20 +99,14 @@ def build_report(run_dir: Path, *, dry_run: bool) -> dict[str, Any]:
             {"namespace": ns, **v, "namespaceTopics": namespaces_seen.get(ns, 0)}
             for ns, v in sorted(per_namespace.items())
         ],
-        "totals": {
-            "topics": deleted.num_rows,
-            "bytes": pc.sum(deleted.column("bytes")).as_py() or 0,
-            "ledgers": pc.sum(deleted.column("ledgers")).as_py() or 0,
-        },
-        "deletedTopics": StreamedList(len(deleted_rows), lambda: map(_shown, deleted_rows)),
-        "keptTopics": StreamedList(len(kept_rows), lambda: map(kept_shown, kept_rows)),
+        "totals": totals,
+        "deletedTopics": StreamedList(counts["deleted"], lambda: map(_shown, filter(is_deleted, rows()))),
+        "keptTopics": StreamedList(
+            counts["kept"], lambda: map(kept_shown, itertools.filterfalse(is_deleted, rows()))
+        ),
         "keptByKind": [
-            {
-                "kind": k["values"],
-                "label": GC_KEEP_KINDS.get(k["values"], k["values"].replace("_", " ")),
-                "topics": k["counts"],
-            }
-            for k in sorted(kinds, key=lambda k: (-k["counts"], k["values"]))
+            {"kind": kind, "label": GC_KEEP_KINDS.get(kind, kind.replace("_", " ")), "topics": topics}
+            for kind, topics in sorted(kinds.items(), key=lambda k: (-k[1], k[0]))
         ],
         "partitionedMetadata": (
             apply_result.get("partitionedMetadataDeleted", [])
@@ -97,3 +115,35 @@ def build_report(run_dir: Path, *, dry_run: bool) -> dict[str, Any]:
         ),
         "lastActiveRefreshed": apply_result.get("lastActiveRefreshed") if report["apply"] else None,
     }
+
+
+def _add_up(
+    table: Any,
+    planned: Any,
+    totals: dict[str, int],
+    per_namespace: dict[str, dict[str, int]],
+    kinds: dict[str, int],
+    counts: dict[str, int],
+) -> None:
+    """One part's decisions added to the report's figures: the deleted topics' totals per namespace and in all, the
+    kept topics' count per kind (a planned deletion not applied counted as ``became_active``)."""
+    import pyarrow.compute as pc
+
+    deleted = table.select(["topic", "namespace", "bytes", "ledgers"]).filter(planned)
+    kept = table.select(["decision", "kind"]).filter(pc.invert(planned))
+    counts["deleted"] += deleted.num_rows
+    counts["kept"] += kept.num_rows
+    totals["topics"] += deleted.num_rows
+    totals["bytes"] += pc.sum(deleted.column("bytes")).as_py() or 0
+    totals["ledgers"] += pc.sum(deleted.column("ledgers")).as_py() or 0
+    grouped = deleted.group_by("namespace").aggregate(
+        [("topic", "count"), ("bytes", "sum"), ("ledgers", "sum")]
+    )
+    for row in grouped.to_pylist():
+        namespace = per_namespace.setdefault(row["namespace"], {"topics": 0, "bytes": 0, "ledgers": 0})
+        namespace["topics"] += row["topic_count"]
+        namespace["bytes"] += row["bytes_sum"]
+        namespace["ledgers"] += row["ledgers_sum"]
+    not_applied = pc.equal(kept.column("decision"), "delete")
+    for kind in pc.value_counts(pc.if_else(not_applied, "became_active", kept.column("kind"))).to_pylist():
+        kinds[kind["values"]] = kinds.get(kind["values"], 0) + kind["counts"]
