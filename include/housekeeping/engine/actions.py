@@ -71,7 +71,7 @@ class Effect:
 
 
 class PlanView:
-    """The snapshot facts an action's effect needs beyond its own row: a run's snapshot (read once, when first
+    """The snapshot facts an action's effect needs beyond its own row: a run's snapshot (read a bucket at a time, as
     asked), or the ledgers given (``ledgers_by_topic``)."""
 
     def __init__(
@@ -79,51 +79,52 @@ class PlanView:
     ) -> None:
         self._run_dir = run_dir
         self._ledgers = ledgers_by_topic
-        self._columns: Any = None  # the snapshot's ledger columns, by topic then ledger
-        self._bounds: dict[str, tuple[int, int]] = {}  # each topic's rows among them
+        self._snapshot: Any = None  # the snapshot's ledgers (contract.BucketedSnapshot), grouped by topic
         self._last: tuple[str | None, list[dict[str, Any]]] = (None, [])
 
     def ledgers(self, topic: str) -> list[Mapping[str, Any]]:
         """The topic's snapshot ledger rows by ledger id, with the columns an effect reads (``topic``, ``ledgerId``,
-        ``entries``, ``size``). The snapshot's are held as Arrow columns sorted by topic, each topic's rows made
-        when asked for: measuring a million-topic plan would otherwise hold 4.4 million ledger rows as dicts
-        (3 GiB)."""
+        ``entries``, ``size``). The snapshot's are read a bucket at a time (the plan's actions come a bucket's part
+        at a time) and held as Arrow columns grouped by topic, each topic's rows made when asked for: measuring a
+        million-topic plan would otherwise hold 4.4 million ledger rows as dicts (3 GiB)."""
         if self._ledgers is not None:
             return list(self._ledgers.get(topic, []))
-        if self._columns is None:
-            self._read_snapshot()
         if self._last[0] != topic:  # a plan's actions come topic by topic: one topic's rows kept
-            start, stop = self._bounds.get(topic, (0, 0))
-            rows = self._columns.slice(start, stop - start).to_pylist()
+            if self._snapshot is None:
+                from housekeeping.engine.contract import LEDGERS, BucketedSnapshot, read_run_info
+
+                columns = LEDGERS.select("topic", "ledgerId", "entries", "size")
+                info = read_run_info(self._run_dir)
+                self._snapshot = BucketedSnapshot(self._run_dir, info, columns, _by_topic, shared=["topic"])
+            bounds, columns = self._snapshot.of(topic)
+            start, stop = bounds.get(topic, (0, 0))
+            rows = columns.slice(start, stop - start).to_pylist()
             for row in rows:
                 row["topic"] = topic
             self._last = (topic, rows)
         return list(self._last[1])
 
-    def _read_snapshot(self) -> None:
-        import numpy as np
-        import pyarrow as pa
-        import pyarrow.compute as pc
 
-        from housekeeping.engine.contract import LEDGERS, read_snapshot_columns
+def _by_topic(read: Any) -> tuple[dict[str, tuple[int, int]], Any]:
+    """Snapshot ledger rows (``topic`` dictionary-encoded) grouped by topic, then ledger: each topic's (start, stop)
+    among the returned columns. Sorting the topic's dictionary codes (integers), not the names."""
+    import numpy as np
+    import pyarrow as pa
+    import pyarrow.compute as pc
 
-        columns = LEDGERS.select("topic", "ledgerId", "entries", "size")
-        read = read_snapshot_columns(self._run_dir, columns, shared=["topic"])
-        # The topic as one dictionary's codes (each name held once), the rows grouped by code, then ledger: sorting
-        # integers, not 4.4 million names.
-        topic = read.column("topic")
-        if not pa.types.is_dictionary(topic.type):
-            topic = pc.dictionary_encode(topic)
-        topic = topic.unify_dictionaries().combine_chunks() if isinstance(topic, pa.ChunkedArray) else topic
-        grouped = pa.table(
-            {"code": topic.indices, **{name: read.column(name) for name in ("ledgerId", "entries", "size")}}
-        ).sort_by([("code", "ascending"), ("ledgerId", "ascending")])
-        codes = grouped.column("code").to_numpy()
-        starts = [0, *(np.flatnonzero(np.diff(codes)) + 1).tolist()] if len(codes) else []
-        stops = [*starts[1:], len(codes)] if starts else []
-        names = topic.dictionary.to_pylist()
-        self._bounds = {names[codes[start]]: (start, stop) for start, stop in zip(starts, stops, strict=True)}
-        self._columns = grouped.select(["ledgerId", "entries", "size"])
+    topic = read.column("topic")
+    if not pa.types.is_dictionary(topic.type):
+        topic = pc.dictionary_encode(topic)
+    topic = topic.unify_dictionaries().combine_chunks() if isinstance(topic, pa.ChunkedArray) else topic
+    grouped = pa.table(
+        {"code": topic.indices, **{name: read.column(name) for name in ("ledgerId", "entries", "size")}}
+    ).sort_by([("code", "ascending"), ("ledgerId", "ascending")])
+    codes = grouped.column("code").to_numpy()
+    starts = [0, *(np.flatnonzero(np.diff(codes)) + 1).tolist()] if len(codes) else []
+    stops = [*starts[1:], len(codes)] if starts else []
+    names = topic.dictionary.to_pylist()
+    bounds = {names[codes[start]]: (start, stop) for start, stop in zip(starts, stops, strict=True)}
+    return bounds, grouped.select(["ledgerId", "entries", "size"])
 
 
 # Cached: a plan names a topic once per ledger it acts on (162,527 actions over 48,618 topics at 100,000 topics).

@@ -828,19 +828,27 @@ def _shared_values(column: Any) -> list[Any]:
     return values
 
 
-class SnapshotTopicLookup:
-    """Per topic, the value of some columns of the snapshot's topics table (a tuple of several), as
-    :func:`snapshot_topic_values` gives them, for lookups a bucket at a time: of a clustered table, the row group of
-    the asked topic's bucket is read when first needed and kept until a topic of another bucket is asked (apply goes
-    through the plan a bucket's part at a time), not a dict of a million topics. The whole table is read once
-    instead when the table is not clustered (a run snapshotted before clustering, JSON lines), or when a bucket is
-    asked for again after another (the lookups do not come a bucket at a time)."""
+class BucketedSnapshot:
+    """A snapshot table's columns (``table``, a :meth:`Table.select` with a topic column) a bucket at a time: of a
+    clustered table, the row group of the asked topic's bucket is read when first needed and kept, made into what the
+    caller keeps of it (``index``), until a topic of another bucket is asked (apply and approval go through the plan
+    a bucket's part at a time), not the whole table of a million topics. The whole table is read once instead when
+    it is not clustered (a run snapshotted before clustering, JSON lines), or when a bucket is asked for again after
+    another (the lookups do not come a bucket at a time). ``shared``: text columns read dictionary-encoded."""
 
-    def __init__(self, run_dir: str | Path | RunDir, info: Mapping[str, Any], *columns: str) -> None:
+    def __init__(
+        self,
+        run_dir: str | Path | RunDir,
+        info: Mapping[str, Any],
+        table: Table,
+        index: Callable[[Any], Any],
+        *,
+        shared: Sequence[str] = (),
+    ) -> None:
         import pyarrow.parquet as pq
 
-        self._run, self._columns = RunDir(run_dir), columns
-        self._path = snapshot_file(self._run, TOPICS)
+        self._run, self._table, self._index, self._shared = RunDir(run_dir), table, index, shared
+        self._path = snapshot_file(self._run, table)
         self._buckets = int(info.get("snapshotBuckets") or 0)
         if self._buckets and not is_json_lines(self._path):
             if pq.ParquetFile(self._path).metadata.num_row_groups != self._buckets:
@@ -850,45 +858,63 @@ class SnapshotTopicLookup:
         self._bucket: int | None = None  # the bucket held
         self._read: set[int] = set()
         self._whole = False  # every topic held
-        self._values: dict[str, Any] = {}
+        self._held: Any = None
 
-    def _load(self, topic: str) -> None:
+    def of(self, topic: str) -> Any:
+        """What ``index`` made of the rows of ``topic``'s bucket (of every row, once the whole table is held)."""
         if self._whole:
-            return
+            return self._held
         bucket = topic_bucket(topic, self._buckets) if self._buckets else None
         if bucket is not None and bucket == self._bucket:
-            return
+            return self._held
         if bucket is None or bucket in self._read:
-            self._values, self._whole = snapshot_topic_values(self._run, *self._columns), True
-            return
-        texts = [c for c in self._columns if TOPICS.select(c).columns[0].type == "string"]
-        read = read_snapshot_columns(
-            self._run, TOPICS.select("topic", *self._columns), shared=texts, row_groups=[bucket]
+            read = read_snapshot_columns(self._run, self._table, shared=self._shared)
+            self._held, self._whole = self._index(read), True
+            return self._held
+        read = read_snapshot_columns(self._run, self._table, shared=self._shared, row_groups=[bucket])
+        self._check_clustered(read.column("topic"), bucket)
+        self._held, self._bucket = self._index(read), bucket
+        self._read.add(bucket)
+        return self._held
+
+    def _check_clustered(self, topic: Any, bucket: int) -> None:
+        import pyarrow as pa
+        import pyarrow.compute as pc
+
+        plain = topic.cast(pa.string()) if pa.types.is_dictionary(topic.type) else topic
+        names = pc.unique(plain).to_pylist()
+        misplaced = next(
+            (n for n in names if n is not None and topic_bucket(n, self._buckets) != bucket), None
         )
-        names = read.column("topic").to_pylist()
-        misplaced = next((name for name in names if topic_bucket(name, self._buckets) != bucket), None)
         if misplaced is not None:
             raise InputError(
                 f"{self._path}: row group {bucket} holds topic {misplaced} of another bucket: the table is not "
                 "clustered by topic as its run.json says"
             )
-        values = [_shared_values(read.column(c)) for c in self._columns]
-        self._values = dict(
-            zip(names, values[0] if len(values) == 1 else zip(*values, strict=True), strict=True)
+
+
+class SnapshotTopicLookup:
+    """Per topic, the value of some columns of the snapshot's topics table (a tuple of several), as
+    :func:`snapshot_topic_values` gives them, read a bucket at a time (:class:`BucketedSnapshot`): a bucket's topics
+    as a dict, not a dict of a million topics."""
+
+    def __init__(self, run_dir: str | Path | RunDir, info: Mapping[str, Any], *columns: str) -> None:
+        texts = [c for c in columns if TOPICS.select(c).columns[0].type == "string"]
+
+        def values_by_topic(read: Any) -> dict[str, Any]:
+            values = [_shared_values(read.column(c)) for c in columns]
+            names = read.column("topic").to_pylist()
+            return dict(zip(names, values[0] if len(values) == 1 else zip(*values, strict=True), strict=True))
+
+        self._snapshot = BucketedSnapshot(
+            run_dir, info, TOPICS.select("topic", *columns), values_by_topic, shared=texts
         )
-        self._bucket = bucket
-        self._read.add(bucket)
 
     def __getitem__(self, topic: str) -> Any:
-        self._load(topic)
-        return self._values[topic]
+        return self._snapshot.of(topic)[topic]
 
     def __contains__(self, topic: object) -> bool:
-        if not isinstance(topic, str):
-            return False
-        self._load(topic)
-        return topic in self._values
+        return isinstance(topic, str) and topic in self._snapshot.of(topic)
 
     def get(self, topic: str, default: Any = None) -> Any:
-        self._load(topic)
-        return self._values.get(topic, default)
+        return self._snapshot.of(topic).get(topic, default)

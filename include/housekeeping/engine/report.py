@@ -237,7 +237,9 @@ class TopicValuesInOrder:
     topics. A topic before the last one looked up starts the walk again."""
 
     def __init__(self, run_dir: Path, *columns: str) -> None:
-        table = read_snapshot_columns(run_dir, TOPICS.select("topic", *columns))
+        # Text values held dictionary-encoded: a million topics share a few retention descriptions.
+        texts = [c for c in columns if TOPICS.select(c).columns[0].type == "string"]
+        table = read_snapshot_columns(run_dir, TOPICS.select("topic", *columns), shared=texts)
         self._table, self._columns = table.sort_by("topic"), columns
         self._restart()
 

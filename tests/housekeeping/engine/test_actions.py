@@ -1,5 +1,6 @@
 """What an action's effect reads of the snapshot beyond its own row (``PlanView``): each topic's ledgers, in ledger
-order, made when asked for from the snapshot's columns."""
+order, made when asked for from the snapshot's columns, a bucket's row group at a time when the plan asks a bucket at
+a time."""
 
 from __future__ import annotations
 
@@ -18,6 +19,7 @@ def test_a_topics_ledgers_come_from_the_snapshot_in_ledger_order_and_an_unknown_
     run = RunDir(tmp_path / "run")
     path = run.snapshot_table(LEDGERS)
     path.parent.mkdir(parents=True)
+    run.run_info.write_text("{}")  # snapshotted unclustered: read whole
     written = [("t/b", 7, 3, 30), ("t/a", 2, 1, 10), ("t/b", 5, 0, 0), ("t/a", 1, 4, 40), ("t/c", 9, 2, 20)]
     columns = ("topic", "ledgerId", "entries", "size")
     pq.write_table(
@@ -49,6 +51,56 @@ def test_a_snapshot_without_ledgers_gives_every_topic_none(tmp_path):
     run = RunDir(tmp_path / "run")
     path = run.snapshot_table(LEDGERS)
     path.parent.mkdir(parents=True)
+    run.run_info.write_text("{}")
     columns = LEDGERS.select("topic", "ledgerId", "entries", "size").arrow_schema()
     pq.write_table(columns.empty_table(), path)
     assert PlanView(run.path).ledgers("t/a") == []
+
+
+def test_a_clustered_snapshot_is_read_a_bucket_at_a_time_and_whole_when_asked_out_of_bucket_order(
+    tmp_path, monkeypatch
+):
+    import json
+
+    from housekeeping.engine import contract
+
+    buckets = 4
+    run = RunDir(tmp_path / "run")
+    run.run_info.parent.mkdir(parents=True)
+    run.run_info.write_text(json.dumps({"snapshotBuckets": buckets}))
+    topics = [f"persistent://t/n/topic-{i}" for i in range(12)]
+    rows = [
+        {
+            "topic": t,
+            "ledgerId": ledger,
+            "entries": ledger,
+            "size": 10 * ledger,
+            "entriesStored": True,
+            "offloadAttempted": False,
+            "offloadComplete": False,
+            "localDeleted": False,
+        }
+        for t in topics
+        for ledger in (3, 1, 2)
+    ]
+    contract.write_parquet(
+        run.snapshot_table(LEDGERS), LEDGERS, (LEDGERS.row(r) for r in rows), buckets=buckets
+    )
+    reads: list[object] = []
+    read_columns = contract.read_snapshot_columns
+    monkeypatch.setattr(
+        contract,
+        "read_snapshot_columns",
+        lambda *args, **kwargs: reads.append(kwargs.get("row_groups")) or read_columns(*args, **kwargs),
+    )
+    expected = {
+        t: [{"topic": t, "ledgerId": ledger, "entries": ledger, "size": 10 * ledger} for ledger in (1, 2, 3)]
+        for t in topics
+    }
+    view = PlanView(run.path)
+    in_bucket_order = sorted(topics, key=lambda t: (contract.topic_bucket(t, buckets), t))
+    assert {t: view.ledgers(t) for t in in_bucket_order} == expected
+    assert sorted(reads) == sorted([b] for b in {contract.topic_bucket(t, buckets) for t in topics})
+    reads.clear()
+    assert {t: view.ledgers(t) for t in sorted(topics)} == expected
+    assert reads == [None], "a bucket asked for again: the whole table, once"

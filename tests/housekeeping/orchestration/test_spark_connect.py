@@ -1,7 +1,8 @@
 """The Spark steps on a Spark Connect server (include/housekeeping/orchestration/spark_connect.py,
 spark_operator.py): the same apps, launched by the DAGs' operator against a real server, plan and gate exactly as
-the classic session does (here for the mechanisms outside the plan-fingerprint chain; the chain's, run on Connect,
-match the fingerprints the classic session matches: tests/housekeeping/mechanisms/test_plan_fingerprints.py); the server's
+the classic session does, and so does a spark-submit to a standalone cluster (here for the mechanisms outside the
+plan-fingerprint chain; the chain's, run on Connect and on the cluster, match the fingerprints the classic session
+matches: tests/housekeeping/mechanisms/test_plan_fingerprints.py); the server's
 command-line lifecycle; a task whose server is down fails naming its connection. (A DAG run on Connect, with
 compaction's Spark apply: tests/compaction/test_dag.py; the live Airflow runs on it too.)"""
 
@@ -27,6 +28,7 @@ from housekeeping.store.generate import GenerateOptions, generate_store
 from tests.conftest import (
     SPARK_CONNECT_CONN_ID,
     connect_app,
+    plan_and_gate_on_cluster,
     plan_and_gate_on_connect,
     run_cli,
 )
@@ -53,14 +55,20 @@ def _verdict(run_dir: Path) -> list[tuple]:
 @pytest.mark.spark
 @pytest.mark.processes
 @pytest.mark.runs
+@pytest.mark.parametrize("where", ["connect", pytest.param("standalone", marks=pytest.mark.airflow)])
 @pytest.mark.parametrize("mechanism", OUTSIDE_THE_FINGERPRINT_CHAIN)
-def test_the_plan_and_the_gate_on_spark_connect_equal_the_classic_session(
-    mechanism, spark, spark_connect_server, tmp_path, monkeypatch
+def test_the_plan_and_the_gate_on_spark_connect_or_a_cluster_equal_the_classic_session(
+    mechanism, where, spark, request, tmp_path, monkeypatch
 ):
-    """One snapshot, copied: the classic in-process session plans and gates one copy, the DAG operator's Spark
-    Connect launch (plain Python, SPARK_REMOTE, the server's executors) the other. Every action, blocker and
-    expectation outcome is the same, and the plan is not empty. (The mechanisms of the fingerprint chain are
-    compared on Connect there, against the fingerprints the classic session matches.)"""
+    """One snapshot, copied: the classic in-process session plans and gates one copy, the DAG operator the other,
+    as a Spark Connect launch (plain Python, SPARK_REMOTE, the server's executors) or as a spark-submit to a
+    standalone master in client mode (the executors on its worker). Every action, blocker and expectation outcome
+    is the same, and the plan is not empty. (The mechanisms of the fingerprint chain are compared on both there,
+    against the fingerprints the classic session matches.)"""
+    if where == "connect":
+        request.getfixturevalue("spark_connect_server")
+    else:
+        request.getfixturevalue("airflow_db")
     store = generate_store(tmp_path / "store", GenerateOptions(topics=28, seed=7, entries_per_ledger=60))
     if mechanism == "offload":  # an object tier to offload to (acme/audit offloads after an hour)
         (tmp_path / "tier").mkdir()
@@ -84,9 +92,12 @@ def test_the_plan_and_the_gate_on_spark_connect_equal_the_classic_session(
     shutil.copytree(classic, remote)
 
     plan_and_gate_in_process(classic, mechanism, "local[2]")
-    # Spark's generated code and runtime filters on the Connect side (its session's settings, from the operator's
-    # conf), the suite's execution on the classic one.
-    plan_and_gate_on_connect(remote, mechanism)
+    if where == "connect":
+        # Spark's generated code and runtime filters on the Connect side (its session's settings, from the
+        # operator's conf), the suite's execution on the classic one.
+        plan_and_gate_on_connect(remote, mechanism)
+    else:
+        plan_and_gate_on_cluster(request.getfixturevalue("standalone_cluster"), remote, mechanism)
 
     actions = read_table(classic, "actions")
     assert actions, f"the {mechanism} plan of this store acts on something"

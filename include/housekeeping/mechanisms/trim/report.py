@@ -76,10 +76,11 @@ def _top_blockers(run_dir: Path, count: int) -> list[dict[str, Any]]:
     import pyarrow.compute as pc
 
     order = [("bytes", "descending"), ("topic", "ascending"), ("kind", "ascending")]
-    leaders = [
-        batch.filter(pc.greater(batch.column("bytes"), 0)).sort_by(order).slice(0, count)
-        for batch in table_batches(run_dir, BLOCKERS)
-    ]
+    leaders = []
+    for batch in table_batches(run_dir, BLOCKERS):
+        positive = batch.filter(pc.greater(batch.column("bytes"), 0))
+        # Taken, not sliced: a slice of the sorted batch would keep all of its rows alive (every blocker, at last).
+        leaders.append(positive.take(pc.sort_indices(positive, sort_keys=order).slice(0, count)))
     if not leaders:
         return []
     return list(sparse_rows(pa.Table.from_batches(leaders).sort_by(order).slice(0, count)))
