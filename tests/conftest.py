@@ -478,6 +478,22 @@ def iso(ms: int) -> str:
     return format_ms(ms)
 
 
+def record_snapshot_reads(monkeypatch) -> list[object]:
+    """The row groups of each read of a snapshot table's columns from now on (None: the whole table), as
+    ``contract.read_snapshot_columns`` is called; the reads themselves unchanged."""
+    from housekeeping.engine import contract
+
+    reads: list[object] = []
+    read_columns = contract.read_snapshot_columns
+
+    def recorded(*args, **kwargs):
+        reads.append(kwargs.get("row_groups"))
+        return read_columns(*args, **kwargs)
+
+    monkeypatch.setattr(contract, "read_snapshot_columns", recorded)
+    return reads
+
+
 def table_parts(table_dir: Path) -> dict[Path, str]:
     """A plan table's part files and their text (a planner writes one per task)."""
     parts = {part: part.read_text() for part in sorted(table_dir.glob("part-*"))}

@@ -8,6 +8,7 @@ import pytest
 
 from housekeeping.engine.actions import PlanView
 from housekeeping.engine.contract import LEDGERS, RunDir
+from tests.conftest import record_snapshot_reads
 
 pytestmark = pytest.mark.unit
 
@@ -86,13 +87,7 @@ def test_a_clustered_snapshot_is_read_a_bucket_at_a_time_and_whole_when_asked_ou
     contract.write_parquet(
         run.snapshot_table(LEDGERS), LEDGERS, (LEDGERS.row(r) for r in rows), buckets=buckets
     )
-    reads: list[object] = []
-    read_columns = contract.read_snapshot_columns
-    monkeypatch.setattr(
-        contract,
-        "read_snapshot_columns",
-        lambda *args, **kwargs: reads.append(kwargs.get("row_groups")) or read_columns(*args, **kwargs),
-    )
+    reads = record_snapshot_reads(monkeypatch)
     expected = {
         t: [{"topic": t, "ledgerId": ledger, "entries": ledger, "size": 10 * ledger} for ledger in (1, 2, 3)]
         for t in topics

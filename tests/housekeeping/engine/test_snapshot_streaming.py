@@ -21,6 +21,7 @@ from housekeeping.store import metadata_schema as t
 from housekeeping.store.generate import GenerateOptions, generate_store
 from housekeeping.store.manifest.export import export_manifest
 from housekeeping.store.store import Store
+from tests.conftest import record_snapshot_reads
 
 pytestmark = pytest.mark.unit
 
@@ -85,13 +86,7 @@ def test_a_lookup_reads_one_bucket_at_a_time_and_the_whole_table_once_when_asked
     by_bucket = sorted(
         expected, key=lambda name: (contract.topic_bucket(name, info["snapshotBuckets"]), name)
     )
-    reads: list[object] = []
-    read_columns = contract.read_snapshot_columns
-    monkeypatch.setattr(
-        contract,
-        "read_snapshot_columns",
-        lambda *args, **kwargs: reads.append(kwargs.get("row_groups")) or read_columns(*args, **kwargs),
-    )
+    reads = record_snapshot_reads(monkeypatch)
     lookup = contract.SnapshotTopicLookup(run, info, "version", "policies")
     assert {name: lookup[name] for name in by_bucket} == {name: expected[name] for name in by_bucket}
     buckets = {contract.topic_bucket(name, info["snapshotBuckets"]) for name in expected}
