@@ -360,7 +360,9 @@ class ActionParts:
                 if spec.action(row["action"], where=f"plan in {run}").after_topics:
                     after.append(row)
                     continue
-                topic = row["topic"]
+                topic = row.get("topic")
+                if not isinstance(topic, str):
+                    raise InputError(f"plan in {run} has a {row['action']} row naming no topic")
                 if topic == previous:
                     continue
                 ordered = ordered and (previous is None or previous < topic)

@@ -103,3 +103,9 @@ def test_a_topic_the_snapshot_does_not_hold_is_bad_input_naming_it(tmp_path):
     run = _plan(tmp_path, [[_delete("a", 1)], [_delete("persistent://t/n/gone", 1)]])
     with pytest.raises(InputError, match="names topic persistent://t/n/gone, which is not in its snapshot"):
         _scan(run)
+
+
+def test_a_row_naming_no_topic_is_bad_input_naming_the_plan(tmp_path):
+    run = _plan(tmp_path, [[_delete("a", 1), {"action": "delete_ledger", "ledgerId": 2, "reason": "r"}]])
+    with pytest.raises(InputError, match=f"plan in {run} has a delete_ledger row naming no topic"):
+        _scan(run)
