@@ -802,11 +802,21 @@ def snapshot_topic_values(
     import pyarrow as pa
     import pyarrow.compute as pc
 
-    texts = [c for c in columns if TOPICS.select(c).columns[0].type == "string"]
-    read = read_snapshot_columns(run_dir, TOPICS.select("topic", *columns), shared=texts)
+    read = read_snapshot_columns(run_dir, TOPICS.select("topic", *columns), shared=text_columns(columns))
     if topics is not None:
         wanted = pa.array(sorted(set(topics)), pa.string())
         read = read.filter(pc.is_in(read.column("topic"), value_set=wanted))
+    return _values_by_topic(read, columns)
+
+
+def text_columns(columns: Sequence[str]) -> list[str]:
+    """Those of the topics table's ``columns`` that hold text: read dictionary-encoded (``shared``), as a million
+    topics share a few policies documents and retention descriptions."""
+    return [c for c in columns if TOPICS.select(c).columns[0].type == "string"]
+
+
+def _values_by_topic(read: Any, columns: Sequence[str]) -> dict[str, Any]:
+    """A read of the topics table's ``topic`` and ``columns`` as topic -> value (a tuple of several)."""
     names = read.column("topic").to_pylist()
     if len(columns) == 1:
         return dict(zip(names, _shared_values(read.column(columns[0])), strict=True))
@@ -899,15 +909,12 @@ class SnapshotTopicLookup:
     as a dict, not a dict of a million topics."""
 
     def __init__(self, run_dir: str | Path | RunDir, info: Mapping[str, Any], *columns: str) -> None:
-        texts = [c for c in columns if TOPICS.select(c).columns[0].type == "string"]
-
-        def values_by_topic(read: Any) -> dict[str, Any]:
-            values = [_shared_values(read.column(c)) for c in columns]
-            names = read.column("topic").to_pylist()
-            return dict(zip(names, values[0] if len(values) == 1 else zip(*values, strict=True), strict=True))
-
         self._snapshot = BucketedSnapshot(
-            run_dir, info, TOPICS.select("topic", *columns), values_by_topic, shared=texts
+            run_dir,
+            info,
+            TOPICS.select("topic", *columns),
+            lambda read: _values_by_topic(read, columns),
+            shared=text_columns(columns),
         )
 
     def __getitem__(self, topic: str) -> Any:

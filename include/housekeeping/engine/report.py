@@ -19,6 +19,7 @@ from housekeeping.engine.contract import (
     count_snapshot_rows,
     read_json,
     read_snapshot_columns,
+    text_columns,
     write_json_one_line_each,
 )
 from housekeeping.engine.mechanism import Mechanism
@@ -106,13 +107,15 @@ def merged_part_rows(parts: Sequence[Path], spec: Any) -> Iterator[dict[str, Any
     import heapq
     from operator import itemgetter
 
+    return heapq.merge(*(_sparse_part_rows(part, spec) for part in parts), key=itemgetter("topic"))
+
+
+def _sparse_part_rows(part: Path, spec: Any) -> Iterator[dict[str, Any]]:
+    """A checked part file's rows, a line at a time, as :func:`sparse_rows` gives them."""
     from housekeeping.engine.plan import checked_part_rows
 
-    def sparse(part: Path) -> Iterator[dict[str, Any]]:
-        for row in checked_part_rows(part, spec, spec.names):
-            yield {k: v for k, v in row.items() if v is not None}
-
-    return heapq.merge(*(sparse(part) for part in parts), key=itemgetter("topic"))
+    for row in checked_part_rows(part, spec, spec.names):
+        yield {k: v for k, v in row.items() if v is not None}
 
 
 def _in_topic_order(decisions: Any) -> bool:
@@ -217,17 +220,11 @@ def plan_rows(run_dir: Path, spec: Any) -> StreamedList:
     """A plan table's rows as :func:`sparse_rows` gives them, read from its part files as the report is written
     (the parts in name order: :func:`housekeeping.engine.plan.read_table_arrow`'s order), never held whole; each
     part checked against ``spec`` first."""
-    from housekeeping.engine.plan import checked_part_rows, plan_table_parts, read_part_arrow
+    from housekeeping.engine.plan import plan_table_parts, read_part_arrow
 
     parts = plan_table_parts(run_dir, spec)
     count = sum(read_part_arrow(part, spec).num_rows for part in parts)
-
-    def produce() -> Iterator[dict[str, Any]]:
-        for part in parts:
-            for row in checked_part_rows(part, spec, spec.names):
-                yield {k: v for k, v in row.items() if v is not None}
-
-    return StreamedList(count, produce)
+    return StreamedList(count, lambda: (row for part in parts for row in _sparse_part_rows(part, spec)))
 
 
 class TopicValuesInOrder:
@@ -237,9 +234,7 @@ class TopicValuesInOrder:
     topics. A topic before the last one looked up starts the walk again."""
 
     def __init__(self, run_dir: Path, *columns: str) -> None:
-        # Text values held dictionary-encoded: a million topics share a few retention descriptions.
-        texts = [c for c in columns if TOPICS.select(c).columns[0].type == "string"]
-        table = read_snapshot_columns(run_dir, TOPICS.select("topic", *columns), shared=texts)
+        table = read_snapshot_columns(run_dir, TOPICS.select("topic", *columns), shared=text_columns(columns))
         self._table, self._columns = table.sort_by("topic"), columns
         self._restart()
 

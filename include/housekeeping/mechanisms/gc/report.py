@@ -65,7 +65,7 @@ def build_report(run_dir: Path, *, dry_run: bool) -> dict[str, Any]:
         return mask
 
     parts = plan_table_parts(run_dir, GC_DECISIONS)
-    tables: list[Any] = []  # the whole table, sorted, when a part is not in topic order
+    whole: Any = None  # the whole table, sorted, when a part is not in topic order
     in_order = True
     totals = {"topics": 0, "bytes": 0, "ledgers": 0}
     per_namespace: dict[str, dict[str, int]] = {}
@@ -76,14 +76,14 @@ def build_report(run_dir: Path, *, dry_run: bool) -> dict[str, Any]:
         in_order = in_order and topics_ascending(table.column("topic"))
         _add_up(table, planned(table), totals, per_namespace, kinds, counts)
     if not in_order:
-        tables = [read_table_arrow(run_dir, GC_DECISIONS).sort_by("topic")]
+        whole = read_table_arrow(run_dir, GC_DECISIONS).sort_by("topic")
 
     def is_deleted(row: dict[str, Any]) -> bool:
         return row["decision"] == "delete" and (deleted_now is None or row["topic"] in deleted_now)
 
     def rows() -> Iterator[dict[str, Any]]:
-        if tables:
-            return iter(sparse_rows(tables[0]))
+        if whole is not None:
+            return iter(sparse_rows(whole))
         return merged_part_rows(parts, GC_DECISIONS)
 
     def kept_shown(row: dict[str, Any]) -> dict[str, Any]:
