@@ -23,6 +23,7 @@ from typing import Any
 
 from housekeeping.core.errors import InputError
 from housekeeping.engine.contract import (
+    ACTIONS,
     HOLDS,
     SNAPSHOT_TABLES,
     TOPICS,
@@ -42,6 +43,8 @@ ROUTING_COLUMNS = ("bucket", "marker", "planTable", "planRow")
 
 # A task's tally key carrying the bad input it met instead of its share of the summary.
 BAD_INPUT = "badInput"
+# A gate task's frame name saying its bucket's part files are not as the planner writes them (read_bucket_plan).
+NOT_AS_PLANNED = "notAsPlanned"
 
 # A rule: (the topic's row of the topics table, its rows of every other table read, the run's facts) -> rows per plan
 # table name.
@@ -163,7 +166,7 @@ def _plan_bucket(
     decided = decide_bucket(sources, info, reads, rule, bucket, [table.name for table in outputs])
     run = RunDir(run_dir)
     for table in outputs:
-        write_part(run.plan_table(table) / f"part-{bucket:05d}.json", decided[table.name], table)
+        write_part(run.plan_table(table) / part_file(bucket), decided[table.name], table)
     return tally(decided)
 
 
@@ -362,6 +365,93 @@ def _bucket_plans(batches: Iterator[Any], names: Mapping[str, Sequence[str]]) ->
     return plans
 
 
+def part_file(bucket: int) -> str:
+    """The name of bucket ``bucket``'s part file of a plan table, as :func:`plan_pass` writes it."""
+    return f"part-{bucket:05d}.json"
+
+
+def parts_as_planned(run_dir: str | Path, buckets: int, tables: Sequence[Table]) -> bool:
+    """Whether each of ``tables`` is, as Spark's reader sees its directory, exactly one part file per bucket named as
+    :func:`plan_pass` names them: then bucket b's rows can be read from file b alone (:func:`read_bucket_plan`).
+    A plan written otherwise (another writer, a file added or renamed) is read by Spark and routed."""
+    run = RunDir(run_dir)
+    expected = {part_file(b) for b in range(buckets)}
+    for table in tables:
+        directory = run.plan_table(table)
+        if not directory.is_dir():
+            return False
+        # Spark's file listing skips names starting with "_" or "." (markers, a writer's partial files).
+        if {p.name for p in directory.iterdir() if not p.name.startswith(("_", "."))} != expected:
+            return False
+    return True
+
+
+def _typed(value: Any, type_: str) -> tuple[bool, Any]:
+    """``value`` as Spark's JSON reader reads it into a column of ``type_``, when that reading is unambiguous:
+    (True, the value), else (False, None)."""
+    if value is None:
+        return True, None
+    if type_ == "string":
+        return isinstance(value, str), value
+    if type_ == "boolean":
+        return isinstance(value, bool), value
+    if type_ in ("bigint", "int"):
+        bits = 63 if type_ == "bigint" else 31
+        ok = isinstance(value, int) and not isinstance(value, bool) and -(2**bits) <= value < 2**bits
+        return ok, value
+    if type_ == "double":
+        ok = isinstance(value, int | float) and not isinstance(value, bool)
+        return ok, float(value) if ok else None
+    return False, None
+
+
+def _strict_rows(path: Path, table: Table, buckets: int, bucket: int) -> list[Row] | None:
+    """The rows of one part file read as Spark's JSON reader with the table's schema reads them, or None when the
+    file holds anything whose reading is not plain: a line that is not one JSON object of the table's columns
+    with values of their types, a byte Spark's line reader splits on other than the newline ending each line, or a
+    row whose topic is not of ``bucket`` (a row routed by Spark would meet its topic elsewhere)."""
+    import orjson
+
+    data = path.read_bytes()
+    if b"\r" in data or (data and not data.endswith(b"\n")):
+        return None
+    types = {c.name: c.type for c in table.columns}
+    rows: list[Row] = []
+    for line in data.split(b"\n")[:-1]:
+        try:
+            raw = orjson.loads(line)
+        except orjson.JSONDecodeError:
+            return None
+        if not isinstance(raw, dict) or not types.keys() >= raw.keys():
+            return None
+        row: Row = {}
+        for name, type_ in types.items():
+            ok, row[name] = _typed(raw.get(name), type_)
+            if not ok:
+                return None
+        topic = row.get("topic")
+        if not isinstance(topic, str) or topic_bucket(topic, buckets) != bucket:
+            return None
+        rows.append(row)
+    return rows
+
+
+def read_bucket_plan(
+    run_dir: str | Path, buckets: int, bucket: int, routed: Sequence[Table]
+) -> BucketPlan | None:
+    """Bucket ``bucket``'s plan read from its own part files (:func:`parts_as_planned`), the rows as Spark would
+    route them; None when a file's reading is not plain (:func:`_strict_rows`): the pass then routes with Spark."""
+    run = RunDir(run_dir)
+    read = {
+        table.name: _strict_rows(run.plan_table(table) / part_file(bucket), table, buckets, bucket)
+        for table in (ACTIONS, *routed)
+    }
+    if any(rows is None for rows in read.values()):
+        return None
+    actions = read.pop(ACTIONS.name)
+    return BucketPlan(actions, read)  # type: ignore[arg-type]
+
+
 @dataclass(frozen=True)
 class CheckedFrames:
     """What a gate's pass (:func:`check_pass`) brings back: each frame as one Arrow table (of a frame that has
@@ -388,64 +478,87 @@ def check_pass(
     spark, run_dir: str | Path, info: Mapping[str, Any], *, checker: Checker, frames: Sequence[Table],
     expectations: Mapping[str, list[Expectation]], routed: Sequence[Table] = (),
 ) -> CheckedFrames:  # fmt: skip
-    """A gate's check frames in one Spark job: the plan's actions, read apart from the planner's files and routed to
-    their topic's bucket by Spark (``crc32`` of the name: :func:`housekeeping.engine.contract.topic_bucket`, so an
-    action in any part file meets its topic), then ``checker`` per bucket over the bucket's snapshot rows. Every
-    bucket is visited, with or without actions (a check that something due was planned needs all of them).
-    ``routed``: other plan tables (with a ``topic`` column) routed the same way, each row as its JSON.
-    ``frames``: the check frames ``checker`` returns rows of; the pass adds ``holds``
-    (:func:`spark_apps.shared.holds.hold_check_rows`: no deleting or cursor-moving action on a held topic).
-    ``expectations``: each validated frame's; a bucket ships only the rows of such a frame that could fail one
-    (a topic's rows are all in its bucket, so a repeated key is seen there), and every frame's row count. A frame
-    without expectations (figures the driver adds up) comes whole."""
+    """A gate's check frames in one Spark job: ``checker`` per bucket over the plan's rows of the bucket's topics and
+    the bucket's snapshot rows. Every bucket is visited, with or without actions (a check that something due was
+    planned needs all of them).
+
+    Where the plan's rows come from: a plan as :func:`plan_pass` writes it (:func:`parts_as_planned`) is read a
+    bucket's own part files per task, with no shuffle. Any other plan (a file added, a row whose reading is not
+    plain or whose topic is of another bucket: :func:`read_bucket_plan`) is read apart from the planner's layout:
+    by Spark's JSON reader, every row routed to its topic's bucket (``crc32`` of the name:
+    :func:`housekeeping.engine.contract.topic_bucket`, so an action in any file meets its topic). Both give each
+    bucket the same rows.
+
+    ``routed``: other plan tables (with a ``topic`` column) read the same way. ``frames``: the check frames
+    ``checker`` returns rows of; the pass adds ``holds`` (:func:`spark_apps.shared.holds.hold_check_rows`: no
+    deleting or cursor-moving action on a held topic). ``expectations``: each validated frame's; a bucket ships
+    only the rows of such a frame that could fail one (a topic's rows are all in its bucket, so a repeated key is
+    seen there), and every frame's row count. A frame without expectations (figures the driver adds up) comes
+    whole."""
     import pyarrow as pa
 
     buckets = bucket_count(info)
     path, frozen = str(RunDir(run_dir).path), dict(info)
     schemas = {table.name: table.arrow_schema() for table in (*frames, HOLD_CHECKS)}
     validated = {**expectations, HOLD_CHECKS.name: must_be_true("not_held")}
-    by_bucket = _routed_plan(spark, run_dir, buckets, routed)
     names = {plan_table.name: plan_table.names for plan_table in routed}
+    result_schema = "bucket long, frame string, rows long, data binary"
 
-    def check_buckets(batches: Iterator[Any]) -> Iterator[Any]:
-        for bucket, plan in sorted(_bucket_plans(batches, names).items()):
-            try:
-                checked = {
-                    **checker(bucket, plan, path, frozen),
-                    HOLD_CHECKS.name: hold_check_rows(plan.actions, read_bucket(path, frozen, HOLDS, bucket)),
-                }
-            except (
-                InputError
-            ) as error:  # bad input met in a task (a damaged ledger file): named on the driver
-                yield pa.RecordBatch.from_pylist(
-                    [{"bucket": bucket, "frame": BAD_INPUT, "rows": 0, "data": str(error).encode()}]
-                )
-                continue
-            yield pa.RecordBatch.from_pylist(
-                [
-                    {
-                        "bucket": bucket,
-                        "frame": name,
-                        "rows": len(checked.get(name, [])),
-                        "data": _ipc(
-                            pa.Table.from_pylist(
-                                _shipped_rows(checked.get(name, []), validated.get(name)), schema
-                            )
-                        ),
-                    }
-                    for name, schema in schemas.items()
-                ]
+    def checked_batch(bucket: int, plan: BucketPlan) -> Any:
+        try:
+            checked = {
+                **checker(bucket, plan, path, frozen),
+                HOLD_CHECKS.name: hold_check_rows(plan.actions, read_bucket(path, frozen, HOLDS, bucket)),
+            }
+        except InputError as error:  # bad input met in a task (a damaged ledger file): named on the driver
+            return pa.RecordBatch.from_pylist(
+                [{"bucket": bucket, "frame": BAD_INPUT, "rows": 0, "data": str(error).encode()}]
             )
+        return pa.RecordBatch.from_pylist(
+            [
+                {
+                    "bucket": bucket,
+                    "frame": name,
+                    "rows": len(checked.get(name, [])),
+                    "data": _ipc(
+                        pa.Table.from_pylist(
+                            _shipped_rows(checked.get(name, []), validated.get(name)), schema
+                        )
+                    ),
+                }
+                for name, schema in schemas.items()
+            ]
+        )
 
-    parts: dict[str, list[Any]] = {name: [] for name in schemas}
-    rows = dict.fromkeys(schemas, 0)
-    collected = sorted(
-        by_bucket.mapInArrow(check_buckets, "bucket long, frame string, rows long, data binary").collect(),
-        key=lambda r: r["bucket"],
-    )
+    def check_own_parts(batches: Iterator[Any]) -> Iterator[Any]:
+        for batch in batches:
+            for bucket in batch.column("id").to_pylist():
+                plan = read_bucket_plan(path, buckets, bucket, routed)
+                if plan is None:
+                    yield pa.RecordBatch.from_pylist(
+                        [{"bucket": bucket, "frame": NOT_AS_PLANNED, "rows": 0, "data": b""}]
+                    )
+                    return
+                yield checked_batch(bucket, plan)
+
+    def check_routed(batches: Iterator[Any]) -> Iterator[Any]:
+        for bucket, plan in sorted(_bucket_plans(batches, names).items()):
+            yield checked_batch(bucket, plan)
+
+    collected = None
+    if parts_as_planned(path, buckets, (ACTIONS, *routed)):
+        collected = spark.range(0, buckets, 1, buckets).mapInArrow(check_own_parts, result_schema).collect()
+        if any(row["frame"] == NOT_AS_PLANNED for row in collected):
+            collected = None
+    if collected is None:
+        routed_rows = _routed_plan(spark, run_dir, buckets, routed)
+        collected = routed_rows.mapInArrow(check_routed, result_schema).collect()
+    collected = sorted(collected, key=lambda r: r["bucket"])
     bad = [row["data"].decode() for row in collected if row["frame"] == BAD_INPUT]
     if bad:
         raise InputError(bad[0])
+    parts: dict[str, list[Any]] = {name: [] for name in schemas}
+    rows = dict.fromkeys(schemas, 0)
     for row in collected:
         parts[row["frame"]].append(pa.ipc.open_stream(row["data"]).read_all())
         rows[row["frame"]] += row["rows"]
