@@ -36,7 +36,7 @@ from housekeeping.mechanisms.gc.tables import GC_DECISIONS
 from spark_apps.gc.rule import metadata_deletion, plan_topic
 from spark_apps.shared.plan_app import PlanApp, topic_pass_plan
 from spark_apps.shared.rows import Row
-from spark_apps.shared.topic_pass import bucket_count, write_part
+from spark_apps.shared.topic_pass import bucket_count, part_file, write_part
 
 READS = (LEDGERS.name, CURSORS.name)
 OUTPUTS = (
@@ -99,7 +99,7 @@ def figures(totals: dict[str, Any], run: RunDir, info: Mapping[str, Any]) -> dic
     ]
     # After the buckets' part files: the one the driver decides.
     write_part(
-        run.plan_table(ACTIONS) / f"part-{bucket_count(info):05d}.json",
+        run.plan_table(ACTIONS) / part_file(bucket_count(info)),
         metadata,
         ACTIONS,
     )

@@ -370,86 +370,102 @@ def part_file(bucket: int) -> str:
     return f"part-{bucket:05d}.json"
 
 
-def parts_as_planned(run_dir: str | Path, buckets: int, tables: Sequence[Table]) -> bool:
-    """Whether each of ``tables`` is, as Spark's reader sees its directory, exactly one part file per bucket named as
-    :func:`plan_pass` names them: then bucket b's rows can be read from file b alone (:func:`read_bucket_plan`).
-    A plan written otherwise (another writer, a file added or renamed) is read by Spark and routed."""
+def planned_parts(run_dir: str | Path, buckets: int, tables: Sequence[Table]) -> dict[str, list[str]] | None:
+    """Whether each of ``tables`` is, as Spark's reader sees its directory, the part files :func:`plan_pass` writes:
+    one per bucket, named :func:`part_file`, and any further ones numbered past the buckets (a planner's driver
+    writes the rows it decides itself there: GC's partitioned metadata). Then task b reads bucket b's rows from
+    file b and from the further files (:func:`read_bucket_plan`). Returns each table's further files; None for a
+    plan written otherwise (another writer, a file added or renamed), which Spark reads and routes."""
     run = RunDir(run_dir)
-    expected = {part_file(b) for b in range(buckets)}
+    further: dict[str, list[str]] = {}
     for table in tables:
         directory = run.plan_table(table)
         if not directory.is_dir():
-            return False
+            return None
         # Spark's file listing skips names starting with "_" or "." (markers, a writer's partial files).
-        if {p.name for p in directory.iterdir() if not p.name.startswith(("_", "."))} != expected:
-            return False
-    return True
+        names = {p.name for p in directory.iterdir() if not p.name.startswith(("_", "."))}
+        numbers = {
+            int(name[5:10]) for name in names if name[5:10].isdigit() and part_file(int(name[5:10])) == name
+        }
+        if len(numbers) != len(names) or not numbers >= set(range(buckets)):
+            return None
+        further[table.name] = [part_file(n) for n in sorted(numbers) if n >= buckets]
+    return further
 
 
-def _typed(value: Any, type_: str) -> tuple[bool, Any]:
-    """``value`` as Spark's JSON reader reads it into a column of ``type_``, when that reading is unambiguous:
-    (True, the value), else (False, None)."""
-    if value is None:
-        return True, None
-    if type_ == "string":
-        return isinstance(value, str), value
-    if type_ == "boolean":
-        return isinstance(value, bool), value
-    if type_ in ("bigint", "int"):
-        bits = 63 if type_ == "bigint" else 31
-        ok = isinstance(value, int) and not isinstance(value, bool) and -(2**bits) <= value < 2**bits
-        return ok, value
-    if type_ == "double":
-        ok = isinstance(value, int | float) and not isinstance(value, bool)
-        return ok, float(value) if ok else None
-    return False, None
+def _long(bits: int) -> Callable[[Any], bool]:
+    return lambda v: type(v) is int and -(2**bits) <= v < 2**bits
 
 
-def _strict_rows(path: Path, table: Table, buckets: int, bucket: int) -> list[Row] | None:
-    """The rows of one part file read as Spark's JSON reader with the table's schema reads them, or None when the
-    file holds anything whose reading is not plain: a line that is not one JSON object of the table's columns
-    with values of their types, a byte Spark's line reader splits on other than the newline ending each line, or a
-    row whose topic is not of ``bucket`` (a row routed by Spark would meet its topic elsewhere)."""
+# Whether a JSON value (as orjson parses it) is read by Spark's JSON reader into a column of the type as itself, with
+# no conversion; per column type (a type missing here is never plain).
+_PLAIN_VALUE: dict[str, Callable[[Any], bool]] = {
+    "string": lambda v: type(v) is str,
+    "boolean": lambda v: type(v) is bool,
+    "bigint": _long(63),
+    "int": _long(31),
+    "double": lambda v: type(v) is float or _long(63)(v),
+}
+
+
+def _strict_rows(path: Path, table: Table, buckets: int, bucket: int, *, shared: bool) -> list[Row] | None:
+    """The rows of ``bucket``'s topics in one part file, read as Spark's JSON reader with the table's schema reads
+    them, or None when the file holds anything whose reading is not plain: a line that is not one JSON object of
+    the table's columns with values of their types, a byte Spark's line reader splits on other than the newline
+    ending each line, a row naming no topic, or (in the bucket's own file, not ``shared`` by every bucket) a row of
+    another bucket's topic (a row routed by Spark would meet its topic elsewhere)."""
     import orjson
 
     data = path.read_bytes()
     if b"\r" in data or (data and not data.endswith(b"\n")):
         return None
-    types = {c.name: c.type for c in table.columns}
+    plain = {c.name: _PLAIN_VALUE.get(c.type, lambda v: False) for c in table.columns}
+    doubles = [c.name for c in table.columns if c.type == "double"]
+    # Every column, in the table's order; a column a line leaves out is null, as Spark reads it.
+    every_column = dict.fromkeys(table.names)
     rows: list[Row] = []
     for line in data.split(b"\n")[:-1]:
         try:
             raw = orjson.loads(line)
         except orjson.JSONDecodeError:
             return None
-        if not isinstance(raw, dict) or not types.keys() >= raw.keys():
+        if type(raw) is not dict:
             return None
-        row: Row = {}
-        for name, type_ in types.items():
-            ok, row[name] = _typed(raw.get(name), type_)
-            if not ok:
+        for name, value in raw.items():
+            if name not in plain or (value is not None and not plain[name](value)):
                 return None
-        topic = row.get("topic")
-        if not isinstance(topic, str) or topic_bucket(topic, buckets) != bucket:
+        row = {**every_column, **raw}
+        for name in doubles:
+            if row[name] is not None:
+                row[name] = float(row[name])
+        topic = row["topic"] if "topic" in row else None
+        if type(topic) is not str:
             return None
-        rows.append(row)
+        if topic_bucket(topic, buckets) == bucket:
+            rows.append(row)
+        elif not shared:
+            return None
     return rows
 
 
 def read_bucket_plan(
-    run_dir: str | Path, buckets: int, bucket: int, routed: Sequence[Table]
+    run_dir: str | Path, buckets: int, bucket: int, routed: Sequence[Table], further: Mapping[str, list[str]]
 ) -> BucketPlan | None:
-    """Bucket ``bucket``'s plan read from its own part files (:func:`parts_as_planned`), the rows as Spark would
-    route them; None when a file's reading is not plain (:func:`_strict_rows`): the pass then routes with Spark."""
+    """Bucket ``bucket``'s plan read from its own part file of each table and its rows of the ``further`` ones
+    (:func:`planned_parts`), as Spark would route them; None when a file's reading is not plain
+    (:func:`_strict_rows`): the pass then routes with Spark."""
     run = RunDir(run_dir)
-    read = {
-        table.name: _strict_rows(run.plan_table(table) / part_file(bucket), table, buckets, bucket)
-        for table in (ACTIONS, *routed)
-    }
-    if any(rows is None for rows in read.values()):
-        return None
+    read: dict[str, list[Row]] = {}
+    for table in (ACTIONS, *routed):
+        directory = run.plan_table(table)
+        files = [(part_file(bucket), False), *((name, True) for name in further[table.name])]
+        for name, shared in files:
+            rows = _strict_rows(directory / name, table, buckets, bucket, shared=shared)
+            if rows is None:
+                return None
+            read.setdefault(table.name, []).extend(rows)
     actions = read.pop(ACTIONS.name)
-    return BucketPlan(actions, read)  # type: ignore[arg-type]
+    return BucketPlan(actions, read)
 
 
 @dataclass(frozen=True)
@@ -482,7 +498,7 @@ def check_pass(
     the bucket's snapshot rows. Every bucket is visited, with or without actions (a check that something due was
     planned needs all of them).
 
-    Where the plan's rows come from: a plan as :func:`plan_pass` writes it (:func:`parts_as_planned`) is read a
+    Where the plan's rows come from: a plan as :func:`plan_pass` writes it (:func:`planned_parts`) is read a
     bucket's own part files per task, with no shuffle. Any other plan (a file added, a row whose reading is not
     plain or whose topic is of another bucket: :func:`read_bucket_plan`) is read apart from the planner's layout:
     by Spark's JSON reader, every row routed to its topic's bucket (``crc32`` of the name:
@@ -533,7 +549,7 @@ def check_pass(
     def check_own_parts(batches: Iterator[Any]) -> Iterator[Any]:
         for batch in batches:
             for bucket in batch.column("id").to_pylist():
-                plan = read_bucket_plan(path, buckets, bucket, routed)
+                plan = read_bucket_plan(path, buckets, bucket, routed, further or {})
                 if plan is None:
                     yield pa.RecordBatch.from_pylist(
                         [{"bucket": bucket, "frame": NOT_AS_PLANNED, "rows": 0, "data": b""}]
@@ -546,7 +562,8 @@ def check_pass(
             yield checked_batch(bucket, plan)
 
     collected = None
-    if parts_as_planned(path, buckets, (ACTIONS, *routed)):
+    further = planned_parts(path, buckets, (ACTIONS, *routed))
+    if further is not None:
         collected = spark.range(0, buckets, 1, buckets).mapInArrow(check_own_parts, result_schema).collect()
         if any(row["frame"] == NOT_AS_PLANNED for row in collected):
             collected = None

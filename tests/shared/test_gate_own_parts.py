@@ -1,5 +1,5 @@
 """A gate's pass reads each bucket's plan from the bucket's own part files when the plan is as the planner wrote it
-(``topic_pass.parts_as_planned`` and ``read_bucket_plan``: no shuffle), and otherwise lets Spark read and route
+(``topic_pass.planned_parts`` and ``read_bucket_plan``: no shuffle), and otherwise lets Spark read and route
 every row. Both must hand each bucket the same rows: a part file's reading is taken only when it is plain (every
 line one JSON object of the table's columns, each value of its column's type, each topic of the file's bucket), and
 compared here with Spark's own reading of the same file; anything else sends the whole pass to Spark's routing,
@@ -18,7 +18,7 @@ from housekeeping.mechanisms.backlog.tables import EVICTION_STEPS
 from housekeeping.mechanisms.registry import get_mechanism
 from spark_apps.shared import topic_pass
 from spark_apps.shared.io import read_table
-from spark_apps.shared.topic_pass import check_pass, part_file, parts_as_planned, read_bucket_plan
+from spark_apps.shared.topic_pass import check_pass, part_file, planned_parts, read_bucket_plan
 from tests.conftest import rewrite_part, table_parts
 from tests.gate_mutants import planned
 
@@ -52,15 +52,25 @@ def plain_rows(bucket: int) -> str:
     return "".join(json.dumps(action(t, n)) + "\n" for n, t in enumerate(topics))
 
 
+def own_parts(run_dir: Path, bucket: int):
+    return read_bucket_plan(run_dir, BUCKETS, bucket, [], planned_parts(run_dir, BUCKETS, [ACTIONS]))
+
+
 def test_a_plain_part_file_reads_as_spark_reads_it(spark, tmp_path):
-    write_parts(tmp_path, plain_rows)
-    assert parts_as_planned(tmp_path, BUCKETS, [ACTIONS])
+    directory = write_parts(tmp_path, plain_rows)
+    # Past the buckets' files: one with rows of every bucket (where a planner's driver writes), one empty.
+    driver_rows = [action(t, 100 + n) for n, t in enumerate(TOPICS[::3])]
+    (directory / part_file(BUCKETS)).write_text("".join(json.dumps(r) + "\n" for r in driver_rows))
+    (directory / part_file(BUCKETS + 1)).write_text("")
+    assert planned_parts(tmp_path, BUCKETS, [ACTIONS]) == {
+        "actions": [part_file(BUCKETS), part_file(BUCKETS + 1)]
+    }
     by_spark = [row.asDict() for row in read_table(spark, tmp_path, ACTIONS).collect()]
-    by_parts = [row for b in range(BUCKETS) for row in read_bucket_plan(tmp_path, BUCKETS, b, []).actions]
-    assert len(by_parts) == len(TOPICS)
+    by_parts = [row for b in range(BUCKETS) for row in own_parts(tmp_path, b).actions]
+    assert len(by_parts) == len(TOPICS) + len(driver_rows)
 
     def key(row):
-        return row["topic"]
+        return json.dumps(row, sort_keys=True)
 
     assert sorted(by_parts, key=key) == sorted(by_spark, key=key)
     assert list(by_parts[0]) == list(ACTIONS.names)
@@ -95,27 +105,34 @@ def test_a_part_file_whose_reading_is_not_plain_is_left_to_spark(tmp_path, line)
         return plain_rows(bucket) + edited + "\n"
 
     write_parts(tmp_path, rows)
-    assert read_bucket_plan(tmp_path, BUCKETS, 0, []) is not None
-    assert read_bucket_plan(tmp_path, BUCKETS, 1, []) is None
+    assert own_parts(tmp_path, 0) is not None
+    assert own_parts(tmp_path, 1) is None
 
 
 def test_a_part_file_without_its_last_newline_is_left_to_spark(tmp_path):
     write_parts(tmp_path, lambda b: plain_rows(b).rstrip("\n") if b == 2 else plain_rows(b))
-    assert read_bucket_plan(tmp_path, BUCKETS, 2, []) is None
+    assert own_parts(tmp_path, 2) is None
 
 
-def test_only_one_part_file_per_bucket_named_as_the_planner_names_it_is_as_planned(tmp_path):
+def test_a_file_past_the_buckets_is_read_by_every_bucket_but_must_be_plain_too(tmp_path):
+    directory = write_parts(tmp_path, plain_rows)
+    (directory / part_file(BUCKETS)).write_text(json.dumps({**action(TOPICS[0], 1), "bytes": "1"}) + "\n")
+    assert all(own_parts(tmp_path, b) is None for b in range(BUCKETS))
+
+
+def test_only_part_files_named_as_the_planner_names_them_one_per_bucket_at_least_are_as_planned(tmp_path):
     directory = write_parts(tmp_path, plain_rows)
     (directory / "_SUCCESS").write_text("")
     (directory / ".part-00000.json.crc").write_text("")  # Spark's listing skips both
-    assert parts_as_planned(tmp_path, BUCKETS, [ACTIONS])
-    assert not parts_as_planned(tmp_path, BUCKETS + 1, [ACTIONS])
-    assert not parts_as_planned(tmp_path, BUCKETS, [ACTIONS, EVICTION_STEPS])  # no such directory
-    (directory / "edited.json").write_text("")
-    assert not parts_as_planned(tmp_path, BUCKETS, [ACTIONS])
-    (directory / "edited.json").unlink()
+    assert planned_parts(tmp_path, BUCKETS, [ACTIONS]) == {"actions": []}
+    assert planned_parts(tmp_path, BUCKETS + 1, [ACTIONS]) is None
+    assert planned_parts(tmp_path, BUCKETS, [ACTIONS, EVICTION_STEPS]) is None  # no such directory
+    for name in ("edited.json", "part-00000.json.gz", "part-0009.json", "part-00009.jsonl"):
+        (directory / name).write_text("")
+        assert planned_parts(tmp_path, BUCKETS, [ACTIONS]) is None, name
+        (directory / name).unlink()
     (directory / part_file(3)).unlink()
-    assert not parts_as_planned(tmp_path, BUCKETS, [ACTIONS])
+    assert planned_parts(tmp_path, BUCKETS, [ACTIONS]) is None
 
 
 def get_gate(mechanism: str):
@@ -152,7 +169,7 @@ def first_action_bytes_as_a_double(run_dir: Path) -> None:
 
 
 @pytest.mark.runs
-@pytest.mark.parametrize("mechanism", ["trim", "backlog"])
+@pytest.mark.parametrize("mechanism", ["trim", "backlog", "gc"])
 @pytest.mark.parametrize(
     ("edit", "own_parts"),
     [(None, True), (duplicated_first_action, True), (first_action_bytes_as_a_double, False)],
@@ -173,7 +190,7 @@ def test_own_parts_and_spark_s_routing_check_the_same_rows(
     monkeypatch.setattr(topic_pass, "_routed_plan", recorded)
     first = frames_read(gate_pass(spark, run_dir, mechanism))
     assert routings == ([] if own_parts else [1])
-    monkeypatch.setattr(topic_pass, "parts_as_planned", lambda *args: False)
+    monkeypatch.setattr(topic_pass, "planned_parts", lambda *args: None)
     assert frames_read(gate_pass(spark, run_dir, mechanism)) == first
     assert routings == ([1] if own_parts else [1, 1])
     if edit is duplicated_first_action:  # offending rows shipped, not only counts
