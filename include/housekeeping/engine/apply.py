@@ -53,7 +53,7 @@ from housekeeping.engine.plan import read_table
 from housekeeping.store import metadata_schema as t
 from housekeeping.store.holds import Hold, current_hold, hold_for, holds_for_this_transaction
 from housekeeping.store.holds import describe as describe_hold
-from housekeeping.store.journal import begin_run, finish_run, journal, plan_rows
+from housekeeping.store.journal import begin_run, finish_run, journal_row, journal_rows, plan_rows
 from housekeeping.store.store import Store, write_transaction
 
 # Topics per metadata transaction in the shared apply: large enough that commits stop dominating, small enough that a
@@ -194,8 +194,12 @@ class ApplyRun:
     def journal(
         self, conn: Any, *, topic: str | None, action: str, status: str, detail: dict[str, Any]
     ) -> None:
-        journal(
-            conn,
+        journal_rows(conn, [self.journal_row(topic=topic, action=action, status=status, detail=detail)])
+
+    def journal_row(
+        self, *, topic: str | None, action: str, status: str, detail: dict[str, Any]
+    ) -> dict[str, Any]:
+        return journal_row(
             run_id=self.run_id,
             mechanism=self.mechanism,
             topic=topic,
@@ -227,6 +231,7 @@ class ApplyRun:
         *,
         held_action: str = "apply",
         holds: Mapping[str, Hold] | None = None,
+        journaled: list[dict[str, Any]] | None = None,
     ) -> TopicOutcome:
         """One topic's change inside the caller's transaction. When a hold forbids one of the actions' kinds, the
         holds are read again first: a hold that covers the topic now wins (``skipped_held``; the planner and the
@@ -234,7 +239,8 @@ class ApplyRun:
         (:func:`holds_for_this_transaction`); else they are read for this topic. Otherwise ``change(conn)``
         decides; its outcome is journaled in the same transaction. A skipped topic changes nothing (its checks and
         its compare-and-set come before any write), so topics can share a transaction and a conflict still costs
-        one topic, not its neighbours."""
+        one topic, not its neighbours. ``journaled``: where to add the journal row, for the caller to write in the
+        same transaction (:func:`housekeeping.store.journal.journal_rows`); else it is written here."""
         guarded = any(self.spec.action(a["action"]).held_forbidden for a in actions)
         if not guarded:
             hold = None
@@ -250,9 +256,13 @@ class ApplyRun:
         else:
             outcome = change(conn)
         if outcome.journaled:
-            self.journal(
-                conn, topic=topic, action=outcome.action, status=outcome.status, detail=outcome.detail
+            row = self.journal_row(
+                topic=topic, action=outcome.action, status=outcome.status, detail=outcome.detail
             )
+            if journaled is None:
+                journal_rows(conn, [row])
+            else:
+                journaled.append(row)
         return outcome
 
     def finish(self, result: dict[str, Any]) -> dict[str, Any]:
@@ -507,7 +517,7 @@ def _apply_batch(
     versions: TopicVersions,
     result: ApplyResult,
 ) -> None:
-    outcomes = []
+    outcomes, journaled = [], []
     with write_transaction(context.store.engine) as conn:
         # Read once for the batch, not per topic (48,618 queries at 100,000 topics), and held until it commits.
         holds = holds_for_this_transaction(conn)
@@ -518,8 +528,11 @@ def _apply_batch(
                 actions,
                 lambda conn, t=topic, a=actions: _apply_topic(conn, context, t, versions[t], a),
                 holds=holds,
+                journaled=journaled,
             )
             outcomes.append((topic, outcome))
+        # The batch's journal rows in one statement, in the topics' order, in the same transaction.
+        journal_rows(conn, journaled)
     checkpoint("apply_after_topic_commit")
     for topic, outcome in outcomes:
         if outcome.applied:
@@ -561,10 +574,9 @@ def _apply_topic(
         if why is not None:
             # Pulsar's TopicBusyException (inactive-topic GC): the topic became active since the snapshot.
             return TopicOutcome("skipped_conflict", why, kind.name, {"why": why})
-    why = _claim_topic(conn, topic, expected_version, any(k.changes_ledger_list for k, _ in kinds))
+    why, namespace = _claim_topic(conn, topic, expected_version, any(k.changes_ledger_list for k, _ in kinds))
     if why is not None:
         return TopicOutcome("skipped_conflict", why, "apply", {"why": why})
-    namespace = conn.execute(_TOPIC_NAMESPACE, {"of_topic": topic}).scalar_one()
     tally = TopicTally(topic, namespace)
     # A run of rows of one kind together (trim's ledgers of a topic: a few statements, not three each).
     for kind, group in groupby(kinds, key=itemgetter(0)):
@@ -582,28 +594,34 @@ def _apply_topic(
 
 
 # A topic's statements, compiled once (built per topic, they cost more than the database's work at 100,000 topics).
+# The compare-and-set returns the topic's namespace: one statement, not a second to read it (RETURNING: SQLite 3.35
+# or later, PostgreSQL).
 _BUMP_VERSION = (
     update(t.topics)
     .where(and_(t.topics.c.name == bindparam("cas_topic"), t.topics.c.version == bindparam("cas_version")))
     .values(version=t.topics.c.version + 1)
+    .returning(t.topics.c.namespace)
 )
 _TOPIC_NAMESPACE = select(t.topics.c.namespace).where(t.topics.c.name == bindparam("of_topic"))
 
 
-def _claim_topic(conn: Any, topic: str, expected_version: int, changes_ledger_list: bool) -> str | None:
-    """Why the topic's rows cannot be applied (None: they can). A change to the ledger list compare-and-sets the
-    topic version recorded in the snapshot; cursor moves and recorded states do not (each cursor is
-    compare-and-set on its own position, so a concurrent ack or ledger roll does not void the topic's plan)."""
+def _claim_topic(
+    conn: Any, topic: str, expected_version: int, changes_ledger_list: bool
+) -> tuple[str | None, str | None]:
+    """Why the topic's rows cannot be applied (None: they can), and the topic's namespace when they can. A change
+    to the ledger list compare-and-sets the topic version recorded in the snapshot; cursor moves and recorded
+    states do not (each cursor is compare-and-set on its own position, so a concurrent ack or ledger roll does not
+    void the topic's plan)."""
     if changes_ledger_list:
-        bumped = conn.execute(_BUMP_VERSION, {"cas_topic": topic, "cas_version": expected_version}).rowcount
+        claimed = conn.execute(_BUMP_VERSION, {"cas_topic": topic, "cas_version": expected_version}).all()
     else:
-        bumped = len(conn.execute(_TOPIC_NAMESPACE, {"of_topic": topic}).all())
-    if bumped == 1:
-        return None
+        claimed = conn.execute(_TOPIC_NAMESPACE, {"of_topic": topic}).all()
+    if len(claimed) == 1:
+        return None, claimed[0].namespace
     row = conn.execute(select(t.topics.c.version).where(t.topics.c.name == topic)).first()
     if row is None:
-        return "topic no longer exists"
-    return f"topic changed since the snapshot (version {expected_version} -> {row.version})"
+        return "topic no longer exists", None
+    return f"topic changed since the snapshot (version {expected_version} -> {row.version})", None
 
 
 def read_apply_result(run_dir: str | Path) -> dict[str, Any] | None:

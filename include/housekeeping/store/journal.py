@@ -51,20 +51,53 @@ def journal(
     actor: str | None = None,
 ) -> None:
     """One journal row, in the caller's transaction. ``actor``: who (default: this process's user)."""
-    conn.execute(
-        _INSERT_JOURNAL,  # one statement object, values as parameters: compiled once (store.record_pending_deletion)
-        {
-            "actor": actor or current_actor(),
-            "run_id": run_id,
-            "mechanism": mechanism,
-            "topic": topic,
-            "action": action,
-            "status": status,
-            "detail": json.dumps(detail, sort_keys=True, default=str),
-            "as_of_ms": as_of_ms,
-            "recorded_at_ms": _wall_ms(),
-        },
+    journal_rows(
+        conn,
+        [
+            journal_row(
+                run_id=run_id,
+                mechanism=mechanism,
+                topic=topic,
+                action=action,
+                status=status,
+                detail=detail,
+                as_of_ms=as_of_ms,
+                actor=actor,
+            )
+        ],
     )
+
+
+def journal_row(
+    *,
+    run_id: str,
+    mechanism: str,
+    topic: str | None,
+    action: str,
+    status: str,
+    detail: dict[str, Any],
+    as_of_ms: int,
+    actor: str | None = None,
+) -> dict[str, Any]:
+    """A journal row as :func:`journal` writes it, recorded now, to write with :func:`journal_rows`."""
+    return {
+        "actor": actor or current_actor(),
+        "run_id": run_id,
+        "mechanism": mechanism,
+        "topic": topic,
+        "action": action,
+        "status": status,
+        "detail": json.dumps(detail, sort_keys=True, default=str),
+        "as_of_ms": as_of_ms,
+        "recorded_at_ms": _wall_ms(),
+    }
+
+
+def journal_rows(conn: Any, rows: list[dict[str, Any]]) -> None:
+    """Journal rows (:func:`journal_row`) in the caller's transaction, in their order, as one statement executed
+    for each (one statement object, values as parameters: compiled once, as store.record_pending_deletion)."""
+    if rows:
+        conn.execute(_INSERT_JOURNAL, rows if len(rows) > 1 else rows[0])
 
 
 _INSERT_JOURNAL = insert(t.journal)
