@@ -50,19 +50,44 @@ def main(argv: list[str] | None = None) -> int:
     args = parser.parse_args(argv)
     store = args.store or Path(tempfile.mkdtemp(prefix="bench-cold-start-")) / "store"
     if not args.reuse:
-        generate = ["housekeeping", "generate", "--store", str(store), "--topics", str(args.topics), "--seed", "1"]
+        generate = [
+            "housekeeping",
+            "generate",
+            "--store",
+            str(store),
+            "--topics",
+            str(args.topics),
+            "--seed",
+            "1",
+        ]
         print(f"generated in {timed(generate + (['--metadata-only'] if args.metadata_only else [])):.1f} s")
-    plan = ["housekeeping", "plan", args.mechanism, "--store", str(store), "--as-of", AS_OF, "--format", "json"]
+    plan = [
+        "housekeeping",
+        "plan",
+        args.mechanism,
+        "--store",
+        str(store),
+        "--as-of",
+        AS_OF,
+        "--format",
+        "json",
+    ]
     rounds = []
     for number in range(1, args.rounds + 1):
         trivial = timed([sys.executable, "-c", TRIVIAL_APP])
         planned = timed(plan)
         rounds.append({"trivialApp": round(trivial, 2), "plan": round(planned, 2)})
-        print(f"round {number}: trivial Spark app {trivial:.1f} s, plan {planned:.1f} s ({planned / trivial:.2f}x)")
+        print(
+            f"round {number}: trivial Spark app {trivial:.1f} s, plan {planned:.1f} s ({planned / trivial:.2f}x)"
+        )
     best_trivial, best_plan = min(r["trivialApp"] for r in rounds), min(r["plan"] for r in rounds)
-    print(f"best: trivial Spark app {best_trivial:.1f} s, plan {best_plan:.1f} s ({best_plan / best_trivial:.2f}x)")
+    print(
+        f"best: trivial Spark app {best_trivial:.1f} s, plan {best_plan:.1f} s ({best_plan / best_trivial:.2f}x)"
+    )
     if args.json:
-        args.json.write_text(json.dumps({"store": str(store), "topics": args.topics, "rounds": rounds}, indent=2))
+        args.json.write_text(
+            json.dumps({"store": str(store), "topics": args.topics, "rounds": rounds}, indent=2)
+        )
     return 0
 
 
