@@ -38,34 +38,9 @@ def _wall_ms() -> int:
     return int(time.time() * 1000)  # audit column only; never used in a decision
 
 
-def journal(
-    conn: Any,
-    *,
-    run_id: str,
-    mechanism: str,
-    topic: str | None,
-    action: str,
-    status: str,
-    detail: dict[str, Any],
-    as_of_ms: int,
-    actor: str | None = None,
-) -> None:
-    """One journal row, in the caller's transaction. ``actor``: who (default: this process's user)."""
-    journal_rows(
-        conn,
-        [
-            journal_row(
-                run_id=run_id,
-                mechanism=mechanism,
-                topic=topic,
-                action=action,
-                status=status,
-                detail=detail,
-                as_of_ms=as_of_ms,
-                actor=actor,
-            )
-        ],
-    )
+def journal(conn: Any, **fields: Any) -> None:
+    """One journal row, in the caller's transaction; ``fields`` as :func:`journal_row` takes them."""
+    journal_rows(conn, [journal_row(**fields)])
 
 
 def journal_row(
@@ -79,7 +54,8 @@ def journal_row(
     as_of_ms: int,
     actor: str | None = None,
 ) -> dict[str, Any]:
-    """A journal row as :func:`journal` writes it, recorded now, to write with :func:`journal_rows`."""
+    """A journal row recorded now, to write with :func:`journal_rows`. ``actor``: who (default: this process's
+    user)."""
     return {
         "actor": actor or current_actor(),
         "run_id": run_id,
