@@ -490,6 +490,38 @@ def _shipped_rows(rows: list[Row], expectations: Sequence[Expectation] | None) -
     return rows if offending is None else offending
 
 
+def _checked_bucket(
+    bucket: int, plan: BucketPlan, checker: Checker, run_dir: str, info: Mapping[str, Any],
+    schemas: Mapping[str, Any], validated: Mapping[str, list[Expectation]],
+) -> Any:  # fmt: skip
+    """One bucket's check frames as :func:`check_pass`'s tasks send them: a row per frame (its row count, and the
+    rows that could fail its expectations as Arrow IPC), or one row of the bad input the bucket met."""
+    import pyarrow as pa
+
+    try:
+        checked = {
+            **checker(bucket, plan, run_dir, info),
+            HOLD_CHECKS.name: hold_check_rows(plan.actions, read_bucket(run_dir, info, HOLDS, bucket)),
+        }
+    except InputError as error:  # bad input met in a task (a damaged ledger file): named on the driver
+        return pa.RecordBatch.from_pylist(
+            [{"bucket": bucket, "frame": BAD_INPUT, "rows": 0, "data": str(error).encode()}]
+        )
+    return pa.RecordBatch.from_pylist(
+        [
+            {
+                "bucket": bucket,
+                "frame": name,
+                "rows": len(checked.get(name, [])),
+                "data": _ipc(
+                    pa.Table.from_pylist(_shipped_rows(checked.get(name, []), validated.get(name)), schema)
+                ),
+            }
+            for name, schema in schemas.items()
+        ]
+    )
+
+
 def check_pass(
     spark, run_dir: str | Path, info: Mapping[str, Any], *, checker: Checker, frames: Sequence[Table],
     expectations: Mapping[str, list[Expectation]], routed: Sequence[Table] = (),
@@ -521,30 +553,7 @@ def check_pass(
     result_schema = "bucket long, frame string, rows long, data binary"
 
     def checked_batch(bucket: int, plan: BucketPlan) -> Any:
-        try:
-            checked = {
-                **checker(bucket, plan, path, frozen),
-                HOLD_CHECKS.name: hold_check_rows(plan.actions, read_bucket(path, frozen, HOLDS, bucket)),
-            }
-        except InputError as error:  # bad input met in a task (a damaged ledger file): named on the driver
-            return pa.RecordBatch.from_pylist(
-                [{"bucket": bucket, "frame": BAD_INPUT, "rows": 0, "data": str(error).encode()}]
-            )
-        return pa.RecordBatch.from_pylist(
-            [
-                {
-                    "bucket": bucket,
-                    "frame": name,
-                    "rows": len(checked.get(name, [])),
-                    "data": _ipc(
-                        pa.Table.from_pylist(
-                            _shipped_rows(checked.get(name, []), validated.get(name)), schema
-                        )
-                    ),
-                }
-                for name, schema in schemas.items()
-            ]
-        )
+        return _checked_bucket(bucket, plan, checker, path, frozen, schemas, validated)
 
     def check_own_parts(batches: Iterator[Any]) -> Iterator[Any]:
         for batch in batches:
