@@ -397,14 +397,15 @@ def _long(bits: int) -> Callable[[Any], bool]:
     return lambda v: type(v) is int and -(2**bits) <= v < 2**bits
 
 
+_BIGINT = _long(63)
 # Whether a JSON value (as orjson parses it) is read by Spark's JSON reader into a column of the type as itself, with
 # no conversion; per column type (a type missing here is never plain).
 _PLAIN_VALUE: dict[str, Callable[[Any], bool]] = {
     "string": lambda v: type(v) is str,
     "boolean": lambda v: type(v) is bool,
-    "bigint": _long(63),
+    "bigint": _BIGINT,
     "int": _long(31),
-    "double": lambda v: type(v) is float or _long(63)(v),
+    "double": lambda v: type(v) is float or _BIGINT(v),
 }
 
 
@@ -438,7 +439,7 @@ def _strict_rows(path: Path, table: Table, buckets: int, bucket: int, *, shared:
         for name in doubles:
             if row[name] is not None:
                 row[name] = float(row[name])
-        topic = row["topic"] if "topic" in row else None
+        topic = row.get("topic")
         if type(topic) is not str:
             return None
         if topic_bucket(topic, buckets) == bucket:
@@ -551,6 +552,7 @@ def check_pass(
     validated = {**expectations, HOLD_CHECKS.name: must_be_true("not_held")}
     names = {plan_table.name: plan_table.names for plan_table in routed}
     result_schema = "bucket long, frame string, rows long, data binary"
+    further = planned_parts(path, buckets, (ACTIONS, *routed))
 
     def checked_batch(bucket: int, plan: BucketPlan) -> Any:
         return _checked_bucket(bucket, plan, checker, path, frozen, schemas, validated)
@@ -558,7 +560,7 @@ def check_pass(
     def check_own_parts(batches: Iterator[Any]) -> Iterator[Any]:
         for batch in batches:
             for bucket in batch.column("id").to_pylist():
-                plan = read_bucket_plan(path, buckets, bucket, routed, further or {})
+                plan = read_bucket_plan(path, buckets, bucket, routed, further)
                 if plan is None:
                     yield pa.RecordBatch.from_pylist(
                         [{"bucket": bucket, "frame": NOT_AS_PLANNED, "rows": 0, "data": b""}]
@@ -571,7 +573,6 @@ def check_pass(
             yield checked_batch(bucket, plan)
 
     collected = None
-    further = planned_parts(path, buckets, (ACTIONS, *routed))
     if further is not None:
         collected = spark.range(0, buckets, 1, buckets).mapInArrow(check_own_parts, result_schema).collect()
         if any(row["frame"] == NOT_AS_PLANNED for row in collected):

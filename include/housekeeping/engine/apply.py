@@ -191,11 +191,6 @@ class ApplyRun:
         """The broker settings now (read once per apply; a kind's re-check reads them)."""
         return self.store.broker_config()
 
-    def journal(
-        self, conn: Any, *, topic: str | None, action: str, status: str, detail: dict[str, Any]
-    ) -> None:
-        journal_rows(conn, [self.journal_row(topic=topic, action=action, status=status, detail=detail)])
-
     def journal_row(
         self, *, topic: str | None, action: str, status: str, detail: dict[str, Any]
     ) -> dict[str, Any]:

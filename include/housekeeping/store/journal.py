@@ -73,7 +73,7 @@ def journal_rows(conn: Any, rows: list[dict[str, Any]]) -> None:
     """Journal rows (:func:`journal_row`) in the caller's transaction, in their order, as one statement executed
     for each (one statement object, values as parameters: compiled once, as store.record_pending_deletion)."""
     if rows:
-        conn.execute(_INSERT_JOURNAL, rows if len(rows) > 1 else rows[0])
+        conn.execute(_INSERT_JOURNAL, rows)
 
 
 _INSERT_JOURNAL = insert(t.journal)
