@@ -332,8 +332,8 @@ def _routed_plan(spark, run_dir: str | Path, buckets: int, routed: Sequence[Tabl
 def partition_keys(spark, partitions: int) -> list[int]:
     """For each partition p of a repartition into ``partitions`` by a long column, a value that lands in p (Spark's
     hash partitioning: pmod(hash(value), partitions), computed by Spark itself): repartitioned by the key of its
-    bucket, each bucket is one task's alone. By the bucket number itself, Spark's hash puts two or three buckets
-    in some tasks and none in others (a third of 21), and such a task holds all their rows at once."""
+    bucket, each bucket is one task's alone. By the bucket number itself, Spark's hash puts several buckets in
+    some tasks and none in others, and such a task holds all their rows at once."""
     from pyspark.sql import functions as F
 
     keys: dict[int, int] = {}

@@ -141,7 +141,7 @@ def record_purge_due(
             )
 
 
-# Due pending deletions read per page of ids: a purge after a million-topic trim has 1.6 million pending rows, each
+# Due pending deletions read per page of ids: a purge after a large trim has a pending row per deleted ledger, each
 # with its ledger row's JSON, which are not held at once (their ids are, 8 bytes each).
 PURGE_PAGE_ROWS = 1000
 

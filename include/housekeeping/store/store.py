@@ -211,8 +211,8 @@ def ledger_rel_path(topic: str, ledger_id: int, generation: int = 0) -> str:
 
 @lru_cache(maxsize=4096)
 def _topic_rel_dir(topic: str) -> str:
-    # Cached: apply asks for each of a topic's ledgers in turn (a name parsed and quoted per ledger was a tenth of
-    # trim's apply). A name that does not parse raises, and is not cached.
+    # Cached: apply asks for each of a topic's ledgers in turn, and parsing and quoting the name each time is
+    # work per ledger, not per topic. A name that does not parse raises, and is not cached.
     tenant, namespace, local = topic_dir_parts(TopicName.parse(topic))
     return f"{LEDGERS_DIR}/persistent/{tenant}/{namespace}/{local}"
 
