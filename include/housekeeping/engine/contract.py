@@ -114,6 +114,18 @@ class Table:
         if missing:
             raise ValueError(f"table {self.name}: required column(s) {', '.join(missing)} missing")
 
+    def check_batch(self, batch: Any) -> None:
+        """:meth:`check` for a batch of rows (an Arrow table): its columns must be the table's, in order and of
+        their types, and no required column may hold a null. ValueError, before anything is written."""
+        found = [f"{field.name} {field.type}" for field in batch.schema]
+        if found != [f"{field.name} {field.type}" for field in self.arrow_schema()]:
+            raise ValueError(
+                f"table {self.name}: a batch of columns {', '.join(found)} (columns: {self.ddl()})"
+            )
+        missing = [name for name in self._required if batch.column(name).null_count]
+        if missing:
+            raise ValueError(f"table {self.name}: required column(s) {', '.join(missing)} missing")
+
     def read_row(self, raw: Mapping[str, Any], where: str) -> dict[str, Any]:
         """A row read back (Spark's JSON writer leaves null columns out): every column present, None when
         absent. A column the table does not define means the file is not this table: bad input naming it."""
@@ -521,32 +533,53 @@ class _RowWriter:
 
 class _CheckedBatches:
     """Rows checked against the table (:meth:`Table.check`) as they come and handed to ``self._writer`` (anything with
-    Arrow's ``write_table``) a batch at a time, so memory does not grow with the table."""
+    Arrow's ``write_table``) a batch at a time, so memory does not grow with the table. Rows may also come a batch
+    at a time already (:meth:`add_batch`); they are held and written with the rows around them, in order."""
 
     def __init__(self, spec: Table, batch: int, writer: Any) -> None:
         self.spec, self.batch, self._writer = spec, batch, writer
         self.schema = spec.arrow_schema()
         self.rows: list[Mapping[str, Any]] = []
+        self._held: list[Any] = []  # Arrow tables before ``rows``, in order
+        self._held_rows = 0
         self.count = 0
 
     def add(self, row: Mapping[str, Any]) -> None:
         # Checked, not copied in column order: Arrow takes each column's value from every row by name.
         self.spec.check(row)
         self.rows.append(row)
-        if len(self.rows) >= self.batch:
+        if len(self.rows) + self._held_rows >= self.batch:
             self._flush()
 
-    def extend(self, rows: Iterable[Mapping[str, Any]]) -> None:
-        for row in rows:
-            self.add(row)
+    def add_batch(self, batch: Any) -> None:
+        """Rows already columnar (an Arrow table of the table's schema), checked (:meth:`Table.check_batch`) and
+        written after the rows added before them."""
+        self.spec.check_batch(batch)
+        self._hold_rows()
+        self._held.append(batch.cast(self.schema))
+        self._held_rows += batch.num_rows
+        if self._held_rows >= self.batch:
+            self._flush()
+
+    def extend(self, rows: Iterable[Any]) -> None:
+        add_rows(self, rows)
+
+    def _hold_rows(self) -> None:
+        import pyarrow as pa
+
+        if self.rows:
+            self._held.append(pa.Table.from_pylist(self.rows, schema=self.schema))
+            self._held_rows += len(self.rows)
+            self.rows = []
 
     def _flush(self) -> None:
         import pyarrow as pa
 
-        if self.rows:
-            self._writer.write_table(pa.Table.from_pylist(self.rows, schema=self.schema))
-            self.count += len(self.rows)
-            self.rows = []
+        self._hold_rows()
+        if self._held_rows:
+            self._writer.write_table(pa.concat_tables(self._held))
+            self.count += self._held_rows
+        self._held, self._held_rows = [], 0
 
 
 class ParquetRows(_CheckedBatches, _RowWriter):
@@ -586,6 +619,31 @@ def topic_bucket(topic: str | None, buckets: int) -> int:
     """The bucket of a topic's rows in a clustered snapshot table: a hash stable across processes and versions
     (CRC-32 of the name), so every table of a run, and every point of a sweep, puts a topic in the same bucket."""
     return zlib.crc32((topic or "").encode()) % buckets
+
+
+def topic_buckets(topics: Any, buckets: int) -> Any:
+    """:func:`topic_bucket` of each of an Arrow array of topics (a NumPy array): computed once per distinct name,
+    a batch's rows being whole topics."""
+    import numpy as np
+    import pyarrow as pa
+    import pyarrow.compute as pc
+
+    if isinstance(topics, pa.ChunkedArray):
+        topics = topics.combine_chunks()
+    encoded = pc.dictionary_encode(topics)
+    names = encoded.dictionary.to_pylist()
+    per_name = np.fromiter((topic_bucket(name, buckets) for name in names), np.int64, len(names))
+    return per_name[encoded.indices.to_numpy(zero_copy_only=False)]
+
+
+def add_rows(writer: Any, rows: Iterable[Any]) -> None:
+    """Each item of ``rows`` to ``writer``: a row (a mapping) through ``add``, a batch of rows (an Arrow table)
+    through ``add_batch``."""
+    for row in rows:
+        if isinstance(row, Mapping):
+            writer.add(row)
+        else:
+            writer.add_batch(row)
 
 
 class _ArrowSpill(_CheckedBatches):
@@ -635,9 +693,24 @@ class BucketedParquetRows(_RowWriter):
     def add(self, row: Mapping[str, Any]) -> None:
         self._spills[topic_bucket(row.get("topic"), self.buckets)].add(row)
 
-    def extend(self, rows: Iterable[Mapping[str, Any]]) -> None:
-        for row in rows:
-            self.add(row)
+    def add_batch(self, batch: Any) -> None:
+        """A batch of rows (an Arrow table), each bucket's rows to its spill in the order they came."""
+        import numpy as np
+        import pyarrow as pa
+
+        self.spec.check_batch(batch)
+        if not batch.num_rows:
+            return
+        ids = topic_buckets(batch.column("topic"), self.buckets)
+        ordered = batch.take(pa.array(np.argsort(ids, kind="stable")))
+        start = 0
+        for bucket, rows in enumerate(np.bincount(ids, minlength=self.buckets).tolist()):
+            if rows:
+                self._spills[bucket].add_batch(ordered.slice(start, rows))
+                start += rows
+
+    def extend(self, rows: Iterable[Any]) -> None:
+        add_rows(self, rows)
 
     def close(self) -> None:
         import pyarrow.compute as pc
@@ -666,12 +739,11 @@ class BucketedParquetRows(_RowWriter):
             remove_file(spill.path, within=self.path.parent)
 
 
-def write_parquet(
-    path: Path, table: Table, rows: Iterable[Mapping[str, Any]], *, buckets: int | None = None
-) -> int:
+def write_parquet(path: Path, table: Table, rows: Iterable[Any], *, buckets: int | None = None) -> int:
     """A table written from ``rows`` as they are produced (:class:`ParquetRows`), clustered by topic into
     ``buckets`` row groups when given (:class:`BucketedParquetRows`); a bad row leaves no file behind and an
-    earlier one as it was. Returns the rows written."""
+    earlier one as it was. Each item of ``rows`` is a row (a mapping) or a batch of rows (an Arrow table of the
+    table's schema: a builder that reads its source a batch at a time). Returns the rows written."""
     writer = ParquetRows(path, table) if buckets is None else BucketedParquetRows(path, table, buckets)
     with writer:
         writer.extend(rows)

@@ -131,8 +131,15 @@ class QueryRows:
     statement: Any
 
     def __iter__(self) -> Iterator[Any]:
+        yield from self._result()
+
+    def batches(self) -> Iterator[list[Any]]:
+        """The rows a batch at a time, as fetched (``snapshot_tables.row_batches``)."""
+        yield from self._result().partitions()
+
+    def _result(self) -> Any:
         options = {"stream_results": True, "yield_per": STREAM_BATCH}
-        yield from self.conn.execution_options(**options).execute(self.statement)
+        return self.conn.execution_options(**options).execute(self.statement)
 
 
 def read_store_state(store: Store) -> StoreState:

@@ -144,37 +144,94 @@ def topics(sel: Selection) -> Iterator[Row]:
         }
 
 
-def ledgers(sel: Selection) -> Iterator[Row]:
-    for r in sel.state.ledger_rows:
-        if r.topic in sel.selected:
-            yield {
-                "topic": r.topic,
-                "ledgerId": r.ledger_id,
-                "entries": r.entries,
-                "size": r.size_bytes,
-                "closedAtMs": r.closed_at_ms,
-                "minEntryTsMs": r.min_entry_ts_ms,
-                "maxEntryTsMs": r.max_entry_ts_ms,
-                "entriesStored": bool(r.entries_stored),
-                "offloadAttempted": r.offload_uuid is not None,
-                "offloadComplete": bool(r.offload_complete),
-                "offloadedAtMs": r.offloaded_at_ms,
-                "localDeleted": bool(r.local_deleted),
-            }
+# Rows of a store table read into one batch of a columnar table (a list state is cut into batches of this size; a
+# streamed query's batches are its own).
+BATCH_ROWS = 10_000
 
 
-def cursors(sel: Selection) -> Iterator[Row]:
-    for r in sel.state.cursor_rows:
-        if r.topic in sel.selected:
-            yield {
-                "topic": r.topic,
-                "name": r.name,
-                "durable": bool(r.durable),
-                "markDeleteLedger": r.mark_delete_ledger,
-                "markDeleteEntry": r.mark_delete_entry,
-                "lastActiveMs": r.last_active_ms,
-                "consumers": r.consumers,
-            }
+def row_batches(rows: Iterable[Any]) -> Iterator[list[Any]]:
+    """The rows of a store table (each a row of a select of its columns, with ``_fields``) a batch at a time:
+    ``rows.batches()`` when it reads them so (``snapshot.QueryRows``), else cut into ``BATCH_ROWS``."""
+    batches = getattr(rows, "batches", None)
+    if batches is not None:
+        yield from batches()
+        return
+    batch: list[Any] = []
+    for row in rows:
+        batch.append(row)
+        if len(batch) == BATCH_ROWS:
+            yield batch
+            batch = []
+    if batch:
+        yield batch
+
+
+def _columnar(
+    sel: Selection, rows: Iterable[Any], table: str, columns: Callable[[dict[str, tuple]], dict[str, Any]]
+) -> Iterator[Any]:
+    """A snapshot table built a batch at a time (the big tables: a Python row per ledger costs more than the
+    rule that reads it): ``columns`` maps a batch's store columns by name to the table's, as Arrow arrays or
+    sequences; rows of topics out of scope are left out."""
+    import pyarrow as pa
+    import pyarrow.compute as pc
+
+    from housekeeping.engine.contract import SNAPSHOT_TABLES
+
+    schema = SNAPSHOT_TABLES[table].arrow_schema()
+    for batch in row_batches(rows):
+        stored = dict(zip(batch[0]._fields, zip(*batch, strict=True), strict=True))
+        built = columns(stored)
+        arrays = [pa.array(built[field.name], field.type) for field in schema]
+        # Whole topics per batch: scope is decided once per distinct name.
+        topics = pc.dictionary_encode(arrays[0])
+        selected = pa.array([name in sel.selected for name in topics.dictionary.to_pylist()], pa.bool_())
+        yield pa.Table.from_arrays(arrays, schema=schema).filter(pc.take(selected, topics.indices))
+
+
+def _is_set(values: tuple) -> Any:
+    import pyarrow as pa
+    import pyarrow.compute as pc
+
+    return pc.is_valid(pa.array(values, pa.string()))
+
+
+def ledgers(sel: Selection) -> Iterator[Any]:
+    return _columnar(
+        sel,
+        sel.state.ledger_rows,
+        "ledgers",
+        lambda c: {
+            "topic": c["topic"],
+            "ledgerId": c["ledger_id"],
+            "entries": c["entries"],
+            "size": c["size_bytes"],
+            "closedAtMs": c["closed_at_ms"],
+            "minEntryTsMs": c["min_entry_ts_ms"],
+            "maxEntryTsMs": c["max_entry_ts_ms"],
+            "entriesStored": c["entries_stored"],
+            "offloadAttempted": _is_set(c["offload_uuid"]),
+            "offloadComplete": c["offload_complete"],
+            "offloadedAtMs": c["offloaded_at_ms"],
+            "localDeleted": c["local_deleted"],
+        },
+    )
+
+
+def cursors(sel: Selection) -> Iterator[Any]:
+    return _columnar(
+        sel,
+        sel.state.cursor_rows,
+        "cursors",
+        lambda c: {
+            "topic": c["topic"],
+            "name": c["name"],
+            "durable": c["durable"],
+            "markDeleteLedger": c["mark_delete_ledger"],
+            "markDeleteEntry": c["mark_delete_entry"],
+            "lastActiveMs": c["last_active_ms"],
+            "consumers": c["consumers"],
+        },
+    )
 
 
 def quota_states(sel: Selection) -> Iterator[Row]:
@@ -276,7 +333,9 @@ def namespaces(sel: Selection) -> Iterable[Row]:
     ]
 
 
-BUILDERS: Mapping[str, Callable[[Selection], Iterable[Row]]] = {
+# Each builder yields rows (mappings) or, for the tables that grow with the ledgers, Arrow tables of rows
+# (``contract.write_parquet`` takes either).
+BUILDERS: Mapping[str, Callable[[Selection], Iterable[Any]]] = {
     "topics": topics,
     "ledgers": ledgers,
     "cursors": cursors,

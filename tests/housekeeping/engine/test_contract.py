@@ -272,3 +272,40 @@ def test_a_topic_s_bucket_is_fixed_by_its_name():
     by the name alone, not Python's per-process ``hash``."""
     names = ("persistent://a/b/c", "", "persistent://t/ns/topic-1")
     assert [contract.topic_bucket(name, 8) for name in names] == [7, 0, 2]
+
+
+def test_a_table_written_from_arrow_batches_equals_it_written_row_by_row(tmp_path):
+    """A builder may yield batches of rows (Arrow tables) among rows: the file holds the same rows in the same
+    places. A batch of other columns, of another type, or with a null in a required column is refused, naming
+    the table and column, and leaves no file."""
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    rows = [
+        {"topic": f"persistent://t/ns/topic-{i % 7}", "name": f"s{i}", "durable": i % 2 == 0,
+         "markDeleteLedger": i, "markDeleteEntry": -1, "lastActiveMs": None if i % 3 else i, "consumers": 0}
+        for i in range(30)
+    ]  # fmt: skip
+    schema = contract.CURSORS.arrow_schema()
+    mixed = [*rows[:5], pa.Table.from_pylist(rows[5:20], schema=schema), *rows[20:25]]
+    mixed.append(pa.Table.from_pylist(rows[25:], schema=schema))
+    for buckets in (None, 4):
+        by_row, by_batch = tmp_path / f"rows-{buckets}.parquet", tmp_path / f"batches-{buckets}.parquet"
+        assert contract.write_parquet(by_row, contract.CURSORS, rows, buckets=buckets) == len(rows)
+        assert contract.write_parquet(by_batch, contract.CURSORS, mixed, buckets=buckets) == len(rows)
+        assert pq.read_table(by_batch).equals(pq.read_table(by_row)), buckets
+        assert pq.ParquetFile(by_batch).num_row_groups == (1 if buckets is None else buckets)
+
+    good = pa.Table.from_pylist(rows, schema=schema)
+    bad_batches = {
+        "columns": good.drop_columns(["consumers"]),
+        "bigint": good.set_column(3, "markDeleteLedger", pa.array([str(i) for i in range(30)])),
+        "missing": good.set_column(2, schema.field(2), pa.array([None] * 30, pa.bool_())),
+    }
+    for why, batch in bad_batches.items():
+        expected = (
+            "required column\\(s\\) durable missing" if why == "missing" else "table cursors: a batch of"
+        )
+        with pytest.raises(ValueError, match=expected):
+            contract.write_parquet(tmp_path / f"bad-{why}.parquet", contract.CURSORS, [batch], buckets=4)
+    assert not list(tmp_path.glob("bad-*"))
