@@ -23,6 +23,7 @@ from __future__ import annotations
 
 from collections import defaultdict
 from collections.abc import Callable, Iterable, Iterator, Mapping
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 from functools import cached_property
 from itertools import groupby
@@ -97,6 +98,9 @@ class ApplyRun:
     purge_grace_seconds: int
     actor: str
     done: set[str] = field(default_factory=set)
+    # The writes a batch's topics left to the end of its transaction (:meth:`at_batch_end`), by flush function;
+    # None outside a batch.
+    _batch_end: dict[Callable[..., None], list[Any]] | None = field(default=None, repr=False)
 
     @classmethod
     def open(
@@ -204,6 +208,29 @@ class ApplyRun:
             as_of_ms=self.as_of_ms,
             actor=self.actor,
         )
+
+    def at_batch_end(self, conn: Any, flush: Callable[[Any, ApplyRun, list[Any]], None], item: Any) -> None:
+        """``flush(conn, run, items)`` for ``item``: at the end of the batch's transaction, with the items the
+        batch's other topics gave the same ``flush`` (one statement for the batch, not one per topic: SQLAlchemy's
+        work per statement is most of a large apply's time), or at once outside a batch. ``flush`` is a module
+        function (the batch groups items by it) and raises when the store is not as the plan says, which rolls the
+        whole batch back."""
+        if self._batch_end is None:
+            flush(conn, self, [item])
+        else:
+            self._batch_end.setdefault(flush, []).append(item)
+
+    @contextmanager
+    def batch(self, conn: Any) -> Iterator[None]:
+        """A batch of topics in ``conn``'s transaction: what they left to its end (:meth:`at_batch_end`) is
+        written when the block ends without error."""
+        self._batch_end = {}
+        try:
+            yield
+            for flush, items in self._batch_end.items():
+                flush(conn, self, items)
+        finally:
+            self._batch_end = None
 
     def commit(
         self,
@@ -516,16 +543,17 @@ def _apply_batch(
     with write_transaction(context.store.engine) as conn:
         # Read once for the batch, not per topic (48,618 queries at 100,000 topics), and held until it commits.
         holds = holds_for_this_transaction(conn)
-        for topic, actions in batch:
-            outcome = context.commit_in(
-                conn,
-                topic,
-                actions,
-                lambda conn, t=topic, a=actions: _apply_topic(conn, context, t, versions[t], a),
-                holds=holds,
-                journaled=journaled,
-            )
-            outcomes.append((topic, outcome))
+        with context.batch(conn):
+            for topic, actions in batch:
+                outcome = context.commit_in(
+                    conn,
+                    topic,
+                    actions,
+                    lambda conn, t=topic, a=actions: _apply_topic(conn, context, t, versions[t], a),
+                    holds=holds,
+                    journaled=journaled,
+                )
+                outcomes.append((topic, outcome))
         # The batch's journal rows in one statement, in the topics' order, in the same transaction.
         journal_rows(conn, journaled)
     checkpoint("apply_after_topic_commit")

@@ -122,26 +122,55 @@ def _policy_columns(effective: EffectivePolicies) -> Row:
     }
 
 
-def topics(sel: Selection) -> Iterator[Row]:
-    """One row per topic in scope with its *effective* policies (resolved here once) and its hold."""
-    for row in sel.state.topic_rows:
-        if row.name not in sel.selected:
+def topics(sel: Selection) -> Iterator[Any]:
+    """One row per topic in scope with its *effective* policies (resolved here once) and its hold, a batch of store
+    rows at a time (an Arrow table each): the policy columns topics share (``Selection.policy_columns``) are
+    converted once per batch, not per topic."""
+    import pyarrow as pa
+
+    from housekeeping.engine.contract import TOPICS
+
+    schema = TOPICS.arrow_schema()
+    for batch in row_batches(sel.state.topic_rows):
+        rows = [row for row in batch if row.name in sel.selected]
+        if not rows:
             continue
-        parsed = TopicName.parse(row.name)
-        yield {
-            "topic": row.name,
-            "namespace": row.namespace,
-            "tenant": parsed.tenant,
-            "isSystemTopic": parsed.is_system_topic,
-            "version": row.version,
-            "producers": row.producers,
-            "consumers": row.consumers,
-            "lastActiveMs": row.last_active_ms,
-            "partitionedTopic": parsed.partitioned_parent,
-            **sel.policy_columns(row),
+        parsed = [TopicName.parse(row.name) for row in rows]
+        columns: dict[str, Any] = {
+            "topic": [row.name for row in rows],
+            "namespace": [row.namespace for row in rows],
+            "tenant": [name.tenant for name in parsed],
+            "isSystemTopic": [name.is_system_topic for name in parsed],
+            "version": [row.version for row in rows],
+            "producers": [row.producers for row in rows],
+            "consumers": [row.consumers for row in rows],
+            "lastActiveMs": [row.last_active_ms for row in rows],
+            "partitionedTopic": [name.partitioned_parent for name in parsed],
             # `housekeeping hold`: every planner keeps a held topic whole (kind "held").
-            "heldBy": sel.held_by(row.name),
+            "heldBy": [sel.held_by(row.name) for row in rows],
         }
+        shared: dict[int, int] = {}  # id of a policy-columns dict -> its row in ``distinct``
+        distinct: list[Row] = []
+        taken = []
+        for row in rows:
+            policy = sel.policy_columns(row)
+            index = shared.get(id(policy))
+            if index is None:
+                index = shared[id(policy)] = len(distinct)
+                distinct.append(policy)
+            taken.append(index)
+        policy_schema = pa.schema([field for field in schema if field.name not in columns])
+        for policy in distinct:
+            if set(policy) != set(policy_schema.names):
+                raise ValueError(
+                    f"table topics: policy columns {sorted(policy)} (columns: {sorted(policy_schema.names)})"
+                )
+        policies = pa.Table.from_pylist(distinct, schema=policy_schema).take(pa.array(taken, pa.int64()))
+        arrays = [
+            pa.array(columns[field.name], field.type) if field.name in columns else policies.column(field.name)
+            for field in schema
+        ]
+        yield pa.Table.from_arrays(arrays, schema=schema)
 
 
 # Rows of a store table read into one batch of a columnar table (a list state is cut into batches of this size; a

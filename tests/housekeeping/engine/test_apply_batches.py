@@ -132,6 +132,47 @@ def test_a_failure_rolls_back_its_batch_only_and_the_retry_completes(planned_tri
     assert _state(store)[:2] == reference_state[:2] and _state(store)[3] == reference_state[3]
 
 
+@pytest.mark.parametrize("drift", ["ledger gone", "other bytes"])
+def test_a_planned_ledger_not_as_the_plan_says_is_refused_and_rolls_back_its_batch(
+    planned_trim, monkeypatch, drift
+):
+    """The batch's ledgers are deleted together at the end of its transaction; a planned ledger the metadata no
+    longer holds, or holds with other bytes, while its topic's version did not change (a writer that broke the
+    version rule), is refused naming the topic and the ledger, and nothing of that batch commits."""
+    from housekeeping.core.errors import InputError
+    from housekeeping.engine.plan import read_table
+
+    store, run_dir = _restore(planned_trim)
+    first, second = apply_batches(run_dir, 4)[:2]
+    topic = second[-1]
+    ledger_id, planned_bytes = next(
+        (row["ledgerId"], row["bytes"])
+        for row in read_table(run_dir, ACTIONS.name)
+        if row["topic"] == topic and row["action"] == "delete_ledger"
+    )
+    key = (t.ledgers.c.topic == topic) & (t.ledgers.c.ledger_id == ledger_id)
+    with store.engine.begin() as conn:
+        if drift == "ledger gone":
+            conn.execute(t.ledgers.delete().where(key))
+        else:
+            conn.execute(update(t.ledgers).where(key).values(size_bytes=planned_bytes + 1))
+    expected = (
+        f"topic {topic}: planned ledger {ledger_id} is not in the metadata"
+        if drift == "ledger gone"
+        else f"topic {topic}: ledger {ledger_id} holds {planned_bytes + 1} bytes, the plan says {planned_bytes}"
+    )
+    with pytest.raises(InputError, match=expected):
+        _apply(store, run_dir, monkeypatch, 4)
+    with read_transaction(store.engine) as conn:
+        committed = set(
+            conn.execute(select(t.journal.c.topic).where(t.journal.c.status == "applied")).scalars()
+        )
+        pending = set(conn.execute(select(t.pending_deletions.c.topic)).scalars())
+        kept = conn.execute(select(t.ledgers.c.topic).where(t.ledgers.c.topic.in_(second))).scalars().all()
+    assert committed == set(first) and pending <= set(first), "the first batch committed, the second not"
+    assert set(kept) == set(second), "the second batch's ledgers are all still listed"
+
+
 def test_a_batch_size_out_of_bounds_is_bad_input_and_changes_nothing(planned_trim, monkeypatch):
     from housekeeping.core.errors import InputError
 

@@ -72,7 +72,7 @@ def _selection(overlay: Any = None) -> Selection:
 @pytest.mark.parametrize("overlay", [None, _Overlay()], ids=["stored", "what-if"])
 def test_shared_policy_columns_are_what_each_topic_resolved_alone_gives(overlay):
     selection = _selection(overlay)
-    built = {row["topic"]: row for row in topics(selection)}
+    built = {row["topic"]: row for batch in topics(selection) for row in batch.to_pylist()}
     alone = {
         row.name: selection._resolved_columns(row.name, *selection._levels(row))
         for row in selection.state.topic_rows

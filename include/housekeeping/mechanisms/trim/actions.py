@@ -9,23 +9,58 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
-from sqlalchemy import and_, bindparam, select, update
+from sqlalchemy import and_, bindparam, select, tuple_, update
 
 from housekeeping.core.errors import InputError
 from housekeeping.engine.actions import ActionKind, Changes, Effect, Frees, PlanView, TopicTally, namespace_of
 from housekeeping.store import metadata_schema as t
 from housekeeping.store.store import LOCAL_COPY_KIND, record_pending_deletion, record_pending_deletions
 
-# A topic's ledger rows by id, as statements compiled once (built per ledger, they cost more than SQLite's work);
-# the ids bound as one expanding list, at most _LEDGERS_PER_STATEMENT (under every database's parameter limit).
-_LEDGERS_KEY = and_(
-    t.ledgers.c.topic == bindparam("ledger_topic"),
-    t.ledgers.c.ledger_id.in_(bindparam("ledger_ids", expanding=True)),
+# Planned ledgers by (topic, ledgerId), as a statement compiled once (built per ledger, it costs more than the
+# database's work), the keys bound as one expanding list of at most _LEDGERS_PER_STATEMENT (under every database's
+# parameter limit). Their topics are named apart too: SQLite finds a row-value list's rows by scanning the table, a
+# topic's through the primary key. The rows deleted come back whole for the pending-deletion log: one statement,
+# not a read then a delete (RETURNING: SQLite 3.35 or later, PostgreSQL).
+_DELETE_LEDGERS = (
+    t.ledgers.delete()
+    .where(
+        and_(
+            t.ledgers.c.topic.in_(bindparam("ledger_topics", expanding=True)),
+            tuple_(t.ledgers.c.topic, t.ledgers.c.ledger_id).in_(bindparam("ledger_keys", expanding=True)),
+        )
+    )
+    .returning(*t.ledgers.c)
 )
-# The rows deleted come back whole for the pending-deletion log: one statement, not a read then a delete
-# (RETURNING: SQLite 3.35 or later, PostgreSQL).
-_DELETE_LEDGERS = t.ledgers.delete().where(_LEDGERS_KEY).returning(*t.ledgers.c)
 _LEDGERS_PER_STATEMENT = 500
+
+
+def _delete_planned_ledgers(conn: Any, run: Any, planned: list[tuple[str, dict[int, int]]]) -> None:
+    """The planned ledgers of a batch's topics, each ``(topic, {ledgerId: bytes the plan says})``, leave the
+    ledger list and go to the pending-deletion log (kept whole for restore), in the topics' and the plan's order.
+    A planned ledger missing from the metadata, or holding other bytes than the plan says, raises, and the caller's
+    transaction rolls the batch back (neither can happen with a matching topic version; refuse rather than guess)."""
+    keys = [(topic, ledger_id) for topic, ledgers in planned for ledger_id in ledgers]
+    stored = {}
+    for start in range(0, len(keys), _LEDGERS_PER_STATEMENT):
+        chunk = keys[start : start + _LEDGERS_PER_STATEMENT]
+        bound = {"ledger_topics": sorted({topic for topic, _ in chunk}), "ledger_keys": chunk}
+        stored.update({(r.topic, r.ledger_id): r for r in conn.execute(_DELETE_LEDGERS, bound)})
+    for topic, ledgers in planned:
+        for ledger_id, size in ledgers.items():
+            row = stored.get((topic, ledger_id))
+            if row is None:
+                raise InputError(f"topic {topic}: planned ledger {ledger_id} is not in the metadata")
+            if row.size_bytes != size:
+                raise InputError(
+                    f"topic {topic}: ledger {ledger_id} holds {row.size_bytes} bytes, the plan says {size}"
+                )
+    record_pending_deletions(
+        conn,
+        [dict(stored[key]._mapping) for key in keys],
+        run_id=run.run_id,
+        as_of_ms=run.as_of_ms,
+        purge_after_ms=run.purge_after_ms,
+    )
 
 
 class DeleteLedger(ActionKind):
@@ -52,29 +87,16 @@ class DeleteLedger(ActionKind):
     def apply_rows_in_topic(
         self, conn: Any, run: Any, tally: TopicTally, rows: list[Mapping[str, Any]]
     ) -> None:
-        """The topic's planned ledgers in two statements per chunk (delete returning the rows, log), not three per
-        ledger: at 100,000 topics SQLAlchemy's work per statement was most of trim's apply. A planned ledger not in
-        the metadata raises, and the caller's transaction rolls the deletion back."""
-        topic, ledger_ids = tally.topic, [int(row["ledgerId"]) for row in rows]
-        if len(set(ledger_ids)) != len(ledger_ids):
-            raise InputError(f"topic {topic}: the plan deletes a ledger twice ({sorted(ledger_ids)})")
-        for start in range(0, len(ledger_ids), _LEDGERS_PER_STATEMENT):
-            chunk = ledger_ids[start : start + _LEDGERS_PER_STATEMENT]
-            key = {"ledger_topic": topic, "ledger_ids": chunk}
-            stored = {row.ledger_id: row for row in conn.execute(_DELETE_LEDGERS, key)}
-            missing = [ledger_id for ledger_id in chunk if ledger_id not in stored]
-            if missing:
-                # Cannot happen with a matching topic version; refuse rather than guess.
-                raise InputError(f"topic {topic}: planned ledger {missing[0]} is not in the metadata")
-            record_pending_deletions(
-                conn,
-                [dict(stored[ledger_id]._mapping) for ledger_id in chunk],
-                run_id=run.run_id,
-                as_of_ms=run.as_of_ms,
-                purge_after_ms=run.purge_after_ms,
-            )
-            tally.ledgers_deleted.extend(chunk)
-            tally.bytes_deleted += sum(stored[ledger_id].size_bytes for ledger_id in chunk)
+        """The topic's planned ledgers, deleted with the batch's other topics' at the end of its transaction
+        (:func:`_delete_planned_ledgers` through ``run.at_batch_end``). The topic's tally counts them from the
+        plan; the deletion checks the metadata holds exactly those rows."""
+        topic, ledgers = tally.topic, {int(row["ledgerId"]): int(row["bytes"]) for row in rows}
+        if len(ledgers) != len(rows):
+            ledger_ids = sorted(int(row["ledgerId"]) for row in rows)
+            raise InputError(f"topic {topic}: the plan deletes a ledger twice ({ledger_ids})")
+        run.at_batch_end(conn, _delete_planned_ledgers, (topic, ledgers))
+        tally.ledgers_deleted.extend(ledgers)
+        tally.bytes_deleted += sum(ledgers.values())
 
 
 DELETE_LEDGER = DeleteLedger(
