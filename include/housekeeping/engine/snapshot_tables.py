@@ -167,7 +167,9 @@ def topics(sel: Selection) -> Iterator[Any]:
                 )
         policies = pa.Table.from_pylist(distinct, schema=policy_schema).take(pa.array(taken, pa.int64()))
         arrays = [
-            pa.array(columns[field.name], field.type) if field.name in columns else policies.column(field.name)
+            pa.array(columns[field.name], field.type)
+            if field.name in columns
+            else policies.column(field.name)
             for field in schema
         ]
         yield pa.Table.from_arrays(arrays, schema=schema)
