@@ -31,7 +31,7 @@ from operator import itemgetter
 from pathlib import Path
 from typing import Any
 
-from sqlalchemy import and_, bindparam, select, update
+from sqlalchemy import bindparam, select, update
 
 from housekeeping.core.actor import current_actor
 from housekeeping.core.errors import InputError
@@ -543,13 +543,14 @@ def _apply_batch(
     with write_transaction(context.store.engine) as conn:
         # Read once for the batch, not per topic (48,618 queries at 100,000 topics), and held until it commits.
         holds = holds_for_this_transaction(conn)
+        current = _current_topics(conn, [topic for topic, _ in batch])
         with context.batch(conn):
             for topic, actions in batch:
                 outcome = context.commit_in(
                     conn,
                     topic,
                     actions,
-                    lambda conn, t=topic, a=actions: _apply_topic(conn, context, t, versions[t], a),
+                    lambda conn, t=topic, a=actions: _apply_topic(conn, context, t, versions[t], a, current),
                     holds=holds,
                     journaled=journaled,
                 )
@@ -587,17 +588,24 @@ def _apply_after_topics(context: ApplyRun, rows: list[dict[str, Any]], result: A
 
 
 def _apply_topic(
-    conn: Any, context: ApplyRun, topic: str, expected_version: int, actions: list[dict[str, Any]]
+    conn: Any,
+    context: ApplyRun,
+    topic: str,
+    expected_version: int,
+    actions: list[dict[str, Any]],
+    current: Mapping[str, tuple[int, str]],
 ) -> TopicOutcome:
     """One topic's rows, in the caller's transaction (``ApplyRun.commit``): the kinds' checks, the version
-    compare-and-set when a kind changes the ledger list, then each row by its kind."""
+    compare-and-set when a kind changes the ledger list, then each row by its kind. ``current``: the batch's topics
+    as its transaction read and locked them (:func:`_current_topics`)."""
     kinds = [(context.spec.action(a["action"]), a) for a in actions]
     for kind, row in kinds:
         why = kind.check_topic(conn, context, topic, row)
         if why is not None:
             # Pulsar's TopicBusyException (inactive-topic GC): the topic became active since the snapshot.
             return TopicOutcome("skipped_conflict", why, kind.name, {"why": why})
-    why, namespace = _claim_topic(conn, topic, expected_version, any(k.changes_ledger_list for k, _ in kinds))
+    changes_ledger_list = any(k.changes_ledger_list for k, _ in kinds)
+    why, namespace = _claim_topic(conn, context, current, topic, expected_version, changes_ledger_list)
     if why is not None:
         return TopicOutcome("skipped_conflict", why, "apply", {"why": why})
     tally = TopicTally(topic, namespace)
@@ -616,35 +624,62 @@ def _apply_topic(
     return TopicOutcome("applied", None, "apply", detail, tally)
 
 
-# A topic's statements, compiled once (built per topic, they cost more than the database's work at 100,000 topics).
-# The compare-and-set returns the topic's namespace: one statement, not a second to read it (RETURNING: SQLite 3.35
-# or later, PostgreSQL).
-_BUMP_VERSION = (
-    update(t.topics)
-    .where(and_(t.topics.c.name == bindparam("cas_topic"), t.topics.c.version == bindparam("cas_version")))
-    .values(version=t.topics.c.version + 1)
-    .returning(t.topics.c.namespace)
+# The batch's topics, as statements compiled once (built per topic, they cost more than the database's work), the
+# names bound as one expanding list of at most _TOPICS_PER_STATEMENT (under every database's parameter limit). The
+# read locks the rows until the batch commits (FOR UPDATE on PostgreSQL; SQLite's write transaction holds the
+# database), so the compare-and-set made on what it read holds until the version is bumped.
+_CURRENT_TOPICS = (
+    select(t.topics.c.name, t.topics.c.version, t.topics.c.namespace)
+    .where(t.topics.c.name.in_(bindparam("batch_topics", expanding=True)))
+    .order_by(t.topics.c.name)
+    .with_for_update()
 )
-_TOPIC_NAMESPACE = select(t.topics.c.namespace).where(t.topics.c.name == bindparam("of_topic"))
+_BUMP_VERSIONS = (
+    update(t.topics)
+    .where(t.topics.c.name.in_(bindparam("claimed_topics", expanding=True)))
+    .values(version=t.topics.c.version + 1)
+)
+_TOPICS_PER_STATEMENT = 500
+
+
+def _current_topics(conn: Any, topics: list[str]) -> dict[str, tuple[int, str]]:
+    """Each of ``topics`` the metadata still has: its version and namespace, read and locked in ``conn``'s
+    transaction."""
+    found = {}
+    for start in range(0, len(topics), _TOPICS_PER_STATEMENT):
+        bound = {"batch_topics": topics[start : start + _TOPICS_PER_STATEMENT]}
+        found.update({row.name: (row.version, row.namespace) for row in conn.execute(_CURRENT_TOPICS, bound)})
+    return found
+
+
+def _bump_versions(conn: Any, run: ApplyRun, topics: list[str]) -> None:
+    """The claimed topics' versions, one more each, at the end of the batch (a topic the batch deleted, as GC
+    does, has no row left to bump)."""
+    for start in range(0, len(topics), _TOPICS_PER_STATEMENT):
+        conn.execute(_BUMP_VERSIONS, {"claimed_topics": topics[start : start + _TOPICS_PER_STATEMENT]})
 
 
 def _claim_topic(
-    conn: Any, topic: str, expected_version: int, changes_ledger_list: bool
+    conn: Any,
+    context: ApplyRun,
+    current: Mapping[str, tuple[int, str]],
+    topic: str,
+    expected_version: int,
+    changes_ledger_list: bool,
 ) -> tuple[str | None, str | None]:
     """Why the topic's rows cannot be applied (None: they can), and the topic's namespace when they can. A change
-    to the ledger list compare-and-sets the topic version recorded in the snapshot; cursor moves and recorded
-    states do not (each cursor is compare-and-set on its own position, so a concurrent ack or ledger roll does not
-    void the topic's plan)."""
-    if changes_ledger_list:
-        claimed = conn.execute(_BUMP_VERSION, {"cas_topic": topic, "cas_version": expected_version}).all()
-    else:
-        claimed = conn.execute(_TOPIC_NAMESPACE, {"of_topic": topic}).all()
-    if len(claimed) == 1:
-        return None, claimed[0].namespace
-    row = conn.execute(select(t.topics.c.version).where(t.topics.c.name == topic)).first()
-    if row is None:
+    to the ledger list compare-and-sets the topic version recorded in the snapshot against the version the batch
+    read and locked (``current``), and bumps it at the end of the batch; cursor moves and recorded states do not
+    (each cursor is compare-and-set on its own position, so a concurrent ack or ledger roll does not void the
+    topic's plan)."""
+    if topic not in current:
         return "topic no longer exists", None
-    return f"topic changed since the snapshot (version {expected_version} -> {row.version})", None
+    version, namespace = current[topic]
+    if changes_ledger_list:
+        if version != expected_version:
+            return f"topic changed since the snapshot (version {expected_version} -> {version})", None
+        context.at_batch_end(conn, _bump_versions, topic)
+    return None, namespace
 
 
 def read_apply_result(run_dir: str | Path) -> dict[str, Any] | None:

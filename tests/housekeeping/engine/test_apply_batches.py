@@ -101,6 +101,24 @@ def test_a_topic_changed_since_the_snapshot_is_skipped_and_its_batch_neighbours_
     assert statuses == ["skipped_conflict"]
 
 
+def test_a_topic_deleted_since_the_snapshot_is_skipped_and_its_batch_neighbours_commit(
+    planned_trim, monkeypatch
+):
+    store, run_dir = _restore(planned_trim)
+    applied = _apply(store, run_dir, monkeypatch, 1)["appliedTopics"]
+    gone = applied[len(applied) // 2]
+    store, run_dir = _restore(planned_trim)
+    with store.engine.begin() as conn:  # deleted by another writer after the snapshot
+        for table in (t.cursors, t.ledgers):
+            conn.execute(table.delete().where(table.c.topic == gone))
+        conn.execute(t.topics.delete().where(t.topics.c.name == gone))
+    result = _apply(store, run_dir, monkeypatch, 500)
+    assert result["skippedTopics"] == {gone: "topic no longer exists"}
+    assert result["appliedTopics"] == [name for name in applied if name != gone]
+    with read_transaction(store.engine) as conn:
+        assert not conn.execute(select(t.topics).where(t.topics.c.name == gone)).all(), "not brought back"
+
+
 def test_a_failure_rolls_back_its_batch_only_and_the_retry_completes(planned_trim, monkeypatch):
     store, run_dir = _restore(planned_trim)
     reference = _apply(store, run_dir, monkeypatch, 1)
