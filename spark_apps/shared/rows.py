@@ -4,6 +4,7 @@ by topic reads as one decided by Spark. No pyspark: the unit tests call the rule
 
 from __future__ import annotations
 
+import operator
 from datetime import UTC, datetime, timedelta
 from decimal import ROUND_HALF_UP, Decimal
 from typing import Any
@@ -78,30 +79,42 @@ def json_lines(rows: list[Row]) -> bytes:
 
 def both(*values: bool | None) -> bool | None:
     """SQL ``AND``: false if any is false, else unknown if any is unknown."""
-    if any(v is False for v in values):
-        return False
-    return None if any(v is None for v in values) else True
+    unknown = False
+    for value in values:
+        if value is False:
+            return False
+        if value is None:
+            unknown = True
+    return None if unknown else True
 
 
 def either(*values: bool | None) -> bool | None:
     """SQL ``OR``: true if any is true, else unknown if any is unknown."""
-    if any(v is True for v in values):
-        return True
-    return None if any(v is None for v in values) else False
+    unknown = False
+    for value in values:
+        if value is True:
+            return True
+        if value is None:
+            unknown = True
+    return None if unknown else False
+
+
+# The comparisons by their SQL spelling (the checks call them per ledger: one is computed, not all six).
+_COMPARISONS = {
+    "==": operator.eq,
+    "!=": operator.ne,
+    "<": operator.lt,
+    "<=": operator.le,
+    ">": operator.gt,
+    ">=": operator.ge,
+}
 
 
 def compare(left: Any, op: str, right: Any) -> bool | None:
     """``left op right`` for op in ``== != < <= > >=``; unknown when either side is."""
     if left is None or right is None:
         return None
-    return {
-        "==": left == right,
-        "!=": left != right,
-        "<": left < right,
-        "<=": left <= right,
-        ">": left > right,
-        ">=": left >= right,
-    }[op]
+    return _COMPARISONS[op](left, right)
 
 
 def holds(value: bool | None) -> bool:
