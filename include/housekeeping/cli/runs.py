@@ -62,24 +62,36 @@ def plan_in_process(
     run_id: str,
     values: dict[str, Any],
 ) -> tuple[int, dict[str, Any]]:
-    """Snapshot (the run request from ``values``), plan and gate on the in-process Spark: (as-of, verdict)."""
+    """Snapshot (the run request from ``values``), plan and gate on the in-process Spark: (as-of, verdict). The
+    snapshot is read on a thread while Spark starts (the JVM's launch), a cold run's two longest waits at once;
+    bad input it meets is raised when Spark is up, nothing changed."""
+    from concurrent.futures import ThreadPoolExecutor
+
+    # What the snapshot's thread imports, imported on this one first (not by two threads at once).
+    import pyarrow.compute  # noqa: F401
+    import pyarrow.parquet  # noqa: F401
+
     from housekeeping.core.settings import Settings
     from housekeeping.core.timeutil import parse_as_of
-    from housekeeping.mechanisms.steps import plan_and_gate_in_process, snapshot_step
+    from housekeeping.mechanisms.steps import plan_and_gate_in_process, snapshot_step, start_local_spark
 
     settings = Settings.from_env()
     as_of_ms = parse_as_of(as_of)
-    snapshot_step(
-        store,
-        mechanism,
-        run_id=run_id,
-        as_of_ms=as_of_ms,
-        values=values,
-        scope=scope,
-        settings=settings,
-        run_dir=run_dir,
-    )
-    return as_of_ms, plan_and_gate_in_process(run_dir, mechanism, settings.spark_master)
+    with ThreadPoolExecutor(1, thread_name_prefix="snapshot") as pool:
+        taken = pool.submit(
+            snapshot_step,
+            store,
+            mechanism,
+            run_id=run_id,
+            as_of_ms=as_of_ms,
+            values=values,
+            scope=scope,
+            settings=settings,
+            run_dir=run_dir,
+        )
+        spark = start_local_spark(settings.spark_master)
+        taken.result()
+    return as_of_ms, plan_and_gate_in_process(run_dir, mechanism, settings.spark_master, spark=spark)
 
 
 @commands.command()

@@ -12,6 +12,7 @@ from housekeeping.core.settings import Settings
 from housekeeping.engine import launcher
 from housekeeping.engine.contract import RunDir, read_run_info, write_json
 from housekeeping.engine.faults import checkpoint
+from housekeeping.engine.gate import start_loading_great_expectations
 from housekeeping.engine.mechanism import Mechanism
 from housekeeping.engine.purge import purge
 from housekeeping.engine.report import write_report
@@ -55,10 +56,24 @@ def snapshot_step(
     return take_snapshot(store, request, run_dir=run_dir, policy_overlay=policy_overlay)
 
 
+def start_local_spark(master: str) -> Any:
+    """This process's local Spark session, started with Great Expectations' import beside it: the JVM's launch is
+    waited on with the GIL released, and the import is most of a cold gate's fixed cost
+    (``gate.start_loading_great_expectations``)."""
+    # What both threads import, imported here first: the loader then imports only Great Expectations' own.
+    import pandas  # noqa: F401
+    import pyarrow  # noqa: F401
+    import pyspark.sql  # noqa: F401
+
+    start_loading_great_expectations()
+    return local_spark(master)
+
+
 def plan_and_gate_in_process(run_dir: Path, mechanism: str, master: str, spark: Any = None) -> dict[str, Any]:
-    """``spark``: a session the caller already has (a Spark app's); else this process's local one."""
+    """``spark``: a session the caller already has (a Spark app's); else this process's local one
+    (:func:`start_local_spark`)."""
     spec = get_mechanism(mechanism)
-    spark = spark or local_spark(master)
+    spark = spark or start_local_spark(master)
     launcher.plan_in_process(spark, Path(run_dir), spec)
     checkpoint("plan_after_write")
     return launcher.gate_in_process(spark, Path(run_dir), spec)
