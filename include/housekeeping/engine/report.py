@@ -266,8 +266,16 @@ class TopicValuesInOrder:
 
 def sparse_batch_rows(batches: Iterable[Any]) -> Iterator[dict[str, Any]]:
     """Arrow record batches' rows as :func:`housekeeping.engine.plan.read_table` gives them (a null column left out,
-    as Spark's JSON writer leaves it out)."""
+    as Spark's JSON writer leaves it out). A column null in every row of a batch is dropped before its rows are made
+    (most of a plan table's columns are another kind's)."""
     for batch in batches:
+        present = [
+            name
+            for name, column in zip(batch.schema.names, batch.columns, strict=True)
+            if column.null_count < len(column)
+        ]
+        if len(present) < batch.num_columns:
+            batch = batch.select(present)
         for row in batch.to_pylist():
             yield {k: v for k, v in row.items() if v is not None}
 

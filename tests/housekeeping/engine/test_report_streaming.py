@@ -269,3 +269,25 @@ def test_topic_values_share_one_object_per_distinct_text_and_equal_a_plain_read(
     assert len({id(v) for v in values.values()}) <= 6, "one object per distinct text per row group"
     pairs = snapshot_topic_values(run.path, "policies", "version")
     assert pairs[names[4]] == (documents[1], 4) and len(pairs) == 200
+
+
+def test_batch_rows_leave_out_each_row_s_nulls_whether_or_not_a_column_is_null_in_the_whole_batch():
+    """``sparse_batch_rows`` drops a column null in every row of a batch before making the rows: the rows are
+    those of the plain per-row reading, keys in column order, falsy values kept."""
+    import pyarrow as pa
+
+    from housekeeping.engine.report import sparse_batch_rows
+
+    rows = [
+        {"topic": "t1", "action": "delete_ledger", "ledgerId": 1, "subscription": None, "bytes": 0, "exceeded": None},
+        {"topic": "t1", "action": "move_cursor", "ledgerId": None, "subscription": "s", "bytes": None, "exceeded": False},
+        {"topic": "t2", "action": "delete_ledger", "ledgerId": 2, "subscription": None, "bytes": 5, "exceeded": None},
+        {"topic": "t3", "action": "delete_ledger", "ledgerId": 3, "subscription": None, "bytes": None, "exceeded": None},
+    ]  # fmt: skip
+    table = pa.Table.from_pylist(rows)
+    batches = table.to_batches(max_chunksize=2)  # the second batch has no subscription and no exceeded at all
+    assert len(batches) == 2 and batches[1].column("subscription").null_count == 2
+    expected = [{k: v for k, v in row.items() if v is not None} for row in rows]
+    read = list(sparse_batch_rows(batches))
+    assert read == expected and [list(r) for r in read] == [list(r) for r in expected]
+    assert list(sparse_batch_rows(table.slice(0, 0).to_batches())) == []
