@@ -79,24 +79,23 @@ def json_lines(rows: list[Row]) -> bytes:
 
 def both(*values: bool | None) -> bool | None:
     """SQL ``AND``: false if any is false, else unknown if any is unknown."""
-    unknown = False
-    for value in values:
-        if value is False:
-            return False
-        if value is None:
-            unknown = True
-    return None if unknown else True
+    return _decided(values, False)
 
 
 def either(*values: bool | None) -> bool | None:
     """SQL ``OR``: true if any is true, else unknown if any is unknown."""
+    return _decided(values, True)
+
+
+def _decided(values: tuple[bool | None, ...], decisive: bool) -> bool | None:
+    """``decisive`` if any value is it, else unknown if any is unknown, else the other truth value."""
     unknown = False
     for value in values:
-        if value is True:
-            return True
+        if value is decisive:
+            return decisive
         if value is None:
             unknown = True
-    return None if unknown else False
+    return None if unknown else not decisive
 
 
 # The comparisons by their SQL spelling (the checks call them per ledger: one is computed, not all six).

@@ -197,12 +197,10 @@ def row_batches(rows: Iterable[Any]) -> Iterator[list[Any]]:
         yield batch
 
 
-def _columnar(
-    sel: Selection, rows: Iterable[Any], table: str, columns: Callable[[dict[str, tuple]], dict[str, Any]]
-) -> Iterator[Any]:
+def _columnar(sel: Selection, rows: Iterable[Any], table: str, columns: Mapping[str, Any]) -> Iterator[Any]:
     """A snapshot table built a batch at a time (the big tables: a Python row per ledger costs more than the
-    rule that reads it): ``columns`` maps a batch's store columns by name to the table's, as Arrow arrays or
-    sequences; rows of topics out of scope are left out."""
+    rule that reads it): ``columns`` gives each of the table's columns as the store column it is, or as a function
+    of the batch's store columns by name; rows of topics out of scope are left out."""
     import pyarrow as pa
     import pyarrow.compute as pc
 
@@ -211,8 +209,10 @@ def _columnar(
     schema = SNAPSHOT_TABLES[table].arrow_schema()
     for batch in row_batches(rows):
         stored = dict(zip(batch[0]._fields, zip(*batch, strict=True), strict=True))
-        built = columns(stored)
-        arrays = [pa.array(built[field.name], field.type) for field in schema]
+        arrays = [
+            pa.array(stored[source] if isinstance(source, str) else source(stored), field.type)
+            for field, source in ((field, columns[field.name]) for field in schema)
+        ]
         # Whole topics per batch: scope is decided once per distinct name.
         topics = pc.dictionary_encode(arrays[0])
         selected = pa.array([name in sel.selected for name in topics.dictionary.to_pylist()], pa.bool_())
@@ -226,43 +226,38 @@ def _is_set(values: tuple) -> Any:
     return pc.is_valid(pa.array(values, pa.string()))
 
 
+# The ledgers and cursors tables' columns: the store column each is, or how it is computed.
+_LEDGER_COLUMNS = {
+    "topic": "topic",
+    "ledgerId": "ledger_id",
+    "entries": "entries",
+    "size": "size_bytes",
+    "closedAtMs": "closed_at_ms",
+    "minEntryTsMs": "min_entry_ts_ms",
+    "maxEntryTsMs": "max_entry_ts_ms",
+    "entriesStored": "entries_stored",
+    "offloadAttempted": lambda stored: _is_set(stored["offload_uuid"]),
+    "offloadComplete": "offload_complete",
+    "offloadedAtMs": "offloaded_at_ms",
+    "localDeleted": "local_deleted",
+}
+_CURSOR_COLUMNS = {
+    "topic": "topic",
+    "name": "name",
+    "durable": "durable",
+    "markDeleteLedger": "mark_delete_ledger",
+    "markDeleteEntry": "mark_delete_entry",
+    "lastActiveMs": "last_active_ms",
+    "consumers": "consumers",
+}
+
+
 def ledgers(sel: Selection) -> Iterator[Any]:
-    return _columnar(
-        sel,
-        sel.state.ledger_rows,
-        "ledgers",
-        lambda c: {
-            "topic": c["topic"],
-            "ledgerId": c["ledger_id"],
-            "entries": c["entries"],
-            "size": c["size_bytes"],
-            "closedAtMs": c["closed_at_ms"],
-            "minEntryTsMs": c["min_entry_ts_ms"],
-            "maxEntryTsMs": c["max_entry_ts_ms"],
-            "entriesStored": c["entries_stored"],
-            "offloadAttempted": _is_set(c["offload_uuid"]),
-            "offloadComplete": c["offload_complete"],
-            "offloadedAtMs": c["offloaded_at_ms"],
-            "localDeleted": c["local_deleted"],
-        },
-    )
+    return _columnar(sel, sel.state.ledger_rows, "ledgers", _LEDGER_COLUMNS)
 
 
 def cursors(sel: Selection) -> Iterator[Any]:
-    return _columnar(
-        sel,
-        sel.state.cursor_rows,
-        "cursors",
-        lambda c: {
-            "topic": c["topic"],
-            "name": c["name"],
-            "durable": c["durable"],
-            "markDeleteLedger": c["mark_delete_ledger"],
-            "markDeleteEntry": c["mark_delete_entry"],
-            "lastActiveMs": c["last_active_ms"],
-            "consumers": c["consumers"],
-        },
-    )
+    return _columnar(sel, sel.state.cursor_rows, "cursors", _CURSOR_COLUMNS)
 
 
 def quota_states(sel: Selection) -> Iterator[Row]:
