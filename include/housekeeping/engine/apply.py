@@ -541,7 +541,7 @@ def _apply_batch(
 ) -> None:
     outcomes, journaled = [], []
     with write_transaction(context.store.engine) as conn:
-        # Read once for the batch, not per topic (48,618 queries at 100,000 topics), and held until it commits.
+        # Read once for the batch, not per topic, and held until it commits.
         holds = holds_for_this_transaction(conn)
         current = _current_topics(conn, [topic for topic, _ in batch])
         with context.batch(conn):

@@ -103,8 +103,8 @@ class Table:
 
     def check(self, values: Mapping[str, Any]) -> None:
         """A key the table does not define, or a required column left out or None, is a bug in the writer:
-        ValueError, before anything is written. (Called per row of every snapshot table: 666,000 times at 100,000
-        topics, so the column sets are computed once per table.)"""
+        ValueError, before anything is written. (Called per row a writer is given as a mapping, so the column sets
+        are computed once per table; a batch of rows is checked by :meth:`check_batch`.)"""
         if not self._name_set.issuperset(values):
             unknown = sorted(set(values) - self._name_set)
             raise ValueError(

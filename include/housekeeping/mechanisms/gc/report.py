@@ -69,12 +69,11 @@ def build_report(run_dir: Path, *, dry_run: bool) -> dict[str, Any]:
     in_order = True
     totals = {"topics": 0, "bytes": 0, "ledgers": 0}
     per_namespace: dict[str, dict[str, int]] = {}
-    kinds: dict[str, int] = {}
-    kept_count = {"topics": 0}
+    kinds: dict[str, int] = {}  # every kept topic counted under its kind
     for part in parts:
         table = read_part_arrow(part, GC_DECISIONS)
         in_order = in_order and topics_ascending(table.column("topic"))
-        _add_up(table, planned(table), totals, per_namespace, kinds, kept_count)
+        _add_up(table, planned(table), totals, per_namespace, kinds)
     if not in_order:
         whole = read_table_arrow(run_dir, GC_DECISIONS).sort_by("topic")
 
@@ -102,7 +101,7 @@ def build_report(run_dir: Path, *, dry_run: bool) -> dict[str, Any]:
         "totals": totals,
         "deletedTopics": StreamedList(totals["topics"], lambda: map(_shown, filter(is_deleted, rows()))),
         "keptTopics": StreamedList(
-            kept_count["topics"], lambda: map(kept_shown, itertools.filterfalse(is_deleted, rows()))
+            sum(kinds.values()), lambda: map(kept_shown, itertools.filterfalse(is_deleted, rows()))
         ),
         "keptByKind": [
             {"kind": kind, "label": GC_KEEP_KINDS.get(kind, kind.replace("_", " ")), "topics": topics}
@@ -123,7 +122,6 @@ def _add_up(
     totals: dict[str, int],
     per_namespace: dict[str, dict[str, int]],
     kinds: dict[str, int],
-    kept_count: dict[str, int],
 ) -> None:
     """One part's decisions added to the report's figures: the deleted topics' totals per namespace and in all, the
     kept topics' count per kind (a planned deletion not applied counted as ``became_active``)."""
@@ -131,7 +129,6 @@ def _add_up(
 
     deleted = table.select(["topic", "namespace", "bytes", "ledgers"]).filter(planned)
     kept = table.select(["decision", "kind"]).filter(pc.invert(planned))
-    kept_count["topics"] += kept.num_rows
     totals["topics"] += deleted.num_rows
     totals["bytes"] += pc.sum(deleted.column("bytes")).as_py() or 0
     totals["ledgers"] += pc.sum(deleted.column("ledgers")).as_py() or 0
