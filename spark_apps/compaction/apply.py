@@ -7,8 +7,8 @@ topic to it (protocol in ``housekeeping.store.compacted_ledgers``), committing t
 2. Stage every planned topic's new ledger in the metadata (before any file exists).
 3. One Spark job copies the kept entries (payloads and properties included) of every staged topic whose ledger
    directory is not there yet into a temporary directory under the run, one sub-directory per topic written by
-   the task that reads the topic's input; the row count of each is checked against the plan, then it is renamed
-   into the store as the ledger directory.
+   the task that reads the topic's input and its kept positions in the plan; the row count of each is checked
+   against the plan, then it is renamed into the store as the ledger directory.
 4. Per topic, one transaction (``ApplyRun.commit``: a hold added since wins): compare-and-set, switch, journal.
 
 Memory: entries flow executor-side from the input files to the output files, each topic's in one task that reads
@@ -27,8 +27,6 @@ from collections.abc import Iterable
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from pyspark.sql import functions as F
-
 from housekeeping.core.errors import InputError
 from housekeeping.core.positions import parse_position
 from housekeeping.engine.apply import ApplyRun, TopicOutcome
@@ -42,14 +40,14 @@ from housekeeping.store.fs import remove_tree
 from housekeeping.store.journal import plan_rows
 from housekeeping.store.store import Store
 from spark_apps.compaction.entries import (
+    TopicWork,
     at_positions,
-    cogroup_topic_inputs,
+    map_topic_inputs,
     positions_by_ledger,
     topic_inputs,
     topic_sources,
 )
 from spark_apps.shared.io import LedgerFiles
-from spark_apps.shared.io import read_table as read_plan_frame
 from spark_apps.shared.session import get_spark, run_scoped_cache
 
 if TYPE_CHECKING:
@@ -62,20 +60,48 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     return parser.parse_args(argv)
 
 
-def _planned_ledgers(spark, run: RunDir, actions: list[dict]) -> dict:
-    kept = read_plan_frame(spark, run, COMPACTION_KEPT)
-    tombstone = (F.col("size") == 0) & F.col("keyDigest").isNotNull()
-    stats = {
-        r["topic"]: r
-        for r in kept.groupBy("topic")
-        .agg(
-            F.min("entryTs").alias("minTs"),
-            F.max("entryTs").alias("maxTs"),
-            F.sum(tombstone.cast("long")).alias("tombstones"),
-            F.min(F.when(tombstone, F.col("entryTs"))).alias("oldestTombstone"),
-        )
-        .collect()
-    }
+def kept_ledger_facts(kept_dir: Path) -> dict[str, dict[str, Any]]:
+    """Per topic of a plan's kept entries (the :data:`COMPACTION_KEPT` part files): its new compacted ledger's
+    oldest and newest entry time, its tombstones (keyed, payload size 0) and the oldest tombstone's time. Read a
+    row group at a time, so the driver holds a row per topic, not the entries."""
+    import pyarrow as pa
+    import pyarrow.compute as pc
+    import pyarrow.parquet as pq
+
+    facts: dict[str, dict[str, Any]] = {}
+    for path in sorted(kept_dir.glob("part-*")):
+        for batch in pq.ParquetFile(path).iter_batches(columns=["topic", "entryTs", "size", "keyDigest"]):
+            tombstone = pc.and_(pc.equal(batch["size"], 0), pc.is_valid(batch["keyDigest"]))
+            rows = pa.table(
+                {
+                    "topic": batch["topic"],
+                    "entryTs": batch["entryTs"],
+                    "tombstone": tombstone.cast(pa.int64()),
+                    "tombstoneTs": pc.if_else(tombstone, batch["entryTs"], pa.scalar(None, pa.int64())),
+                }
+            )
+            aggregated = rows.group_by("topic", use_threads=False).aggregate(
+                [("entryTs", "min"), ("entryTs", "max"), ("tombstone", "sum"), ("tombstoneTs", "min")]
+            )
+            for row in aggregated.to_pylist():
+                _merge_facts(facts.setdefault(row["topic"], {}), row)
+    return facts
+
+
+def _merge_facts(into: dict[str, Any], row: dict[str, Any]) -> None:
+    """Fold one batch's aggregates of a topic into its facts so far (a null is no value, as in SQL)."""
+    for name, key, pick in (
+        ("minTs", "entryTs_min", min),
+        ("maxTs", "entryTs_max", max),
+        ("oldestTombstone", "tombstoneTs_min", min),
+    ):
+        values = [v for v in (into.get(name), row[key]) if v is not None]
+        into[name] = pick(values) if values else None
+    into["tombstones"] = (into.get("tombstones") or 0) + (row["tombstone_sum"] or 0)
+
+
+def _planned_ledgers(run: RunDir, actions: list[dict]) -> dict:
+    stats = kept_ledger_facts(run.plan_table(COMPACTION_KEPT))
     planned = {}
     for action in actions:
         row = stats.get(action["topic"])
@@ -119,6 +145,8 @@ def kept_entries(parts: Iterable[pa.Table], kept: pa.Table | None) -> pa.Table:
 def _write_ledgers(spark, store, run: RunDir, info: dict, to_write: dict[str, int], planned: dict) -> None:
     """Copy the kept entries of the topics in ``to_write`` (topic -> new ledger id) into their ledger dirs: each
     topic's in the task that reads its input (no shuffle of the entries), into the run's staging directory."""
+    import pyarrow as pa
+
     from housekeeping.store.entries import ENTRY_SCHEMA
 
     if not to_write:
@@ -127,27 +155,27 @@ def _write_ledgers(spark, store, run: RunDir, info: dict, to_write: dict[str, in
     slots = {topic: index for index, topic in enumerate(sorted(to_write))}
     decisions = [r for r in read_table(run_dir, COMPACTION_DECISIONS.name) if r["topic"] in slots]
     files = LedgerFiles.of(info)
-    kept = read_plan_frame(spark, run, COMPACTION_KEPT).where(F.col("topic").isin(list(slots)))
     sources = topic_sources(spark, files, topic_inputs(decisions))
     staging = run.apply_dir / f"compacted-{uuid.uuid4().hex}"
 
-    def copy(source: dict, kept_rows, parts) -> Any:
-        import pyarrow as pa
+    positions = pa.schema([COMPACTION_KEPT.arrow_schema().field(name) for name in ("ledgerId", "entryId")])
 
+    def copy(work: TopicWork) -> Any:
         from housekeeping.store.entries import write_ledger
 
-        rows = kept_entries(parts, kept_rows)
-        write_ledger(staging / f"slot={slots[source['topic']]}", rows)
-        return pa.table({"topic": [source["topic"]], "rows": pa.array([rows.num_rows], pa.int64())})
+        rows = kept_entries(work.entries, work.rows[COMPACTION_KEPT.name])
+        write_ledger(staging / f"slot={slots[work.source['topic']]}", rows)
+        return pa.table({"topic": [work.source["topic"]], "rows": pa.array([rows.num_rows], pa.int64())})
 
-    written = cogroup_topic_inputs(
+    # Each task reads its topics' kept positions from the plan's part files itself: no shuffle of the positions.
+    written = map_topic_inputs(
         sources,
-        kept.select("topic", "ledgerId", "entryId"),
         len(decisions),
         files.tier,
         ENTRY_SCHEMA.names,
         copy,
         "topic string, rows long",
+        rows={COMPACTION_KEPT.name: (str(run.plan_table(COMPACTION_KEPT)), positions)},
     ).collect()
     checkpoint("compaction_apply_after_spark_write")
     try:
@@ -241,7 +269,7 @@ def run(spark, run_dir: str | Path, store=None, purge_grace_seconds: int | None 
             "perNamespace": {},
         }
         todo = [a for a in actions if a["topic"] not in applying.done]
-        planned = _planned_ledgers(spark, run_, todo) if todo else {}
+        planned = _planned_ledgers(run_, todo) if todo else {}
         staged: dict[str, int] = {}
         for action in todo:
             topic = action["topic"]

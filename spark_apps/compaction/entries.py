@@ -8,12 +8,16 @@ strictly safer than starting at a ``__compaction`` cursor that has no compacted 
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterator
+import bisect
+import os
+from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass
+from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from pyspark.sql import DataFrame, SparkSession
 
+from housekeeping.store.fs import remove_tree
 from spark_apps.shared.io import LedgerFiles, entry_columns
 
 if TYPE_CHECKING:
@@ -149,27 +153,160 @@ def at_positions(part: pa.Table, by_ledger: dict[int, pa.Array]) -> Any:
     return chosen
 
 
+class TaskParts:
+    """Parquet part files a task writes itself, one per table of ``tables`` (name -> (directory, Arrow schema)):
+    tables of entries that then never pass through Spark's rows. A part is opened at the task's first rows for it,
+    written under a hidden name and renamed when the task's input ends, so no reader sees a half-written part and
+    a task run again replaces its own (its name is the task's partition)."""
+
+    def __init__(self, tables: Mapping[str, tuple[str, pa.Schema]]) -> None:
+        from pyspark import TaskContext
+
+        context = TaskContext.get()
+        self._task = context.partitionId() if context else 0
+        self._attempt = context.attemptNumber() if context else 0
+        self._tables = tables
+        self._open: dict[str, tuple[Any, Path]] = {}
+
+    def write(self, name: str, rows: pa.Table) -> None:
+        import pyarrow.parquet as pq
+
+        if not rows.num_rows:
+            return
+        directory, schema = self._tables[name]
+        if name not in self._open:
+            hidden = Path(directory) / f".part-{self._task:05d}-{self._attempt}.parquet"
+            self._open[name] = (pq.ParquetWriter(hidden, schema), hidden)
+        self._open[name][0].write_table(rows.select(schema.names).cast(schema))
+
+    def close(self) -> None:
+        for writer, hidden in self._open.values():
+            writer.close()
+            os.replace(hidden, hidden.with_name(f"part-{self._task:05d}.parquet"))
+        self._open.clear()
+
+
+def prepare_parts(tables: Mapping[str, tuple[str, pa.Schema]], within: Path) -> None:
+    """The directories (inside ``within``) of the tables tasks write with :class:`TaskParts`, emptied: a plan made
+    again replaces its tables whole."""
+    for directory, _ in tables.values():
+        remove_tree(Path(directory), within=within)
+        Path(directory).mkdir(parents=True)
+
+
+def finish_parts(tables: Mapping[str, tuple[str, pa.Schema]]) -> None:
+    """A table no task wrote a row of gets one empty part with its schema, as a Spark write of no rows leaves."""
+    import pyarrow.parquet as pq
+
+    for directory, schema in tables.values():
+        if not any(Path(directory).glob("part-*")):
+            pq.write_table(schema.empty_table(), Path(directory) / "part-00000.parquet")
+
+
+class TopicRows:
+    """One plan table's rows looked up by topic inside a task, with no shuffle. Its Parquet part files are each
+    sorted by topic (as :class:`TaskParts` and ``write_table`` write them), so the topic ranges of each file's row
+    groups, read once from the footers, say where a topic's rows can be: only those row groups are read, and
+    their rows filtered to the topic. A row group without statistics is read for every topic, and a file whose
+    ranges are out of order is searched whole."""
+
+    def __init__(self, directory: str, schema: pa.Schema) -> None:
+        import pyarrow.parquet as pq
+
+        self._columns = [*dict.fromkeys(["topic", *schema.names])]
+        self._schema = schema
+        self._files = []
+        for path in sorted(Path(directory).glob("part-*")):
+            parquet = pq.ParquetFile(path)
+            column = parquet.schema_arrow.get_field_index("topic")
+            ranged, unranged = [], []
+            for index in range(parquet.metadata.num_row_groups):
+                stats = parquet.metadata.row_group(index).column(column).statistics
+                if stats is not None and stats.has_min_max:
+                    ranged.append((stats.min, stats.max, index))
+                else:
+                    unranged.append(index)
+            in_order = all(ranged[i][0] >= ranged[i - 1][1] for i in range(1, len(ranged)))
+            self._files.append(
+                (parquet, ranged, [high for _, high, _ in ranged] if in_order else None, unranged)
+            )
+
+    def _row_groups(self, ranged: list, highs: list | None, topic: str) -> list[int]:
+        """The row groups whose topic range holds ``topic``; in a file in order, consecutive from the first whose
+        highest topic is not below it."""
+        chosen = []
+        for low, high, index in ranged[bisect.bisect_left(highs, topic) :] if highs is not None else ranged:
+            if low > topic:
+                if highs is not None:
+                    break
+                continue
+            if high >= topic:
+                chosen.append(index)
+        return chosen
+
+    def of(self, topic: str) -> pa.Table:
+        """The rows of ``topic`` with the schema asked for, in file order."""
+        import pyarrow as pa
+        import pyarrow.compute as pc
+
+        found = []
+        for parquet, ranged, highs, unranged in self._files:
+            chosen = sorted(self._row_groups(ranged, highs, topic) + unranged)
+            if chosen:
+                rows = parquet.read_row_groups(chosen, columns=self._columns)
+                mine = rows.filter(pc.equal(rows["topic"], topic))
+                found.append(mine.select(self._schema.names).cast(self._schema))
+        return pa.concat_tables(found) if found else self._schema.empty_table()
+
+
+@dataclass
+class TopicWork:
+    """What a task gives the work on one topic (:func:`map_topic_inputs`)."""
+
+    source: dict[str, Any]  # the topic's sources row
+    entries: Iterator[pa.Table]  # its input, a file at a time (topic_input_parts)
+    rows: dict[str, pa.Table]  # its rows of each plan table the caller named
+    written: TaskParts  # the task's part files of the tables the caller writes
+
+
 def map_topic_inputs(
     sources: DataFrame,
     topics: int,
     tier: dict[str, str | None],
     names: list[str],
-    per_topic: Callable[[dict[str, Any], Iterator[pa.Table]], pa.Table],
+    per_topic: Callable[[TopicWork], pa.Table],
     schema: str,
+    *,
+    parts: Mapping[str, tuple[str, pa.Schema]] | None = None,
+    rows: Mapping[str, tuple[str, pa.Schema]] | None = None,
 ) -> DataFrame:
-    """``per_topic(source row, the topic's input parts)`` in the task that reads the topic's input
-    (:func:`topic_input_parts`), one topic at a time: the input is grouped by topic on disk, so work per topic needs
-    no shuffle. ``sources``: :data:`TOPIC_SOURCES` rows (``topics`` of them), plus any columns ``per_topic``
-    reads; ``schema``: of the Arrow tables ``per_topic`` returns."""
+    """``per_topic`` of each topic (:class:`TopicWork`) in the task that reads the topic's input
+    (:func:`topic_input_parts`), one topic at a time, the task's topics in name order: the input is grouped by
+    topic on disk, so work per topic needs no shuffle. ``sources``: :data:`TOPIC_SOURCES` rows (``topics`` of
+    them), plus any columns ``per_topic`` reads; ``schema``: of the Arrow tables ``per_topic`` returns; ``parts``:
+    the tables ``per_topic`` may write rows of (name -> directory and schema, :class:`TaskParts`; the directories
+    prepared by the caller); ``rows``: plan tables whose rows of the topic it reads (name -> directory and
+    columns, :class:`TopicRows`)."""
     url, endpoint_url = tier.get("url"), tier.get("endpoint_url")
+    tables, lookups = dict(parts or {}), dict(rows or {})
 
     def run(batches: Iterator) -> Iterator:
         object_tier = _object_tier(url, endpoint_url)
+        written = TaskParts(tables)
+        by_topic = {name: TopicRows(*where) for name, where in lookups.items()}
         for batch in batches:
             for source in batch.to_pylist():
-                yield from per_topic(source, topic_input_parts(source, names, object_tier)).to_batches()
+                work = TopicWork(
+                    source,
+                    topic_input_parts(source, names, object_tier),
+                    {name: table.of(source["topic"]) for name, table in by_topic.items()},
+                    written,
+                )
+                yield from per_topic(work).to_batches()
+        written.close()
 
-    return sources.repartition(topic_tasks(sources, topics)).mapInArrow(run, schema)
+    tasks = topic_tasks(sources, topics)
+    return sources.repartition(tasks).sortWithinPartitions("topic").mapInArrow(run, schema)
 
 
 def cogroup_topic_inputs(

@@ -26,12 +26,14 @@ entries after its horizon, up to this run's horizon (the topic's last entry in t
 Writes ``plan/decisions`` (one row per topic: compact or skip, why, the #11211 warning), ``plan/actions``
 (``rewrite_compacted`` per topic, with the counts that must reconcile), ``plan/blockers``,
 ``plan/compaction/kept`` (the new ledgers' entries, without payloads) and ``plan/compaction/dropped_keys``
-(every key that leaves the compacted view, and why), and ``plan/summary.json``. Nothing is collected to the
-driver but per-topic metadata and counts.
+(every key that leaves the compacted view, and why), and ``plan/summary.json``. The task that decides a topic
+writes its kept entries and dropped keys itself (a part file per task and table), so the decisions never pass
+through Spark's rows; nothing is collected to the driver but per-topic metadata and counts.
 """
 
 from __future__ import annotations
 
+import hashlib
 from collections.abc import Iterable, Mapping
 from typing import TYPE_CHECKING, Any
 
@@ -46,7 +48,15 @@ from housekeeping.mechanisms.compaction.tables import (
     COMPACTION_DROPPED_KEYS,
     COMPACTION_KEPT,
 )
-from spark_apps.compaction.entries import DECISION_COLUMNS, map_topic_inputs, topic_inputs, topic_sources
+from spark_apps.compaction.entries import (
+    DECISION_COLUMNS,
+    TopicWork,
+    finish_parts,
+    map_topic_inputs,
+    prepare_parts,
+    topic_inputs,
+    topic_sources,
+)
 from spark_apps.shared.holds import keep_held
 from spark_apps.shared.io import LedgerFiles, read_snapshot, write_table
 from spark_apps.shared.plan_app import PlanApp
@@ -60,6 +70,12 @@ if TYPE_CHECKING:
     import pyarrow as pa
 
 DECISIONS = ("kept", "superseded", "tombstoned", "expired_time", "expired_size", "keyless_dropped")
+# The decisions of a key's latest entry that take the key out of the compacted view.
+DROPPING = ("tombstoned", "expired_time", "expired_size")
+
+
+def _count_name(decision: str) -> str:
+    return "entries" + "".join(part.capitalize() for part in decision.split("_"))
 
 
 def _compaction_cursor(cursors: DataFrame) -> DataFrame:
@@ -366,6 +382,20 @@ TOPIC_DECISIONS = table(
     "topic string, ledgerId bigint, entryId bigint, key string, entryTs bigint, size int, source string, "
     "latestForKey boolean, decision string, weight bigint",
 )
+# Per decided topic: how many entries it read and how many got each decision, and the kept entries' bytes (the
+# counts of its rewrite_compacted action).
+TOPIC_COUNTS = table(
+    "compaction_topic_counts",
+    ", ".join(
+        [
+            "topic string",
+            "entriesRead bigint",
+            *[f"{_count_name(d)} bigint" for d in DECISIONS],
+            "keptBytes bigint",
+            "entriesExpired bigint",
+        ]
+    ),
+)
 # What the rule reads of a topic beyond its entries: the planned candidate's columns of these names.
 RULE_PARAMS = ("compactedRetentionTimeMs", "compactedRetentionSizeBytes", "tombstoneGraceMs")
 # A key's group while a topic's parts are folded: the latest entry's fields and how many entries the key has.
@@ -483,24 +513,41 @@ def _arrow_decide(rows: pa.Table, params: dict[str, Any], as_of_ms: int) -> pa.T
     return rows.append_column("decision", pc.coalesce(first, window))
 
 
-def topic_decisions(
-    spark, files: LedgerFiles, inputs: list, params: DataFrame, as_of_ms: int, retain_null_key: bool
+def decide_topics(
+    spark,
+    files: LedgerFiles,
+    inputs: list,
+    params: DataFrame,
+    as_of_ms: int,
+    retain_null_key: bool,
+    parts: Mapping[str, tuple[str, pa.Schema]],
 ) -> DataFrame:
-    """:data:`TOPIC_DECISIONS` of the planned topics, each topic decided in the task that reads its input.
-    ``params``: topic and :data:`RULE_PARAMS` per planned topic."""
+    """:data:`TOPIC_COUNTS` of the planned topics, each topic decided in the task that reads its input, which also
+    writes the topic's kept entries and dropped keys (``parts``: :data:`COMPACTION_KEPT` and
+    :data:`COMPACTION_DROPPED_KEYS` by name: a task's part file each), so the
+    decisions never pass through Spark's rows. ``params``: topic and :data:`RULE_PARAMS` per planned topic."""
+
+    def per_topic(work: TopicWork) -> pa.Table:
+        decisions = arrow_topic_decisions(work.source, work.entries, as_of_ms, retain_null_key)
+        work.written.write(COMPACTION_KEPT.name, kept_entries(decisions))
+        work.written.write(COMPACTION_DROPPED_KEYS.name, dropped_keys(decisions))
+        return arrow_topic_counts(decisions)
+
     return map_topic_inputs(
         topic_sources(spark, files, inputs).join(F.broadcast(params), "topic"),
         len(inputs),
         files.tier,
         DECISION_COLUMNS.fieldNames(),
-        lambda source, parts: arrow_topic_decisions(source, parts, as_of_ms, retain_null_key),
-        TOPIC_DECISIONS.ddl(),
+        per_topic,
+        TOPIC_COUNTS.ddl(),
+        parts=parts,
     )
 
 
 def decision_counts(decisions: DataFrame) -> DataFrame:
-    """Per topic: entriesRead and one count per decision (the columns of a rewrite_compacted action). A row stands
-    for ``weight`` entries when it has that column (:data:`TOPIC_DECISIONS`), else for one."""
+    """:data:`TOPIC_COUNTS` of decisions in Spark: the counts' reference form, which tests/compaction/test_plan.py
+    holds equal to the plan's (:func:`arrow_topic_counts`). A row stands for ``weight`` entries when it has that
+    column (:data:`TOPIC_DECISIONS`), else for one."""
     weight = F.col("weight") if "weight" in decisions.columns else F.lit(1)
     tallies = decisions.select("topic", "decision", "size", weight.cast("long").alias("weight"))
     counts = tallies.groupBy("topic").agg(
@@ -516,8 +563,65 @@ def decision_counts(decisions: DataFrame) -> DataFrame:
     return counts.withColumn("entriesExpired", F.col("entriesExpiredTime") + F.col("entriesExpiredSize"))
 
 
-def _count_name(decision: str) -> str:
-    return "entries" + "".join(part.capitalize() for part in decision.split("_"))
+def arrow_topic_counts(decisions: pa.Table) -> pa.Table:
+    """One topic's :data:`TOPIC_COUNTS` row from its :data:`TOPIC_DECISIONS` (no row when it has none): how many
+    entries were read and how many got each decision, and the kept entries' bytes. Pure."""
+    import pyarrow as pa
+    import pyarrow.compute as pc
+
+    schema = TOPIC_COUNTS.arrow_schema()
+    if not decisions.num_rows:
+        return schema.empty_table()
+    by_decision = decisions.group_by("decision", use_threads=False).aggregate([("weight", "sum")])
+    weights = dict(
+        zip(by_decision["decision"].to_pylist(), by_decision["weight_sum"].to_pylist(), strict=True)
+    )
+    is_kept = pc.equal(decisions["decision"], "kept")
+    counts = {_count_name(d): weights.get(d, 0) for d in DECISIONS}
+    row = {
+        "topic": decisions["topic"][0].as_py(),
+        "entriesRead": sum(weights.values()),
+        **counts,
+        "keptBytes": pc.sum(pc.if_else(is_kept, decisions["size"].cast(pa.int64()), 0)).as_py(),
+        "entriesExpired": counts["entriesExpiredTime"] + counts["entriesExpiredSize"],
+    }
+    return pa.Table.from_pylist([row], schema)
+
+
+def _key_digests(keys: pa.ChunkedArray) -> pa.Array:
+    """Each key's SHA-256 in hex, as Spark's ``sha2(key, 256)`` (of its UTF-8 bytes; null stays null)."""
+    import pyarrow as pa
+
+    return pa.array(
+        [None if key is None else hashlib.sha256(key.encode()).hexdigest() for key in keys.to_pylist()],
+        pa.string(),
+    )
+
+
+def kept_entries(decisions: pa.Table) -> pa.Table:
+    """One topic's :data:`COMPACTION_KEPT` rows from its decisions, in position order. Pure."""
+    import pyarrow.compute as pc
+
+    kept = decisions.filter(pc.equal(decisions["decision"], "kept"))
+    kept = kept.take(pc.sort_indices(kept, [("ledgerId", "ascending"), ("entryId", "ascending")]))
+    return kept.append_column("keyDigest", _key_digests(kept["key"])).select(COMPACTION_KEPT.names)
+
+
+def dropped_keys(decisions: pa.Table) -> pa.Table:
+    """One topic's :data:`COMPACTION_DROPPED_KEYS` rows: the keys that leave the compacted view this run (their
+    latest entry is not kept), with the reason, by key digest. Pure."""
+    import pyarrow as pa
+    import pyarrow.compute as pc
+
+    leaving = pc.and_(
+        decisions["latestForKey"], pc.is_in(decisions["decision"], value_set=pa.array(DROPPING))
+    )
+    dropped = decisions.filter(pc.fill_null(leaving, False))
+    dropped = dropped.append_column("keyDigest", _key_digests(dropped["key"]))
+    dropped = dropped.append_column("reason", dropped["decision"])
+    return dropped.take(pc.sort_indices(dropped, [("keyDigest", "ascending")])).select(
+        COMPACTION_DROPPED_KEYS.names
+    )
 
 
 def compaction_actions(candidates: DataFrame, counts: DataFrame) -> DataFrame:
@@ -542,21 +646,6 @@ def compaction_actions(candidates: DataFrame, counts: DataFrame) -> DataFrame:
             F.coalesce(F.col(name), zero).cast("long").alias(name)
             for name in ("entriesRead", *map(_count_name, DECISIONS), "entriesExpired")
         ],
-    )
-
-
-def dropped_keys(decisions: DataFrame) -> DataFrame:
-    """Keys that leave the compacted view this run: their latest entry is not kept, with the reason."""
-    return decisions.where(
-        F.col("latestForKey") & F.col("decision").isin("tombstoned", "expired_time", "expired_size")
-    ).select(
-        "topic",
-        F.sha2(F.col("key"), 256).alias("keyDigest"),
-        "ledgerId",
-        "entryId",
-        "entryTs",
-        "size",
-        F.col("decision").alias("reason"),
     )
 
 
@@ -586,42 +675,61 @@ def execute(spark, run: RunDir, info: Mapping[str, Any]) -> dict[str, Any]:
         planned = candidates.where(F.col("decision") == "compact").collect()  # per-topic metadata only
         params = candidates.where(F.col("decision") == "compact").select("topic", *RULE_PARAMS)
         files, inputs = LedgerFiles.of(info), topic_inputs(planned)
-        decisions = materialize(topic_decisions(spark, files, inputs, params, as_of_ms, retain_null_key))
-        counts = materialize(decision_counts(decisions))
+        parts = {
+            written.name: (str(run.plan_table(written)), written.arrow_schema())
+            for written in (COMPACTION_KEPT, COMPACTION_DROPPED_KEYS)
+        }
+        prepare_parts(parts, run.plan_dir)
+        counts = materialize(decide_topics(spark, files, inputs, params, as_of_ms, retain_null_key, parts))
+        finish_parts(parts)
         write_table(candidates, run, COMPACTION_DECISIONS, ["topic"])
         write_table(compaction_actions(candidates, counts), run, ACTIONS, ["topic", "action"])
         write_table(compaction_blockers(candidates), run, BLOCKERS, ["topic", "kind"])
-        kept = (
-            decisions.where(F.col("decision") == "kept")
-            .withColumn("keyDigest", F.sha2(F.col("key"), 256))
-            .select(*COMPACTION_KEPT.names)
+        groups = summary_groups(candidates, counts).collect()  # one row per namespace, kind and decision
+        return {"retainNullKey": retain_null_key, **summary_figures(groups)}
+
+
+def summary_groups(candidates: DataFrame, counts: DataFrame) -> DataFrame:
+    """Per namespace, kind and decision: how many topics, how many with a warning, and their counts summed (one
+    query for the whole summary)."""
+    return (
+        candidates.join(counts, "topic", "left")
+        .groupBy("namespace", "kind", "decision")
+        .agg(
+            F.count("*").alias("topics"),
+            F.count("warning").alias("warnings"),
+            *[F.sum(name).alias(name) for name in _SUMMED],
         )
-        # Parquet: the gate and the apply app read the entries back.
-        write_table(kept, run, COMPACTION_KEPT, ["topic", "ledgerId", "entryId"])
-        write_table(dropped_keys(decisions), run, COMPACTION_DROPPED_KEYS, ["topic", "keyDigest"])
-        totals = counts.agg(*[F.sum(c).alias(c) for c in counts.columns if c != "topic"]).first()
-        per_namespace = {
-            r["namespace"]: {"topics": int(r["topics"]), "keptBytes": int(r["keptBytes"] or 0)}
-            for r in candidates.where(F.col("decision") == "compact")
-            .join(counts, "topic", "left")
-            .groupBy("namespace")
-            .agg(F.count("*").alias("topics"), F.sum("keptBytes").alias("keptBytes"))
-            .collect()
-        }
-        return {
-            "retainNullKey": retain_null_key,
-            "topicsToCompact": len(planned),
-            "topicsByKind": {
-                r["kind"]: int(r["count"]) for r in candidates.groupBy("kind").count().collect()
-            },
-            "warnings": candidates.where(F.col("warning").isNotNull()).count(),
-            **{
-                name: int((totals[name] if totals is not None else 0) or 0)
-                for name in counts.columns
-                if name != "topic"
-            },
-            "perNamespace": per_namespace,
-        }
+    )
+
+
+# The counts the summary adds up over the compacted topics.
+_SUMMED = tuple(name for name in TOPIC_COUNTS.names if name != "topic")
+
+
+def summary_figures(groups: Iterable[Any]) -> dict[str, Any]:
+    """The plan's figures from :func:`summary_groups`: topics to compact, topics by kind, warnings, the counts'
+    totals and, per namespace, the compacted topics and their kept bytes. Pure."""
+    by_kind: dict[str, int] = {}
+    per_namespace: dict[str, dict[str, int]] = {}
+    totals = dict.fromkeys(_SUMMED, 0)
+    warnings = 0
+    for group in groups:
+        by_kind[group["kind"]] = by_kind.get(group["kind"], 0) + group["topics"]
+        warnings += group["warnings"]
+        for name in _SUMMED:
+            totals[name] += group[name] or 0
+        if group["decision"] == "compact":
+            namespace = per_namespace.setdefault(group["namespace"], {"topics": 0, "keptBytes": 0})
+            namespace["topics"] += group["topics"]
+            namespace["keptBytes"] += group["keptBytes"] or 0
+    return {
+        "topicsToCompact": sum(n["topics"] for n in per_namespace.values()),
+        "topicsByKind": by_kind,
+        "warnings": warnings,
+        **totals,
+        "perNamespace": per_namespace,
+    }
 
 
 APP = PlanApp("compaction", "Plan topic compaction for one run's snapshot.", execute)

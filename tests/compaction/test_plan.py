@@ -7,6 +7,7 @@ import random
 from collections import defaultdict
 
 import pyarrow as pa
+import pyarrow.compute as pc
 import pytest
 from pyspark.sql import functions as F
 
@@ -14,11 +15,13 @@ from housekeeping.engine.contract import COMPACTED_LEDGERS, CURSORS, LEDGERS, TO
 from spark_apps.compaction import plan
 from spark_apps.compaction.plan import (
     RULE_PARAMS,
-    TOPIC_DECISIONS,
+    arrow_topic_counts,
     arrow_topic_decisions,
     compaction_candidates,
     decision_counts,
+    dropped_keys,
     entry_decisions,
+    kept_entries,
 )
 from tests.conftest import contract_frame
 
@@ -89,8 +92,27 @@ def decide_both_ways(spark, rows, params_rows, retain_null_key):
         for t, ledger, entry, key, _, _ in rows
     }
     assert expanded == by_entry
-    counts = decision_counts(spark.createDataFrame(decisions, TOPIC_DECISIONS.ddl()))
-    assert _counts(counts) == _counts(decision_counts(reference))
+    per_topic = [decisions.filter(pc.equal(decisions["topic"], t)) for t in sorted({r[0] for r in rows})]
+    counts = pa.concat_tables(arrow_topic_counts(d) for d in per_topic).to_pylist()
+    assert {r["topic"]: r for r in counts} == _counts(decision_counts(reference))
+    # What the plan's tasks write: each topic's kept entries in position order and its dropped keys by digest.
+    digested = reference.withColumn("keyDigest", F.sha2("key", 256))
+    kept_rows = pa.concat_tables(kept_entries(d) for d in per_topic).to_pylist()
+    assert [(r["topic"], r["ledgerId"], r["entryId"], r["keyDigest"]) for r in kept_rows] == sorted(
+        (r.topic, r.ledgerId, r.entryId, r.keyDigest) for r in digested.where("decision = 'kept'").collect()
+    )
+    dropped_rows = pa.concat_tables(dropped_keys(d) for d in per_topic).to_pylist()
+    leaving = digested.where(F.col("latestForKey") & F.col("decision").isin(*plan.DROPPING))
+    assert sorted(
+        (r["topic"], r["keyDigest"], r["ledgerId"], r["entryId"], r["reason"]) for r in dropped_rows
+    ) == (sorted((r.topic, r.keyDigest, r.ledgerId, r.entryId, r.decision) for r in leaving.collect()))
+    for rows_of_topic in (kept_entries(d) for d in per_topic):
+        order = list(
+            zip(rows_of_topic["ledgerId"].to_pylist(), rows_of_topic["entryId"].to_pylist(), strict=True)
+        )
+        assert order == sorted(order)
+    for rows_of_topic in (dropped_keys(d) for d in per_topic):
+        assert rows_of_topic["keyDigest"].to_pylist() == sorted(rows_of_topic["keyDigest"].to_pylist())
     return by_entry
 
 
@@ -335,3 +357,27 @@ def test_which_topics_are_compacted(spark):
     }
     assert rows["due"].readFromLedger == 1 and rows["due"].readFromEntry == 9
     assert (rows["over"].horizonLedger, rows["over"].horizonEntry) == (1, 9)
+
+
+def test_the_summary_adds_up_its_groups():
+    counts = {name: 0 for name in plan._SUMMED}
+    groups = [
+        {"namespace": "t/a", "kind": "requested", "decision": "compact", "topics": 2, "warnings": 1}
+        | counts
+        | {"entriesRead": 10, "entriesKept": 4, "keptBytes": 40},
+        {"namespace": "t/b", "kind": "threshold_exceeded", "decision": "compact", "topics": 1, "warnings": 0}
+        | counts
+        | {"entriesRead": 5, "entriesKept": 5, "keptBytes": None},
+        # Skipped topics have no counts (the left join leaves them null) but count by kind and warning.
+        {"namespace": "t/a", "kind": "under_threshold", "decision": "skip", "topics": 3, "warnings": 2}
+        | dict.fromkeys(plan._SUMMED),
+    ]
+    figures = plan.summary_figures(groups)
+    assert figures["topicsToCompact"] == 3
+    assert figures["topicsByKind"] == {"requested": 2, "threshold_exceeded": 1, "under_threshold": 3}
+    assert figures["warnings"] == 3
+    assert (figures["entriesRead"], figures["entriesKept"], figures["keptBytes"]) == (15, 9, 40)
+    assert figures["perNamespace"] == {
+        "t/a": {"topics": 2, "keptBytes": 40},
+        "t/b": {"topics": 1, "keptBytes": 0},
+    }
