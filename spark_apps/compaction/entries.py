@@ -204,11 +204,11 @@ def finish_parts(tables: Mapping[str, tuple[str, pa.Schema]]) -> None:
 
 
 class TopicRows:
-    """One plan table's rows looked up by topic inside a task, with no shuffle. Its Parquet part files are each
-    sorted by topic (as :class:`TaskParts` and ``write_table`` write them), so the topic ranges of each file's row
-    groups, read once from the footers, say where a topic's rows can be: only those row groups are read, and
-    their rows filtered to the topic. A row group without statistics is read for every topic, and a file whose
-    ranges are out of order is searched whole."""
+    """One plan table's rows looked up by topic inside a task, with no shuffle. Its Parquet files (each file a
+    Spark reader reads: not hidden, not a checksum) are each sorted by topic (as :class:`TaskParts` and
+    ``write_table`` write them), so the topic ranges of each file's row groups, read once from the footers, say
+    where a topic's rows can be: only those row groups are read, and their rows filtered to the topic. A row group
+    without statistics is read for every topic, and a file whose ranges are out of order is searched whole."""
 
     def __init__(self, directory: str, schema: pa.Schema) -> None:
         import pyarrow.parquet as pq
@@ -216,7 +216,8 @@ class TopicRows:
         self._columns = [*dict.fromkeys(["topic", *schema.names])]
         self._schema = schema
         self._files = []
-        for path in sorted(Path(directory).glob("part-*")):
+        visible = (p for p in Path(directory).glob("*") if not p.name.startswith((".", "_")))
+        for path in sorted(p for p in visible if p.suffix != ".crc"):
             parquet = pq.ParquetFile(path)
             column = parquet.schema_arrow.get_field_index("topic")
             ranged, unranged = [], []
@@ -244,17 +245,22 @@ class TopicRows:
                 chosen.append(index)
         return chosen
 
-    def of(self, topic: str) -> pa.Table:
-        """The rows of ``topic`` with the schema asked for, in file order."""
+    def of(self, topic: str | None) -> pa.Table:
+        """The rows of ``topic`` (None: the rows without one) with the schema asked for, in file order."""
         import pyarrow as pa
         import pyarrow.compute as pc
 
         found = []
         for parquet, ranged, highs, unranged in self._files:
-            chosen = sorted(self._row_groups(ranged, highs, topic) + unranged)
+            if topic is None:  # rows without a topic: no range holds them
+                chosen = list(range(parquet.metadata.num_row_groups))
+            else:
+                chosen = sorted(self._row_groups(ranged, highs, topic) + unranged)
             if chosen:
                 rows = parquet.read_row_groups(chosen, columns=self._columns)
-                mine = rows.filter(pc.equal(rows["topic"], topic))
+                mine = rows.filter(
+                    pc.is_null(rows["topic"]) if topic is None else pc.equal(rows["topic"], topic)
+                )
                 found.append(mine.select(self._schema.names).cast(self._schema))
         return pa.concat_tables(found) if found else self._schema.empty_table()
 
@@ -307,41 +313,6 @@ def map_topic_inputs(
 
     tasks = topic_tasks(sources, topics)
     return sources.repartition(tasks).sortWithinPartitions("topic").mapInArrow(run, schema)
-
-
-def cogroup_topic_inputs(
-    sources: DataFrame,
-    rows: DataFrame,
-    topics: int,
-    tier: dict[str, str | None],
-    names: list[str],
-    per_topic: Callable[[dict[str, Any], pa.Table, Iterator[pa.Table]], pa.Table],
-    schema: str,
-) -> DataFrame:
-    """``per_topic(source row, the topic's ``rows``, the topic's input parts)`` in one task per topic, as
-    :func:`map_topic_inputs`, with the rows of another frame of the same topic (a plan's entries: shuffled by topic
-    to meet the sources row, as Arrow). A topic with rows and no sources row gets a source without files (its
-    other fields null); a null topic is one such group. Both sides are hash-partitioned by topic into
-    :func:`topic_tasks` partitions: a partitioning the cogroup keeps, so adaptive execution does not coalesce the
-    small plan rows into a task or two that would then read every topic's input."""
-    url, endpoint_url = tier.get("url"), tier.get("endpoint_url")
-    columns = sources.columns
-
-    def run(key: tuple, source_rows: pa.Table, topic_rows: pa.Table) -> pa.Table:
-        if source_rows.num_rows:
-            source = source_rows.slice(0, 1).to_pylist()[0]
-        else:
-            source = dict.fromkeys(columns) | {"topic": key[0].as_py()}
-        parts = topic_input_parts(source, names, _object_tier(url, endpoint_url))
-        return per_topic(source, topic_rows, parts)
-
-    tasks = topic_tasks(sources, topics)
-    return (
-        sources.repartition(tasks, "topic")
-        .groupBy("topic")
-        .cogroup(rows.repartition(tasks, "topic").groupBy("topic"))
-        .applyInArrow(run, schema)
-    )
 
 
 def _object_tier(url: str | None, endpoint_url: str | None) -> Any:

@@ -33,15 +33,17 @@ from pyspark.sql import DataFrame
 from pyspark.sql import functions as F
 
 from housekeeping.core.names import COMPACTION_SUBSCRIPTION
-from housekeeping.engine.contract import ACTIONS, RunDir, read_run_info, table
+from housekeeping.engine.contract import ACTIONS, RunDir, Table, read_run_info, table
 from housekeeping.engine.gate import CheckFrame, expect, must_be_true
 from housekeeping.engine.mechanism import Mechanism
 from housekeeping.mechanisms.compaction.tables import COMPACTION_DROPPED_KEYS, COMPACTION_KEPT
 from spark_apps.compaction.entries import (
     DECISION_COLUMNS,
+    TOPIC_SOURCES,
     TopicInput,
+    TopicWork,
     at_positions,
-    cogroup_topic_inputs,
+    map_topic_inputs,
     positions_by_ledger,
     topic_sources,
 )
@@ -516,52 +518,74 @@ def failing_kept_only(facts: pa.Table) -> pa.Table:
 
 def gate_topic_facts(
     spark,
+    run: RunDir,
     files: LedgerFiles,
     inputs: list[TopicInput],
     facts: DataFrame,
-    kept: DataFrame,
-    dropped: DataFrame,
     as_of_ms: int,
     retain_null_key: bool,
 ) -> DataFrame:
     """:data:`TOPIC_FACTS` of every topic the gate reads and of every topic the plan keeps or drops entries of
     (one the gate does not read, or a null topic, is checked against no input and no params, and fails),
-    materialized once."""
+    materialized once. Each topic's task reads the plan's kept and dropped rows of the topic from the plan's part
+    files itself (:class:`~spark_apps.compaction.entries.TopicRows`), so they are not shuffled to it."""
     params = facts.select(
         "topic", "compactedRetentionTimeMs", "compactedRetentionSizeBytes", "tombstoneGraceMs"
     )
-    sources = topic_sources(spark, files, inputs).join(params, "topic", "left")
-    plan_rows = kept.select(
-        "topic",
-        F.lit("kept").alias("kind"),
-        *KEPT_ROW.arrow_schema().names,
-        F.lit(None).cast("string").alias("reason"),
-    ).unionByName(dropped.select("topic", F.lit("dropped").alias("kind"), *DROPPED_ROW.arrow_schema().names))
-
-    def per_topic(source: dict, rows: pa.Table, parts: Iterable[pa.Table]) -> pa.Table:
-        import pyarrow.compute as pc
-
-        def of_kind(kind: str) -> pa.Table:
-            return rows.filter(pc.equal(rows["kind"], kind))
-
-        facts = topic_facts(
-            source | {"kept": of_kind("kept"), "dropped": of_kind("dropped")},
-            parts,
-            as_of_ms,
-            retain_null_key,
+    read = topic_sources(spark, files, inputs)
+    unread = [(topic, *[None] * (len(read.columns) - 1)) for topic in _unread_plan_topics(spark, run, read)]
+    sources = read.unionByName(spark.createDataFrame(unread, TOPIC_SOURCES)) if unread else read
+    plan_rows = {
+        kind: (str(run.plan_table(written)), _plan_schema(written, schema.names))
+        for kind, written, schema in (
+            ("kept", COMPACTION_KEPT, KEPT_ROW),
+            ("dropped", COMPACTION_DROPPED_KEYS, DROPPED_ROW),
         )
+    }
+
+    def per_topic(work: TopicWork) -> pa.Table:
+        rows = {kind: table.rename_columns(_AS_KEY) for kind, table in work.rows.items()}
+        facts = topic_facts(work.source | rows, work.entries, as_of_ms, retain_null_key)
         return failing_kept_only(facts)
 
     return materialize(
-        cogroup_topic_inputs(
-            sources,
-            plan_rows,
-            len(inputs),
+        map_topic_inputs(
+            sources.join(params, "topic", "left"),
+            len(inputs) + len(unread),
             files.tier,
             DECISION_COLUMNS.fieldNames(),
             per_topic,
             TOPIC_FACTS.ddl(),
+            rows=plan_rows,
         )
+    )
+
+
+# The plan names a key by its SHA-256 (keyDigest); the gate's rows call it ``key``.
+_AS_KEY = {"keyDigest": "key"}
+
+
+def _plan_schema(written: Table, names: Iterable[str]) -> pa.Schema:
+    """The Arrow schema of ``names`` (the gate's own names: ``key`` for the plan's ``keyDigest``) in the plan
+    table ``written``, as the plan names them."""
+    import pyarrow as pa
+
+    file_names = {v: k for k, v in _AS_KEY.items()}
+    schema = written.arrow_schema()
+    return pa.schema([schema.field(file_names.get(name, name)) for name in names])
+
+
+def _unread_plan_topics(spark, run: RunDir, read: DataFrame) -> list[str | None]:
+    """Topics the plan keeps or drops entries of that the gate reads no input of (a null topic among them)."""
+    planned = (
+        read_table(spark, run, COMPACTION_KEPT)
+        .select("topic")
+        .unionByName(read_table(spark, run, COMPACTION_DROPPED_KEYS).select("topic"))
+        .distinct()
+    )
+    return sorted(
+        (r["topic"] for r in planned.join(read.select("topic"), "topic", "left_anti").collect()),
+        key=lambda topic: (topic is not None, topic or ""),
     )
 
 
@@ -641,12 +665,7 @@ def read_frames(spark, run_dir: str | Path) -> GateFrames:
     facts = materialize(snapshot_facts(snapshot, list(info.get("compactTopics", []))))
     topics = [r["topic"] for r in actions.select("topic").distinct().collect()]
     inputs = gate_inputs(facts, snapshot["ledgers"], topics)
-    # Read once, by the tasks' cogroup.
-    kept = read_table(spark, run, COMPACTION_KEPT).withColumnRenamed("keyDigest", "key")
-    dropped = read_table(spark, run, COMPACTION_DROPPED_KEYS).withColumnRenamed("keyDigest", "key")
-    derived = gate_topic_facts(
-        spark, LedgerFiles.of(info), inputs, facts, kept, dropped, as_of_ms, retain_null_key
-    )
+    derived = gate_topic_facts(spark, run, LedgerFiles.of(info), inputs, facts, as_of_ms, retain_null_key)
     return GateFrames(
         actions=actions,
         facts=facts,

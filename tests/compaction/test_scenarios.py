@@ -309,6 +309,9 @@ def test_a_crash_after_staging_is_abandoned_by_the_next_run_into_the_pending_del
         ("keep_superseded", "latest_for_its_key"),
         ("drop_a_kept_entry", "no_entry_missing_or_extra"),
         ("keep_a_tombstone", "tombstone_within_grace"),
+        # Rows of a topic the gate reads no input of, and of no topic: each checked against nothing, and failing.
+        ("keep_another_topics_entry", "entry_is_an_input_entry"),
+        ("keep_an_entry_of_no_topic", "entry_is_an_input_entry"),
     ],
 )
 def test_the_gate_blocks_a_wrong_compacted_ledger_and_apply_refuses(
@@ -331,8 +334,13 @@ def test_the_gate_blocks_a_wrong_compacted_ledger_and_apply_refuses(
         rows = [dict(r, entryId=3, ledgerId=10) if r["keyDigest"] == digest["a"] else r for r in rows]
     elif mutation == "drop_a_kept_entry":
         rows = [r for r in rows if r["keyDigest"] != digest["c"]]
-    else:  # b's tombstone (11:0) stays although its grace is 0
+    elif mutation == "keep_a_tombstone":  # b's tombstone (11:0) stays although its grace is 0
         rows.append(dict(rows[0], keyDigest=digest["b"], ledgerId=11, entryId=0, size=0))
+    else:  # a copy of a kept row, in a file of its own
+        other = "persistent://acme/tables/other" if mutation == "keep_another_topics_entry" else None
+        pq.write_table(
+            pa.Table.from_pylist([dict(rows[0], topic=other)], schema=table.schema), kept_dir / "x.parquet"
+        )
     part.with_name(f".{part.name}.crc").unlink(missing_ok=True)
     pq.write_table(pa.Table.from_pylist(rows, schema=table.schema), part)
     gate = validate_plan.run(spark, run_dir, "compaction")

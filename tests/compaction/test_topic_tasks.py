@@ -198,3 +198,18 @@ def test_a_new_compacted_ledgers_facts_come_from_the_kept_entries_of_every_part(
         "a": {"minTs": 5, "maxTs": 70, "tombstones": 2, "oldestTombstone": 50},
         "b": {"minTs": 20, "maxTs": 20, "tombstones": 0, "oldestTombstone": None},
     }
+
+
+def test_rows_without_a_topic_and_files_not_named_part_are_found_as_spark_reads_them(tmp_path):
+    pq.write_table(
+        pa.Table.from_pylist(
+            [{"topic": None, "ledgerId": 7, "entryId": 0}, {"topic": "a", "ledgerId": 1, "entryId": 0}],
+            POSITIONS,
+        ),
+        tmp_path / "edited.parquet",
+    )
+    (tmp_path / "_SUCCESS").write_bytes(b"")
+    (tmp_path / ".edited.parquet.crc").write_bytes(b"not parquet")
+    rows = TopicRows(str(tmp_path), POSITIONS)
+    assert _positions(rows.of(None)) == [(7, 0)]
+    assert _positions(rows.of("a")) == [(1, 0)]
