@@ -291,8 +291,8 @@ def map_topic_inputs(
     topic on disk, so work per topic needs no shuffle. ``sources``: :data:`TOPIC_SOURCES` rows (``topics`` of
     them), plus any columns ``per_topic`` reads; ``schema``: of the Arrow tables ``per_topic`` returns; ``parts``:
     the tables ``per_topic`` may write rows of (name -> directory and schema, :class:`TaskParts`; the directories
-    prepared by the caller); ``rows``: plan tables whose rows of the topic it reads (name -> directory and
-    columns, :class:`TopicRows`)."""
+    prepared by the caller); ``rows``: plan tables whose rows of the topic it reads (name -> directory and the
+    schema of the columns read, :class:`TopicRows`)."""
     url, endpoint_url = tier.get("url"), tier.get("endpoint_url")
     tables, lookups = dict(parts or {}), dict(rows or {})
 

@@ -190,9 +190,10 @@ DROPPED_CHECKS = ("dropped_entry_is_the_latest_for_its_key", "dropped_key_not_al
 
 # What the gate derives in the task that reads each topic's input (``map_topic_inputs``: the input is grouped by
 # topic on disk, so none of this shuffles the entries), one table with a row ``kind`` each: ``kept`` (per kept
-# entry of the plan, its checks; only those a check fails for leave the task: ``failing_kept_only``), ``dropped`` (per dropped key, its checks) and ``counts`` (per topic: entries
-# read, keyless, keys, how many entries must survive (``expectedRows``) and how many kept positions are not among
-# them (``unexpectedRows``): equal counts and none unexpected make the two sets equal).
+# entry of the plan, its checks; only those a check fails for leave the task, ``failing_kept_only``), ``dropped``
+# (per dropped key, its checks) and ``counts`` (per topic: entries read, keyless, keys, how many entries must
+# survive (``expectedRows``) and how many kept positions are not among them (``unexpectedRows``): equal counts and
+# none unexpected make the two sets equal).
 TOPIC_FACTS = table(
     "compaction_topic_facts",
     "kind string, topic string, ledgerId bigint, entryId bigint, key string, "

@@ -524,8 +524,8 @@ def decide_topics(
 ) -> DataFrame:
     """:data:`TOPIC_COUNTS` of the planned topics, each topic decided in the task that reads its input, which also
     writes the topic's kept entries and dropped keys (``parts``: :data:`COMPACTION_KEPT` and
-    :data:`COMPACTION_DROPPED_KEYS` by name: a task's part file each), so the
-    decisions never pass through Spark's rows. ``params``: topic and :data:`RULE_PARAMS` per planned topic."""
+    :data:`COMPACTION_DROPPED_KEYS` by name, a part file per task each), so the decisions never pass through
+    Spark's rows. ``params``: topic and :data:`RULE_PARAMS` per planned topic."""
 
     def per_topic(work: TopicWork) -> pa.Table:
         decisions = arrow_topic_decisions(work.source, work.entries, as_of_ms, retain_null_key)
