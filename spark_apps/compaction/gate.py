@@ -529,7 +529,7 @@ def gate_topic_facts(
     """:data:`TOPIC_FACTS` of every topic the gate reads and of every topic the plan keeps or drops entries of
     (one the gate does not read, or a null topic, is checked against no input and no params, and fails),
     materialized once. Each topic's task reads the plan's kept and dropped rows of the topic from the plan's part
-    files itself (:class:`~spark_apps.compaction.entries.TopicRows`), so they are not shuffled to it."""
+    files itself (:class:`~spark_apps.shared.task_files.TopicRows`), so they are not shuffled to it."""
     params = facts.select(
         "topic", "compactedRetentionTimeMs", "compactedRetentionSizeBytes", "tombstoneGraceMs"
     )

@@ -51,9 +51,7 @@ from housekeeping.mechanisms.compaction.tables import (
 from spark_apps.compaction.entries import (
     DECISION_COLUMNS,
     TopicWork,
-    finish_parts,
     map_topic_inputs,
-    prepare_parts,
     topic_inputs,
     topic_sources,
 )
@@ -65,6 +63,7 @@ from spark_apps.shared.positions import (
     position_text,
 )
 from spark_apps.shared.session import materialize, run_scoped_cache
+from spark_apps.shared.task_files import finish_parts, prepare_parts
 
 if TYPE_CHECKING:
     import pyarrow as pa

@@ -18,8 +18,13 @@
 
 from __future__ import annotations
 
+import functools
+import hashlib
+from collections.abc import Callable, Iterator
 from pathlib import Path
 
+import pyarrow as pa
+import pyarrow.compute as pc
 from pyspark.sql import Column, DataFrame, SparkSession
 from pyspark.sql import functions as F
 
@@ -38,6 +43,7 @@ from spark_apps.shared.io import (
     read_table,
 )
 from spark_apps.shared.session import materialize
+from spark_apps.shared.task_files import TopicRows, topic_tasks
 from spark_apps.shared.topic_names import topic_name_facts
 
 
@@ -97,10 +103,6 @@ def _read_by_file(
     return entries.join(F.broadcast(tags), "dir")
 
 
-def _same(a: str, b: str) -> Column:
-    return F.col(a).eqNullSafe(F.col(b))
-
-
 def entry_set_checks(expected: DataFrame, planned: DataFrame) -> DataFrame:
     """Both ways: every entry of a requested key is planned, every planned entry has a requested key."""
     key = ["topic", "ledgerId", "source", "entryLedgerId", "entryId"]
@@ -112,97 +114,6 @@ def entry_set_checks(expected: DataFrame, planned: DataFrame) -> DataFrame:
             F.coalesce(F.col("planned"), F.lit(False)).alias("requested_entry_is_planned"),
             F.coalesce(F.col("requested"), F.lit(False)).alias("planned_entry_has_a_requested_key"),
         )
-    )
-
-
-ENTRY_KEY = ["fileTopic", "fileLedger", "source", "ledgerId", "entryId"]
-COMPARED = ("topic", "publishTime", "brokerTimestamp", "key", "value", "size")
-
-
-def entry_pairs(original: DataFrame, staged: DataFrame, planned: DataFrame, digests: DataFrame) -> DataFrame:
-    """Each position of a rewritten ledger: its entry in the files in force (``o_*``) and in the staged files
-    (``s_*``), whether the plan redacts it, and whether the staged entry's key is a requested one."""
-    o = original.select(
-        *ENTRY_KEY,
-        *[F.col(c).alias(f"o_{c}") for c in COMPARED],
-        F.to_json(F.col("properties")).alias("o_properties"),
-        F.lit(True).alias("inOriginal"),
-    )
-    s = staged.select(
-        *ENTRY_KEY,
-        *[F.col(c).alias(f"s_{c}") for c in COMPARED],
-        F.col("properties").alias("s_propertiesMap"),
-        F.to_json(F.col("properties")).alias("s_properties"),
-        F.lit(True).alias("inStaged"),
-    )
-    marked = planned.select(
-        F.col("topic").alias("fileTopic"),
-        F.col("ledgerId").alias("fileLedger"),
-        "source",
-        F.col("entryLedgerId").alias("ledgerId"),
-        "entryId",
-        F.lit(True).alias("redact"),
-    ).distinct()
-    requested = digests.select(F.col("topic").alias("fileTopic"), "keyDigest", F.lit(True).alias("requested"))
-    return (
-        o.join(s, ENTRY_KEY, "full")
-        .join(marked, ENTRY_KEY, "left")
-        .withColumn("redact", F.coalesce(F.col("redact"), F.lit(False)))
-        .withColumn("s_keyDigest", F.sha2(F.col("s_key"), 256))
-        .join(requested.withColumnRenamed("keyDigest", "s_keyDigest"), ["fileTopic", "s_keyDigest"], "left")
-    )
-
-
-def _redacted_as_planned() -> Column:
-    """A redacted entry: no key, no payload, size 0, the one erasure property."""
-    return (
-        F.col("s_key").isNull()
-        & F.col("s_value").isNull()
-        & (F.col("s_size") == 0)
-        & (F.size(F.col("s_propertiesMap")) == 1)
-        & F.col("s_propertiesMap").getItem(ERASED_PROPERTY).isNotNull()
-    )
-
-
-def staged_entry_checks(
-    original: DataFrame, staged: DataFrame, planned: DataFrame, digests: DataFrame
-) -> DataFrame:
-    """Per rewritten ledger: the staged entries against the files in force, position by position."""
-    unchanged = (
-        _same("o_topic", "s_topic")
-        & _same("o_publishTime", "s_publishTime")
-        & _same("o_brokerTimestamp", "s_brokerTimestamp")
-    )
-    untouched = (
-        _same("o_key", "s_key")
-        & _same("o_value", "s_value")
-        & _same("o_size", "s_size")
-        & _same("o_properties", "s_properties")
-    )
-    per_entry = entry_pairs(original, staged, planned, digests).select(
-        "fileTopic",
-        "fileLedger",
-        "source",
-        (F.col("inOriginal").isNotNull() & F.col("inStaged").isNotNull()).alias("position_in_both"),
-        F.coalesce(unchanged, F.lit(False)).alias("positions_and_times_unchanged"),
-        F.when(F.col("redact"), F.coalesce(_redacted_as_planned(), F.lit(False)))
-        .otherwise(F.coalesce(untouched, F.lit(False)))
-        .alias("content_as_planned"),
-        F.col("requested").isNull().alias("no_requested_key"),
-        F.when(F.col("redact"), F.coalesce(F.col("o_size"), F.lit(0)))
-        .otherwise(F.lit(0))
-        .alias("redactedBytes"),
-        F.col("inStaged").isNotNull().alias("staged"),
-    )
-    return per_entry.groupBy(
-        F.col("fileTopic").alias("topic"), F.col("fileLedger").alias("ledgerId"), "source"
-    ).agg(
-        F.bool_and("position_in_both").alias("same_positions"),
-        F.bool_and("positions_and_times_unchanged").alias("times_unchanged"),
-        F.bool_and("content_as_planned").alias("other_entries_identical_planned_ones_redacted"),
-        F.bool_and("no_requested_key").alias("no_requested_key_in_new_files"),
-        F.sum("redactedBytes").cast("long").alias("redactedBytes"),
-        F.sum(F.col("staged").cast("long")).alias("stagedEntries"),
     )
 
 
@@ -386,25 +297,196 @@ def requested_entries(original: DataFrame, digests: DataFrame) -> DataFrame:
     )
 
 
+# Per rewritten ledger, what its task finds comparing the staged files with the files in force position by position.
+STAGED_CHECKS = (
+    "topic string, ledgerId bigint, source string, same_positions boolean, times_unchanged boolean, "
+    "other_entries_identical_planned_ones_redacted boolean, no_requested_key_in_new_files boolean, "
+    "redactedBytes bigint, stagedEntries bigint"
+)
+
+
+# The plan's redacted positions a ledger's task reads, and the row it returns.
+_PLANNED_POSITIONS = pa.schema(
+    [ERASURE_ENTRIES.arrow_schema().field(n) for n in ("ledgerId", "source", "entryLedgerId", "entryId")]
+)
+_STAGED_SCHEMA = pa.schema(
+    [
+        ("topic", pa.string()),
+        ("ledgerId", pa.int64()),
+        ("source", pa.string()),
+        *[
+            (name, pa.bool_())
+            for name in (
+                "same_positions",
+                "times_unchanged",
+                "other_entries_identical_planned_ones_redacted",
+                "no_requested_key_in_new_files",
+            )
+        ],
+        ("redactedBytes", pa.int64()),
+        ("stagedEntries", pa.int64()),
+    ]
+)
+
+
+def _same(a: pa.ChunkedArray, b: pa.ChunkedArray) -> pa.ChunkedArray:
+    """Null-safe equality (SQL's ``<=>``): equal values, or both null."""
+    return pc.or_(pc.fill_null(pc.equal(a, b), False), pc.and_(pc.is_null(a), pc.is_null(b)))
+
+
+def _redacted(keys: list, values: pa.ChunkedArray, sizes: pa.ChunkedArray, properties: list) -> pa.Array:
+    """Per staged entry: redacted as planned (no key, no payload, size 0, only the erasure marker)."""
+    marked = pa.array(
+        [
+            p is not None and len(p) == 1 and p[0][0] == ERASED_PROPERTY and p[0][1] is not None
+            for p in properties
+        ]
+    )
+    no_key = pa.array([k is None for k in keys])
+    return pc.and_(
+        pc.and_(no_key, pc.is_null(values)), pc.and_(pc.fill_null(pc.equal(sizes, 0), False), marked)
+    )
+
+
+def compare_staged(
+    original: pa.Table, staged: pa.Table, redact: set[tuple[int, int]], requested: frozenset[str]
+) -> dict | None:
+    """One rewritten ledger's staged entries against its files in force, paired by position (ledgerId, entryId) as
+    a full outer join pairs them: every position in both, its topic and times unchanged, every entry the plan
+    redacts (``redact``: positions) redacted as planned and every other one identical in key, payload, size and
+    properties, no staged key a requested one (``requested``: SHA-256 digests), the planned entries' bytes before,
+    and how many staged entries. None when neither side has an entry. Pure."""
+
+    def indexed(table: pa.Table, name: str) -> pa.Table:
+        rows = pa.array(range(table.num_rows), pa.int64())
+        return pa.table({"ledgerId": table["ledgerId"], "entryId": table["entryId"], name: rows})
+
+    pairs = indexed(original, "o").join(
+        indexed(staged, "s"), keys=["ledgerId", "entryId"], join_type="full outer", use_threads=False
+    )
+    if not pairs.num_rows:
+        return None
+
+    def o(column: str) -> pa.ChunkedArray:
+        return original[column].take(pairs["o"])
+
+    def s(column: str) -> pa.ChunkedArray:
+        return staged[column].take(pairs["s"])
+
+    positions = zip(pairs["ledgerId"].to_pylist(), pairs["entryId"].to_pylist(), strict=True)
+    planned = pa.array([position in redact for position in positions])
+    s_keys, s_properties = s("key").to_pylist(), s("properties").to_pylist()
+    same_properties = pa.array(
+        [a == b for a, b in zip(o("properties").to_pylist(), s_properties, strict=True)]
+    )
+    untouched = functools.reduce(
+        pc.and_, [_same(o(c), s(c)) for c in ("key", "value", "size")] + [same_properties]
+    )
+    as_planned = pc.if_else(planned, _redacted(s_keys, s("value"), s("size"), s_properties), untouched)
+    digests = [None if k is None else hashlib.sha256(k.encode()).hexdigest() for k in s_keys]
+    unchanged = functools.reduce(
+        pc.and_, [_same(o(c), s(c)) for c in ("topic", "publishTime", "brokerTimestamp")]
+    )
+    redacted_sizes = pc.if_else(planned, pc.fill_null(o("size").cast(pa.int64()), 0), 0)
+    return {
+        "same_positions": pc.all(pc.and_(pc.is_valid(pairs["o"]), pc.is_valid(pairs["s"]))).as_py(),
+        "times_unchanged": pc.all(unchanged).as_py(),
+        "other_entries_identical_planned_ones_redacted": pc.all(as_planned).as_py(),
+        "no_requested_key_in_new_files": not any(d in requested for d in digests if d is not None),
+        "redactedBytes": pc.sum(redacted_sizes).as_py() or 0,
+        "stagedEntries": pc.sum(pc.is_valid(pairs["s"]).cast(pa.int64())).as_py() or 0,
+    }
+
+
+def _compare_ledgers(
+    planned_dir: str, requested: dict[str, frozenset[str]], url: str | None, endpoint_url: str | None
+) -> Callable[[Iterator], Iterator]:
+    """In a Spark task: each rewritten ledger of its rows (topic, ledgerId, source, its files in force or tier
+    object, its staged directory) read whole on both sides and compared (:func:`compare_staged`), the plan's
+    entries of the topic read from the plan's part files (:class:`TopicRows`)."""
+
+    def compare(batches: Iterator) -> Iterator:
+        from housekeeping.store.entries import ENTRY_SCHEMA, read_ledger
+        from housekeeping.store.tier import ObjectTier
+
+        planned = TopicRows(planned_dir, _PLANNED_POSITIONS)
+        tier, schema = None, pa.schema([f.with_nullable(True) for f in ENTRY_SCHEMA])
+        for batch in batches:
+            for row in batch.to_pylist():
+                if row["tierObject"] is not None:
+                    tier = tier or ObjectTier.of(str(url), endpoint_url)
+                    original = tier.read_ledger(row["tierObject"], columns=ENTRY_SCHEMA.names)
+                elif row["dir"] is not None:
+                    original = read_ledger(Path(row["dir"]))
+                else:
+                    original = ENTRY_SCHEMA.empty_table()
+                marks = planned.of(row["topic"])
+                mine = marks.filter(
+                    pc.and_(
+                        pc.equal(marks["ledgerId"], row["ledgerId"]), pc.equal(marks["source"], row["source"])
+                    )
+                )
+                redact = set(zip(mine["entryLedgerId"].to_pylist(), mine["entryId"].to_pylist(), strict=True))
+                found = compare_staged(
+                    original.cast(schema),
+                    read_ledger(Path(row["staged"])).cast(schema),
+                    redact,
+                    requested.get(row["topic"], frozenset()),
+                )
+                if found is not None:
+                    yield pa.RecordBatch.from_pylist(
+                        [
+                            {
+                                "topic": row["topic"],
+                                "ledgerId": row["ledgerId"],
+                                "source": row["source"],
+                                **found,
+                            }
+                        ],
+                        _STAGED_SCHEMA,
+                    )
+
+    return compare
+
+
 def rewritten_entry_checks(
-    spark, run: RunDir, original: DataFrame, ledgers: DataFrame, planned: DataFrame, digests: DataFrame
+    spark, run: RunDir, files: LedgerFiles, live: list, ledgers: DataFrame, digests: DataFrame
 ) -> DataFrame:
-    """The staged files of every rewritten ledger read back and compared with the files in force they replace
-    (:func:`staged_entry_checks`)."""
+    """The staged files of every rewritten ledger read back and compared with the files in force they replace,
+    each ledger in one task that reads both (:func:`compare_staged`): no entry crosses a shuffle. ``live``: the
+    files in force of the covered topics (:func:`_live_files`)."""
     rewritten = {(r["topic"], r["ledgerId"], r["source"]): r["staged"] for r in ledgers.collect()}
-    staged_frames = [
-        (topic, ledger_id, source, str(run.staged_ledger(slot)))
+    in_force = {(t, lid, source): directory for t, lid, source, directory in live}
+    by_dir = files.tier_ledgers_by_dir()
+    tasks = [
+        (
+            topic,
+            ledger_id,
+            source,
+            in_force.get((topic, ledger_id, source)),
+            files.tier_object(*by_dir[in_force[(topic, ledger_id, source)]])
+            if in_force.get((topic, ledger_id, source)) in by_dir
+            else None,
+            str(run.staged_ledger(slot)),
+        )
         for (topic, ledger_id, source), slot in sorted(rewritten.items())
     ]
-    originals_rewritten = original.join(
-        spark.createDataFrame(
-            [(t, lid, s) for t, lid, s, _ in staged_frames] or [("", -1, "")],
-            "fileTopic string, fileLedger long, source string",
-        ),
-        ["fileTopic", "fileLedger", "source"],
+    requested: dict[str, set[str]] = {}
+    for r in digests.collect():
+        requested.setdefault(r["topic"], set()).add(r["keyDigest"])
+    if not tasks:
+        return spark.createDataFrame([], STAGED_CHECKS)
+    frame = spark.createDataFrame(
+        tasks, "topic string, ledgerId long, source string, dir string, tierObject string, staged string"
     )
-    staged = _read_by_file(spark, staged_frames)
-    return materialize(staged_entry_checks(originals_rewritten, staged, planned, digests))
+    compare = _compare_ledgers(
+        str(run.plan_table(ERASURE_ENTRIES)),
+        {topic: frozenset(found) for topic, found in requested.items()},
+        files.tier.get("url"),
+        files.tier.get("endpoint_url"),
+    )
+    by_topic = frame.repartition(topic_tasks(frame, len(tasks))).sortWithinPartitions("topic")
+    return materialize(by_topic.mapInArrow(compare, STAGED_CHECKS))
 
 
 LEDGER_CHECKS = (
@@ -438,10 +520,9 @@ def checks(spark, run_dir: str | Path, spec: Mechanism) -> list[CheckFrame]:
     digests = materialize(covering_digests(snapshot, names, as_of_ms))
     # The files of the topics a request in effect covers (by the gate's own reading of the requests and holds).
     covered = {r["topic"] for r in digests.select("topic").distinct().collect()}
-    original = _read_by_file(
-        spark, [f for f in _live_files(spark, snapshot, files) if f[0] in covered], files
-    )
-    entry_checks = rewritten_entry_checks(spark, run, original, ledgers, planned, digests)
+    live = [f for f in _live_files(spark, snapshot, files) if f[0] in covered]
+    original = _read_by_file(spark, live, files)
+    entry_checks = rewritten_entry_checks(spark, run, files, live, ledgers, digests)
     return [
         CheckFrame(
             "actions",

@@ -15,12 +15,13 @@ import pytest
 from housekeeping.core.errors import InputError, PlanNotValidated
 from housekeeping.core.timeutil import parse_as_of
 from housekeeping.engine.plan import read_table
-from housekeeping.mechanisms.erasure.requests import add_request
+from housekeeping.mechanisms.erasure.requests import add_request, key_digest
 from housekeeping.mechanisms.steps import apply_step, plan_and_gate_in_process, snapshot_step
-from housekeeping.store.entries import files_sha256
+from housekeeping.store.entries import ERASED_PROPERTY, files_sha256
 from housekeeping.store.manifest.export import export_manifest
 from housekeeping.store.store import Store
 from spark_apps import validate_plan
+from spark_apps.erasure.gate import compare_staged
 from tests.conftest import rewrite_part
 
 pytestmark = [pytest.mark.spark, pytest.mark.runs]
@@ -156,3 +157,62 @@ def test_staged_bytes_changed_after_the_gate_are_refused_by_apply(planned):
     with pytest.raises(InputError, match="not the one the gate passed"):
         apply_step(store, run_dir, purge_grace_seconds=0)
     assert export_manifest(store)["topics"] == before["topics"]
+
+
+def _entries(rows: list[dict]) -> pa.Table:
+    """Entries of one ledger (ledger 3 of topic t), given by entry id with any field changed."""
+    from housekeeping.store.entries import ENTRY_SCHEMA
+
+    base = {"topic": "t", "ledgerId": 3, "publishTime": 10, "brokerTimestamp": None, "properties": None}
+    filled = [{**base, "key": f"k{r['entryId']}", "value": b"vv", "size": 2, **r} for r in rows]
+    return pa.Table.from_pylist(filled, pa.schema([f.with_nullable(True) for f in ENTRY_SCHEMA]))
+
+
+REDACTED = {"key": None, "value": None, "size": 0, "properties": [(ERASED_PROPERTY, "7")]}
+
+
+def test_a_staged_ledger_is_compared_with_its_files_in_force_position_by_position():
+    original = _entries([{"entryId": 0}, {"entryId": 1, "key": KEY}, {"entryId": 2}])
+    staged = _entries([{"entryId": 0}, {"entryId": 1, **REDACTED}, {"entryId": 2}])
+    requested = frozenset({key_digest(KEY)})
+    assert compare_staged(original, staged, {(3, 1)}, requested) == {
+        "same_positions": True,
+        "times_unchanged": True,
+        "other_entries_identical_planned_ones_redacted": True,
+        "no_requested_key_in_new_files": True,
+        "redactedBytes": 2,
+        "stagedEntries": 3,
+    }
+    assert compare_staged(original.slice(0, 0), staged.slice(0, 0), set(), requested) is None
+
+    def failing(staged_rows: list[dict], redact=frozenset({(3, 1)})) -> set[str]:
+        found = compare_staged(original, _entries(staged_rows), set(redact), requested)
+        return {name for name, value in found.items() if value is False}
+
+    redacted = {"entryId": 1, **REDACTED}
+    assert failing([{"entryId": 0}, {"entryId": 1, "key": KEY}, {"entryId": 2}]) == {
+        "other_entries_identical_planned_ones_redacted",
+        "no_requested_key_in_new_files",
+    }
+    assert failing([{"entryId": 0, "value": b"xx"}, redacted, {"entryId": 2}]) == {
+        "other_entries_identical_planned_ones_redacted"
+    }
+    assert failing([{"entryId": 0, "properties": [(ERASED_PROPERTY, "7")]}, redacted, {"entryId": 2}]) == {
+        "other_entries_identical_planned_ones_redacted"
+    }
+    assert failing([{"entryId": 0}, redacted]) == {
+        "same_positions",
+        "times_unchanged",
+        "other_entries_identical_planned_ones_redacted",
+    }
+    assert failing([{"entryId": 0, "publishTime": 11}, redacted, {"entryId": 2}]) == {"times_unchanged"}
+    assert (
+        failing([{"entryId": 0}, redacted, {"entryId": 2}, {"entryId": 2}]) == set()
+    )  # counted: stagedEntries 4
+    assert failing([{"entryId": 0}, {"entryId": 1, **REDACTED, "size": 2}, {"entryId": 2}]) == {
+        "other_entries_identical_planned_ones_redacted"
+    }
+    # A position the plan does not redact, redacted anyway.
+    assert failing([{"entryId": 0}, redacted, {"entryId": 2}], redact=set()) == {
+        "other_entries_identical_planned_ones_redacted"
+    }
