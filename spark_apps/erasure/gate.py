@@ -411,8 +411,12 @@ def _compare_ledgers(
 
         planned = TopicRows(planned_dir, _PLANNED_POSITIONS)
         tier, schema = None, pa.schema([f.with_nullable(True) for f in ENTRY_SCHEMA])
+        marks_of: dict[str, pa.Table] = {}  # the task's ledgers come by topic: the current topic's only
         for batch in batches:
             for row in batch.to_pylist():
+                if row["topic"] not in marks_of:
+                    marks_of = {row["topic"]: planned.of(row["topic"])}
+                marks = marks_of[row["topic"]]
                 if row["tierObject"] is not None:
                     tier = tier or ObjectTier.of(str(url), endpoint_url)
                     original = tier.read_ledger(row["tierObject"], columns=ENTRY_SCHEMA.names)
@@ -420,7 +424,6 @@ def _compare_ledgers(
                     original = read_ledger(Path(row["dir"]))
                 else:
                     original = ENTRY_SCHEMA.empty_table()
-                marks = planned.of(row["topic"])
                 mine = marks.filter(
                     pc.and_(
                         pc.equal(marks["ledgerId"], row["ledgerId"]), pc.equal(marks["source"], row["source"])
@@ -458,19 +461,11 @@ def rewritten_entry_checks(
     rewritten = {(r["topic"], r["ledgerId"], r["source"]): r["staged"] for r in ledgers.collect()}
     in_force = {(t, lid, source): directory for t, lid, source, directory in live}
     by_dir = files.tier_ledgers_by_dir()
-    tasks = [
-        (
-            topic,
-            ledger_id,
-            source,
-            in_force.get((topic, ledger_id, source)),
-            files.tier_object(*by_dir[in_force[(topic, ledger_id, source)]])
-            if in_force.get((topic, ledger_id, source)) in by_dir
-            else None,
-            str(run.staged_ledger(slot)),
-        )
-        for (topic, ledger_id, source), slot in sorted(rewritten.items())
-    ]
+    tasks = []
+    for (topic, ledger_id, source), slot in sorted(rewritten.items()):
+        directory = in_force.get((topic, ledger_id, source))  # none: a ledger the covered topics do not have
+        tier_object = files.tier_object(*by_dir[directory]) if directory in by_dir else None
+        tasks.append((topic, ledger_id, source, directory, tier_object, str(run.staged_ledger(slot))))
     requested: dict[str, set[str]] = {}
     for r in digests.collect():
         requested.setdefault(r["topic"], set()).add(r["keyDigest"])
