@@ -47,7 +47,7 @@ from spark_apps.compaction.entries import (
     positions_by_ledger,
     topic_sources,
 )
-from spark_apps.shared.io import LedgerFiles, read_snapshot, read_table
+from spark_apps.shared.io import LedgerFiles, key_digests, read_snapshot, read_table
 from spark_apps.shared.positions import (
     position_text,
 )
@@ -250,18 +250,6 @@ def expected_survivors(
         return newest_first
     newer_bytes = pc.cumulative_sum(newest_first["size"].cast(pa.int64()))
     return newest_first.filter(pc.less_equal(newer_bytes, size_bytes))
-
-
-def key_digests(keys: pa.ChunkedArray | pa.Array) -> pa.Array:
-    """SHA-256 of each key, in hex (null stays null): how the plan names keys (Spark's ``sha2(key, 256)``)."""
-    import hashlib
-
-    import pyarrow as pa
-
-    return pa.array(
-        [None if key is None else hashlib.sha256(key.encode()).hexdigest() for key in keys.to_pylist()],
-        pa.string(),
-    )
 
 
 def input_at_positions(entries: pa.Table, latest: pa.Table) -> pa.Table:

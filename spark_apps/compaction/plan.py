@@ -33,7 +33,6 @@ through Spark's rows; nothing is collected to the driver but per-topic metadata 
 
 from __future__ import annotations
 
-import hashlib
 from collections.abc import Iterable, Mapping
 from typing import TYPE_CHECKING, Any
 
@@ -56,7 +55,7 @@ from spark_apps.compaction.entries import (
     topic_sources,
 )
 from spark_apps.shared.holds import keep_held
-from spark_apps.shared.io import LedgerFiles, read_snapshot, write_table
+from spark_apps.shared.io import LedgerFiles, key_digests, read_snapshot, write_table
 from spark_apps.shared.plan_app import PlanApp
 from spark_apps.shared.positions import (
     position_key,
@@ -587,23 +586,13 @@ def arrow_topic_counts(decisions: pa.Table) -> pa.Table:
     return pa.Table.from_pylist([row], schema)
 
 
-def _key_digests(keys: pa.ChunkedArray) -> pa.Array:
-    """Each key's SHA-256 in hex, as Spark's ``sha2(key, 256)`` (of its UTF-8 bytes; null stays null)."""
-    import pyarrow as pa
-
-    return pa.array(
-        [None if key is None else hashlib.sha256(key.encode()).hexdigest() for key in keys.to_pylist()],
-        pa.string(),
-    )
-
-
 def kept_entries(decisions: pa.Table) -> pa.Table:
     """One topic's :data:`COMPACTION_KEPT` rows from its decisions, in position order. Pure."""
     import pyarrow.compute as pc
 
     kept = decisions.filter(pc.equal(decisions["decision"], "kept"))
     kept = kept.take(pc.sort_indices(kept, [("ledgerId", "ascending"), ("entryId", "ascending")]))
-    return kept.append_column("keyDigest", _key_digests(kept["key"])).select(COMPACTION_KEPT.names)
+    return kept.append_column("keyDigest", key_digests(kept["key"])).select(COMPACTION_KEPT.names)
 
 
 def dropped_keys(decisions: pa.Table) -> pa.Table:
@@ -616,7 +605,7 @@ def dropped_keys(decisions: pa.Table) -> pa.Table:
         decisions["latestForKey"], pc.is_in(decisions["decision"], value_set=pa.array(DROPPING))
     )
     dropped = decisions.filter(pc.fill_null(leaving, False))
-    dropped = dropped.append_column("keyDigest", _key_digests(dropped["key"]))
+    dropped = dropped.append_column("keyDigest", key_digests(dropped["key"]))
     dropped = dropped.append_column("reason", dropped["decision"])
     return dropped.take(pc.sort_indices(dropped, [("keyDigest", "ascending")])).select(
         COMPACTION_DROPPED_KEYS.names

@@ -19,7 +19,6 @@
 from __future__ import annotations
 
 import functools
-import hashlib
 from collections.abc import Callable, Iterator
 from pathlib import Path
 
@@ -37,6 +36,7 @@ from housekeeping.store.entries import ERASED_PROPERTY, files_sha256
 from spark_apps.shared.io import (
     ENTRY_COLUMNS,
     LedgerFiles,
+    key_digests,
     read_actions,
     read_dirs,
     read_snapshot,
@@ -383,7 +383,6 @@ def compare_staged(
         pc.and_, [_same(o(c), s(c)) for c in ("key", "value", "size")] + [same_properties]
     )
     as_planned = pc.if_else(planned, _redacted(s_keys, s("value"), s("size"), s_properties), untouched)
-    digests = [None if k is None else hashlib.sha256(k.encode()).hexdigest() for k in s_keys]
     unchanged = functools.reduce(
         pc.and_, [_same(o(c), s(c)) for c in ("topic", "publishTime", "brokerTimestamp")]
     )
@@ -392,7 +391,9 @@ def compare_staged(
         "same_positions": pc.all(pc.and_(pc.is_valid(pairs["o"]), pc.is_valid(pairs["s"]))).as_py(),
         "times_unchanged": pc.all(unchanged).as_py(),
         "other_entries_identical_planned_ones_redacted": pc.all(as_planned).as_py(),
-        "no_requested_key_in_new_files": not any(d in requested for d in digests if d is not None),
+        "no_requested_key_in_new_files": not pc.any(
+            pc.is_in(key_digests(s("key")), value_set=pa.array(sorted(requested), pa.string()))
+        ).as_py(),
         "redactedBytes": pc.sum(redacted_sizes).as_py() or 0,
         "stagedEntries": pc.sum(pc.is_valid(pairs["s"]).cast(pa.int64())).as_py() or 0,
     }

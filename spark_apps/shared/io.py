@@ -147,6 +147,19 @@ def entry_columns(*names: str) -> T.StructType:
     return T.StructType([f for f in ENTRY_COLUMNS.fields if f.name in names])
 
 
+def key_digests(keys: Any) -> Any:
+    """Each entry key's SHA-256 in hex, as Spark's ``sha2(key, 256)`` computes it (of the key's UTF-8 bytes; null
+    stays null): how plans name keys. ``keys``: an Arrow array or chunked array of strings."""
+    import hashlib
+
+    import pyarrow as pa
+
+    return pa.array(
+        [None if key is None else hashlib.sha256(key.encode()).hexdigest() for key in keys.to_pylist()],
+        pa.string(),
+    )
+
+
 ENTRY_READ_SCHEMA = entry_columns("topic", "ledgerId", "entryId", "publishTime", "brokerTimestamp", "size")
 
 

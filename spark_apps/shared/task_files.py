@@ -131,7 +131,8 @@ class TopicRows:
 
 
 def topic_tasks(frame: DataFrame, topics: int) -> int:
-    """How many tasks share ``topics`` topics: one per topic, at most the session's shuffle partitions (the knob
-    docs/deployment.md has operators raise for a larger cluster), and never fewer than one."""
+    """How many tasks share ``topics`` topics (or other units of work, as key erasure's ledgers): one per topic, at
+    most the session's shuffle partitions (the knob docs/deployment.md has operators raise for a larger cluster),
+    and never fewer than one."""
     partitions = int(frame.sparkSession.conf.get("spark.sql.shuffle.partitions") or 1)
     return max(1, min(topics, partitions))

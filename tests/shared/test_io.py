@@ -42,3 +42,20 @@ def test_a_run_snapshotted_as_json_lines_is_read_the_same(spark, tmp_path):
 def test_a_missing_snapshot_table_names_the_file(spark, tmp_path):
     with pytest.raises(InputError, match=r"no snapshot table 'cursors' \(.*cursors.parquet is missing\)"):
         read_snapshot_table(spark, RunDir(tmp_path), CURSORS)
+
+
+def test_key_digests_are_spark_sha2_of_the_keys_utf8_bytes(spark):
+    import pyarrow as pa
+    from pyspark.sql import functions as F
+
+    from spark_apps.shared.io import key_digests
+
+    keys = ["k1", "clé-ü", "", None]
+    expected = [
+        r[0]
+        for r in spark.createDataFrame([(k,) for k in keys], "key string")
+        .select(F.sha2("key", 256))
+        .collect()
+    ]
+    assert key_digests(pa.chunked_array([pa.array(keys)])).to_pylist() == expected
+    assert expected[3] is None
