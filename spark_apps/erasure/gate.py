@@ -34,17 +34,20 @@ from housekeeping.mechanisms.erasure.actions import EXPEDITE_PURGE, REDACT_LEDGE
 from housekeeping.mechanisms.erasure.tables import ERASURE_ENTRIES, ERASURE_LEDGERS
 from housekeeping.store.entries import ERASED_PROPERTY, files_sha256
 from spark_apps.shared.io import (
-    ENTRY_COLUMNS,
     LedgerFiles,
+    entry_columns,
     key_digests,
     read_actions,
-    read_dirs,
+    read_dirs_of_digests,
     read_snapshot,
     read_table,
 )
 from spark_apps.shared.session import materialize
 from spark_apps.shared.task_files import TopicRows, topic_tasks
 from spark_apps.shared.topic_names import topic_name_facts
+
+# What the gate reads of the files in force to find the requested entries.
+KEY_COLUMNS = entry_columns("ledgerId", "entryId", "key")
 
 
 def covering_digests(snapshot: dict, names: DataFrame, as_of_ms: int) -> DataFrame:
@@ -86,19 +89,23 @@ def _live_files(spark: SparkSession, snapshot: dict, files: LedgerFiles) -> list
 
 
 def _read_by_file(
-    spark: SparkSession, files: list[tuple[str, int, str, str]], ledger_files: LedgerFiles | None = None
+    spark: SparkSession,
+    files: list[tuple[str, int, str, str]],
+    digests: DataFrame,
+    ledger_files: LedgerFiles | None = None,
 ) -> DataFrame:
-    """Entries of the given files, each tagged with its file's topic, ledger and source (``ledgerId`` of the entry
-    itself is its position's ledger); with ``ledger_files``, a ledger whose local copy is deleted from the tier."""
+    """Entries of the given files whose key's SHA-256 is a digest of ``digests`` (any topic's), each with its
+    ``keyDigest``, tagged with its file's topic, ledger and source (``ledgerId`` of the entry itself is its
+    position's ledger); with ``ledger_files``, a ledger whose local copy is deleted from the tier."""
     tags = spark.createDataFrame(
         [(f[3], f[0], f[1], f[2]) for f in files],
         "dir string, fileTopic string, fileLedger long, source string",
     )
     dirs = [f[3] for f in files]
     entries = (
-        ledger_files.read_dirs(spark, dirs, ENTRY_COLUMNS)
+        ledger_files.read_dirs_of_digests(spark, dirs, KEY_COLUMNS, digests)
         if ledger_files
-        else read_dirs(spark, dirs, ENTRY_COLUMNS)
+        else read_dirs_of_digests(spark, dirs, KEY_COLUMNS, digests)
     )
     return entries.join(F.broadcast(tags), "dir")
 
@@ -245,9 +252,8 @@ def expedite_checks(
     names = topic_name_facts(spark, [expedite])
     digests = covering_digests(snapshot, names, as_of_ms)
     holding = (
-        _read_by_file(spark, readable)
-        .where(F.col("key").isNotNull())
-        .select("dir", F.col("fileTopic").alias("topic"), F.sha2(F.col("key"), 256).alias("keyDigest"))
+        _read_by_file(spark, readable, digests)
+        .select("dir", F.col("fileTopic").alias("topic"), "keyDigest")
         .join(digests, ["topic", "keyDigest"])
         .select("dir")
         .distinct()
@@ -280,12 +286,11 @@ def expedite_checks(
     )
 
 
-def requested_entries(original: DataFrame, digests: DataFrame) -> DataFrame:
-    """Every entry of the files in force whose key a request in effect covers: what the plan must redact."""
+def requested_entries(found: DataFrame, digests: DataFrame) -> DataFrame:
+    """Every entry of the files in force whose key a request in effect covers: what the plan must redact.
+    ``found``: the files' entries of a requested key (:func:`_read_by_file`), of any topic's request."""
     return (
-        original.where(F.col("key").isNotNull())
-        .withColumn("keyDigest", F.sha2(F.col("key"), 256))
-        .join(digests.withColumnRenamed("topic", "fileTopic"), ["fileTopic", "keyDigest"])
+        found.join(digests.withColumnRenamed("topic", "fileTopic"), ["fileTopic", "keyDigest"])
         .select(
             F.col("fileTopic").alias("topic"),
             F.col("fileLedger").alias("ledgerId"),
@@ -517,7 +522,7 @@ def checks(spark, run_dir: str | Path, spec: Mechanism) -> list[CheckFrame]:
     # The files of the topics a request in effect covers (by the gate's own reading of the requests and holds).
     covered = {r["topic"] for r in digests.select("topic").distinct().collect()}
     live = [f for f in _live_files(spark, snapshot, files) if f[0] in covered]
-    original = _read_by_file(spark, live, files)
+    found = _read_by_file(spark, live, digests, files)
     entry_checks = rewritten_entry_checks(spark, run, files, live, ledgers, digests)
     return [
         CheckFrame(
@@ -533,7 +538,7 @@ def checks(spark, run_dir: str | Path, spec: Mechanism) -> list[CheckFrame]:
         ),
         CheckFrame(
             "requested_entries",
-            entry_set_checks(requested_entries(original, digests), planned),
+            entry_set_checks(requested_entries(found, digests), planned),
             must_be_true("requested_entry_is_planned", "planned_entry_has_a_requested_key"),
         ),
         CheckFrame(

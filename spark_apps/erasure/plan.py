@@ -140,25 +140,24 @@ def candidate_files(spark: SparkSession, snapshot: dict, files: LedgerFiles) -> 
 
 
 def read_files(
-    spark: SparkSession, candidates: DataFrame, columns: T.StructType, files: LedgerFiles
+    spark: SparkSession, candidates: DataFrame, columns: T.StructType, files: LedgerFiles, requests: DataFrame
 ) -> DataFrame:
-    """The entries of the candidate files (``columns``), each with its file's facts (joined on its directory):
-    ``ledgerId`` is the file's ledger, ``entryLedgerId``:``entryId`` the entry's position (in a compacted ledger,
-    the raw ledger it was written to). A ledger whose local copy is deleted is read from the object tier."""
+    """The entries of the candidate files (``columns``) whose key's SHA-256 is the digest of one of ``requests``
+    (any topic's), each with its ``keyDigest`` and its file's facts (joined on its directory): ``ledgerId`` is the
+    file's ledger, ``entryLedgerId``:``entryId`` the entry's position (in a compacted ledger, the raw ledger it was
+    written to). A ledger whose local copy is deleted is read from the object tier."""
     dirs = [r["dir"] for r in candidates.select("dir").collect()]
-    entries = files.read_dirs(spark, dirs, columns).withColumnRenamed("ledgerId", "entryLedgerId")
+    entries = files.read_dirs_of_digests(spark, dirs, columns, requests)
+    entries = entries.withColumnRenamed("ledgerId", "entryLedgerId")
     if "topic" in entries.columns:
         entries = entries.drop("topic")  # the file's topic: the candidate's
     return entries.join(F.broadcast(candidates), "dir")
 
 
 def matches(keys: DataFrame, requests: DataFrame) -> DataFrame:
-    """Entries whose key's SHA-256 is the digest of a request covering their topic."""
-    return (
-        keys.where(F.col("key").isNotNull())
-        .withColumn("keyDigest", F.sha2(F.col("key"), 256))
-        .join(requests.select("topic", "keyDigest", "requestId"), ["topic", "keyDigest"])
-        .select("topic", "ledgerId", "source", "pendingId", "entryLedgerId", "entryId", "requestId", "size")
+    """Entries (with ``keyDigest``) whose key's SHA-256 is the digest of a request covering their topic."""
+    return keys.join(requests.select("topic", "keyDigest", "requestId"), ["topic", "keyDigest"]).select(
+        "topic", "ledgerId", "source", "pendingId", "entryLedgerId", "entryId", "requestId", "size"
     )
 
 
@@ -307,7 +306,7 @@ def find_requested_entries(spark, snapshot: dict[str, DataFrame], files: LedgerF
     acting = covered.where(F.col("heldBy").isNull())
     # Only the files of topics a request in effect covers are read (none on a day without requests).
     to_read = candidates.join(acting.select("topic").distinct(), "topic", "left_semi")
-    keys = read_files(spark, to_read, KEY_COLUMNS, files)
+    keys = read_files(spark, to_read, KEY_COLUMNS, files, acting)
     return Found(candidates, covered, materialize(matches(keys, acting)))
 
 

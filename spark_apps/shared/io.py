@@ -24,6 +24,7 @@ from housekeeping.engine.contract import (
     sql_identifier,
     write_json,
 )
+from spark_apps.shared.session import materialize
 
 _ATOMIC = {
     "string": T.StringType(),
@@ -164,11 +165,16 @@ ENTRY_READ_SCHEMA = entry_columns("topic", "ledgerId", "entryId", "publishTime",
 
 
 def input_file_dir() -> Column:
-    """The directory of the file a row was read from, as a plain path. Spark names the file by a URI
-    (``file:///a%20b/c+d/part-0.parquet``): '%' escapes are decoded, while a '+' is a '+' (URL-form decoding would
-    make it a space; run directories of Airflow runs hold '+' and ':')."""
-    uri = F.regexp_replace(F.regexp_replace(F.input_file_name(), "^file:/*", "/"), "\\+", "%2B")
-    return F.regexp_replace(F.url_decode(uri), "/[^/]*$", "")
+    """The directory of the file a row was read from, as a plain path."""
+    return file_dir(F.input_file_name())
+
+
+def file_dir(uri: Column) -> Column:
+    """The directory of a file Spark names by a URI (``file:///a%20b/c+d/part-0.parquet``), as a plain path: '%'
+    escapes are decoded, while a '+' is a '+' (URL-form decoding would make it a space; run directories of Airflow
+    runs hold '+' and ':')."""
+    path = F.regexp_replace(F.regexp_replace(uri, "^file:/*", "/"), "\\+", "%2B")
+    return F.regexp_replace(F.url_decode(path), "/[^/]*$", "")
 
 
 def read_dirs(spark: SparkSession, dirs: list[str], columns: T.StructType) -> DataFrame:
@@ -177,6 +183,31 @@ def read_dirs(spark: SparkSession, dirs: list[str], columns: T.StructType) -> Da
     if not dirs:
         return spark.createDataFrame([], columns).withColumn("dir", F.lit(None).cast("string"))
     return spark.read.schema(columns).parquet(*dirs).withColumn("dir", input_file_dir())
+
+
+def of_digests(entries: DataFrame, digests: DataFrame) -> DataFrame:
+    """The entries (with ``key``) whose key's SHA-256 is a ``keyDigest`` of ``digests``, each with its
+    ``keyDigest``."""
+    wanted = F.broadcast(digests.select("keyDigest").distinct())
+    return (
+        entries.where(F.col("key").isNotNull())
+        .withColumn("keyDigest", F.sha2(F.col("key"), 256))
+        .join(wanted, "keyDigest", "left_semi")
+    )
+
+
+def read_dirs_of_digests(
+    spark: SparkSession, dirs: list[str], columns: T.StructType, digests: DataFrame
+) -> DataFrame:
+    """As :func:`read_dirs`, only the entries whose key's SHA-256 is a ``keyDigest`` of ``digests`` (``columns``
+    with ``key``), each with its ``keyDigest``. The entries found are materialized before their directory is
+    derived from the file's name: a later join on ``dir`` would otherwise have the optimizer test the directory
+    of every entry read, not of the few found."""
+    if not dirs:
+        return of_digests(read_dirs(spark, [], columns), digests)
+    read = spark.read.schema(columns).parquet(*dirs).withColumn("file", F.input_file_name())
+    found = materialize(of_digests(read, digests))
+    return found.withColumn("dir", file_dir(F.col("file"))).drop("file")
 
 
 @dataclass(frozen=True)
@@ -252,6 +283,18 @@ class LedgerFiles:
         if not tiered:
             return local
         return local.unionByName(self._read_tier(spark, tiered, columns))
+
+    def read_dirs_of_digests(
+        self, spark: SparkSession, dirs: list[str], columns: T.StructType, digests: DataFrame
+    ) -> DataFrame:
+        """As :func:`read_dirs_of_digests`, a ledger whose local copy is deleted read from the tier under its
+        directory."""
+        by_dir = self.tier_ledgers_by_dir()
+        tiered = [by_dir[d] for d in dirs if d in by_dir]
+        local = read_dirs_of_digests(spark, [d for d in dirs if d not in by_dir], columns, digests)
+        if not tiered:
+            return local
+        return local.unionByName(of_digests(self._read_tier(spark, tiered, columns), digests))
 
     def tier_object(self, topic: str, ledger_id: int) -> str:
         """The object key of a ledger only in the tier; bad input when the run has no tier configured."""

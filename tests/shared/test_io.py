@@ -1,5 +1,6 @@
-"""The Spark apps' snapshot reader (spark_apps/shared/io.py): a snapshot table read with the contract's schema, from
-its Parquet file or, for a run snapshotted before the snapshot was Parquet, its JSON-lines file."""
+"""The Spark apps' readers (spark_apps/shared/io.py): a snapshot table read with the contract's schema, from its Parquet
+file or, for a run snapshotted before the snapshot was Parquet, its JSON-lines file; keys' digests; the entries of
+requested keys."""
 
 from __future__ import annotations
 
@@ -59,3 +60,44 @@ def test_key_digests_are_spark_sha2_of_the_keys_utf8_bytes(spark):
     ]
     assert key_digests(pa.chunked_array([pa.array(keys)])).to_pylist() == expected
     assert expected[3] is None
+
+
+def test_the_entries_of_requested_digests_are_read_with_their_plain_directory(spark, tmp_path):
+    """Only entries whose key's SHA-256 is requested, each with its digest and the directory it was read from as a
+    plain path (a '+', a space and a '%' in it kept), whichever digests the frame repeats."""
+    import hashlib
+
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    from spark_apps.shared.io import entry_columns, read_dirs_of_digests
+
+    def digest(key: str) -> str:
+        return hashlib.sha256(key.encode()).hexdigest()
+
+    dirs = [tmp_path / "run+1 a%20b" / "7", tmp_path / "plain" / "8"]
+    for ledger_id, directory in enumerate(dirs, start=7):
+        directory.mkdir(parents=True)
+        keys = ["wanted", "other", None, "clé"]
+        pq.write_table(
+            pa.table(
+                {
+                    "ledgerId": pa.array([ledger_id] * 4, pa.int64()),
+                    "entryId": pa.array(range(4), pa.int64()),
+                    "key": pa.array(keys, pa.string()),
+                }
+            ),
+            directory / "part-0.parquet",
+        )
+    digests = spark.createDataFrame(
+        [(digest("wanted"),), (digest("clé"),), (digest("wanted"),), (digest("absent"),)], "keyDigest string"
+    )
+    columns = entry_columns("ledgerId", "entryId", "key")
+    found = read_dirs_of_digests(spark, [str(d) for d in dirs], columns, digests)
+    rows = sorted((r["dir"], r["ledgerId"], r["entryId"], r["key"], r["keyDigest"]) for r in found.collect())
+    assert rows == sorted(
+        (str(d), ledger_id, entry_id, key, digest(key))
+        for ledger_id, d in enumerate(dirs, start=7)
+        for entry_id, key in ((0, "wanted"), (3, "clé"))
+    )
+    assert read_dirs_of_digests(spark, [], columns, digests).count() == 0
