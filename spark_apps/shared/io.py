@@ -161,9 +161,6 @@ def key_digests(keys: Any) -> Any:
     )
 
 
-ENTRY_READ_SCHEMA = entry_columns("topic", "ledgerId", "entryId", "publishTime", "brokerTimestamp", "size")
-
-
 def input_file_dir() -> Column:
     """The directory of the file a row was read from, as a plain path."""
     return file_dir(F.input_file_name())
@@ -275,15 +272,6 @@ class LedgerFiles:
         """(topic, ledger) of each ledger only in the tier, by the directory its local copy had."""
         return {str(self.dir(t, lid)): (t, lid) for t, lid in self.tier_objects}
 
-    def read_dirs(self, spark: SparkSession, dirs: list[str], columns: T.StructType) -> DataFrame:
-        """As :func:`read_dirs`, a ledger whose local copy is deleted read from the tier under its directory."""
-        by_dir = self.tier_ledgers_by_dir()
-        tiered = [by_dir[d] for d in dirs if d in by_dir]
-        local = read_dirs(spark, [d for d in dirs if d not in by_dir], columns)
-        if not tiered:
-            return local
-        return local.unionByName(self._read_tier(spark, tiered, columns))
-
     def read_dirs_of_digests(
         self, spark: SparkSession, dirs: list[str], columns: T.StructType, digests: DataFrame
     ) -> DataFrame:
@@ -315,21 +303,11 @@ class LedgerFiles:
         return read_tier_ledgers(spark, self.tier, objects, columns)
 
 
-@dataclass
-class EntryReads:
-    """What a run read from the entry store (the cost the cursor mechanisms report)."""
-
-    ledgers: int = 0
-    file_bytes: int = 0
-    entry_bytes: int = 0  # the ledgers' payload bytes per the metadata
-    keys: list[tuple[str, int]] = field(default_factory=list)
-
-
 class TopicEntryReads:
     """A per-topic rule's entry reads (``spark_apps.shared.cursor_rule.EntryReader``), inside a pass's task: each
     ledger read once, where it is (its local files, checked first: the error names the topic, ledger and file; or
     its tier object), its entries as (entryId, publishTime, entryTs: broker timestamp when stored, else publish
-    time); what was read is counted as :class:`EntryReads` counts it."""
+    time); what was read is counted: the ledgers, their payload bytes per the metadata and the local files' bytes."""
 
     COLUMNS = ("topic", "ledgerId", "entryId", "publishTime", "brokerTimestamp")
 
@@ -400,23 +378,3 @@ def read_cost(reads: dict[str, int]) -> dict[str, Any]:
         "storedEntryBytes": stored,
         "readShare": (read / stored) if stored else 0.0,
     }
-
-
-def read_entries(
-    spark: SparkSession, files: LedgerFiles, keys: list[tuple[str, int, int]], reads: EntryReads
-) -> DataFrame:
-    """Entries of the given ledgers only: (topic, ledgerId, payload bytes) -> topic, ledgerId, entryId,
-    publishTime, entryTs (broker timestamp when stored, else publish time), size.
-
-    A ledger the metadata says is stored but whose directory is missing is bad input: the error names it. A ledger
-    whose local copy is deleted is read from the tier (its bytes are not counted in ``file_bytes``)."""
-    ledgers = []
-    for topic, ledger_id, payload_bytes in sorted(set(keys)):
-        if not files.in_tier(topic, ledger_id):
-            reads.file_bytes += sum(f.stat().st_size for f in files.checked_dir(topic, ledger_id)[1])
-        ledgers.append((topic, ledger_id))
-        reads.ledgers += 1
-        reads.entry_bytes += int(payload_bytes)
-        reads.keys.append((topic, ledger_id))
-    frame = files.read(spark, ledgers, ENTRY_READ_SCHEMA)
-    return frame.withColumn("entryTs", F.coalesce(F.col("brokerTimestamp"), F.col("publishTime")))
