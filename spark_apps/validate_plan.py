@@ -22,6 +22,7 @@ from housekeeping.engine.gate import (
     must_be_true,
     run_gate,
     start_loading_great_expectations,
+    start_plan_digest,
 )
 from housekeeping.mechanisms.registry import get_mechanism, mechanism_names
 from spark_apps.shared.holds import hold_checks
@@ -47,6 +48,7 @@ def hold_check_frame(spark, run_dir: str | Path) -> CheckFrame:
 def run(spark, run_dir: str | Path, mechanism: str) -> dict:
     spec = get_mechanism(mechanism)
     checks_of = importlib.import_module(spec.gate_checks).checks
+    digest = start_plan_digest(RunDir(run_dir).path)  # the plan as the checks begin to read it
     start_loading_great_expectations()  # beside the check frames' Spark work: most of a small gate's imports
     with run_scoped_cache(spark):
         checks = checks_of(spark, run_dir, spec)
@@ -56,7 +58,7 @@ def run(spark, run_dir: str | Path, mechanism: str) -> dict:
             checks.append(hold_check_frame(spark, run_dir))
         # A check frame is computed once (its joins over the snapshot are the expensive part): brought to the
         # driver when small, else materialized for Great Expectations' per-metric queries.
-        return run_gate(RunDir(run_dir).path, mechanism, checks, materialize=materialize)
+        return run_gate(RunDir(run_dir).path, mechanism, checks, materialize=materialize, digest=digest)
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -15,6 +15,7 @@ import re
 import sys
 import threading
 from collections.abc import Callable
+from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass, field
 from html import escape as html_escape
 from pathlib import Path
@@ -233,12 +234,26 @@ def _of_whole_frame(result: Any, rows: int) -> None:
                 counts[key] = value
 
 
+def start_plan_digest(run_dir: Path) -> Future[str]:
+    """The plan's digest (:func:`plan_digest`) computed on a thread of its own from the gate's start, for
+    :func:`run_gate` to record: the plan as the checks began to read it, so a plan rewritten under a running gate
+    matches no passed gate and apply refuses it. On its thread the hashing waits on no check."""
+    executor = ThreadPoolExecutor(max_workers=1, thread_name_prefix="plan-digest")
+    try:
+        return executor.submit(plan_digest, run_dir)
+    finally:
+        executor.shutdown(wait=False)
+
+
 def run_gate(
     run_dir: Path,
     mechanism: str,
     checks: list[CheckFrame],
     materialize: Callable[[Any], Any] = lambda frame: frame,
+    digest: Future[str] | None = None,
 ) -> dict[str, Any]:
+    """Validate the check frames, write ``gate/result.json`` and the Data Docs; the verdict. ``digest``: the plan's
+    digest started before the checks (:func:`start_plan_digest`); without it, the plan's digest now."""
     # Every frame's queries first, then Great Expectations: in a gate process GX is still loading beside them.
     frames = [
         _to_validate(check.frame, materialize, check.materialize_first, check.expectations)
@@ -294,7 +309,7 @@ def run_gate(
     document = {
         "mechanism": mechanism,
         "success": success,
-        "planDigest": plan_digest(run_dir),
+        "planDigest": digest.result() if digest is not None else plan_digest(run_dir),
         "expectations": outcomes,
         "failed": [o for o in outcomes if not o["success"]],
     }

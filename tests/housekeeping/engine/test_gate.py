@@ -247,3 +247,36 @@ def test_offending_rows_keeps_every_row_when_a_check_cannot_be_judged_within_one
         *gate.must_be_true("ok"),
     ]
     assert gate.offending_rows(passing, checks, "topic") == [], "a share whose checks all hold ships nothing"
+
+
+@pytest.mark.runs
+def test_the_gate_signs_the_plan_as_its_checks_began_so_a_plan_rewritten_under_it_is_refused(tmp_path):
+    """The digest a gate records is taken as its checks begin (start_plan_digest): a plan rewritten while the
+    checks run matches no passed gate, and apply refuses it. Hashed at the end instead, the gate would sign the
+    rewritten plan it never checked."""
+    import pyarrow as pa
+
+    from housekeeping.core.errors import PlanNotValidated
+    from housekeeping.engine import gate
+
+    def passing_checks() -> list:
+        frame = pa.table({"topic": ["t"], "not_current_ledger": [True]})
+        return [gate.CheckFrame("deletions", frame, gate.must_be_true("not_current_ledger"))]
+
+    documents = {}
+    for name, signed_at_start in (("at_start", True), ("at_end", False)):
+        run_dir = tmp_path / name
+        part = run_dir / "plan" / "actions" / "part-00000.json"
+        part.parent.mkdir(parents=True)
+        part.write_text('{"topic": "t", "action": "delete_ledger", "ledgerId": 1}\n')
+        digest = gate.start_plan_digest(run_dir) if signed_at_start else None
+        checked = digest.result() if digest is not None else gate.plan_digest(run_dir)
+        part.write_text('{"topic": "t", "action": "delete_ledger", "ledgerId": 2}\n')  # while the checks run
+        documents[name] = gate.run_gate(run_dir, "trim", passing_checks(), digest=digest)
+        assert documents[name]["success"]
+        if signed_at_start:
+            assert documents[name]["planDigest"] == checked
+            with pytest.raises(PlanNotValidated, match="changed after the gate validated it"):
+                gate.require_passed_gate(run_dir)
+        else:
+            assert gate.require_passed_gate(run_dir)["planDigest"] != checked, "the unchecked plan was signed"
