@@ -182,7 +182,7 @@ def read_dirs(spark: SparkSession, dirs: list[str], columns: T.StructType) -> Da
     return spark.read.schema(columns).parquet(*dirs).withColumn("dir", input_file_dir())
 
 
-def of_digests(entries: DataFrame, digests: DataFrame) -> DataFrame:
+def entries_of_digests(entries: DataFrame, digests: DataFrame) -> DataFrame:
     """The entries (with ``key``) whose key's SHA-256 is a ``keyDigest`` of ``digests``, each with its
     ``keyDigest``."""
     wanted = F.broadcast(digests.select("keyDigest").distinct())
@@ -201,9 +201,9 @@ def read_dirs_of_digests(
     derived from the file's name: a later join on ``dir`` would otherwise have the optimizer test the directory
     of every entry read, not of the few found."""
     if not dirs:
-        return of_digests(read_dirs(spark, [], columns), digests)
+        return entries_of_digests(read_dirs(spark, [], columns), digests)
     read = spark.read.schema(columns).parquet(*dirs).withColumn("file", F.input_file_name())
-    found = materialize(of_digests(read, digests))
+    found = materialize(entries_of_digests(read, digests))
     return found.withColumn("dir", file_dir(F.col("file"))).drop("file")
 
 
@@ -282,7 +282,7 @@ class LedgerFiles:
         local = read_dirs_of_digests(spark, [d for d in dirs if d not in by_dir], columns, digests)
         if not tiered:
             return local
-        return local.unionByName(of_digests(self._read_tier(spark, tiered, columns), digests))
+        return local.unionByName(entries_of_digests(self._read_tier(spark, tiered, columns), digests))
 
     def tier_object(self, topic: str, ledger_id: int) -> str:
         """The object key of a ledger only in the tier; bad input when the run has no tier configured."""
