@@ -12,6 +12,7 @@ from typing import TYPE_CHECKING, Any
 
 from pyspark.sql import DataFrame
 
+from housekeeping.engine.plan import is_table_file
 from housekeeping.store.fs import remove_tree
 
 if TYPE_CHECKING:
@@ -81,8 +82,7 @@ class TopicRows:
         self._columns = [*dict.fromkeys(["topic", *schema.names])]
         self._schema = schema
         self._files = []
-        visible = (p for p in Path(directory).glob("*") if not p.name.startswith((".", "_")))
-        for path in sorted(p for p in visible if p.suffix != ".crc"):
+        for path in sorted(p for p in Path(directory).glob("*") if is_table_file(p.name)):
             parquet = pq.ParquetFile(path)
             column = parquet.schema_arrow.get_field_index("topic")
             ranged, unranged = [], []

@@ -36,15 +36,16 @@ from housekeeping.engine.contract import (
 )
 
 
+def is_table_file(name: str) -> bool:
+    """A file a table's reader reads: not hidden, not a marker (``_SUCCESS``), not a checksum."""
+    return not name.startswith((".", "_")) and not name.endswith(".crc")
+
+
 def plan_files(run_dir: Path) -> list[Path]:
     plan_dir = RunDir(run_dir).plan_dir
     if not plan_dir.is_dir():
         raise InputError(f"run directory {run_dir} has no plan ({plan_dir} is missing)")
-    return sorted(
-        p
-        for p in plan_dir.rglob("*")
-        if p.is_file() and not p.name.startswith((".", "_")) and not p.name.endswith(".crc")
-    )
+    return sorted(p for p in plan_dir.rglob("*") if p.is_file() and is_table_file(p.name))
 
 
 def plan_digest(run_dir: Path) -> str:
