@@ -11,6 +11,7 @@ Validation follows Pulsar's admin API (``AdminResource#validateRetentionPolicies
 
 from __future__ import annotations
 
+import json
 from collections.abc import Mapping
 from dataclasses import dataclass, fields, is_dataclass
 from pathlib import Path
@@ -323,6 +324,11 @@ class EffectivePolicies:
         """As ``dataclasses.asdict``, which deep-copies every value and was a quarter of a 100,000-topic snapshot
         (tests/housekeeping/core/test_policies.py holds the two equal)."""
         return _plain(self)
+
+    def document(self) -> str:
+        """The policies as one JSON text: what the snapshot records per topic and apply compares with the policies
+        in force when it acts (equal texts, equal policies)."""
+        return json.dumps(self.to_json(), sort_keys=True)
 
 
 _FIELD_NAMES: dict[type, tuple[str, ...]] = {}

@@ -242,10 +242,14 @@ class ActionKind:
 
 
 class PlansActions(Protocol):
-    """What the apply engine asks of a mechanism (``housekeeping.engine.mechanism.Mechanism`` is one): its name and
-    the kinds its plans may hold. The engine needs nothing else, so it does not depend on the mechanism module."""
+    """What the apply engine asks of a mechanism (``housekeeping.engine.mechanism.Mechanism`` is one): its name, the
+    kinds its plans may hold and its re-check of a topic against the store as it is. The engine needs nothing else,
+    so it does not depend on the mechanism module."""
 
     name: str
     actions: tuple[ActionKind, ...]
+    recheck_reads_cursors: bool
 
     def action(self, name: str, where: str = "the plan") -> ActionKind: ...
+
+    def recheck(self, now: Any, then: Any, rows: list[dict[str, Any]], as_of_ms: int) -> Any: ...

@@ -31,7 +31,7 @@ from operator import itemgetter
 from pathlib import Path
 from typing import Any
 
-from sqlalchemy import bindparam, select, update
+from sqlalchemy import bindparam, update
 
 from housekeeping.core.actor import current_actor
 from housekeeping.core.errors import InputError
@@ -40,16 +40,29 @@ from housekeeping.core.settings import Setting
 from housekeeping.engine.actions import PlansActions, TopicTally
 from housekeeping.engine.contract import (
     ACTIONS,
+    CURSORS,
+    TOPICS,
+    BucketedSnapshot,
     RunDir,
     SnapshotTopicLookup,
     iter_jsonl,
     read_json,
     read_run_info,
+    snapshot_has_column,
     topic_bucket,
     write_json,
 )
 from housekeeping.engine.faults import checkpoint
 from housekeeping.engine.gate import require_passed_gate
+from housekeeping.engine.live import (
+    CursorState,
+    Narrowed,
+    PoliciesNow,
+    TopicNow,
+    TopicThen,
+    read_topics_now,
+    topic_replaced,
+)
 from housekeeping.engine.plan import read_table
 from housekeeping.store import metadata_schema as t
 from housekeeping.store.holds import Hold, current_hold, hold_for, holds_for_this_transaction
@@ -185,15 +198,68 @@ class ApplyRun:
         return read_table(self.run.path, ACTIONS.name)
 
     @cached_property
-    def snapshot_policies(self) -> SnapshotTopicLookup:
-        """The effective policies (JSON) the snapshot recorded per topic, which a kind's re-check compares: read a
-        bucket at a time as the topics are applied (two columns, not the whole topics table)."""
-        return SnapshotTopicLookup(self.run, self.info, "policies")
+    def _snapshot_topics(self) -> SnapshotTopicLookup:
+        """Per topic, what the snapshot recorded of it that apply compares: its version, incarnation (absent from a
+        snapshot taken before topics had one) and effective policies; read a bucket at a time as the topics are
+        applied (a few columns, not the whole topics table)."""
+        columns = ["version", "policies"]
+        if snapshot_has_column(self.run, TOPICS, "incarnation"):
+            columns.append("incarnation")
+        return SnapshotTopicLookup(self.run, self.info, *columns)
+
+    @cached_property
+    def _snapshot_cursors(self) -> BucketedSnapshot:
+        return BucketedSnapshot(
+            self.run,
+            self.info,
+            CURSORS.select("topic", "name", "durable", "markDeleteLedger", "markDeleteEntry", "consumers"),
+            _cursors_by_topic,
+            shared=["topic"],
+        )
+
+    def then(self, topic: str) -> TopicThen | None:
+        """The topic as the run's snapshot recorded it (None: the snapshot has no such topic, as the partitioned
+        topic a ``delete_partitioned_metadata`` row names)."""
+        found = self._snapshot_topics.get(topic)
+        if found is None:
+            return None
+        version, document, *incarnation = found
+        legacy = self.info.get("topicVersions")
+        return TopicThen(
+            int(legacy[topic]) if legacy and topic in legacy else int(version),
+            incarnation[0] if incarnation else None,
+            document,
+            lambda: self._snapshot_cursors.of(topic).get(topic, ()),
+            incarnation_known=bool(incarnation),
+        )
 
     @cached_property
     def broker(self) -> BrokerConfig:
         """The broker settings now (read once per apply; a kind's re-check reads them)."""
         return self.store.broker_config()
+
+    @cached_property
+    def policies_now(self) -> PoliciesNow:
+        """The effective policies of topics now, as the snapshot resolves them (the broker's settings as this
+        apply read them)."""
+        return PoliciesNow(self.broker)
+
+    def recheck(
+        self, conn: Any, topic: str, actions: list[dict[str, Any]], now: TopicNow | None = None
+    ) -> Narrowed:
+        """The topic's planned rows as the store now allows them (``housekeeping.engine.live``), read in ``conn``'s
+        transaction: none when the topic is gone or another incarnation of its name, else what the mechanism's
+        re-check leaves (``Mechanism.recheck``). ``now``: the topic as the caller's batch read it; else read here."""
+        then = self.then(topic)
+        if then is None:
+            return Narrowed.as_planned(actions)
+        if now is None:
+            now = read_topics_now(conn, [topic], self.policies_now, cursors=False).get(topic)
+        why = topic_replaced(then, now)
+        if why is not None:
+            return Narrowed.nothing(why)
+        assert now is not None
+        return self.spec.recheck(now, then, actions, self.as_of_ms)
 
     def journal_row(
         self, *, topic: str | None, action: str, status: str, detail: dict[str, Any]
@@ -239,9 +305,27 @@ class ApplyRun:
         change: Callable[[Any], TopicOutcome],
         *,
         held_action: str = "apply",
+        recheck: bool = True,
     ) -> TopicOutcome:
-        """One topic's change in one metadata transaction of its own (see :meth:`commit_in`)."""
+        """One topic's change in one metadata transaction of its own (see :meth:`commit_in`). ``recheck``: first
+        re-check the topic against the store as it is (:meth:`recheck`); a mechanism's own apply changes a topic
+        as planned or not at all, so a re-check that narrows its rows leaves the topic alone. A step that only
+        completes what a re-checked step began (offload's record of an upload) passes false."""
         with write_transaction(self.store.engine) as conn:
+            if recheck:
+                narrowed = self.recheck(conn, topic, actions)
+                if narrowed.narrowed:
+                    return self._journal_outcome(
+                        conn,
+                        topic,
+                        TopicOutcome(
+                            "skipped_conflict",
+                            narrowed.why,
+                            held_action,
+                            {"why": narrowed.why, "planRows": plan_rows(actions)},
+                        ),
+                        None,
+                    )
             return self.commit_in(conn, topic, actions, change, held_action=held_action)
 
     def commit_in(
@@ -277,6 +361,11 @@ class ApplyRun:
             )
         else:
             outcome = change(conn)
+        return self._journal_outcome(conn, topic, outcome, journaled)
+
+    def _journal_outcome(
+        self, conn: Any, topic: str, outcome: TopicOutcome, journaled: list[dict[str, Any]] | None
+    ) -> TopicOutcome:
         if outcome.journaled:
             row = self.journal_row(
                 topic=topic, action=outcome.action, status=outcome.status, detail=outcome.detail
@@ -311,6 +400,8 @@ class ApplyResult:
     applied_topics: list[str] = field(default_factory=list)
     already_applied_topics: list[str] = field(default_factory=list)
     skipped_topics: dict[str, str] = field(default_factory=dict)  # topic -> why
+    # Applied with fewer or narrower rows than planned, the store having changed since the snapshot: topic -> why.
+    narrowed_topics: dict[str, str] = field(default_factory=dict)
     ledgers_deleted: int = 0
     bytes_deleted: int = 0
     per_namespace: dict[str, dict[str, int]] = field(default_factory=dict)
@@ -329,6 +420,7 @@ class ApplyResult:
             "appliedTopics": self.applied_topics,
             "alreadyAppliedTopics": self.already_applied_topics,
             "skippedTopics": self.skipped_topics,
+            "narrowedTopics": self.narrowed_topics,
             "ledgersDeleted": self.ledgers_deleted,
             "bytesDeleted": self.bytes_deleted,
             **self.counts,
@@ -347,6 +439,8 @@ class ApplyResult:
 
     def add(self, tally: TopicTally) -> None:
         self.applied_topics.append(tally.topic)
+        if tally.detail.get("narrowed"):
+            self.narrowed_topics[tally.topic] = str(tally.detail["narrowed"])
         self.ledgers_deleted += len(tally.ledgers_deleted)
         self.bytes_deleted += tally.bytes_deleted
         for key, value in tally.counts.items():
@@ -493,6 +587,7 @@ def apply_plan(store: Store, run_dir: Path, spec: PlansActions, *, purge_grace_s
     result.applied_topics.sort()
     result.already_applied_topics.sort()
     result.skipped_topics = dict(sorted(result.skipped_topics.items()))
+    result.narrowed_topics = dict(sorted(result.narrowed_topics.items()))
     _apply_after_topics(context, plan.after, result)
     context.finish(result.to_json())
     return result
@@ -543,7 +638,12 @@ def _apply_batch(
     with write_transaction(context.store.engine) as conn:
         # Read once for the batch, not per topic, and held until it commits.
         holds = holds_for_this_transaction(conn)
-        current = _current_topics(conn, [topic for topic, _ in batch])
+        current = read_topics_now(
+            conn,
+            [topic for topic, _ in batch],
+            context.policies_now,
+            cursors=context.spec.recheck_reads_cursors,
+        )
         with context.batch(conn):
             for topic, actions in batch:
                 outcome = context.commit_in(
@@ -579,7 +679,7 @@ def _apply_after_topics(context: ApplyRun, rows: list[dict[str, Any]], result: A
                 return TopicOutcome("skipped_conflict", why, kind.name, {"why": why})
             return TopicOutcome("applied", None, kind.name, detail)
 
-        outcome = context.commit(name, [row], change, held_action=kind.name)
+        outcome = context.commit(name, [row], change, held_action=kind.name, recheck=False)
         if outcome.applied:
             for key in kind.result_keys:
                 result.count(key, [name])
@@ -593,11 +693,12 @@ def _apply_topic(
     topic: str,
     expected_version: int,
     actions: list[dict[str, Any]],
-    current: Mapping[str, tuple[int, str]],
+    current: Mapping[str, TopicNow],
 ) -> TopicOutcome:
-    """One topic's rows, in the caller's transaction (``ApplyRun.commit``): the kinds' checks, the version
-    compare-and-set when a kind changes the ledger list, then each row by its kind. ``current``: the batch's topics
-    as its transaction read and locked them (:func:`_current_topics`)."""
+    """One topic's rows, in the caller's transaction (``ApplyRun.commit``): the kinds' checks, the topic the same
+    one (incarnation) and, when a kind changes the ledger list, the same version as in the snapshot; then the rows
+    as the store now allows them (``ApplyRun.recheck``: never more than planned), each by its kind. ``current``:
+    the batch's topics as its transaction read and locked them (``live.read_topics_now``)."""
     kinds = [(context.spec.action(a["action"]), a) for a in actions]
     for kind, row in kinds:
         why = kind.check_topic(conn, context, topic, row)
@@ -605,14 +706,25 @@ def _apply_topic(
             # Pulsar's TopicBusyException (inactive-topic GC): the topic became active since the snapshot.
             return TopicOutcome("skipped_conflict", why, kind.name, {"why": why})
     changes_ledger_list = any(k.changes_ledger_list for k, _ in kinds)
-    why, namespace = _claim_topic(conn, context, current, topic, expected_version, changes_ledger_list)
+    now, then = current.get(topic), context.then(topic)
+    why = _claim_topic(conn, context, now, then, expected_version, changes_ledger_list)
+    narrowed = Narrowed.as_planned(actions)
+    if why is None and now is not None and then is not None:
+        narrowed = context.spec.recheck(now, then, actions, context.as_of_ms)
+        why = narrowed.why if not narrowed.rows else None
     if why is not None:
-        return TopicOutcome("skipped_conflict", why, "apply", {"why": why})
-    tally = TopicTally(topic, namespace)
+        return TopicOutcome("skipped_conflict", why, "apply", {"why": why, "planRows": plan_rows(actions)})
+    assert now is not None
+    tally = TopicTally(topic, now.namespace)
     # A run of rows of one kind together (trim's ledgers of a topic: a few statements, not three each).
-    for kind, group in groupby(kinds, key=itemgetter(0)):
+    applied = [(context.spec.action(a["action"]), a) for a in narrowed.rows]
+    for kind, group in groupby(applied, key=itemgetter(0)):
         kind.apply_rows_in_topic(conn, context, tally, [row for _, row in group])
     checkpoint("apply_inside_topic_transaction")
+    narrowing = (
+        {"narrowed": narrowed.why, "appliedRows": plan_rows(narrowed.rows)} if narrowed.narrowed else {}
+    )
+    tally.detail.update(narrowing)
     detail = {
         "ledgers": tally.ledgers_deleted,
         "bytes": tally.bytes_deleted,
@@ -624,32 +736,12 @@ def _apply_topic(
     return TopicOutcome("applied", None, "apply", detail, tally)
 
 
-# The batch's topics, as statements compiled once (built per topic, they cost more than the database's work), the
-# names bound as one expanding list of at most _TOPICS_PER_STATEMENT (under every database's parameter limit). The
-# read locks the rows until the batch commits (FOR UPDATE on PostgreSQL; SQLite's write transaction holds the
-# database), so the compare-and-set made on what it read holds until the version is bumped.
-_CURRENT_TOPICS = (
-    select(t.topics.c.name, t.topics.c.version, t.topics.c.namespace)
-    .where(t.topics.c.name.in_(bindparam("batch_topics", expanding=True)))
-    .order_by(t.topics.c.name)
-    .with_for_update()
-)
 _BUMP_VERSIONS = (
     update(t.topics)
     .where(t.topics.c.name.in_(bindparam("claimed_topics", expanding=True)))
     .values(version=t.topics.c.version + 1)
 )
 _TOPICS_PER_STATEMENT = 500
-
-
-def _current_topics(conn: Any, topics: list[str]) -> dict[str, tuple[int, str]]:
-    """Each of ``topics`` the metadata still has: its version and namespace, read and locked in ``conn``'s
-    transaction."""
-    found = {}
-    for start in range(0, len(topics), _TOPICS_PER_STATEMENT):
-        bound = {"batch_topics": topics[start : start + _TOPICS_PER_STATEMENT]}
-        found.update({row.name: (row.version, row.namespace) for row in conn.execute(_CURRENT_TOPICS, bound)})
-    return found
 
 
 def _bump_versions(conn: Any, run: ApplyRun, topics: list[str]) -> None:
@@ -662,24 +754,42 @@ def _bump_versions(conn: Any, run: ApplyRun, topics: list[str]) -> None:
 def _claim_topic(
     conn: Any,
     context: ApplyRun,
-    current: Mapping[str, tuple[int, str]],
-    topic: str,
+    now: TopicNow | None,
+    then: TopicThen | None,
     expected_version: int,
     changes_ledger_list: bool,
-) -> tuple[str | None, str | None]:
-    """Why the topic's rows cannot be applied (None: they can), and the topic's namespace when they can. A change
-    to the ledger list compare-and-sets the topic version recorded in the snapshot against the version the batch
-    read and locked (``current``), and bumps it at the end of the batch; cursor moves and recorded states do not
-    (each cursor is compare-and-set on its own position, so a concurrent ack or ledger roll does not void the
-    topic's plan)."""
-    if topic not in current:
-        return "topic no longer exists", None
-    version, namespace = current[topic]
+) -> str | None:
+    """Why the topic's rows cannot be applied (None: they can). The topic must be the snapshot's (not gone, not
+    deleted and created again); a change to the ledger list compare-and-sets the topic version recorded in the
+    snapshot against the version the batch read and locked, and bumps it at the end of the batch; cursor moves and
+    recorded states do not (each cursor is compare-and-set on its own position, so a concurrent ack or ledger roll
+    does not void the topic's plan)."""
+    if then is not None:
+        why = topic_replaced(then, now)
+        if why is not None:
+            return why
+    if now is None:
+        return "topic no longer exists"
     if changes_ledger_list:
-        if version != expected_version:
-            return f"topic changed since the snapshot (version {expected_version} -> {version})", None
-        context.at_batch_end(conn, _bump_versions, topic)
-    return None, namespace
+        if now.version != expected_version:
+            return f"topic changed since the snapshot (version {expected_version} -> {now.version})"
+        context.at_batch_end(conn, _bump_versions, now.name)
+    return None
+
+
+def _cursors_by_topic(read: Any) -> dict[str, tuple[CursorState, ...]]:
+    """A read of the snapshot's cursors (a bucket's, or all) as topic -> its cursors."""
+    found: dict[str, list[CursorState]] = defaultdict(list)
+    for row in read.to_pylist():
+        found[row["topic"]].append(
+            CursorState(
+                row["name"],
+                bool(row["durable"]),
+                (int(row["markDeleteLedger"]), int(row["markDeleteEntry"])),
+                int(row["consumers"] or 0),
+            )
+        )
+    return {topic: tuple(cursors) for topic, cursors in found.items()}
 
 
 def read_apply_result(run_dir: str | Path) -> dict[str, Any] | None:

@@ -167,7 +167,7 @@ def snapshot_table_spec(name: str, spec: str) -> Table:
 
 TOPICS = snapshot_table_spec(
     "topics",
-    "topic string!, namespace string!, tenant string!, isSystemTopic boolean!, version bigint!, "
+    "topic string!, namespace string!, tenant string!, isSystemTopic boolean!, version bigint!, incarnation string, "
     "producers bigint!, consumers bigint!, lastActiveMs bigint, retentionTimeMs bigint!, retentionSizeBytes bigint!, "
     "retentionSource string!, retentionDescription string!, messageTtlSeconds bigint!, messageTtlSource string!, "
     "sizeQuotaLimitBytes bigint!, sizeQuotaPolicy string!, timeQuotaLimitSeconds bigint!, timeQuotaPolicy string!, "
@@ -864,6 +864,17 @@ def read_snapshot_columns(
         raise InputError(
             f"{path}: not snapshot table {table.name} (columns {', '.join(table.names)}): {exc}"
         ) from exc
+
+
+def snapshot_has_column(run_dir: str | Path | RunDir, table: Table, column: str) -> bool:
+    """Whether the snapshot's ``table`` has ``column`` (a Parquet table's schema, read from its footer): a run
+    snapshotted by an earlier version may lack a column added since."""
+    import pyarrow.parquet as pq
+
+    path = snapshot_file(run_dir, table)
+    if is_json_lines(path):
+        return False
+    return column in pq.read_schema(path).names
 
 
 def snapshot_topic_values(

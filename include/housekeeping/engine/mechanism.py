@@ -6,8 +6,9 @@ A mechanism declares its identity (name, DAG id, schedule, task ids), its Spark 
 never imports them: ``housekeeping.engine.launcher`` does), the action kinds it plans (``housekeeping.engine.actions``),
 the snapshot tables it reads beyond the base ones, its run options (typed: a trigger-form param, a CLI option and a
 key of ``run.json`` each), its settings and its fault points. What it does differently is a method with a default:
-its report, its apply (the shared Python apply unless it overrides it), its grace period, what its trigger form
-records before the snapshot, its report's notifiers, its command group.
+its report, its apply (the shared Python apply unless it overrides it), its apply's re-check of a topic against the
+store as it is, its grace period, what its trigger form records before the snapshot, its report's notifiers, its
+command group.
 """
 
 from __future__ import annotations
@@ -21,6 +22,7 @@ from housekeeping.core.errors import InputError
 from housekeeping.core.settings import Setting, Settings
 from housekeeping.engine.actions import ActionKind
 from housekeeping.engine.contract import BASE_SNAPSHOT_TABLES, SNAPSHOT_TABLES
+from housekeeping.engine.live import Narrowed, TopicNow, TopicThen, policy_changes
 
 ENGINE_TEMPLATES = Path(__file__).with_name("templates")
 
@@ -103,6 +105,9 @@ class Mechanism:
     sweeps: tuple[str, ...] = ()
     # Its plan follows namespace/topic policies, so a policy what-if applies to it (key erasure follows requests).
     policy_driven: bool = True
+    # Its apply's re-check (``recheck``) reads every planned topic's cursors: read for a batch of topics in one
+    # statement instead of one per topic.
+    recheck_reads_cursors: bool = False
 
     def __post_init__(self) -> None:
         ids = [self.task_ids.plan, self.task_ids.validate, self.task_ids.apply, self.task_ids.report]
@@ -182,6 +187,17 @@ class Mechanism:
     def command_group(self) -> tuple[str, Any] | None:
         """Its own ``housekeeping`` command group (name, Typer app), if it has one."""
         return None
+
+    def recheck(self, now: TopicNow, then: TopicThen, rows: list[dict[str, Any]], as_of_ms: int) -> Narrowed:
+        """Its planned rows of one topic as the store now allows them: apply asks, in the topic's transaction, once
+        the topic is known to be the snapshot's (not gone, not created again; ``housekeeping.engine.live``). The
+        same rows, fewer or narrower ones, or none, never more; ``why`` names what changed. Default: a topic whose
+        policies in force changed since the snapshot is left alone, its decision having read them."""
+        if now.document != then.document:
+            return Narrowed.nothing(
+                f"the policies in force changed since the snapshot ({policy_changes(then, now)})"
+            )
+        return Narrowed.as_planned(rows)
 
 
 def mechanism_sequence(value: Sequence[Mechanism]) -> dict[str, Mechanism]:

@@ -118,7 +118,7 @@ def _policy_columns(effective: EffectivePolicies) -> Row:
             compacted.describe() if effective.compacted_retention is not None else "not set (keep all)"
         ),
         "tombstoneGraceMs": effective.compacted_tombstone_grace_seconds * 1000,
-        "policies": json.dumps(effective.to_json(), sort_keys=True),
+        "policies": effective.document(),
     }
 
 
@@ -142,6 +142,7 @@ def topics(sel: Selection) -> Iterator[Any]:
             "tenant": [name.tenant for name in parsed],
             "isSystemTopic": [name.is_system_topic for name in parsed],
             "version": [row.version for row in rows],
+            "incarnation": [row.incarnation for row in rows],
             "producers": [row.producers for row in rows],
             "consumers": [row.consumers for row in rows],
             "lastActiveMs": [row.last_active_ms for row in rows],

@@ -34,7 +34,7 @@ from housekeeping.core.errors import InputError
 from housekeeping.core.names import TopicName
 from housekeeping.core.positions import format_position, parse_position
 from housekeeping.store import metadata_schema as t
-from housekeeping.store.store import Store, write_transaction
+from housekeeping.store.store import Store, new_incarnation, write_transaction
 
 PRODUCER_BLOCKING_POLICIES = ("producer_request_hold", "producer_exception")
 
@@ -107,6 +107,7 @@ def create_topic(store: Store, topic: str, *, now_ms: int, policies: Mapping[str
                 producers=0,
                 consumers=0,
                 last_active_ms=now_ms,
+                incarnation=new_incarnation(),
             )
         )
         conn.execute(

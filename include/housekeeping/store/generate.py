@@ -18,6 +18,7 @@ What a generated store holds:
 
 from __future__ import annotations
 
+import dataclasses
 import sys
 from dataclasses import dataclass
 from pathlib import Path
@@ -331,4 +332,6 @@ def generate_store(store_root: Path, opts: GenerateOptions, metadata_url: str | 
         partitioned_topics={PARTITIONED_TOPIC: 3},
     )
     validate_content(content)
-    return write_store(store_root, content, write_entries, metadata_url)
+    # The same options give the same metadata, the topics' incarnations included.
+    load_id = f"generate/{dataclasses.replace(opts, progress=False)!r}"
+    return write_store(store_root, content, write_entries, metadata_url, load_id=load_id)

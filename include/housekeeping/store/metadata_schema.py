@@ -49,6 +49,9 @@ topics = Table(
     Column("producers", Integer, nullable=False),
     Column("consumers", Integer, nullable=False),
     Column("last_active_ms", BigInteger, nullable=True),
+    # Which creation of the name this row is (0009): a topic deleted and created again starts at version 1 again,
+    # so apply compare-and-sets (incarnation, version), never the version alone. NULL: created before 0009.
+    Column("incarnation", String(32), nullable=True),
 )
 
 ledgers = Table(
@@ -130,6 +133,8 @@ pending_deletions = Table(
     # The tier object purge deletes with the local files (an offloaded ledger) or alone (an abandoned offload
     # attempt's object: ``path`` is then empty).
     Column("tier_key", Text, nullable=True),
+    # The incarnation of the topic the ledger belonged to (0009): restore puts it back only into that one.
+    Column("topic_incarnation", String(32), nullable=True),
     Index("ix_pending_status", "status", "purge_after_ms"),
     Index("ix_pending_deletions_topic", "topic", "status"),
 )

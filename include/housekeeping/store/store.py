@@ -20,6 +20,7 @@ import json
 import logging
 import os
 import re
+import uuid
 from collections.abc import Iterator, Mapping
 from contextlib import contextmanager
 from dataclasses import dataclass, field
@@ -27,7 +28,7 @@ from functools import cached_property, lru_cache
 from pathlib import Path
 from typing import Any
 
-from sqlalchemy import create_engine, event, select
+from sqlalchemy import bindparam, create_engine, event, insert, select
 from sqlalchemy.engine import Connection, Engine, make_url
 from sqlalchemy.exc import OperationalError
 
@@ -50,6 +51,12 @@ TIER_OBJECT_KIND = "tier_object"
 # Files no metadata row referenced, found by the store scrub and queued by its repair (``housekeeping scrub
 # --repair``): a ledger directory, a writer's staging directory or a tier object; restore leaves them where they are.
 ORPHAN_KIND = "orphan"
+
+
+def new_incarnation(seed: str | None = None) -> str:
+    """A topic incarnation (``topics.incarnation``): random for a topic created now; from ``seed`` (a load's id and
+    the topic's name) when the same input must give the same store, as ``generate`` does."""
+    return (uuid.uuid4() if seed is None else uuid.uuid5(uuid.NAMESPACE_URL, seed)).hex
 
 
 def _sqlite_pragmas(dbapi_connection: Any, _record: Any) -> None:
@@ -324,10 +331,18 @@ def _pending_deletion_values(
         "status": "pending",
         "kind": kind,
         "erased_by": erased_by,
+        "incarnation_of": row["topic"],
     }
 
 
-_INSERT_PENDING_DELETION = t.pending_deletions.insert()
+# The topic's incarnation is read by the insert itself (a subquery on the topic's row: its primary key), in the same
+# transaction as the change that logs the ledger, so no caller passes it and none can pass a stale one. A ledger whose
+# topic row is gone (a scrub's orphan) records none.
+_INSERT_PENDING_DELETION = insert(t.pending_deletions).values(
+    topic_incarnation=select(t.topics.c.incarnation)
+    .where(t.topics.c.name == bindparam("incarnation_of"))
+    .scalar_subquery()
+)
 
 
 @dataclass

@@ -60,6 +60,7 @@ def _selection(overlay: Any = None) -> Selection:
             producers=0,
             consumers=0,
             last_active_ms=None,
+            incarnation=f"incarnation of {name}",
         )
         for name, namespace, policies in TOPICS
     ]

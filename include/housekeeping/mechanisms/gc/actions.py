@@ -42,7 +42,8 @@ def topic_busy(conn: Any, context: Any, topic: str, action: Mapping[str, Any]) -
         json.loads(namespace_policies),
         broker,
     )
-    if json.dumps(effective.to_json(), sort_keys=True) != context.snapshot_policies[topic]:
+    then = context.then(topic)
+    if then is not None and effective.document() != then.document:
         return "the topic's effective policies changed since the snapshot"
     mode = effective.inactive_topic_policies.delete_mode
     cursors = list(conn.execute(_SELECT[t.cursors], {"gc_topic": topic}))

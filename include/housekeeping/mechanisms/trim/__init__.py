@@ -8,9 +8,11 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
+from housekeeping.engine.live import Narrowed, TopicNow, TopicThen
 from housekeeping.engine.mechanism import Mechanism, TaskIds
 from housekeeping.mechanisms.shared.cursors import MOVE_CURSOR
 from housekeeping.mechanisms.trim.actions import DELETE_LEDGER, DELETE_LOCAL_COPY
+from housekeeping.mechanisms.trim.recheck import recheck
 
 
 class Trim(Mechanism):
@@ -18,6 +20,11 @@ class Trim(Mechanism):
         from housekeeping.mechanisms.trim.report import build_report
 
         return build_report(run_dir, dry_run=dry_run)
+
+    def recheck(self, now: TopicNow, then: TopicThen, rows: list[dict[str, Any]], as_of_ms: int) -> Narrowed:
+        """The planned ledgers the durable cursors and the retention in force still allow (an oldest prefix), the
+        readers' fast-forwards to the end of that range (``recheck``)."""
+        return recheck(now, then, rows, as_of_ms)
 
 
 MECHANISM = Trim(
@@ -38,4 +45,5 @@ MECHANISM = Trim(
     actions=(DELETE_LEDGER, MOVE_CURSOR, DELETE_LOCAL_COPY),
     report_template=Path(__file__).with_name("report.md.j2"),
     sweeps=("retention-time", "retention-size", "offload-deletion-lag"),
+    recheck_reads_cursors=True,
 )

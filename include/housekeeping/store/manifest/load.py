@@ -31,7 +31,7 @@ from housekeeping.store.manifest.model import (
     compaction_horizon,
 )
 from housekeeping.store.manifest.validate import validate_content, validate_schema
-from housekeeping.store.store import LEDGERS_DIR, Store, migrate, write_transaction
+from housekeeping.store.store import LEDGERS_DIR, Store, migrate, new_incarnation, write_transaction
 from housekeeping.store.tier import new_attempt_uuid, object_key, tier_of_settings
 
 
@@ -294,12 +294,15 @@ def write_store(
     metadata_url: str | None = None,
     *,
     write_tier: Callable[[Store], None] | None = None,
+    load_id: str | None = None,
 ) -> Store:
     """Create or replace a store from validated content (callers run ``validate_content`` first, so its
     errors come before anything else). Entries are staged first and offloaded ledgers' objects uploaded
     (``write_tier``); the metadata is replaced in one transaction; only then is the ledger tree swapped in. A
     failure before the commit leaves the old store as it was (an object uploaded before it is named by no row:
-    the store scrub finds it)."""
+    the store scrub finds it). ``load_id`` names this load in its topics' incarnations (default: a new one each
+    time, so a run planned before a load never matches a topic after it); ``generate`` gives its own, so the same
+    options give the same metadata."""
     root = Path(store_root).expanduser().resolve()
     root.mkdir(parents=True, exist_ok=True)
     if not os.access(root, os.W_OK):
@@ -314,7 +317,7 @@ def write_store(
         store_id = store.store_id()  # kept across loads: the tier the store claimed stays its own
         if write_tier is not None:
             write_tier(store)
-        _replace_metadata(store, content, store_id)
+        _replace_metadata(store, content, store_id, load_id or uuid.uuid4().hex)
         old = root / f".old-ledgers-{uuid.uuid4().hex}"
         if store.ledgers_root.exists():
             os.replace(store.ledgers_root, old)
@@ -347,18 +350,20 @@ REPLACED_TABLES = (
 BATCH = 5000  # rows per INSERT: bounded statements at benchmark sizes
 
 
-def _replace_metadata(store: Store, content: StoreContent, store_id: str) -> None:
+def _replace_metadata(store: Store, content: StoreContent, store_id: str, load_id: str) -> None:
     """The whole metadata replaced by the content's, in one transaction (the store's identity kept)."""
     with write_transaction(store.engine) as conn:
         for table in REPLACED_TABLES:
             conn.execute(delete(table))
-        for table, rows in _metadata_rows(content, store_id):
+        for table, rows in _metadata_rows(content, store_id, load_id):
             for start in range(0, len(rows), BATCH):
                 conn.execute(insert(table), rows[start : start + BATCH])
 
 
-def _metadata_rows(content: StoreContent, store_id: str) -> list[tuple[Any, list[dict[str, Any]]]]:
-    """Each table's rows of the content, parents first."""
+def _metadata_rows(
+    content: StoreContent, store_id: str, load_id: str
+) -> list[tuple[Any, list[dict[str, Any]]]]:
+    """Each table's rows of the content, parents first; every topic a new incarnation of its name (``load_id``)."""
     topics = content.topics
     return [
         (
@@ -376,7 +381,7 @@ def _metadata_rows(content: StoreContent, store_id: str) -> list[tuple[Any, list
                 for name, policies in content.namespaces.items()
             ],
         ),
-        (t.topics, [_topic_row(topic) for topic in topics]),
+        (t.topics, [_topic_row(topic, load_id) for topic in topics]),
         (
             t.partitioned_topics,
             [
@@ -394,8 +399,9 @@ def _metadata_rows(content: StoreContent, store_id: str) -> list[tuple[Any, list
     ]
 
 
-def _topic_row(topic: TopicSpec) -> dict[str, Any]:
+def _topic_row(topic: TopicSpec, load_id: str) -> dict[str, Any]:
     return {
+        "incarnation": new_incarnation(f"{load_id}/{topic.name}"),
         "name": topic.name,
         "namespace": topic.namespace,
         "policies": json.dumps(topic.policies, sort_keys=True),
