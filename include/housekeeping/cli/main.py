@@ -1,5 +1,6 @@
 """``housekeeping``: the command-line contract (documented in docs/cli.md; keep it stable). The commands are in one
-module per group (``store_commands``, ``runs``, ``metrics``, ``capacity``, ``holds``, ``journal``, ``spark_connect``); a mechanism's
+module per group (``store_commands``, ``runs``, ``metrics``, ``capacity``, ``holds``, ``journal``, ``spark_connect``,
+``admin``: the ``topics``, ``namespaces`` and ``topic-policies`` groups); a mechanism's
 own group comes from its package (``Mechanism.command_group``: ``housekeeping erase``).
 
 Exit codes: 0 success; 1 unexpected failure; 2 bad input (nothing changed); 3 the gate rejected the plan
@@ -10,7 +11,7 @@ from __future__ import annotations
 
 import typer
 
-from housekeeping.cli import capacity, holds, journal, metrics, runs, spark_connect, store_commands
+from housekeeping.cli import admin, capacity, holds, journal, metrics, runs, spark_connect, store_commands
 from housekeeping.core.errors import HousekeepingError
 from housekeeping.core.process_exit import skip_garbage_collection_at_exit
 from housekeeping.mechanisms.registry import MECHANISMS
@@ -28,6 +29,9 @@ for mechanism in MECHANISMS.values():
     if own is not None:
         app.add_typer(own[1], name=own[0])
 app.add_typer(holds.hold_app, name="hold")
+app.add_typer(admin.topics_app, name="topics")
+app.add_typer(admin.namespaces_app, name="namespaces")
+app.add_typer(admin.topic_policies_app, name="topic-policies")
 app.registered_commands.extend(journal.commands.registered_commands)
 app.add_typer(spark_connect.spark_connect_app, name="spark-connect")
 

@@ -43,11 +43,18 @@ class ProducerBlocked(InputError):
     """A backlog quota with a producer policy is exceeded: the write path refuses new producers."""
 
 
-def _topic_row(conn: Any, topic: str) -> Any:
-    row = conn.execute(select(t.topics).where(t.topics.c.name == topic)).first()
+def lock_topic(conn: Any, topic: str) -> Any:
+    """The topic's row, locked until the caller's transaction ends (``FOR UPDATE``; SQLite's write transaction
+    excludes every other writer already). Every client path takes it first: a running apply reads the topic, its
+    cursors and its policies under the same lock (``housekeeping.engine.live``), so it sees a new or moved cursor
+    whole or holds it off until it commits."""
+    row = conn.execute(_LOCK_TOPIC, {"locked_topic": topic}).first()
     if row is None:
         raise InputError(f"topic {topic} does not exist")
     return row
+
+
+_LOCK_TOPIC = select(t.topics).where(t.topics.c.name == bindparam("locked_topic")).with_for_update()
 
 
 def _touch(conn: Any, topic: str, now_ms: int, **values: Any) -> None:
@@ -124,7 +131,7 @@ def create_topic(store: Store, topic: str, *, now_ms: int, policies: Mapping[str
 
 def connect_producer(store: Store, topic: str, *, now_ms: int) -> None:
     with write_transaction(store.engine) as conn:
-        _topic_row(conn, topic)
+        lock_topic(conn, topic)
         q = t.backlog_quota_states.c
         blocked = conn.execute(
             select(q.quota_type, q.policy).where(
@@ -141,7 +148,7 @@ def connect_producer(store: Store, topic: str, *, now_ms: int) -> None:
 
 def disconnect_producer(store: Store, topic: str, *, now_ms: int) -> None:
     with write_transaction(store.engine) as conn:
-        if _topic_row(conn, topic).producers < 1:
+        if lock_topic(conn, topic).producers < 1:
             raise InputError(f"topic {topic}: no producer is connected")
         _touch(conn, topic, now_ms, producers=t.topics.c.producers - 1)
 
@@ -164,7 +171,7 @@ def publish(store: Store, topic: str, messages: Iterable[Mapping[str, Any]], *, 
     if not batch:
         return []
     with write_transaction(store.engine) as conn:
-        if _topic_row(conn, topic).producers < 1:
+        if lock_topic(conn, topic).producers < 1:
             raise InputError(f"topic {topic}: publish needs a connected producer")
         ledger = _current_ledger(conn, topic)
         if ledger.entries > 0 and not ledger.entries_stored:
@@ -212,7 +219,7 @@ def publish(store: Store, topic: str, messages: Iterable[Mapping[str, Any]], *, 
 def roll_ledger(store: Store, topic: str, *, now_ms: int) -> int:
     """Close the current ledger at ``now_ms`` and open a new empty one (the ledger list changes: version + 1)."""
     with write_transaction(store.engine) as conn:
-        _topic_row(conn, topic)
+        lock_topic(conn, topic)
         ledger = _current_ledger(conn, topic)
         conn.execute(
             update(t.ledgers)
@@ -259,36 +266,48 @@ def subscribe(
 ) -> str:
     """Create a subscription (durable cursor) or a reader (non-durable); returns its mark-delete position."""
     with write_transaction(store.engine) as conn:
-        _topic_row(conn, topic)
-        if not name:
-            raise InputError(f"topic {topic}: a subscription name must not be empty")
-        exists = conn.execute(
-            select(t.cursors.c.name).where(and_(t.cursors.c.topic == topic, t.cursors.c.name == name))
-        ).first()
-        if exists:
-            raise InputError(f"topic {topic}: subscription {name!r} already exists")
-        if initial == "latest":
-            position = _last_position(conn, topic)
-        elif initial == "earliest":
-            first = conn.execute(
-                select(func.min(t.ledgers.c.ledger_id)).where(t.ledgers.c.topic == topic)
-            ).scalar_one()
-            position = (first, -1)
-        else:
-            raise InputError(f"topic {topic}: initial position must be latest or earliest, got {initial!r}")
-        conn.execute(
-            insert(t.cursors).values(
-                topic=topic,
-                name=name,
-                durable=durable,
-                mark_delete_ledger=position[0],
-                mark_delete_entry=position[1],
-                last_active_ms=now_ms,
-                consumers=0,
-            )
-        )
-        _touch(conn, topic, now_ms)
+        lock_topic(conn, topic)
+        position = initial_position(conn, topic, initial)
+        create_cursor(conn, topic, name, position, now_ms=now_ms, durable=durable)
     return format_position(position)
+
+
+def initial_position(conn: Any, topic: str, initial: str) -> tuple[int, int]:
+    """The mark-delete a new subscription starts at: ``latest`` (the last entry: it reads what comes next) or
+    ``earliest`` (before the topic's first ledger: it reads everything the topic still has)."""
+    if initial == "latest":
+        return _last_position(conn, topic)
+    if initial == "earliest":
+        first = conn.execute(
+            select(func.min(t.ledgers.c.ledger_id)).where(t.ledgers.c.topic == topic)
+        ).scalar_one()
+        return (first, -1)
+    raise InputError(f"topic {topic}: initial position must be latest or earliest, got {initial!r}")
+
+
+def create_cursor(
+    conn: Any, topic: str, name: str, position: tuple[int, int], *, now_ms: int, durable: bool = True
+) -> None:
+    """A new cursor at mark-delete ``position``, in the caller's transaction (the topic locked: :func:`lock_topic`)."""
+    if not name:
+        raise InputError(f"topic {topic}: a subscription name must not be empty")
+    exists = conn.execute(
+        select(t.cursors.c.name).where(and_(t.cursors.c.topic == topic, t.cursors.c.name == name))
+    ).first()
+    if exists:
+        raise InputError(f"topic {topic}: subscription {name!r} already exists")
+    conn.execute(
+        insert(t.cursors).values(
+            topic=topic,
+            name=name,
+            durable=durable,
+            mark_delete_ledger=position[0],
+            mark_delete_entry=position[1],
+            last_active_ms=now_ms,
+            consumers=0,
+        )
+    )
+    _touch(conn, topic, now_ms)
 
 
 def _cursor_row(conn: Any, topic: str, name: str) -> Any:
@@ -303,7 +322,7 @@ def _cursor_row(conn: Any, topic: str, name: str) -> Any:
 def unsubscribe(store: Store, topic: str, name: str, *, now_ms: int) -> None:
     """Delete a subscription. Refused while consumers are connected (as Pulsar without ``force``)."""
     with write_transaction(store.engine) as conn:
-        _topic_row(conn, topic)
+        lock_topic(conn, topic)
         if _cursor_row(conn, topic, name).consumers > 0:
             raise InputError(f"topic {topic}: subscription {name!r} has connected consumers")
         conn.execute(t.cursors.delete().where(and_(t.cursors.c.topic == topic, t.cursors.c.name == name)))
@@ -312,7 +331,7 @@ def unsubscribe(store: Store, topic: str, name: str, *, now_ms: int) -> None:
 
 def connect_consumer(store: Store, topic: str, subscription: str, *, now_ms: int) -> None:
     with write_transaction(store.engine) as conn:
-        _topic_row(conn, topic)
+        lock_topic(conn, topic)
         _cursor_row(conn, topic, subscription)
         conn.execute(
             update(t.cursors)
@@ -324,7 +343,7 @@ def connect_consumer(store: Store, topic: str, subscription: str, *, now_ms: int
 
 def disconnect_consumer(store: Store, topic: str, subscription: str, *, now_ms: int) -> None:
     with write_transaction(store.engine) as conn:
-        _topic_row(conn, topic)
+        lock_topic(conn, topic)
         if _cursor_row(conn, topic, subscription).consumers < 1:
             raise InputError(f"topic {topic}: subscription {subscription!r} has no connected consumer")
         conn.execute(
@@ -339,7 +358,7 @@ def acknowledge(store: Store, topic: str, subscription: str, position: str, *, n
     """Cumulative acknowledgement: the mark-delete moves forward to ``position`` (never backward, never past
     the topic's last entry). Returns the mark-delete position after the call."""
     with write_transaction(store.engine) as conn:
-        _topic_row(conn, topic)
+        lock_topic(conn, topic)
         cursor = _cursor_row(conn, topic, subscription)
         target = parse_position(position, f"topic {topic} subscription {subscription!r}")
         last = _last_position(conn, topic)

@@ -16,13 +16,18 @@ from housekeeping.core.policies import resolve_policies
 from housekeeping.engine.actions import ActionKind, Changes, Effect, Frees, PlanView, TopicTally, namespace_of
 from housekeeping.store import metadata_schema as t
 from housekeeping.store.clients import last_entry, stamp_last_active
-from housekeeping.store.compacted_ledgers import COMPACTED_KIND
-from housekeeping.store.store import record_pending_deletion
+from housekeeping.store.topic_rows import delete_topic_rows
+
+# Statements compiled once (GC re-checks tens of thousands of topics in one apply; built per topic, they cost more
+# than the database's work).
+_TOPIC = select(t.topics).where(t.topics.c.name == bindparam("gc_topic"))
+_CURSORS = select(t.cursors).where(t.cursors.c.topic == bindparam("gc_topic"))
+_NAMESPACE_POLICIES = select(t.namespaces.c.policies).where(t.namespaces.c.name == bindparam("gc_namespace"))
 
 
 def topic_busy(conn: Any, context: Any, topic: str, action: Mapping[str, Any]) -> str | None:
     """Why the topic may not be deleted now (None: it may). Reads the current metadata, not the snapshot."""
-    row = conn.execute(_SELECT[t.topics], {"gc_topic": topic}).first()
+    row = conn.execute(_TOPIC, {"gc_topic": topic}).first()
     if row is None:
         return None  # reported as "topic no longer exists" by the version check
     if row.producers or row.consumers:
@@ -46,7 +51,7 @@ def topic_busy(conn: Any, context: Any, topic: str, action: Mapping[str, Any]) -
     if then is not None and effective.document() != then.document:
         return "the topic's effective policies changed since the snapshot"
     mode = effective.inactive_topic_policies.delete_mode
-    cursors = list(conn.execute(_SELECT[t.cursors], {"gc_topic": topic}))
+    cursors = list(conn.execute(_CURSORS, {"gc_topic": topic}))
     if mode == "delete_when_no_subscriptions" and cursors:
         return f"topic became active: subscription(s) {sorted(c.name for c in cursors)[:5]} exist"
     if mode == "delete_when_subscriptions_caught_up":
@@ -57,71 +62,6 @@ def topic_busy(conn: Any, context: Any, topic: str, action: Mapping[str, Any]) -
         if behind:
             return f"topic became active: subscription(s) {sorted(behind)[:5]} have a backlog"
     return None
-
-
-# A topic's rows of each table, selected and deleted by statements compiled once (GC deletes tens of thousands of
-# topics in one apply; built per topic, the statements cost more than the database's work).
-_TOPIC_TABLES = (
-    (t.compacted_ledgers, t.compacted_ledgers.c.topic),
-    (t.backlog_quota_states, t.backlog_quota_states.c.topic),
-    (t.cursors, t.cursors.c.topic),
-    (t.ledgers, t.ledgers.c.topic),
-    (t.topics, t.topics.c.name),
-)
-_SELECT = {table: select(table).where(column == bindparam("gc_topic")) for table, column in _TOPIC_TABLES}
-_DELETE = {table: table.delete().where(column == bindparam("gc_topic")) for table, column in _TOPIC_TABLES}
-_NAMESPACE_POLICIES = select(t.namespaces.c.policies).where(t.namespaces.c.name == bindparam("gc_namespace"))
-_INSERT_DELETED_TOPIC = insert(t.deleted_topics)
-
-
-def _rows(conn: Any, table: Any, topic: str) -> list[dict[str, Any]]:
-    return [dict(r._mapping) for r in conn.execute(_SELECT[table], {"gc_topic": topic})]
-
-
-def delete_topic_rows(conn: Any, context: Any, topic: str) -> tuple[list[int], int]:
-    """Remove the topic's metadata in the caller's transaction; every ledger goes to the pending-deletion log
-    and every row is saved in ``deleted_topics`` for restore. No file is touched (purge does that)."""
-    topic_row = dict(conn.execute(_SELECT[t.topics], {"gc_topic": topic}).one()._mapping)
-    cursor_rows = _rows(conn, t.cursors, topic)
-    quota_rows = _rows(conn, t.backlog_quota_states, topic)
-    ledger_rows = sorted(_rows(conn, t.ledgers, topic), key=lambda r: r["ledger_id"])
-    # The topic's compacted ledgers (current, or staged by a compaction that never switched) go the same way.
-    compacted_rows = _rows(conn, t.compacted_ledgers, topic)
-    for rows, kind in ((ledger_rows, "ledger"), (compacted_rows, COMPACTED_KIND)):
-        for row in rows:
-            record_pending_deletion(
-                conn,
-                row,
-                run_id=context.run_id,
-                as_of_ms=context.as_of_ms,
-                purge_after_ms=context.purge_after_ms,
-                kind=kind,
-            )
-    for table, _ in _TOPIC_TABLES:  # children first (foreign keys), the topic last
-        conn.execute(_DELETE[table], {"gc_topic": topic})
-    conn.execute(
-        _INSERT_DELETED_TOPIC,
-        dict(
-            topic=topic,
-            kind="topic",
-            saved_rows=json.dumps(
-                {
-                    "topic": topic_row,
-                    "cursors": cursor_rows,
-                    "quotaStates": quota_rows,
-                    "ledgerIds": [r["ledger_id"] for r in ledger_rows],
-                    "compactedLedgerIds": [r["ledger_id"] for r in compacted_rows],
-                },
-                sort_keys=True,
-            ),
-            run_id=context.run_id,
-            deleted_as_of_ms=context.as_of_ms,
-            purge_after_ms=context.purge_after_ms,
-            status="pending",
-        ),
-    )
-    deleted = ledger_rows + compacted_rows
-    return [r["ledger_id"] for r in deleted], sum(r["size_bytes"] for r in deleted)
 
 
 def _partitions_left(conn: Any, name: str) -> list[str]:
@@ -185,7 +125,9 @@ class DeleteTopic(ActionKind):
         return topic_busy(conn, run, topic, row)
 
     def apply_in_topic(self, conn: Any, run: Any, tally: TopicTally, row: Mapping[str, Any]) -> None:
-        deleted, size = delete_topic_rows(conn, run, tally.topic)
+        deleted, size = delete_topic_rows(
+            conn, tally.topic, run_id=run.run_id, as_of_ms=run.as_of_ms, purge_after_ms=run.purge_after_ms
+        )
         tally.ledgers_deleted.extend(deleted)
         tally.bytes_deleted += size
         tally.add("topicsDeleted", [tally.topic])

@@ -15,6 +15,11 @@ from housekeeping.core.positions import format_position
 from housekeeping.store.manifest.model import LedgerSpec, StoreContent, TopicSpec, last_position
 
 
+def manifest_schema() -> dict[str, Any]:
+    """The manifest's JSON schema (its ``$defs`` also check one level's policies: ``housekeeping.store.admin``)."""
+    return _schema()
+
+
 def _schema() -> dict[str, Any]:
     text = (
         resources.files("housekeeping.store")
