@@ -17,10 +17,11 @@ from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from sqlalchemy import and_, func, select, update
+from sqlalchemy import and_, bindparam, func, or_, select, union_all, update
 
 from housekeeping.core.timeutil import format_ms
 from housekeeping.engine.faults import checkpoint
+from housekeeping.engine.live import PoliciesNow
 from housekeeping.store import metadata_schema as t
 from housekeeping.store.compacted_ledgers import COMPACTED_KIND
 from housekeeping.store.holds import current_hold
@@ -53,6 +54,9 @@ class PurgeResult:
     held: list[str] = field(default_factory=list)
     # Due, but a file or object could not be deleted (the tier down or refusing): kept pending, retried next time.
     failed: dict[str, str] = field(default_factory=dict)
+    # Due, but the retention in force now keeps the ledger (raised since it was deleted): kept pending (restorable)
+    # until that retention lets it go.
+    retained: dict[str, str] = field(default_factory=dict)
 
     def to_json(self) -> dict[str, Any]:
         return {
@@ -64,6 +68,7 @@ class PurgeResult:
             "nextPurgeAfterMs": self.next_purge_after_ms,
             "refused": self.refused,
             "failed": self.failed,
+            "retained": self.retained,
         }
 
     def raise_on_failures(self) -> None:
@@ -166,11 +171,16 @@ def purge(store: Store, *, as_of_ms: int, run_id: str, actor: str | None = None)
             )
         ).one()
     result.waiting, result.next_purge_after_ms = int(waiting), next_after
+    policies = PoliciesNow(store.broker_config())
     for row in _rows_of(store, due):
         with read_transaction(store.engine) as conn:
             refusal = _live(conn, row)
             if refusal is None and current_hold(conn, row.topic) is not None:
                 result.held.append(f"{row.topic}:{row.ledger_id}")
+                continue
+            kept = None if refusal is not None else _retained(conn, row, policies, as_of_ms)
+            if kept is not None:
+                result.retained[f"{row.topic}:{row.ledger_id}"] = kept
                 continue
         if refusal is not None:
             result.refused.append(f"{row.topic}:{row.ledger_id}")
@@ -190,7 +200,14 @@ def purge(store: Store, *, as_of_ms: int, run_id: str, actor: str | None = None)
         result.bytes_purged += row.size_bytes
         checkpoint("purge_between_files")
     result.topics_purged = _finish_deleted_topics(store, as_of_ms)
-    if result.purged or result.refused or result.topics_purged or result.held or result.failed:
+    if (
+        result.purged
+        or result.refused
+        or result.topics_purged
+        or result.held
+        or result.failed
+        or result.retained
+    ):
         with write_transaction(store.engine) as conn:
             journal(
                 conn,
@@ -244,6 +261,65 @@ def _live(conn: Any, row: Any) -> str | None:
     generation = json.loads(row.ledger_row).get("files_generation") or 0
     live = _still_named(conn, live_table, row, live_table.c.files_generation == generation)
     return "the ledger is listed again" if live else None
+
+
+def _retained(conn: Any, row: Any, policies: PoliciesNow, as_of_ms: int) -> str | None:
+    """Why the retention in force now keeps a ledger trim deleted from a topic still there (None: it does not). A
+    retention raised after the deletion keeps what it keeps until it lets it go: purge leaves the ledger pending,
+    and ``restore`` can put it back (docs/semantics.md §11). Trim's rule, read against the topic now with its
+    pending ledgers in their place: a ledger goes when it closed more than the retention time ago (strict), or when
+    what would remain after it is still at or over the retention size. A whole topic deleted (GC, by hand) and the
+    files an erasure replaced are not the retention's to keep."""
+    if row.kind != "ledger" or row.erased_by is not None:
+        return None
+    topic = conn.execute(_TOPIC_NOW, {"purge_topic": row.topic}).first()
+    if topic is None or (row.topic_incarnation is not None and row.topic_incarnation != topic.incarnation):
+        return None
+    namespace_policies = conn.execute(_NAMESPACE_NOW, {"purge_namespace": topic.namespace}).scalar_one()
+    document = policies.document(row.topic, topic.policies, topic.namespace, namespace_policies)
+    retention = json.loads(document)["retention"]
+    time_ms = -1 if retention["time_minutes"] < 0 else retention["time_minutes"] * 60_000
+    size_bytes = -1 if retention["size_mb"] < 0 else retention["size_mb"] * 1024 * 1024
+    closed = json.loads(row.ledger_row).get("closed_at_ms")
+    if time_ms >= 0 and closed is not None and as_of_ms - closed > time_ms:
+        return None
+    if size_bytes >= 0:
+        sizes = [
+            (r.ledger_id, r.size_bytes)
+            for r in conn.execute(
+                _TOPIC_LEDGER_SIZES, {"purge_topic": row.topic, "purge_incarnation": topic.incarnation}
+            )
+        ]
+        total = sum(size for _, size in sizes)
+        walked = sum(size for ledger_id, size in sizes if ledger_id <= row.ledger_id)
+        if total - walked >= size_bytes:
+            return None
+    return f"the retention in force keeps it ({retention['time_minutes']} min, {retention['size_mb']} MB)"
+
+
+# Compiled once: purge re-checks each due ledger's topic.
+_TOPIC_NOW = select(t.topics.c.namespace, t.topics.c.policies, t.topics.c.incarnation).where(
+    t.topics.c.name == bindparam("purge_topic")
+)
+_NAMESPACE_NOW = select(t.namespaces.c.policies).where(t.namespaces.c.name == bindparam("purge_namespace"))
+# The topic's ledgers listed now and those trim deleted from it still waiting for purge, as one list by id (each
+# ledger once: a pending one is not listed).
+_TOPIC_LEDGER_SIZES = union_all(
+    select(t.ledgers.c.ledger_id, t.ledgers.c.size_bytes).where(
+        t.ledgers.c.topic == bindparam("purge_topic")
+    ),
+    select(t.pending_deletions.c.ledger_id, t.pending_deletions.c.size_bytes).where(
+        and_(
+            t.pending_deletions.c.topic == bindparam("purge_topic"),
+            t.pending_deletions.c.status == "pending",
+            t.pending_deletions.c.kind == "ledger",
+            or_(
+                t.pending_deletions.c.topic_incarnation.is_(None),
+                t.pending_deletions.c.topic_incarnation == bindparam("purge_incarnation"),
+            ),
+        )
+    ),
+)
 
 
 def _orphan_named(conn: Any, row: Any) -> str | None:

@@ -98,24 +98,37 @@ def _restore_ledgers(
             raise InputError(f"topic {topic} does not exist in store {store.root}; restore it whole first")
         return restore_topic(store, topic, as_of_ms=as_of_ms, run_id=run_id, actor=actor)
     with write_transaction(store.engine) as conn:
-        if conn.execute(select(t.topics.c.name).where(t.topics.c.name == topic)).first() is None:
+        # Locked as every client path locks it: an apply re-checking the topic sees the ledgers back, or waits.
+        current = conn.execute(
+            select(t.topics.c.name, t.topics.c.incarnation).where(t.topics.c.name == topic).with_for_update()
+        ).first()
+        if current is None:
             raise InputError(f"topic {topic} does not exist in store {store.root}")
-        # Ledgers of an earlier topic of the same name that GC deleted belong to that topic, not this one.
+        p = t.pending_deletions.c
+        # Ledgers of an earlier topic of the same name (deleted by GC or by hand, then created again) belong to that
+        # topic, not this one: the deletion that removed it, and the incarnation each ledger was logged under.
         predecessor_runs = select(t.deleted_topics.c.run_id).where(t.deleted_topics.c.topic == topic)
         query = select(t.pending_deletions).where(
             and_(
-                t.pending_deletions.c.topic == topic,
-                t.pending_deletions.c.status == "pending",
+                p.topic == topic,
+                p.status == "pending",
                 # A replaced compacted ledger or an abandoned offload attempt's object is not put back.
-                t.pending_deletions.c.kind.in_(("ledger", LOCAL_COPY_KIND)),
-                t.pending_deletions.c.run_id.not_in(predecessor_runs),
+                p.kind.in_(("ledger", LOCAL_COPY_KIND)),
+                p.run_id.not_in(predecessor_runs),
             )
         )
         if ledger_id is not None:
-            query = query.where(t.pending_deletions.c.ledger_id == ledger_id)
-        rows = list(conn.execute(query.order_by(t.pending_deletions.c.ledger_id)))
+            query = query.where(p.ledger_id == ledger_id)
+        found = list(conn.execute(query.order_by(p.ledger_id)))
+        rows = [r for r in found if r.topic_incarnation is None or r.topic_incarnation == current.incarnation]
+        what = f"ledger {ledger_id} of topic {topic}" if ledger_id is not None else f"topic {topic}"
+        if found and not rows:
+            raise InputError(
+                f"nothing to restore for {what}: its pending ledgers ({', '.join(str(r.ledger_id) for r in found)}) "
+                "belonged to an earlier topic of this name, deleted and created again since; they never go into "
+                "this one (nothing was changed)"
+            )
         if not rows:
-            what = f"ledger {ledger_id} of topic {topic}" if ledger_id is not None else f"topic {topic}"
             raise InputError(
                 f"nothing to restore for {what}: no pending deletion (purged already, or never deleted)"
             )
@@ -191,7 +204,9 @@ def _deleted_record(conn: Any, store: Store, name: str) -> Any:
         .limit(1)
     ).first()
     if record is None:
-        raise InputError(f"topic {name} does not exist in store {store.root} and was never deleted by GC")
+        raise InputError(
+            f"topic {name} does not exist in store {store.root} and was never deleted (by GC or `topics delete`)"
+        )
     if record.status != "pending":
         raise InputError(
             f"topic {name} was deleted by run {record.run_id} and is {record.status} "

@@ -23,6 +23,9 @@ def _store_with_pending(root) -> tuple[Store, list[tuple[str, int]]]:
     """A generated store whose first 7 ledgers were deleted: 5 due at AS_OF_MS, 2 still in their grace period."""
     store = generate_store(root, GenerateOptions(topics=3, seed=3, entries_per_ledger=5))
     with write_transaction(store.engine) as conn:
+        # No retention anywhere (the broker's: none): purge's own re-check of the retention in force, which would
+        # keep ledgers closed after this as-of, is tests/e2e/test_live_store.py's subject, not these pages'.
+        conn.execute(update(t.namespaces).values(policies="{}"))
         rows = [
             dict(r._mapping) for r in conn.execute(select(t.ledgers).order_by("topic", "ledger_id").limit(7))
         ]

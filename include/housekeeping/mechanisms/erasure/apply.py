@@ -80,6 +80,7 @@ def apply_plan(store: Store, run_dir: Path, spec: Any, *, purge_grace_seconds: i
             topic_actions,
             lambda conn, tp=topic, acts=topic_actions, pl=planned: _stage(conn, applying, tp, acts, pl),
             held_action="erase",
+            recheck=False,  # see _switch's
         )
         if outcome.status == "staged":
             checkpoint("erasure_apply_after_stage")
@@ -93,6 +94,11 @@ def apply_plan(store: Store, run_dir: Path, spec: Any, *, purge_grace_seconds: i
                     conn, applying, tp, acts, pl, cp
                 ),
                 held_action="erase",
+                # An erasure is owed whatever the policies say now, and the pending files it expedites may be of a
+                # topic deleted since the snapshot: its own re-check compares every ledger it rewrites and every
+                # pending deletion it expedites with the plan's (generation, files), so a topic created again under
+                # the name (other ledgers) is left alone.
+                recheck=False,
             )
         checkpoint("erasure_apply_after_topic_commit")
         if not outcome.applied:

@@ -8,6 +8,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
+from housekeeping.engine.live import Narrowed, TopicNow, TopicThen, changed
 from housekeeping.engine.mechanism import Mechanism, TaskIds
 from housekeeping.mechanisms.shared.cursors import MOVE_CURSOR
 
@@ -24,6 +25,31 @@ class Expiry(Mechanism):
         from housekeeping.mechanisms.shared.cursor_report import TEMPLATES
 
         return (*super().template_dirs, TEMPLATES)
+
+    def recheck(self, now: TopicNow, then: TopicThen, rows: list[dict[str, Any]], as_of_ms: int) -> Narrowed:
+        """A TTL raised or switched off since the snapshot keeps every cursor where it is (the plan acknowledges
+        what the snapshot's TTL expired; a lowered TTL expires at least as much, so the plan stands). A
+        subscription a consumer connected to since the snapshot is not moved: Pulsar's expiry guard then applies
+        (docs/semantics.md §4), which the snapshot could not see. Each move is still compare-and-set on its
+        cursor (``move_cursor``): a cursor reset behind the plan's start is left alone."""
+        ttl = changed(then, now, "message_ttl_seconds")
+        if ttl is not None and (ttl[1] == 0 or ttl[1] > ttl[0]):
+            return Narrowed.nothing(
+                f"the message TTL in force changed since the snapshot ({ttl[0]} s -> {ttl[1]} s): no cursor moves"
+            )
+        connected = sorted(
+            c.name
+            for c in now.cursors
+            if c.consumers > 0 and c.name in then.cursors and then.cursors[c.name].consumers == 0
+        )
+        kept = [row for row in rows if row.get("subscription") not in connected]
+        if len(kept) == len(rows):
+            return Narrowed.as_planned(rows)
+        return Narrowed(
+            kept,
+            f"consumer(s) connected to {', '.join(repr(n) for n in connected)} since the snapshot: Pulsar's expiry "
+            "guard applies to them now, so they are not moved",
+        )
 
 
 MECHANISM = Expiry(
@@ -44,4 +70,5 @@ MECHANISM = Expiry(
     actions=(MOVE_CURSOR,),
     report_template=Path(__file__).with_name("report.md.j2"),
     sweeps=("ttl",),
+    recheck_reads_cursors=True,
 )

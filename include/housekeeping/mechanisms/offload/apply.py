@@ -164,6 +164,9 @@ def _offload_one(applying: ApplyRun, tier: ObjectTier, attempt: Attempt) -> tupl
         [attempt.action],
         lambda conn: _complete(conn, applying, attempt, object_bytes),
         held_action="offload",
+        # The prepare re-checked the topic against the store as it is; completing records the upload it began,
+        # compare-and-set on its attempt UUID (a topic gone or created again since has no such ledger row).
+        recheck=False,
     )
     checkpoint("offload_apply_after_complete")
     return outcome, None

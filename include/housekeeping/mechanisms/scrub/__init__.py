@@ -12,6 +12,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
+from housekeeping.engine.live import Narrowed, TopicNow, TopicThen
 from housekeeping.engine.mechanism import Mechanism, TaskIds
 from housekeeping.mechanisms.scrub.actions import DELETE_ORPHAN
 from housekeeping.mechanisms.scrub.options import MIN_AGE, MIN_AGE_OPTION
@@ -46,6 +47,11 @@ class StoreScrub(Mechanism):
         from housekeeping.mechanisms.scrub.commands import scrub_app_for
 
         return "scrub", scrub_app_for(self)
+
+    def recheck(self, now: TopicNow, then: TopicThen, rows: list[dict[str, Any]], as_of_ms: int) -> Narrowed:
+        """No policy decides what the scrub queues: each orphan is re-checked against the metadata in its own
+        transaction instead (``scrub.apply``: still named by no row, still as listed)."""
+        return Narrowed.as_planned(rows)
 
 
 MECHANISM = StoreScrub(
