@@ -147,6 +147,8 @@ class TopicTally:
     detail: dict[str, Any] = field(default_factory=dict)
     ledgers_deleted: list[int] = field(default_factory=list)
     bytes_deleted: int = 0
+    # The topic's incarnation as the transaction read it: what a ledger it logs for purge is recorded under.
+    incarnation: str | None = None
 
     def add(self, key: str, value: Any = 1) -> None:
         """Count into a result key: a number adds, a list extends, a mapping updates."""

@@ -582,7 +582,7 @@ def apply_plan(store: Store, run_dir: Path, spec: PlansActions, *, purge_grace_s
     )
     result = ApplyResult.of(context.run_id, spec)
     # Looked up again in the order they are applied (a bucket at a time), not held from the scan.
-    _apply_topics(context, plan.by_topic(), snapshot_topic_versions(run, info), result, batch_topics)
+    _apply_topics(context, plan.by_topic(), result, batch_topics)
     # In the topics' order, as one pass over the whole table would list them.
     result.applied_topics.sort()
     result.already_applied_topics.sort()
@@ -604,7 +604,6 @@ def snapshot_topic_versions(run: RunDir, info: Mapping[str, Any]) -> TopicVersio
 def _apply_topics(
     context: ApplyRun,
     parts: Iterable[Iterable[tuple[str, list[dict[str, Any]]]]],
-    versions: TopicVersions,
     result: ApplyResult,
     batch_topics: int,
 ) -> None:
@@ -612,8 +611,7 @@ def _apply_topics(
     transaction. Each topic keeps its own checks, compare-and-set and journal row inside the batch (a topic that
     changed since the snapshot is skipped, the others commit); a crash or an error rolls back the batch as a whole,
     and the retry of the same run applies it again (the journal, written in the same transaction, says which topics
-    committed). One commit per topic was most of an apply's time at 100,000 topics (benchmarks/README.md).
-    ``versions``: each topic's version in the snapshot (every topic has one)."""
+    committed). One commit per topic was most of an apply's time at 100,000 topics (benchmarks/README.md)."""
     for part in parts:
         batch: list[tuple[str, list[dict[str, Any]]]] = []
         for topic, actions in part:
@@ -622,17 +620,14 @@ def _apply_topics(
                 continue
             batch.append((topic, actions))
             if len(batch) == batch_topics:
-                _apply_batch(context, batch, versions, result)
+                _apply_batch(context, batch, result)
                 batch = []
         if batch:
-            _apply_batch(context, batch, versions, result)
+            _apply_batch(context, batch, result)
 
 
 def _apply_batch(
-    context: ApplyRun,
-    batch: list[tuple[str, list[dict[str, Any]]]],
-    versions: TopicVersions,
-    result: ApplyResult,
+    context: ApplyRun, batch: list[tuple[str, list[dict[str, Any]]]], result: ApplyResult
 ) -> None:
     outcomes, journaled = [], []
     with write_transaction(context.store.engine) as conn:
@@ -650,7 +645,7 @@ def _apply_batch(
                     conn,
                     topic,
                     actions,
-                    lambda conn, t=topic, a=actions: _apply_topic(conn, context, t, versions[t], a, current),
+                    lambda conn, t=topic, a=actions: _apply_topic(conn, context, t, a, current),
                     holds=holds,
                     journaled=journaled,
                 )
@@ -688,12 +683,7 @@ def _apply_after_topics(context: ApplyRun, rows: list[dict[str, Any]], result: A
 
 
 def _apply_topic(
-    conn: Any,
-    context: ApplyRun,
-    topic: str,
-    expected_version: int,
-    actions: list[dict[str, Any]],
-    current: Mapping[str, TopicNow],
+    conn: Any, context: ApplyRun, topic: str, actions: list[dict[str, Any]], current: Mapping[str, TopicNow]
 ) -> TopicOutcome:
     """One topic's rows, in the caller's transaction (``ApplyRun.commit``): the kinds' checks, the topic the same
     one (incarnation) and, when a kind changes the ledger list, the same version as in the snapshot; then the rows
@@ -707,15 +697,18 @@ def _apply_topic(
             return TopicOutcome("skipped_conflict", why, kind.name, {"why": why})
     changes_ledger_list = any(k.changes_ledger_list for k, _ in kinds)
     now, then = current.get(topic), context.then(topic)
-    why = _claim_topic(conn, context, now, then, expected_version, changes_ledger_list)
+    if then is None:  # ActionParts.scan found every topic in the snapshot; a run directory changed since
+        raise InputError(f"plan in {context.run} names topic {topic}, which is not in its snapshot")
+    expected_version = then.version
+    why = _claim_topic(conn, context, now, then, changes_ledger_list)
     narrowed = Narrowed.as_planned(actions)
-    if why is None and now is not None and then is not None:
+    if why is None and now is not None:
         narrowed = context.spec.recheck(now, then, actions, context.as_of_ms)
         why = narrowed.why if not narrowed.rows else None
     if why is not None:
         return TopicOutcome("skipped_conflict", why, "apply", {"why": why, "planRows": plan_rows(actions)})
     assert now is not None
-    tally = TopicTally(topic, now.namespace)
+    tally = TopicTally(topic, now.namespace, incarnation=now.incarnation)
     # A run of rows of one kind together (trim's ledgers of a topic: a few statements, not three each).
     applied = [(context.spec.action(a["action"]), a) for a in narrowed.rows]
     for kind, group in groupby(applied, key=itemgetter(0)):
@@ -755,8 +748,7 @@ def _claim_topic(
     conn: Any,
     context: ApplyRun,
     now: TopicNow | None,
-    then: TopicThen | None,
-    expected_version: int,
+    then: TopicThen,
     changes_ledger_list: bool,
 ) -> str | None:
     """Why the topic's rows cannot be applied (None: they can). The topic must be the snapshot's (not gone, not
@@ -764,15 +756,12 @@ def _claim_topic(
     snapshot against the version the batch read and locked, and bumps it at the end of the batch; cursor moves and
     recorded states do not (each cursor is compare-and-set on its own position, so a concurrent ack or ledger roll
     does not void the topic's plan)."""
-    if then is not None:
-        why = topic_replaced(then, now)
-        if why is not None:
-            return why
-    if now is None:
-        return "topic no longer exists"
+    why = topic_replaced(then, now)
+    if why is not None or now is None:
+        return why or "topic no longer exists"
     if changes_ledger_list:
-        if now.version != expected_version:
-            return f"topic changed since the snapshot (version {expected_version} -> {now.version})"
+        if now.version != then.version:
+            return f"topic changed since the snapshot (version {then.version} -> {now.version})"
         context.at_batch_end(conn, _bump_versions, now.name)
     return None
 

@@ -32,14 +32,24 @@ from housekeeping.store import metadata_schema as t
 Position = tuple[int, int]
 
 
-@dataclass(frozen=True)
+# Plain slotted classes, not frozen dataclasses: apply makes one per cursor of every topic it acts on.
+@dataclass(slots=True)
 class CursorState:
-    """A cursor, now or in the snapshot."""
+    """A cursor, now or in the snapshot; now, with the entry count of the ledger its mark-delete is in
+    (``ledger_entries``; None when that ledger is not listed), which tells whether it consumed that ledger whole."""
 
     name: str
     durable: bool
     position: Position
     consumers: int = 0
+    ledger_entries: int | None = None
+
+    def past(self, ledger_id: int) -> bool:
+        """Whether it has consumed ledger ``ledger_id`` whole, known from itself alone: in a later ledger, or on the
+        last entry of that one (its entry count read with it)."""
+        if self.position[0] != ledger_id:
+            return self.position[0] > ledger_id
+        return self.ledger_entries is not None and self.position[1] >= self.ledger_entries - 1
 
     def describe(self) -> str:
         return f"{'durable subscription' if self.durable else 'reader'} {self.name!r} at {format_position(self.position)}"
@@ -205,7 +215,7 @@ class PoliciesNow:
         self._shared: dict[tuple[str, str, bool], str] = {}
 
     def document(self, topic: str, topic_policies: str, namespace: str, namespace_policies: str) -> str:
-        own = json.loads(topic_policies)
+        own = {} if topic_policies == "{}" else json.loads(topic_policies)
         if own:
             return self._resolve(topic, own, namespace, namespace_policies)
         key = (namespace, namespace_policies, is_system_topic_name(topic))
@@ -237,6 +247,8 @@ _NAMESPACES_NOW = (
     .order_by(t.namespaces.c.name)
     .with_for_update(read=True)
 )
+# With the entry count of the ledger each mark-delete is in (its primary key: one lookup per cursor), so a cursor on
+# a planned ledger's last entry is known to have consumed it without reading the topic's ledgers.
 _CURSORS_NOW = (
     select(
         t.cursors.c.topic,
@@ -245,6 +257,14 @@ _CURSORS_NOW = (
         t.cursors.c.mark_delete_ledger,
         t.cursors.c.mark_delete_entry,
         t.cursors.c.consumers,
+        t.ledgers.c.entries,
+    )
+    .select_from(
+        t.cursors.outerjoin(
+            t.ledgers,
+            (t.ledgers.c.topic == t.cursors.c.topic)
+            & (t.ledgers.c.ledger_id == t.cursors.c.mark_delete_ledger),
+        )
     )
     .where(t.cursors.c.topic.in_(bindparam("live_topics", expanding=True)))
     .order_by(t.cursors.c.topic, t.cursors.c.name)
@@ -262,16 +282,14 @@ def _chunks(names: list[str]) -> Iterable[list[str]]:
 
 
 def _cursors_of(conn: Any, topics: list[str]) -> dict[str, list[CursorState]]:
+    # Rows unpacked as tuples: a Row's attribute lookups were most of this loop's time at 100,000 topics.
     found: dict[str, list[CursorState]] = {}
     for chunk in _chunks(topics):
-        for r in conn.execute(_CURSORS_NOW, {"live_topics": chunk}):
-            found.setdefault(r.topic, []).append(
-                CursorState(
-                    r.name,
-                    bool(r.durable),
-                    (r.mark_delete_ledger, r.mark_delete_entry),
-                    int(r.consumers or 0),
-                )
+        for topic, name, durable, ledger, entry, consumers, entries in conn.execute(
+            _CURSORS_NOW, {"live_topics": chunk}
+        ):
+            found.setdefault(topic, []).append(
+                CursorState(name, bool(durable), (ledger, entry), int(consumers or 0), entries)
             )
     return found
 
@@ -282,23 +300,28 @@ def read_topics_now(
     """Each of ``topics`` the metadata has now, read and locked in ``conn``'s transaction (see the module
     docstring), with its effective policies and, when ``cursors``, its cursors (one statement for them all; else
     each topic reads its own when first asked)."""
-    rows = [r for chunk in _chunks(sorted(topics)) for r in conn.execute(_TOPICS_NOW, {"live_topics": chunk})]
-    namespaces = sorted({r.namespace for r in rows})
+    rows = [
+        tuple(r)
+        for chunk in _chunks(sorted(topics))
+        for r in conn.execute(_TOPICS_NOW, {"live_topics": chunk})
+    ]
+    namespaces = sorted({namespace for _, _, namespace, _, _ in rows})
     namespace_policies = {
-        n.name: n.policies
+        name: text
         for chunk in _chunks(namespaces)
-        for n in conn.execute(_NAMESPACES_NOW, {"live_namespaces": chunk})
+        for name, text in conn.execute(_NAMESPACES_NOW, {"live_namespaces": chunk})
     }
-    by_topic = _cursors_of(conn, [r.name for r in rows]) if cursors else {}
+    by_topic = _cursors_of(conn, [row[0] for row in rows]) if cursors else {}
+    document = policies.document
     return {
-        r.name: TopicNow(
+        name: TopicNow(
             conn,
-            r.name,
-            r.namespace,
-            r.version,
-            r.incarnation,
-            policies.document(r.name, r.policies, r.namespace, namespace_policies[r.namespace]),
-            tuple(by_topic.get(r.name, ())) if cursors else None,
+            name,
+            namespace,
+            version,
+            incarnation,
+            document(name, own, namespace, namespace_policies[namespace]),
+            tuple(by_topic.get(name, ())) if cursors else None,
         )
-        for r in rows
+        for name, version, namespace, incarnation, own in rows
     }

@@ -283,13 +283,26 @@ def record_pending_deletion(conn: Connection, row: dict[str, Any], **options: An
     record_pending_deletions(conn, [row], **options)
 
 
-def record_pending_deletions(conn: Connection, rows: list[dict[str, Any]], **options: Any) -> None:
+def record_pending_deletions(
+    conn: Connection,
+    rows: list[dict[str, Any]],
+    *,
+    incarnations: Mapping[str, str | None] | None = None,
+    **options: Any,
+) -> None:
     """:func:`record_pending_deletion` of several rows as one statement executed for each (one round of
-    SQLAlchemy's per-statement work for a topic's ledgers, not one per ledger)."""
+    SQLAlchemy's per-statement work for a topic's ledgers, not one per ledger). ``incarnations``: each row's topic's
+    incarnation as the caller's transaction read it (the shared apply's batch has them); else the insert reads it."""
     if rows:
         # Values as execution parameters of one statement object: SQLAlchemy compiles it once (literal values
         # would build and key a new statement per row, most of an apply's time at 100,000 topics).
-        conn.execute(_INSERT_PENDING_DELETION, [_pending_deletion_values(row, **options) for row in rows])
+        values = [_pending_deletion_values(row, **options) for row in rows]
+        if incarnations is None:
+            conn.execute(_INSERT_PENDING_DELETION, values)
+            return
+        for value in values:
+            value["topic_incarnation"] = incarnations[value.pop("incarnation_of")]
+        conn.execute(_INSERT_PENDING_DELETION_OF, values)
 
 
 def _pending_deletion_values(
@@ -343,6 +356,7 @@ _INSERT_PENDING_DELETION = insert(t.pending_deletions).values(
     .where(t.topics.c.name == bindparam("incarnation_of"))
     .scalar_subquery()
 )
+_INSERT_PENDING_DELETION_OF = insert(t.pending_deletions)
 
 
 @dataclass

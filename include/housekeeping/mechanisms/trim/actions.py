@@ -34,18 +34,21 @@ _DELETE_LEDGERS = (
 _LEDGERS_PER_STATEMENT = 500
 
 
-def _delete_planned_ledgers(conn: Any, run: Any, planned: list[tuple[str, dict[int, int]]]) -> None:
-    """The planned ledgers of a batch's topics, each ``(topic, {ledgerId: bytes the plan says})``, leave the
-    ledger list and go to the pending-deletion log (kept whole for restore), in the topics' and the plan's order.
+def _delete_planned_ledgers(
+    conn: Any, run: Any, planned: list[tuple[str, str | None, dict[int, int]]]
+) -> None:
+    """The planned ledgers of a batch's topics, each ``(topic, its incarnation, {ledgerId: bytes the plan says})``,
+    leave the ledger list and go to the pending-deletion log (kept whole for restore, under the topic's incarnation),
+    in the topics' and the plan's order.
     A planned ledger missing from the metadata, or holding other bytes than the plan says, raises, and the caller's
     transaction rolls the batch back (neither can happen with a matching topic version; refuse rather than guess)."""
-    keys = [(topic, ledger_id) for topic, ledgers in planned for ledger_id in ledgers]
+    keys = [(topic, ledger_id) for topic, _, ledgers in planned for ledger_id in ledgers]
     stored = {}
     for start in range(0, len(keys), _LEDGERS_PER_STATEMENT):
         chunk = keys[start : start + _LEDGERS_PER_STATEMENT]
         bound = {"ledger_topics": sorted({topic for topic, _ in chunk}), "ledger_keys": chunk}
         stored.update({(r.topic, r.ledger_id): r for r in conn.execute(_DELETE_LEDGERS, bound)})
-    for topic, ledgers in planned:
+    for topic, _, ledgers in planned:
         for ledger_id, size in ledgers.items():
             row = stored.get((topic, ledger_id))
             if row is None:
@@ -54,12 +57,14 @@ def _delete_planned_ledgers(conn: Any, run: Any, planned: list[tuple[str, dict[i
                 raise InputError(
                     f"topic {topic}: ledger {ledger_id} holds {row.size_bytes} bytes, the plan says {size}"
                 )
+    incarnations = {topic: incarnation for topic, incarnation, _ in planned}
     record_pending_deletions(
         conn,
         [dict(stored[key]._mapping) for key in keys],
         run_id=run.run_id,
         as_of_ms=run.as_of_ms,
         purge_after_ms=run.purge_after_ms,
+        incarnations=incarnations,
     )
 
 
@@ -94,7 +99,7 @@ class DeleteLedger(ActionKind):
         if len(ledgers) != len(rows):
             ledger_ids = sorted(int(row["ledgerId"]) for row in rows)
             raise InputError(f"topic {topic}: the plan deletes a ledger twice ({ledger_ids})")
-        run.at_batch_end(conn, _delete_planned_ledgers, (topic, ledgers))
+        run.at_batch_end(conn, _delete_planned_ledgers, (topic, tally.incarnation, ledgers))
         tally.ledgers_deleted.extend(ledgers)
         tally.bytes_deleted += sum(ledgers.values())
 

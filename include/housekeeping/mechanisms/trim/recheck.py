@@ -55,9 +55,9 @@ def recheck(now: TopicNow, then: TopicThen, rows: list[dict[str, Any]], as_of_ms
 
 
 def _as_planned(now: TopicNow, then: TopicThen, last_planned: int) -> bool:
-    """The cheap answer for almost every topic: the retention is the snapshot's and every durable cursor is past the
-    last planned ledger (in a later ledger), so every planned ledger is still consumed and expired."""
-    return changed(then, now, "retention") is None and all(c.position[0] > last_planned for c in now.durable)
+    """The cheap answer for almost every topic: the retention is the snapshot's and every durable cursor has consumed
+    the last planned ledger whole (so every planned ledger is still consumed and expired)."""
+    return changed(then, now, "retention") is None and all(c.past(last_planned) for c in now.durable)
 
 
 def _still_deletable(
