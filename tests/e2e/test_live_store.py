@@ -30,7 +30,13 @@ from housekeeping.core.errors import InputError
 from housekeeping.core.timeutil import parse_as_of
 from housekeeping.engine.plan import read_table
 from housekeeping.engine.restore import restore
-from housekeeping.mechanisms.steps import apply_step, plan_and_gate_in_process, purge_step, snapshot_step
+from housekeeping.mechanisms.steps import (
+    apply_step,
+    plan_and_gate_in_process,
+    purge_step,
+    report_step,
+    snapshot_step,
+)
 from housekeeping.store import admin, clients
 from housekeeping.store.holds import place_hold
 from housekeeping.store.manifest.export import export_manifest
@@ -218,6 +224,8 @@ def test_trim_keeps_what_a_new_or_reset_subscription_or_a_raised_retention_keeps
     assert "deleted and created again" in result["skippedTopics"][RECREATED]
     journal = _journal(store, run_dir)
     assert "created after the snapshot" in journal[NEW_SUB]["why"]
+    report = report_step(run_dir, dry_run=False).read_text()
+    assert f"left alone: `{NEW_SUB}`" in report and "created after the snapshot" in report
 
 
 def test_expiry_moves_no_cursor_a_raised_ttl_keeps_nor_one_reset_since(tmp_path, metadata_backend):
@@ -257,6 +265,8 @@ def test_backlog_evicts_nothing_when_the_cursors_or_the_quota_changed_since_the_
         NEW_SUB, ""
     )
     assert "backlog quotas in force changed" in result["skippedTopics"][RAISED]
+    report = report_step(run_dir, dry_run=False).read_text()
+    assert f"`{RAISED}`: the backlog quotas in force changed" in report
 
 
 def test_gc_deletes_no_topic_that_became_active_or_was_created_again(tmp_path, metadata_backend):

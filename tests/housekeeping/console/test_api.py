@@ -96,12 +96,31 @@ class ApiServer:
 
 @pytest.fixture(scope="module")
 def stores(tmp_path_factory, spark):
-    """A generated store after a real trim (pending deletions to restore), and a copy of it for the CLI."""
+    """A generated store after a trim run that found the store changed since its snapshot (a subscription created
+    at earliest on a topic it planned: left alone) and a real trim after it (pending deletions to restore), and a
+    copy of it for the CLI."""
     from housekeeping.cli.main import main
+    from housekeeping.core.timeutil import parse_as_of
+    from housekeeping.engine.plan import read_table
+    from housekeeping.mechanisms.steps import apply_step, plan_and_gate_in_process, report_step, snapshot_step
+    from housekeeping.store import clients
     from housekeeping.store.generate import GenerateOptions, generate_store
+    from housekeeping.store.store import Store
 
     base = tmp_path_factory.mktemp("console")
     generate_store(base / "store", GenerateOptions(topics=12, seed=7, entries_per_ledger=20), None)
+    store, earlier = Store.open(base / "store"), parse_as_of(AS_OF) - 12 * 3_600_000
+    info = snapshot_step(
+        store, "trim", run_id="live-trim", as_of_ms=earlier, actor="test", values={"max_deleted_share": 1.0}
+    )
+    assert plan_and_gate_in_process(info.run_dir, "trim", "local[2]")["success"]
+    planned = sorted(
+        {a["topic"] for a in read_table(info.run_dir, "actions") if a["action"] == "delete_ledger"}
+    )
+    assert planned, "the first run must plan a trim"
+    clients.subscribe(store, planned[0], "late", now_ms=earlier, initial="earliest")
+    apply_step(store, info.run_dir, purge_grace_seconds=3600)
+    report_step(info.run_dir, dry_run=False)
     code = main(
         ["apply", "trim", "--store", str(base / "store"), "--as-of", AS_OF, "--max-deleted-share", "1"]
     )
@@ -206,7 +225,8 @@ def test_bad_input_is_a_4xx_naming_it_and_changes_nothing(server, tokens, method
 
 def test_files_are_served_only_from_inside_a_run_directory(server, tokens, stores):
     admin = tokens["admin"]
-    (run,) = server.call("GET", f"{API}/runs?mechanism=trim", admin).json()["runs"]
+    runs = server.call("GET", f"{API}/runs?mechanism=trim", admin).json()["runs"]
+    (run,) = [r for r in runs if "cli-trim-" in r["directory"]]
     files = f"/housekeeping/runs/trim/{run['directory']}/files"
     report = server.call("GET", f"{files}/report/report.md", admin)
     assert report.status_code == 200 and "trim" in report.text.lower()
@@ -380,6 +400,15 @@ def test_every_page_in_a_browser_and_restore_and_a_hold_done_there(server, store
         page.locator("#actions").wait_for()
         assert "passed" in page.inner_text("body") and page.locator("#actions tr").count() > 1
         page.screenshot(path=str(SHOTS / "console-03-run.png"), full_page=True)
+
+        # A run that found the store changed since its snapshot says which topics it left alone, and why.
+        page.goto(f"{base}runs")
+        page.locator("a", has_text="live-trim").first.click()
+        page.locator("#store-changed").wait_for()
+        changed = page.inner_text("#store-changed")
+        assert "left alone" in changed and "'late'" in changed and "created after the snapshot" in changed
+        page.locator("#store-changed").scroll_into_view_if_needed()
+        page.screenshot(path=str(SHOTS / "console-03b-run-store-changed.png"))
 
         # Restore one ledger from the pending deletions page.
         page.goto(f"{base}pending")
