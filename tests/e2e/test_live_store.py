@@ -5,9 +5,10 @@
 First the probe that found it: a trim run planned and gated on a generated store, a durable subscription created at
 `earliest` on every topic the plan trims, then the run applied. Apply must delete nothing under the new subscription.
 
-Then the class, for every mechanism and for purge and restore, on SQLite and on a real PostgreSQL server: six topics
-of one shape, each planned; between the snapshot (for purge and restore: the apply that logged the deletions) and the
-apply, one live change on each of five of them, the sixth applied as planned (the control):
+Then the class, for every mechanism (the store scrub's repair too) and for purge and restore, on SQLite and on a real
+PostgreSQL server: six topics of one shape, each planned; between the snapshot (for purge and restore: the apply that
+logged the deletions) and the apply, one live change on each of five of them, the sixth applied as planned (the
+control):
 
 - ``t1``: a durable subscription created at ``earliest``;
 - ``t2``: the durable subscription's cursor reset backward;
@@ -417,3 +418,25 @@ def _journal(store: Store, run_dir: Path) -> dict[str, dict]:
     with store.engine.connect() as conn:
         rows = conn.execute(select(t.journal).where(t.journal.c.run_id == run_id)).all()
     return {row.topic: json.loads(row.detail) for row in rows if row.topic}
+
+
+def test_the_scrub_queues_no_orphan_of_a_held_topic_or_of_one_created_again(tmp_path, metadata_backend):
+    import os
+    import shutil
+
+    store = _store(tmp_path, {}, "3:4")
+    for topic in TOPICS:
+        # An extra ledger directory no metadata names, an hour old: the scrub's orphan.
+        orphan = store.ledger_dir(topic, 77)
+        shutil.copytree(store.ledger_dir(topic, 1), orphan)
+        for path in (orphan, *orphan.iterdir()):
+            os.utime(path, (os.path.getmtime(path) - 3600,) * 2)
+    run_dir = _plan(store, "scrub", "scrub-live", scrub_min_age_seconds=0)
+    recreated = _live_changes(store, {"message_ttl_in_seconds": 60})
+    result = _apply(store, run_dir)
+    queued = {path.split("/")[-2] for path in (q.split(":", 1)[1] for q in result["orphansQueued"])}
+    # No policy decides what the scrub queues; a hold and a topic created again under the name stop it.
+    assert queued == {"t0", "t1", "t2", "t3"}
+    assert "legal hold" in next(why for where, why in result["skippedTopics"].items() if "/t4/" in where)
+    assert "created again" in next(why for where, why in result["skippedTopics"].items() if "/t5/" in where)
+    assert _state(store, RECREATED) == recreated
