@@ -237,6 +237,15 @@ POLICY_KEYS = (
 )
 
 
+def namespace_retention(policies: Mapping[str, Any], broker: BrokerConfig) -> RetentionPolicy:
+    """The retention in force at a namespace's level: its own, else the broker's (what its backlog quotas must stay
+    below: ``validate_policies``)."""
+    retention = policies.get("retention_policies")
+    if not retention:
+        return broker.retention
+    return RetentionPolicy(retention["retentionTimeInMinutes"], retention["retentionSizeInMB"])
+
+
 def validate_policies(where: str, policies: Mapping[str, Any], retention_in_force: RetentionPolicy) -> None:
     """Semantic checks beyond the JSON schema, as Pulsar's admin API makes them.
 

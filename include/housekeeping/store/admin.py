@@ -25,7 +25,7 @@ from housekeeping.core.names import NamespaceName, TopicName
 from housekeeping.core.policies import (
     POLICY_KEYS,
     BrokerConfig,
-    RetentionPolicy,
+    namespace_retention,
     resolve_policies,
     validate_policies,
 )
@@ -34,6 +34,7 @@ from housekeeping.core.timeutil import format_ms
 from housekeeping.store import metadata_schema as t
 from housekeeping.store.clients import (
     create_cursor,
+    cursor_row,
     initial_position,
     last_entry,
     lock_topic,
@@ -66,15 +67,6 @@ def _journal(
         actor=actor or current_actor(),
     )
     return run_id
-
-
-def _cursor(conn: Any, topic: str, subscription: str) -> Any:
-    row = conn.execute(
-        select(t.cursors).where(and_(t.cursors.c.topic == topic, t.cursors.c.name == subscription))
-    ).first()
-    if row is None:
-        raise InputError(f"topic {topic}: subscription {subscription!r} does not exist")
-    return row
 
 
 def _ledgers(conn: Any, topic: str) -> list[Any]:
@@ -142,7 +134,7 @@ def reset_cursor(
         raise InputError(f"topic {topic}: subscription {COMPACTION_CURSOR!r} is moved by compaction only")
     with write_transaction(store.engine) as conn:
         lock_topic(conn, topic)
-        cursor = _cursor(conn, topic, subscription)
+        cursor = cursor_row(conn, topic, subscription)
         before = (cursor.mark_delete_ledger, cursor.mark_delete_entry)
         if position is not None:
             read = parse_position(position, f"topic {topic} subscription {subscription!r}")
@@ -240,7 +232,7 @@ def delete_subscription(
     disconnects them, as Pulsar's forced unsubscribe does)."""
     with write_transaction(store.engine) as conn:
         topic_row = lock_topic(conn, topic)
-        cursor = _cursor(conn, topic, subscription)
+        cursor = cursor_row(conn, topic, subscription)
         if cursor.consumers > 0 and not force:
             raise InputError(
                 f"topic {topic}: subscription {subscription!r} has {cursor.consumers} connected consumer(s); "
@@ -432,13 +424,7 @@ def _check_policies(
         where = " -> ".join(str(p) for p in error.absolute_path) or "policies"
         raise InputError(f"{scope} {target}: {where}: {error.message}")
     if scope == "namespace":
-        retention = policies.get("retention_policies")
-        in_force = (
-            RetentionPolicy(retention["retentionTimeInMinutes"], retention["retentionSizeInMB"])
-            if retention
-            else broker.retention
-        )
-        validate_policies(f"namespace {target}", policies, in_force)
+        validate_policies(f"namespace {target}", policies, namespace_retention(policies, broker))
         return
     effective = resolve_policies(target, policies, namespace, namespace_policies, broker)
     validate_policies(f"topic {target}", policies, effective.retention)

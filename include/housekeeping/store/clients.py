@@ -310,7 +310,8 @@ def create_cursor(
     _touch(conn, topic, now_ms)
 
 
-def _cursor_row(conn: Any, topic: str, name: str) -> Any:
+def cursor_row(conn: Any, topic: str, name: str) -> Any:
+    """A subscription's cursor row (bad input naming it when the topic has none of that name)."""
     row = conn.execute(
         select(t.cursors).where(and_(t.cursors.c.topic == topic, t.cursors.c.name == name))
     ).first()
@@ -323,7 +324,7 @@ def unsubscribe(store: Store, topic: str, name: str, *, now_ms: int) -> None:
     """Delete a subscription. Refused while consumers are connected (as Pulsar without ``force``)."""
     with write_transaction(store.engine) as conn:
         lock_topic(conn, topic)
-        if _cursor_row(conn, topic, name).consumers > 0:
+        if cursor_row(conn, topic, name).consumers > 0:
             raise InputError(f"topic {topic}: subscription {name!r} has connected consumers")
         conn.execute(t.cursors.delete().where(and_(t.cursors.c.topic == topic, t.cursors.c.name == name)))
         _touch(conn, topic, now_ms)
@@ -332,7 +333,7 @@ def unsubscribe(store: Store, topic: str, name: str, *, now_ms: int) -> None:
 def connect_consumer(store: Store, topic: str, subscription: str, *, now_ms: int) -> None:
     with write_transaction(store.engine) as conn:
         lock_topic(conn, topic)
-        _cursor_row(conn, topic, subscription)
+        cursor_row(conn, topic, subscription)
         conn.execute(
             update(t.cursors)
             .where(and_(t.cursors.c.topic == topic, t.cursors.c.name == subscription))
@@ -344,7 +345,7 @@ def connect_consumer(store: Store, topic: str, subscription: str, *, now_ms: int
 def disconnect_consumer(store: Store, topic: str, subscription: str, *, now_ms: int) -> None:
     with write_transaction(store.engine) as conn:
         lock_topic(conn, topic)
-        if _cursor_row(conn, topic, subscription).consumers < 1:
+        if cursor_row(conn, topic, subscription).consumers < 1:
             raise InputError(f"topic {topic}: subscription {subscription!r} has no connected consumer")
         conn.execute(
             update(t.cursors)
@@ -359,7 +360,7 @@ def acknowledge(store: Store, topic: str, subscription: str, position: str, *, n
     the topic's last entry). Returns the mark-delete position after the call."""
     with write_transaction(store.engine) as conn:
         lock_topic(conn, topic)
-        cursor = _cursor_row(conn, topic, subscription)
+        cursor = cursor_row(conn, topic, subscription)
         target = parse_position(position, f"topic {topic} subscription {subscription!r}")
         last = _last_position(conn, topic)
         if target > last:

@@ -10,7 +10,7 @@ from typing import Any
 
 from housekeeping.core.errors import InputError
 from housekeeping.core.names import COMPACTION_SUBSCRIPTION, NamespaceName, TopicName
-from housekeeping.core.policies import BrokerConfig, RetentionPolicy, resolve_policies, validate_policies
+from housekeeping.core.policies import BrokerConfig, namespace_retention, resolve_policies, validate_policies
 from housekeeping.core.positions import format_position
 from housekeeping.store.manifest.model import LedgerSpec, StoreContent, TopicSpec, last_position
 
@@ -49,13 +49,7 @@ def validate_content(content: StoreContent) -> BrokerConfig:
     broker = BrokerConfig.from_layers(("manifest broker section", content.broker))
     for name, policies in content.namespaces.items():
         NamespaceName.parse(name)
-        retention = policies.get("retention_policies")
-        in_force = (
-            RetentionPolicy(retention["retentionTimeInMinutes"], retention["retentionSizeInMB"])
-            if retention
-            else broker.retention
-        )
-        validate_policies(f"namespace {name}", policies, in_force)
+        validate_policies(f"namespace {name}", policies, namespace_retention(policies, broker))
     seen: set[str] = set()
     for topic in content.topics:
         parsed = TopicName.parse(topic.name)
