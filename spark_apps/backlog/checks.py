@@ -9,11 +9,17 @@ one Spark pass; the unit tests call them alone).
   legal), the quota acted on is exceeded and its policy is consumer_backlog_eviction, and the move is justified:
   it starts where the cursor's first eviction step starts and ends where its last one ends, or (precise time
   eviction) it acknowledges only entries older than 0.9 x the limit;
-- every eviction step replays Pulsar's loops: size steps move the slowest cursor (never the same one twice in a row)
-  by exactly (int)((B - 0.9 L) / B x entriesInBacklog) entries from a backlog B > 0.9 L (the first from B >= L);
-  time steps skip exactly one ledger closed longer ago than the limit (or no longer listed) to the next one's start;
-  no step moves the compaction cursor, and each starts where its cursor is after the steps before it;
-- every quota-state flag agrees with the re-derived exceeded flag, and only producer policies are flagged exceeded.
+- every eviction step replays Pulsar's loops: size steps move the slowest cursor (never the same one twice in a row,
+  and after the first only one strictly behind where the step before left its cursor: Pulsar's cursor heap keeps a
+  cursor skipped onto another's position as the slowest, and the loop then stops) by exactly
+  (int)((B - 0.9 L) / B x entriesInBacklog) entries from a backlog B > 0.9 L (the first from B >= L); time steps
+  skip exactly one ledger closed longer ago than the limit (or no longer listed) to the next one's start, never
+  past the last entry unless the cursor had consumed all of its ledger and lands on the ledger right after the last
+  entry's (the mark-delete Pulsar's cursor accepts); no step moves the compaction cursor, and each starts where
+  its cursor is after the steps before it;
+- every quota-state flag agrees with the re-derived exceeded flag (recorded with the check switched off too, as
+  producer admission reads it), and only producer policies are flagged exceeded; no durable cursor measures a
+  backlog of 0, which a size limit of 0 exceeds.
 """
 
 from __future__ import annotations
@@ -43,6 +49,7 @@ STEP_CHECKS = (
     "step_starts_where_cursor_is",
     "size_step_moves_the_slowest_cursor",
     "not_same_cursor_twice_in_a_row",
+    "previous_cursor_no_longer_the_slowest",
     "step_follows_the_quota_rule",
 )
 FLAG_CHECKS = (
@@ -80,6 +87,7 @@ class QuotaState:
         broker = info["broker"]
         topic = facts.topic
         self.known = topic is not None
+        self.enabled = False
         durable = [c for c in facts.cursors.values() if c["durable"]]
         slowest = min(((c["markDeleteLedger"], c["markDeleteEntry"]) for c in durable), default=None)
         self.slowest = slowest
@@ -90,13 +98,8 @@ class QuotaState:
         exempt = name_facts(topic["topic"])["isSystemTopic"]
         backlog = estimated_backlog(facts, *slowest) if slowest else None
         size_limit, time_limit = topic["sizeQuotaLimitBytes"], topic["timeQuotaLimitSeconds"]
-        self.size_exceeded = bool(
-            enabled
-            and exempt is False
-            and slowest is not None
-            and size_limit >= 0
-            and (backlog or 0) >= size_limit
-        )
+        self.enabled = enabled
+        self.size_exceeded = bool(exempt is False and size_limit >= 0 and (backlog or 0) >= size_limit)
         age_ts = None
         acked = facts.entries_at_or_before(*slowest) if slowest else None
         holding = None if acked is None else facts.entry_at(acked)
@@ -115,15 +118,17 @@ class QuotaState:
             else:
                 age_ts = ledger["closedAtMs"]
         self.time_exceeded = bool(
-            enabled
-            and exempt is False
+            exempt is False
             and time_limit > 0
             and age_ts is not None
             and int(info["asOfMs"]) > age_ts + time_limit * 1000
         )
 
     def acted_on(self, facts: TopicFacts, quota_type: str | None) -> bool:
-        """The quota a move names is the one Pulsar acts on (size first, else time) with the eviction policy."""
+        """The quota a move names is the one Pulsar acts on (size first, else time) with the eviction policy, while
+        the check is on."""
+        if not self.enabled:
+            return False
         if quota_type == "destination_storage":
             return self.size_exceeded is True and facts.value("sizeQuotaPolicy") == EVICTION_POLICY
         if quota_type == "message_age":
@@ -193,8 +198,27 @@ def _size_step_ok(facts: TopicFacts, step: Row, backlog: int | None, limit: int 
     )
 
 
+def _mark_delete_accepted(facts: TopicFacts, step: Row) -> bool:
+    """The step's target is one Pulsar's cursor accepts: at or before the topic's last entry, or in the ledger right
+    after the last entry's when the cursor had consumed every entry of its own listed ledger."""
+    last_ledger, last_entry = facts.last
+    if last_ledger is None:
+        return False
+    if struct_key(step["toLedger"], step["toEntry"]) <= struct_key(last_ledger, last_entry):
+        return True
+    own = facts.by_id.get(step["fromLedger"])
+    after_last = min((r["ledgerId"] for r in facts.ledgers if r["ledgerId"] > last_ledger), default=None)
+    return (
+        own is not None
+        and step["fromEntry"] is not None
+        and step["fromEntry"] + 1 >= own["entries"]
+        and compare(step["toLedger"], "==", after_last) is True
+    )
+
+
 def _time_step_ok(facts: TopicFacts, step: Row, as_of_ms: int, limit: int | None) -> bool:
-    """A time step moves to the start of the next ledger, past a ledger closed longer ago than the limit."""
+    """A time step moves to the start of the next ledger, past a ledger closed longer ago than the limit, to a
+    mark-delete the cursor accepts."""
     later = [r["ledgerId"] for r in facts.ledgers if compare(r["ledgerId"], ">", step["fromLedger"]) is True]
     start = facts.by_id.get(step["fromLedger"])
     closed = None if start is None else start["closedAtMs"]
@@ -206,6 +230,7 @@ def _time_step_ok(facts: TopicFacts, step: Row, as_of_ms: int, limit: int | None
         and later != []
         and compare(step["toLedger"], "==", min(later)) is True
         and old_enough
+        and _mark_delete_accepted(facts, step)
     )
 
 
@@ -243,6 +268,9 @@ def step_rows(facts: TopicFacts, steps: list[Row], as_of_ms: int) -> list[Row]:
                 "not_same_cursor_twice_in_a_row": (not is_size)
                 or previous is None
                 or previous["cursor"] != step["cursor"],
+                "previous_cursor_no_longer_the_slowest": (not is_size)
+                or previous is None
+                or struct_key(previous["toLedger"], previous["toEntry"]) > from_key,
                 "step_follows_the_quota_rule": (
                     _size_step_ok(facts, step, backlog, facts.value("sizeQuotaLimitBytes"))
                     if is_size

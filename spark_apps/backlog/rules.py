@@ -9,13 +9,17 @@ Exceeded (docs/semantics.md §5), measured on the slowest durable cursor, reader
   unacknowledged entry (default; no estimate while that is the open ledger) or, with
   ``preciseTimeBasedBacklogQuotaCheck``, that entry's timestamp.
 
-Size is checked first; only when it is not exceeded is time checked and acted on (``monitorBacklogQuota``).
-consumer_backlog_eviction moves durable cursors (steps below); the producer policies only record state.
+With no durable cursor the estimate is 0, so a size limit of 0 is exceeded. Size is checked first; only when it is
+not exceeded is time checked and acted on (``monitorBacklogQuota``). consumer_backlog_eviction moves durable
+cursors (steps below); the producer policies only record state. With ``backlogQuotaCheckEnabled`` off the monitor
+does not run (no eviction), but producer admission (``ServerCnx#handleProducer``) still checks the quotas, so the
+states are recorded all the same.
 
 Deliberate differences (docs/semantics.md §11): the compaction cursor ``__compaction`` is never moved: the size
 loop stops when it is the slowest (moving others cannot lower the measured backlog) and the time loop
 evicts the other cursors as Pulsar would and leaves it; a mark-delete in a ledger already trimmed is
-measured from the next ledger (Pulsar's estimate answers "not exceeded" there).
+measured from the next ledger (Pulsar's estimate answers "not exceeded" there); the precise time eviction moves
+durable subscriptions only, never a reader.
 """
 
 from __future__ import annotations
@@ -34,6 +38,15 @@ def slowest(positions: dict[str, Position], exclude: tuple[str, ...] = ()) -> st
     """The durable cursor with the lowest mark-delete (ties: by name, so plans are deterministic)."""
     candidates = [(pos, name) for name, pos in positions.items() if name not in exclude]
     return min(candidates)[1] if candidates else None
+
+
+def still_slowest(positions: dict[str, Position], moved: str, exclude: tuple[str, ...] = ()) -> str | None:
+    """The slowest cursor after ``moved`` (the slowest) advanced, as Pulsar's cursor container answers it
+    (``ManagedCursorContainerImpl#cursorUpdated``): its heap sifts a moved cursor down only past a strictly smaller
+    position, so ``moved`` stays the slowest unless another cursor is now strictly behind it; then the lowest of
+    those (ties by name)."""
+    behind = {n: p for n, p in positions.items() if n not in exclude and p < positions[moved]}
+    return slowest(behind) if behind else moved
 
 
 @dataclass
@@ -55,7 +68,8 @@ class Eviction:
 def evict_for_size(ledgers: TopicLedgers, cursors: dict[str, Position], limit_bytes: int) -> Eviction:
     """``BacklogQuotaManager#dropBacklogForSizeLimit``: skip entries on the slowest cursor until the estimated
     backlog is <= 90% of the limit; stop when nothing is skipped, no cursor is left or the same cursor is
-    picked twice in a row."""
+    the slowest twice in a row (a cursor skipped onto another's position stays the slowest: see
+    :func:`still_slowest`)."""
     positions = dict(cursors)
     target = SIZE_REDUCTION_FACTOR * limit_bytes
     result = Eviction()
@@ -63,7 +77,6 @@ def evict_for_size(ledgers: TopicLedgers, cursors: dict[str, Position], limit_by
     name = slowest(positions)
     backlog = ledgers.estimated_backlog_bytes(positions[name]) if name else 0
     while backlog > target:
-        name = slowest(positions)
         if name is None:
             result.stopped = "no durable cursor"
             break
@@ -93,8 +106,8 @@ def evict_for_size(ledgers: TopicLedgers, cursors: dict[str, Position], limit_by
             )
         )
         positions[name] = new
-        backlog = ledgers.estimated_backlog_bytes(positions[slowest(positions)])
-        previous = name
+        previous, name = name, still_slowest(positions, name)
+        backlog = ledgers.estimated_backlog_bytes(positions[name])
     else:
         result.stopped = result.stopped or f"estimated backlog {backlog} B <= target {target:.0f} B"
     return result
@@ -104,12 +117,14 @@ def evict_for_time(
     ledgers: TopicLedgers, cursors: dict[str, Position], limit_seconds: int, as_of_ms: int
 ) -> Eviction:
     """``BacklogQuotaManager#dropBacklogForTimeLimit`` (not precise): while the slowest cursor's mark-delete
-    ledger is closed and older than the limit (or gone), mark-delete (next ledger, -1). The current ledger is
-    never evicted. The compaction cursor is left where it is (see module doc)."""
+    ledger is closed and older than the limit (or gone), mark-delete (next ledger, -1), as long as the cursor
+    accepts that position (:meth:`TopicLedgers.accepts_mark_delete`: never past the last entry, so an empty
+    current ledger after a roll stops the loop one ledger early, as in Pulsar). The current ledger is never
+    evicted. The compaction cursor is left where it is (see module doc)."""
     positions = dict(cursors)
     result = Eviction()
+    name = slowest(positions, exclude=(COMPACTION_SUBSCRIPTION,))
     while True:
-        name = slowest(positions, exclude=(COMPACTION_SUBSCRIPTION,))
         if name is None:
             result.stopped = "no durable cursor other than the compaction cursor"
             break
@@ -139,11 +154,19 @@ def evict_for_time(
                 f"{(as_of_ms - info.closed_at_ms) // 1000} s before as-of <= limit {limit_seconds} s"
             )
             break
+        if not ledgers.accepts_mark_delete(position, new):
+            last = ledgers.last_entry()
+            result.stopped = (
+                f"cursor {name!r}: {new[0]}:{new[1]} is past the last entry "
+                f"{'(none)' if last is None else f'{last[0]}:{last[1]}'}, a mark-delete the cursor refuses"
+            )
+            break
         skipped = ledgers.acked(new) - ledgers.acked(position)
         result.steps.append(
             Step(name, position, new, ledgers.estimated_backlog_bytes(position), skipped, why)
         )
         positions[name] = new
+        name = still_slowest(positions, name, exclude=(COMPACTION_SUBSCRIPTION,))
     return result
 
 
@@ -176,8 +199,8 @@ def plan_topic(topic: dict[str, Any], ledger_rows: list[Ledger], cursors: dict[s
     as_of = int(topic["asOfMs"])
     out: dict[str, Any] = {"states": [], "steps": [], "preciseCutoffMs": None, "handled": None, "note": ""}
     stored = topic.get("stored") or {}
-    if not topic["checkEnabled"] or topic["isSystemTopic"]:
-        why = "backlog quota check disabled" if not topic["checkEnabled"] else "system topic (exempt)"
+    if topic["isSystemTopic"]:
+        why = "system topic (exempt)"
         out["note"] = why
         for quota_type, state in stored.items():
             if state["exceeded"]:
@@ -189,7 +212,8 @@ def plan_topic(topic: dict[str, Any], ledger_rows: list[Ledger], cursors: dict[s
     size_limit, size_policy = int(topic["sizeQuotaLimitBytes"]), topic["sizeQuotaPolicy"]
     time_limit, time_policy = int(topic["timeQuotaLimitSeconds"]), topic["timeQuotaPolicy"]
     backlog_bytes = size_measure(ledgers, cursors)
-    size_exceeded = size_limit >= 0 and bool(cursors) and backlog_bytes >= size_limit
+    # no durable cursor: Pulsar's estimate is 0, so a limit of 0 is exceeded (0 >= 0)
+    size_exceeded = size_limit >= 0 and backlog_bytes >= size_limit
     if topic["precise"]:
         ts = topic.get("slowestFirstUnackedTsMs")
     else:
@@ -220,8 +244,13 @@ def plan_topic(topic: dict[str, Any], ledger_rows: list[Ledger], cursors: dict[s
             )
             out["states"].append(_state(topic, quota_type, policy, False, limit, measured, stored, why))
 
-    # Actions: size first, else time (BrokerService#monitorBacklogQuota).
-    if size_exceeded:
+    # Actions: size first, else time (BrokerService#monitorBacklogQuota), only while the monitor runs; producer
+    # admission checks the quota states either way (ServerCnx#handleProducer), so they are recorded above.
+    if not topic["checkEnabled"]:
+        out["note"] = (
+            "backlog quota check disabled: quota states recorded for producer admission, no eviction"
+        )
+    elif size_exceeded:
         out["handled"] = "destination_storage"
         if size_policy == "consumer_backlog_eviction":
             eviction = evict_for_size(ledgers, cursors, size_limit)

@@ -9,20 +9,28 @@ import pytest
 from spark_apps.backlog.checks import FLAG_CHECKS, MOVE_CHECKS, STEP_CHECKS, check_topic
 from spark_apps.backlog.topic_plan import plan_topic
 from spark_apps.shared.move_checks import TopicFacts
-from tests.backlog.test_topic_plan import info, ledgers, quota_topic
-from tests.expiry.test_rule import cursor
+from tests.backlog.test_topic_plan import AS_OF, info, ledgers, quota_topic
+from tests.expiry.test_rule import Entries, cursor, ledger
 
 pytestmark = pytest.mark.unit
 
 SIZE = {"sizeQuotaLimitBytes": 200, "sizeQuotaPolicy": "consumer_backlog_eviction"}
 TIME = {"timeQuotaLimitSeconds": 60, "timeQuotaPolicy": "consumer_backlog_eviction"}
+TIED = {"sizeQuotaLimitBytes": 10_010, "sizeQuotaPolicy": "consumer_backlog_eviction"}
 
 
-def planned(columns: dict, cursors: list[dict]):
-    rows, entries = ledgers()
+def planned(columns: dict, cursors: list[dict], of=ledgers, enabled: bool = True):
+    rows, entries = of()
     topic = quota_topic(**columns)
-    plan = plan_topic(topic, rows, cursors, [], info(), entries)
+    plan = plan_topic(topic, rows, cursors, [], info(enabled=enabled), entries)
     return TopicFacts(topic, rows, cursors), plan, entries
+
+
+def rolled() -> tuple[list[dict], Entries]:
+    """Ledgers 1 and 2 of 5 entries closed 10 minutes before as-of; 3 current and empty after a roll."""
+    stamps = {1: [AS_OF - 20 * 60_000 + e for e in range(5)], 2: [AS_OF - 15 * 60_000 + e for e in range(5)]}
+    closed = AS_OF - 10 * 60_000
+    return [ledger(1, stamps[1], closed), ledger(2, stamps[2], closed), ledger(3, [], None)], Entries(stamps)
 
 
 def failing(checked: dict) -> dict[str, list[str]]:
@@ -34,11 +42,76 @@ def failing(checked: dict) -> dict[str, list[str]]:
 
 
 def test_the_planners_plans_pass_every_check():
-    for columns in (SIZE, TIME, {"sizeQuotaLimitBytes": 200}):
-        facts, plan, entries = planned(columns, [cursor("a", "1:-1"), cursor("b", "2:3")])
+    for columns, cursors, of, enabled in (
+        (SIZE, [cursor("a", "1:-1"), cursor("b", "2:3")], ledgers, True),
+        (TIME, [cursor("a", "1:-1"), cursor("b", "2:3")], ledgers, True),
+        ({"sizeQuotaLimitBytes": 200}, [cursor("a", "1:-1"), cursor("b", "2:3")], ledgers, True),
+        (SIZE, [cursor("a", "1:-1"), cursor("b", "1:-1")], ledgers, True),
+        (TIED, [cursor("a", "1:-1"), cursor("b", "1:-1")], tied, True),
+        (TIME, [cursor("a", "1:-1")], rolled, True),
+        ({"sizeQuotaLimitBytes": 0}, [], ledgers, True),
+        ({"sizeQuotaLimitBytes": 200}, [cursor("a", "1:-1")], ledgers, False),
+    ):
+        facts, plan, entries = planned(columns, cursors, of, enabled)
         assert plan.actions, columns
-        checked = check_topic(facts, plan.actions, plan.steps, info(), entries)
+        checked = check_topic(facts, plan.actions, plan.steps, info(enabled=enabled), entries)
         assert failing(checked) == {"cursor_moves": [], "eviction_steps": [], "quota_flags": []}, columns
+
+
+def tied() -> tuple[list[dict], Entries]:
+    """The issue's tie: ledger 1 of 10 entries (10 B), 2 of 10 entries (10000 B), 3 current and empty."""
+    stamps = {
+        1: [AS_OF - 20 * 60_000 + e for e in range(10)],
+        2: [AS_OF - 15 * 60_000 + e for e in range(10)],
+    }
+    closed = AS_OF - 10 * 60_000
+    rows = [
+        ledger(1, stamps[1], closed),
+        dict(ledger(2, stamps[2], closed), size=10_000),
+        ledger(3, [], None),
+    ]
+    return rows, Entries(stamps)
+
+
+def test_a_size_step_after_the_cursor_before_it_stayed_the_slowest_fails():
+    """Both at 1:-1, limit 10010 B: ``a`` then ``b`` (strictly behind ``a``'s target) skip 2 entries to 1:1, and the
+    loop stops, ``b`` still the slowest. A third step of ``a`` from 1:1 (what breaking the tie by name did) follows
+    the skip arithmetic but is one Pulsar's loop never takes."""
+    facts, plan, entries = planned(TIED, [cursor("a", "1:-1"), cursor("b", "1:-1")], tied)
+    first, second = plan.steps
+    assert [(s["cursor"], s["toLedger"], s["toEntry"]) for s in plan.steps] == [("a", 1, 1), ("b", 1, 1)]
+    third = dict(
+        second,
+        step=3,
+        cursor="a",
+        fromLedger=1,
+        fromEntry=1,
+        toEntry=2,
+        backlogBytesBefore=10_008,
+        entriesSkipped=1,
+    )
+    checked = check_topic(facts, [], [first, second, third], info(), entries)
+    assert failing(checked)["eviction_steps"] == ["previous_cursor_no_longer_the_slowest"]
+
+
+def test_a_time_step_past_the_last_entry_onto_an_empty_current_ledger_fails():
+    facts, plan, entries = planned(TIME, [cursor("a", "1:-1")], rolled)
+    assert [(s["toLedger"], s["toEntry"]) for s in plan.steps] == [(2, -1)]
+    onto_empty = dict(plan.steps[0], step=2, fromLedger=2, fromEntry=-1, toLedger=3, toEntry=-1)
+    checked = check_topic(facts, [], [plan.steps[0], onto_empty], info(), entries)
+    assert failing(checked)["eviction_steps"] == ["step_follows_the_quota_rule"]
+    # the cursor had consumed all of ledger 2: Pulsar's cursor accepts 3:-1
+    consumed = dict(onto_empty, step=1, fromEntry=4)
+    facts = TopicFacts(facts.topic, facts.ledgers, [cursor("a", "2:4")])
+    assert failing(check_topic(facts, [], [consumed], info(), entries))["eviction_steps"] == []
+
+
+def test_with_the_check_switched_off_a_flag_passes_and_an_eviction_fails():
+    facts, plan, entries = planned(SIZE, [cursor("a", "1:-1")])
+    moves = [a for a in plan.actions if a["action"] == "move_cursor"]
+    assert moves
+    checked = check_topic(facts, moves, plan.steps, info(enabled=False), entries)
+    assert failing(checked)["cursor_moves"] == ["quota_exceeded_with_eviction_policy"]
 
 
 def test_a_size_step_skipping_one_entry_too_many_fails_the_quota_rule():

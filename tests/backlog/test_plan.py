@@ -91,12 +91,69 @@ def test_time_eviction_moves_every_old_cursor_but_leaves_the_compaction_cursor()
     assert {s.cursor for s in result.steps} == {"a", "b"}
 
 
-def test_readers_never_count_only_durable_cursors_are_given():
-    # the Spark app passes durable cursors only; with none there is no backlog and no eviction
-    out = plan_topic(
-        topic(sizeQuotaLimitBytes=0, sizeQuotaPolicy="consumer_backlog_eviction"), ten_ledgers(), {}
+def test_a_size_limit_of_0_is_exceeded_with_no_durable_cursor_and_readers_never_count():
+    """Pulsar's estimate is 0 without a durable cursor (the Spark app passes durable cursors only, so a topic read
+    only by readers has none), and ``isSizeBacklogExceeded`` compares ``>=``: a limit of 0 is exceeded and producers
+    are refused; a limit of 1 is not."""
+    ledgers = [Ledger(1, 2, 100, AS_OF - MIN), Ledger(2, 0, 0, None)]
+    out = plan_topic(topic(sizeQuotaLimitBytes=0), ledgers, {})
+    assert (out["backlogBytes"], out["sizeExceeded"], out["handled"]) == (0, True, "destination_storage")
+    [state] = out["states"]
+    assert (state["exceeded"], state["measuredValue"], state["limitValue"]) == (True, 0, 0)
+    assert out["steps"] == []
+    evicting = plan_topic(
+        topic(sizeQuotaLimitBytes=0, sizeQuotaPolicy="consumer_backlog_eviction"), ledgers, {}
     )
-    assert not out["sizeExceeded"] and out["steps"] == []
+    assert evicting["sizeExceeded"] and evicting["steps"] == []
+    mirror = plan_topic(topic(sizeQuotaLimitBytes=1), ledgers, {})
+    assert not mirror["sizeExceeded"] and mirror["states"] == [] and mirror["handled"] is None
+
+
+def test_a_cursor_skipped_onto_anothers_position_stays_the_slowest_and_the_size_loop_stops():
+    """Pulsar's cursor heap sifts a moved cursor down only past a strictly smaller position: both cursors at 1:-1,
+    backlog 10010 B >= limit 10010 B, target 9009 B: ``a`` skips 2 entries to 1:1, ``b`` (now strictly behind) skips
+    2 to 1:1; ``b`` is still the slowest (``a`` is not strictly behind it), so the loop stops with both at 1:1."""
+    ledgers = TopicLedgers(
+        [Ledger(1, 10, 10, AS_OF - MIN), Ledger(2, 10, 10_000, AS_OF - MIN), Ledger(3, 0, 0, None)]
+    )
+    result = evict_for_size(ledgers, {"a": (1, -1), "b": (1, -1)}, limit_bytes=10_010)
+    assert [(s.cursor, s.from_position, s.to_position) for s in result.steps] == [
+        ("a", (1, -1), (1, 1)),
+        ("b", (1, -1), (1, 1)),
+    ]
+    assert result.stopped == "cursors not progressing (cursor 'b' is still the slowest)"
+    # the mirror: left strictly behind, a cursor is the slowest and moves next
+    result = evict_for_size(ledgers, {"a": (1, -1), "b": (1, 0), "c": (1, 5)}, limit_bytes=10_010)
+    assert [(s.cursor, s.to_position) for s in result.steps] == [("a", (1, 1)), ("b", (1, 1))]
+    assert "'b' is still the slowest" in result.stopped
+
+
+def test_time_eviction_stops_before_an_empty_current_ledger():
+    """Not precise: 1:-1 -> 2:-1 past the old ledger 1; then 3:-1 would be past the last entry 2:4 with the cursor
+    not at the end of ledger 2, a mark-delete Pulsar's cursor refuses, so the loop ends at 2:-1. With an entry in
+    the current ledger (the mirror), 3:-1 is before the last entry and the cursor gets there."""
+    old = AS_OF - 10_000
+    empty = [Ledger(1, 5, 50, old), Ledger(2, 5, 50, old), Ledger(3, 0, 0, None)]
+    result = evict_for_time(TopicLedgers(empty), {"sub": (1, -1)}, limit_seconds=5, as_of_ms=AS_OF)
+    assert [s.to_position for s in result.steps] == [(2, -1)]
+    assert result.stopped == "cursor 'sub': 3:-1 is past the last entry 2:4, a mark-delete the cursor refuses"
+    written = [*empty[:2], Ledger(3, 1, 10, None)]
+    result = evict_for_time(TopicLedgers(written), {"sub": (1, -1)}, limit_seconds=5, as_of_ms=AS_OF)
+    assert [s.to_position for s in result.steps] == [(2, -1), (3, -1)]
+    assert "open ledger 3" in result.stopped
+
+
+def test_the_check_switched_off_records_the_quota_states_but_evicts_nothing():
+    """``backlogQuotaCheckEnabled=false`` stops the monitor, but producer admission still checks the quotas."""
+    off = topic(sizeQuotaLimitBytes=5000, checkEnabled=False)
+    [state] = plan_topic(off, ten_ledgers(), {"s": (1, -1)})["states"]
+    assert state["exceeded"] and state["quotaType"] == "destination_storage"
+    evicting = dict(off, sizeQuotaPolicy="consumer_backlog_eviction")
+    out = plan_topic(evicting, ten_ledgers(), {"s": (1, -1)})
+    assert out["sizeExceeded"] and out["handled"] is None and out["steps"] == []
+    assert out["note"].startswith("backlog quota check disabled")
+    # the mirror: with the check on the same topic is evicted
+    assert plan_topic(dict(evicting, checkEnabled=True), ten_ledgers(), {"s": (1, -1)})["steps"]
 
 
 def test_time_quota_measures_the_close_time_of_the_first_unacknowledged_ledger():

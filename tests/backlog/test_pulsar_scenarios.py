@@ -67,7 +67,7 @@ BACKLOG_TOPICS = {
     "persistent://prop/time-quota/young": ledger_topic(
         TIME_QUOTA_YOUNG, cursors(c1="1:-1", c2="1:-1"), entry_size=KIB
     ),
-    # a roll left the current ledger empty: eviction ends at (current, -1), before an unwritten ledger
+    # a roll left the current ledger empty: (current, -1) is past the last entry, a mark-delete the cursor refuses
     "persistent://prop/time-quota/rolled": ledger_topic(ROLLED, cursors(c1="1:-1"), entry_size=KIB),
     "persistent://prop/ack-time-quota/topic12": ledger_topic(
         ACK_TIME_QUOTA, cursors(c11="3:3", c21="1:-1"), entry_size=KIB
@@ -99,8 +99,9 @@ def test_backlog_quota_scenarios(capsys, tmp_path):
         "c1": 4,
         "c2": 4,
     }
-    # the race suite's finding: the gate once refused (4, -1) as past the last entry (3:4)
-    assert moves(planned, "persistent://prop/time-quota/rolled") == {"c1": "4:-1"}
+    # ManagedCursorImpl#asyncMarkDelete refuses (4, -1), past the last entry 3:4, from inside ledger 3: the loop
+    # ends at (3, -1), the last closed ledger's entries kept (testConsumerBacklogEvictionTimeQuotaWithEmptyLedger)
+    assert moves(planned, "persistent://prop/time-quota/rolled") == {"c1": "3:-1"}
     assert not [a for a in planned["actions"] if a["topic"].endswith("/young")], (
         "exceeded is `now > ts + limit`"
     )
@@ -161,6 +162,44 @@ def test_consumer_backlog_eviction_time_quota_precise(capsys, tmp_path):
     )
     planned = moves(plan(capsys, "backlog", store, AS_OF), "persistent://prop/time-quota/topic3")
     assert planned == {"c1": "2:3", "c2": "2:3"}
+
+
+def test_with_the_check_switched_off_producers_are_still_refused(capsys, tmp_path):
+    """backlogQuotaCheckEnabled=false stops the monitor (no eviction), but ServerCnx#handleProducer still checks the
+    quota: the exceeded producer quota is recorded and the write path refuses a new producer."""
+    from housekeeping.store import clients
+    from housekeeping.store.store import Store
+
+    store = load(
+        capsys,
+        tmp_path,
+        {
+            "prop/hold": BACKLOG_NAMESPACES["prop/hold"],
+            "prop/size-quota": BACKLOG_NAMESPACES["prop/size-quota"],
+        },
+        {
+            "persistent://prop/hold/quota": BACKLOG_TOPICS["persistent://prop/hold/quota"],
+            "persistent://prop/size-quota/topic2": BACKLOG_TOPICS["persistent://prop/size-quota/topic2"],
+        },
+        broker={"backlogQuotaCheckEnabled": False},
+    )
+    planned = plan(capsys, "backlog", store, AS_OF)
+    assert [(a["topic"], a["action"], a["to"]) for a in planned["actions"]] == [
+        ("persistent://prop/hold/quota", "flag_backlog_quota", "exceeded")
+    ]
+    apply(capsys, "backlog", store, AS_OF)
+    assert quota_state(capsys, store, "persistent://prop/hold/quota") == (True, AS_OF)
+    with pytest.raises(clients.ProducerBlocked, match="destination_storage is exceeded"):
+        clients.connect_producer(Store.open(store), "persistent://prop/hold/quota", now_ms=AS_OF + 1)
+    # the eviction topic is over its quota too, and nothing moved it
+    assert cursors_of(capsys, store, "persistent://prop/size-quota/topic2") == {"c1": "1:-1", "c2": "1:-1"}
+
+
+def cursors_of(capsys, store: str, topic: str) -> dict[str, str]:
+    code, out, err = run_cli(capsys, "inspect", "--store", store)
+    assert code == 0, err
+    body = json.loads(out)["topics"][topic]["cursors"]
+    return {name: c["markDeletePosition"] for name, c in body.items()}
 
 
 def quota_state(capsys, store: str, topic: str) -> tuple[bool, int | None]:

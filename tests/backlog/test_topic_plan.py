@@ -18,10 +18,10 @@ AS_OF = 1_000 * MIN
 T = "persistent://t/ns/x"
 
 
-def info(precise: bool = False) -> dict:
+def info(precise: bool = False, enabled: bool = True) -> dict:
     return {
         "asOfMs": AS_OF,
-        "broker": {"preciseTimeBasedBacklogQuotaCheck": precise, "backlogQuotaCheckEnabled": True},
+        "broker": {"preciseTimeBasedBacklogQuotaCheck": precise, "backlogQuotaCheckEnabled": enabled},
     }
 
 
@@ -123,3 +123,38 @@ def test_precise_mode_reads_the_slowest_first_unacknowledged_entry_and_runs_the_
         "precise message_age eviction (TTL search with ttl = 0.9 x limit): "
     )
     assert entries.read == [1]  # only the slowest cursor's first unacknowledged entry
+
+
+def test_precise_time_eviction_moves_durable_subscriptions_and_never_a_reader():
+    """A deliberate difference (docs/semantics.md §11): Pulsar's precise eviction expires every subscription, readers
+    included; here a reader keeps its position (it is never counted in the backlog either)."""
+    rows, entries = ledgers()
+    plan = plan_topic(
+        quota_topic(timeQuotaLimitSeconds=900, timeQuotaPolicy="consumer_backlog_eviction"),
+        rows,
+        [cursor("a", "1:-1"), cursor("reader-1", "1:-1", durable=False)],
+        [],
+        info(precise=True),
+        entries,
+    )
+    moved = {a["subscription"]: a["to"] for a in plan.actions if a["action"] == "move_cursor"}
+    assert moved == {"a": "4:9"}
+    assert [s["subscription"] for s in plan.subscriptions] == ["a"]
+
+
+def test_with_the_check_switched_off_the_quota_is_flagged_and_no_cursor_moves():
+    rows, entries = ledgers()
+    hold = plan_topic(
+        quota_topic(sizeQuotaLimitBytes=200), rows, [cursor("s", "1:-1")], [], info(enabled=False), entries
+    )
+    assert [(a["action"], a["to"]) for a in hold.actions] == [("flag_backlog_quota", "exceeded")]
+    evicting = plan_topic(
+        quota_topic(sizeQuotaLimitBytes=200, sizeQuotaPolicy="consumer_backlog_eviction"),
+        rows,
+        [cursor("s", "1:-1")],
+        [],
+        info(enabled=False),
+        entries,
+    )
+    assert evicting.actions == [] and evicting.steps == [] and evicting.quota["handled"] is None
+    assert evicting.subscriptions[0]["kind"] == "not_evicted"

@@ -71,6 +71,26 @@ class TopicLedgers:
         index = bisect.bisect_left(self.ids, ledger_id + 1)
         return self.ids[index] if index < len(self.ids) else None
 
+    def last_entry(self) -> Position | None:
+        """The topic's last confirmed entry (``ManagedLedgerImpl#getLastConfirmedEntry``): the last entry of the newest
+        ledger holding one (None: no entry was ever written)."""
+        for ledger in reversed(self.ledgers):
+            if ledger.entries > 0:
+                return ledger.ledger_id, ledger.entries - 1
+        return None
+
+    def accepts_mark_delete(self, current: Position, new: Position) -> bool:
+        """``ManagedCursorImpl#asyncMarkDelete``: a position past the last confirmed entry is refused, unless the
+        cursor has consumed all of its own (listed) ledger and the position is in the ledger right after the last
+        confirmed entry's (``shouldCursorMoveForward``)."""
+        last = self.last_entry()
+        if last is None:
+            return False
+        if new <= last:
+            return True
+        own = self.by_id.get(current[0])
+        return own is not None and current[1] + 1 >= own.entries and new[0] == self.next_valid_ledger(last[0])
+
     def first_unacked_ledger(self, position: Position) -> Ledger | None:
         """The ledger holding the first entry after ``position`` (None when there is none)."""
         acked = self.acked(position)
