@@ -4,6 +4,8 @@ over real plans is checked by tests/backlog/test_gate*.py and the plan fingerpri
 
 from __future__ import annotations
 
+import random
+
 import pytest
 
 from spark_apps.backlog.checks import FLAG_CHECKS, MOVE_CHECKS, STEP_CHECKS, check_topic
@@ -170,3 +172,54 @@ def test_a_move_under_a_producer_policy_and_a_wrong_flag_fail():
     assert failing(check_topic(facts, [evicting], [], info(), entries))["quota_flags"] == [
         "exceeded_flag_only_for_producer_policies"
     ]
+
+
+@pytest.mark.parametrize("seed", range(4))
+def test_the_planners_plans_pass_every_check_on_random_topics(seed):
+    """Random topics around the five boundaries where the project once parted from Pulsar: size limits around the
+    backlog (0 included), time limits around the ledgers' ages, cursors tied on one position, an empty current
+    ledger after a roll, no durable cursor, readers, precise mode and the check switched off. The gate, re-deriving
+    every quota and replaying every step apart from the planner, passes all of them."""
+    rng = random.Random(seed)
+    policies = ("consumer_backlog_eviction", "producer_request_hold", "producer_exception")
+    for _ in range(150):
+        count = rng.randint(1, 5)
+        stamps = {
+            i: [
+                AS_OF - (60 - 10 * i) * 60_000 + e
+                for e in range(rng.choice((0, 1, 3, 5)) if i == count else 5)
+            ]
+            for i in range(1, count + 1)
+        }
+        rows = [
+            dict(
+                ledger(i, ts, AS_OF - (55 - 10 * i) * 60_000 if i < count else None),
+                size=rng.choice((10, 100, 10_000)) * len(ts),
+            )
+            for i, ts in stamps.items()
+        ]
+        positions = [f"{i}:{e}" for i in stamps for e in range(-1, len(stamps[i]))]
+        named = [f"c{n}" for n in range(rng.randint(0, 3))]
+        tied = rng.choice(positions)
+        cursors = [cursor(n, tied if rng.random() < 0.5 else rng.choice(positions)) for n in named]
+        if rng.random() < 0.3:
+            cursors.append(cursor("reader", rng.choice(positions), durable=False))
+        total = sum(r["size"] for r in rows)
+        topic = quota_topic(
+            sizeQuotaLimitBytes=rng.choice((-1, 0, total // 2, total, total + 1)),
+            sizeQuotaPolicy=rng.choice(policies),
+            timeQuotaLimitSeconds=rng.choice((-1, 60, 20 * 60, 40 * 60)),
+            timeQuotaPolicy=rng.choice(policies),
+        )
+        run = info(precise=rng.random() < 0.3, enabled=rng.random() < 0.8)
+        entries = Entries(stamps)
+        plan = plan_topic(topic, rows, cursors, [], run, entries)
+        checked = check_topic(TopicFacts(topic, rows, cursors), plan.actions, plan.steps, run, entries)
+        assert failing(checked) == {"cursor_moves": [], "eviction_steps": [], "quota_flags": []}, (
+            topic,
+            rows,
+            cursors,
+            run,
+            plan.actions,
+            plan.steps,
+        )
