@@ -1,31 +1,23 @@
-"""Quality-gate checks for backlog-quota enforcement, re-derived from the snapshot apart from the planner, in one Spark
-pass (``spark_apps.shared.topic_pass.check_pass``): the plan's actions and eviction steps routed to their topic's
-bucket, then ``spark_apps.backlog.checks`` topic by topic over the bucket's snapshot rows (reading in the task the
-entries precise mode needs); the pass adds the hold checks. Great Expectations validates every frame on the driver,
-and the summary's cursor count against the moves checked.
+"""Quality-gate checks for backlog-quota enforcement, re-derived from the snapshot apart from the planner (and, in
+precise mode, from the entries themselves): the gate's declaration on the skeleton every per-topic gate shares
+(``spark_apps.shared.gate_app``), with ``spark_apps.backlog.checks`` topic by topic over each topic the plan's
+actions or eviction steps name, and the summary's cursor count reconciled with the moves checked.
 """
 
 from __future__ import annotations
 
-from pathlib import Path
+from collections.abc import Mapping
+from typing import Any
 
-from housekeeping.engine.contract import CURSORS, LEDGERS, RunDir, read_run_info, table
-from housekeeping.engine.gate import CheckFrame, Expectation, known_actions, must_be_true, one_row_each
+from housekeeping.engine.contract import CURSORS, LEDGERS, table
+from housekeeping.engine.gate import Expectation, known_actions, one_row_each
 from housekeeping.engine.mechanism import Mechanism
-from housekeeping.engine.plan import read_summary
 from housekeeping.mechanisms.backlog.tables import EVICTION_STEPS
 from spark_apps.backlog.checks import FLAG_CHECKS, MOVE_CHECKS, STEP_CHECKS, check_topic
-from spark_apps.shared.io import LedgerFiles, TopicEntryReads
-from spark_apps.shared.move_checks import SUMMARY_CHECKS, TopicFacts, summary_rows
+from spark_apps.shared.gate_app import GateTopic, TopicPassGate, moves_reconcile_with_summary
+from spark_apps.shared.move_checks import TopicFacts
 from spark_apps.shared.rows import Row
-from spark_apps.shared.topic_pass import (
-    BucketPlan,
-    BucketRows,
-    boolean_columns,
-    by_topic,
-    check_pass,
-    pandas_frame,
-)
+from spark_apps.shared.topic_pass import boolean_columns
 
 FRAMES = (
     table("actions", "topic string, action string"),
@@ -39,22 +31,9 @@ FRAMES = (
 )
 
 
-def check_bucket(bucket: int, plan: BucketPlan, run_dir: str, info: dict) -> dict[str, list[Row]]:
-    """Every check frame's rows of one bucket: each topic the plan's actions or eviction steps of the bucket
-    name."""
-    snapshot = BucketRows.read(run_dir, info, (LEDGERS.name, CURSORS.name), bucket)
-    files = LedgerFiles.of(info)
-    actions, steps = by_topic(plan.actions), by_topic(plan.tables[EVICTION_STEPS.name])
-    frames: dict[str, list[Row]] = {frame.name: [] for frame in FRAMES}
-    for topic in dict.fromkeys([*actions, *steps]):
-        facts = TopicFacts(
-            snapshot.topics.get(topic), snapshot.of(LEDGERS.name, topic), snapshot.of(CURSORS.name, topic)
-        )
-        reads = TopicEntryReads(files, topic) if topic is not None else (lambda ledger_id, size: [])
-        checked = check_topic(facts, actions.get(topic, []), steps.get(topic, []), info, reads)
-        for name, rows in checked.items():
-            frames[name].extend(rows)
-    return frames
+def check(topic: GateTopic, info: Mapping[str, Any]) -> Mapping[str, list[Row]]:
+    facts = TopicFacts(topic.row, topic.rows[LEDGERS.name], topic.rows[CURSORS.name])
+    return check_topic(facts, topic.actions, topic.routed[EVICTION_STEPS.name], info, topic.entries)
 
 
 def expectations(spec: Mechanism) -> dict[str, list[Expectation]]:
@@ -67,15 +46,13 @@ def expectations(spec: Mechanism) -> dict[str, list[Expectation]]:
     }
 
 
-def checks(spark, run_dir: str | Path, spec: Mechanism) -> list[CheckFrame]:
-    run = RunDir(run_dir)
-    frames = check_pass(
-        spark, run.path, read_run_info(run), checker=check_bucket, frames=FRAMES,
-        expectations=expectations(spec), routed=(EVICTION_STEPS,),
-    )  # fmt: skip
-    summary = summary_rows(read_summary(run.path), frames.rows["cursor_moves"])
-    return [
-        *(frames.check(name) for name in ("actions", "cursor_moves", "eviction_steps", "quota_flags")),
-        CheckFrame("summary", pandas_frame(SUMMARY_CHECKS, summary), must_be_true("summary_reconciles")),
-        frames.check("holds"),
-    ]
+GATE = TopicPassGate(
+    reads=(LEDGERS.name, CURSORS.name),
+    frames=FRAMES,
+    check=check,
+    expectations=expectations,
+    routed=(EVICTION_STEPS,),
+    reads_entries=True,
+    driver=moves_reconcile_with_summary,
+)
+checks = GATE.checks

@@ -1,12 +1,13 @@
-"""Quality-gate checks for inactive-topic GC, re-derived from the snapshot apart from the planner, in one Spark pass
-(``spark_apps.shared.topic_pass.check_pass``): the plan's actions routed to their topic's bucket, then
-``spark_apps.gc.checks`` topic by topic over the bucket's snapshot rows; what spans buckets (partitioned metadata,
-namespaces) is added up on the driver. Great Expectations validates every frame there.
+"""Quality-gate checks for inactive-topic GC, re-derived from the snapshot apart from the planner: the gate's
+declaration on the skeleton every per-topic gate shares (``spark_apps.shared.gate_app``), with ``spark_apps.gc.checks``
+topic by topic over each topic the plan names; what spans buckets (partitioned metadata, namespaces) is added up on
+the driver.
 """
 
 from __future__ import annotations
 
-from pathlib import Path
+from collections.abc import Mapping
+from typing import Any
 
 from housekeeping.engine.contract import (
     CURSORS,
@@ -15,7 +16,6 @@ from housekeeping.engine.contract import (
     PARTITIONED_TOPICS,
     RunDir,
     has_snapshot_table,
-    read_run_info,
     read_snapshot_table,
     table,
 )
@@ -38,15 +38,9 @@ from spark_apps.gc.checks import (
     metadata_rows,
     namespace_rows,
 )
+from spark_apps.shared.gate_app import GateTopic, TopicPassGate, namespace_frame
 from spark_apps.shared.rows import Row
-from spark_apps.shared.topic_pass import (
-    BucketPlan,
-    BucketRows,
-    boolean_columns,
-    by_topic,
-    check_pass,
-    pandas_frame,
-)
+from spark_apps.shared.topic_pass import CheckedFrames, boolean_columns, pandas_frame
 
 FRAMES = (
     table("actions", "topic string, action string"),
@@ -64,18 +58,9 @@ NAMESPACE_CHECKS = table(
 )
 
 
-def check_bucket(bucket: int, plan: BucketPlan, run_dir: str, info: dict) -> dict[str, list[Row]]:
-    """Every per-bucket frame's rows: each topic of the snapshot's bucket and each topic the bucket's actions name."""
-    snapshot = BucketRows.read(run_dir, info, (LEDGERS.name, CURSORS.name), bucket)
-    planned = by_topic(plan.actions)
-    frames: dict[str, list[Row]] = {frame.name: [] for frame in FRAMES}
-    for topic, topic_actions in planned.items():
-        facts = TopicFacts(
-            snapshot.topics.get(topic), snapshot.of(LEDGERS.name, topic), snapshot.of(CURSORS.name, topic)
-        )
-        for name, rows in check_topic(facts, topic_actions, info).items():
-            frames[name].extend(rows)
-    return frames
+def check(topic: GateTopic, info: Mapping[str, Any]) -> Mapping[str, list[Row]]:
+    facts = TopicFacts(topic.row, topic.rows[LEDGERS.name], topic.rows[CURSORS.name])
+    return check_topic(facts, topic.actions, info)
 
 
 def expectations(spec: Mechanism) -> dict[str, list[Expectation]]:
@@ -90,12 +75,8 @@ def expectations(spec: Mechanism) -> dict[str, list[Expectation]]:
     }
 
 
-def checks(spark, run_dir: str | Path, spec: Mechanism) -> list[CheckFrame]:
-    run = RunDir(run_dir)
-    info = read_run_info(run)
-    frames = check_pass(
-        spark, run.path, info, checker=check_bucket, frames=FRAMES, expectations=expectations(spec)
-    )
+def across_buckets(frames: CheckedFrames, run: RunDir, info: Mapping[str, Any]) -> list[CheckFrame]:
+    """The partitioned topics' metadata and the topics deleted per namespace, added up over the buckets."""
     deleted: dict[str | None, tuple[int, int]] = {}
     for row in frames.tables["namespace_deleted"].to_pylist():
         topics, size = deleted.get(row["namespace"], (0, 0))
@@ -118,24 +99,18 @@ def checks(spark, run_dir: str | Path, spec: Mechanism) -> list[CheckFrame]:
     namespaces = namespace_rows(deleted, topic_counts, read_summary(run.path).get("perNamespace", {}))
     max_share = float(info.get("maxDeletedTopicShare", 0.5))
     return [
-        *(frames.check(name) for name in ("actions", "topic_deletions", "last_active_refreshes")),
         CheckFrame(
-            "partitioned_metadata",
-            pandas_frame(METADATA_FRAME, metadata),
-            must_be_true(*METADATA_CHECKS),
+            "partitioned_metadata", pandas_frame(METADATA_FRAME, metadata), must_be_true(*METADATA_CHECKS)
         ),
-        CheckFrame(
-            "namespaces",
-            pandas_frame(NAMESPACE_CHECKS, namespaces),
-            [
-                *must_be_true("namespace_in_snapshot", "summary_reconciles"),
-                expect(
-                    "ExpectColumnValuesToBeBetween",
-                    column="deleted_topic_share",
-                    min_value=0.0,
-                    max_value=max_share,
-                ),
-            ],
-        ),
-        frames.check("holds"),
+        namespace_frame(NAMESPACE_CHECKS, namespaces, "deleted_topic_share", max_share),
     ]
+
+
+GATE = TopicPassGate(
+    reads=(LEDGERS.name, CURSORS.name),
+    frames=FRAMES,
+    check=check,
+    expectations=expectations,
+    driver=across_buckets,
+)
+checks = GATE.checks

@@ -1,19 +1,21 @@
-"""Quality-gate checks for ledger offload, re-derived from the snapshot apart from the planner, in one Spark pass
-(``spark_apps.shared.topic_pass.check_pass``): the plan's actions routed to their topic's bucket, then
-``spark_apps.offload.checks`` topic by topic over the bucket's snapshot rows; the pass adds the hold checks (an
-offload deletes nothing: no hold stops it). Great Expectations validates every frame on the driver.
+"""Quality-gate checks for ledger offload, re-derived from the snapshot apart from the planner: the gate's declaration
+on the skeleton every per-topic gate shares (``spark_apps.shared.gate_app``), with ``spark_apps.offload.checks`` topic
+by topic over every topic of the snapshot and every topic the plan names (an offload deletes nothing: no hold stops
+it, but the hold checks run as for every gate).
 """
 
 from __future__ import annotations
 
-from pathlib import Path
+from collections.abc import Mapping
+from typing import Any
 
-from housekeeping.engine.contract import LEDGERS, RunDir, read_run_info, table
-from housekeeping.engine.gate import CheckFrame, Expectation, known_actions, must_be_true, one_row_each
+from housekeeping.engine.contract import LEDGERS, table
+from housekeeping.engine.gate import Expectation, known_actions, must_be_true, one_row_each
 from housekeeping.engine.mechanism import Mechanism
 from spark_apps.offload.checks import OFFLOAD_CHECKS, check_topic
+from spark_apps.shared.gate_app import GateTopic, TopicPassGate
 from spark_apps.shared.rows import Row
-from spark_apps.shared.topic_pass import BucketPlan, BucketRows, boolean_columns, by_topic, check_pass
+from spark_apps.shared.topic_pass import boolean_columns
 
 FRAMES = (
     table("actions", "topic string, action string, topic_in_snapshot boolean"),
@@ -22,20 +24,8 @@ FRAMES = (
 )
 
 
-def check_bucket(bucket: int, plan: BucketPlan, run_dir: str, info: dict) -> dict[str, list[Row]]:
-    """Every check frame's rows of one bucket: each topic of the snapshot's bucket and each topic the plan's actions
-    of the bucket name."""
-    snapshot = BucketRows.read(run_dir, info, (LEDGERS.name,), bucket)
-    planned = by_topic(plan.actions)
-    frames: dict[str, list[Row]] = {frame.name: [] for frame in FRAMES}
-    as_of_ms = int(info["asOfMs"])
-    for topic in dict.fromkeys([*snapshot.topics, *planned]):
-        checked = check_topic(
-            snapshot.topics.get(topic), snapshot.of(LEDGERS.name, topic), planned.get(topic, []), as_of_ms
-        )
-        for name, rows in checked.items():
-            frames[name].extend(rows)
-    return frames
+def check(topic: GateTopic, info: Mapping[str, Any]) -> Mapping[str, list[Row]]:
+    return check_topic(topic.row, topic.rows[LEDGERS.name], topic.actions, int(info["asOfMs"]))
 
 
 def expectations(spec: Mechanism) -> dict[str, list[Expectation]]:
@@ -47,14 +37,7 @@ def expectations(spec: Mechanism) -> dict[str, list[Expectation]]:
     }
 
 
-def checks(spark, run_dir: str | Path, spec: Mechanism) -> list[CheckFrame]:
-    run = RunDir(run_dir)
-    frames = check_pass(
-        spark,
-        run.path,
-        read_run_info(run),
-        checker=check_bucket,
-        frames=FRAMES,
-        expectations=expectations(spec),
-    )
-    return [frames.check(name) for name in ("actions", "offloads", "selection", "holds")]
+GATE = TopicPassGate(
+    reads=(LEDGERS.name,), frames=FRAMES, check=check, expectations=expectations, every_topic=True
+)
+checks = GATE.checks

@@ -1,43 +1,28 @@
-"""Quality-gate checks for consumed-ledger trim, re-derived from the snapshot apart from the planner, in one Spark
-pass (``spark_apps.shared.topic_pass.check_pass``): the plan's actions routed to their topic's bucket, then
-``spark_apps.trim.checks`` topic by topic over the bucket's snapshot rows; the pass adds the hold checks
-(``spark_apps.shared.holds``). Each check frame has one row per planned action, namespace or due local copy, with
-a boolean column per invariant; a bucket sends the driver only the rows that could fail an expectation, and Great
-Expectations validates them there as the whole frame.
+"""Quality-gate checks for consumed-ledger trim, re-derived from the snapshot apart from the planner: the gate's
+declaration on the skeleton every per-topic gate shares (``spark_apps.shared.gate_app``), with
+``spark_apps.trim.checks`` topic by topic over every topic of the snapshot and every topic the plan names. Each check
+frame has one row per planned action, namespace or due local copy, with a boolean column per invariant; what spans
+buckets (the bytes deleted per namespace against the summary and the blast radius) is added up on the driver.
 """
 
 from __future__ import annotations
 
-from pathlib import Path
+from collections.abc import Mapping
+from typing import Any
 
-from housekeeping.engine.contract import (
-    CURSORS,
-    LEDGERS,
-    NAMESPACES,
-    RunDir,
-    read_run_info,
-    read_snapshot_table,
-    table,
-)
+from housekeeping.engine.contract import CURSORS, LEDGERS, NAMESPACES, RunDir, read_snapshot_table, table
 from housekeeping.engine.gate import (
     CheckFrame,
     Expectation,
-    expect,
     known_actions,
     must_be_true,
     one_row_each,
 )
 from housekeeping.engine.mechanism import Mechanism
 from housekeeping.engine.plan import read_summary
+from spark_apps.shared.gate_app import GateTopic, TopicPassGate, namespace_frame
 from spark_apps.shared.rows import Row
-from spark_apps.shared.topic_pass import (
-    BucketPlan,
-    BucketRows,
-    boolean_columns,
-    by_topic,
-    check_pass,
-    pandas_frame,
-)
+from spark_apps.shared.topic_pass import CheckedFrames, boolean_columns
 from spark_apps.trim.checks import (
     CURSOR_CHECKS,
     DELETION_CHECKS,
@@ -64,20 +49,9 @@ NAMESPACE_CHECKS = table(
 )
 
 
-def check_bucket(bucket: int, plan: BucketPlan, run_dir: str, info: dict) -> dict[str, list[Row]]:
-    """Every check frame's rows of one bucket: each topic of the snapshot's bucket and each topic the plan's actions
-    of the bucket name."""
-    snapshot = BucketRows.read(run_dir, info, (LEDGERS.name, CURSORS.name), bucket)
-    planned = by_topic(plan.actions)
-    frames: dict[str, list[Row]] = {frame.name: [] for frame in FRAMES}
-    as_of_ms = int(info["asOfMs"])
-    for topic in dict.fromkeys([*snapshot.topics, *planned]):
-        facts = TopicFacts(
-            snapshot.topics.get(topic), snapshot.of(LEDGERS.name, topic), snapshot.of(CURSORS.name, topic)
-        )
-        for name, rows in check_topic(facts, planned.get(topic, []), as_of_ms).items():
-            frames[name].extend(rows)
-    return frames
+def check(topic: GateTopic, info: Mapping[str, Any]) -> Mapping[str, list[Row]]:
+    facts = TopicFacts(topic.row, topic.rows[LEDGERS.name], topic.rows[CURSORS.name])
+    return check_topic(facts, topic.actions, int(info["asOfMs"]))
 
 
 def expectations(spec: Mechanism) -> dict[str, list[Expectation]]:
@@ -91,33 +65,23 @@ def expectations(spec: Mechanism) -> dict[str, list[Expectation]]:
     }
 
 
-def checks(spark, run_dir: str | Path, spec: Mechanism) -> list[CheckFrame]:
-    run = RunDir(run_dir)
-    info = read_run_info(run)
+def namespaces(frames: CheckedFrames, run: RunDir, info: Mapping[str, Any]) -> list[CheckFrame]:
+    """The bytes deleted per namespace, added up over the buckets: as the summary says, within the blast radius."""
     max_share = float(info["maxDeletedShare"])
-    frames = check_pass(
-        spark, run.path, info, checker=check_bucket, frames=FRAMES, expectations=expectations(spec)
-    )
     deleted: dict[str | None, int] = {}
     for row in frames.tables["namespace_deleted"].to_pylist():
         deleted[row["namespace"]] = deleted.get(row["namespace"], 0) + row["deletedBytes"]
     stored = {r["namespace"]: r["storedBytes"] for r in read_snapshot_table(run, NAMESPACES)}
-    namespaces = namespace_rows(deleted, stored, read_summary(run.path).get("perNamespace", {}), max_share)
-    return [
-        *(frames.check(name) for name in ("actions", "deletions", "cursor_moves", "local_copies")),
-        frames.check("local_copy_selection"),
-        CheckFrame(
-            "namespaces",
-            pandas_frame(NAMESPACE_CHECKS, namespaces),
-            [
-                *must_be_true("namespace_in_snapshot", "summary_reconciles"),
-                expect(
-                    "ExpectColumnValuesToBeBetween",
-                    column="deleted_share",
-                    min_value=0.0,
-                    max_value=max_share,
-                ),
-            ],
-        ),
-        frames.check("holds"),
-    ]
+    rows = namespace_rows(deleted, stored, read_summary(run.path).get("perNamespace", {}), max_share)
+    return [namespace_frame(NAMESPACE_CHECKS, rows, "deleted_share", max_share)]
+
+
+GATE = TopicPassGate(
+    reads=(LEDGERS.name, CURSORS.name),
+    frames=FRAMES,
+    check=check,
+    expectations=expectations,
+    every_topic=True,
+    driver=namespaces,
+)
+checks = GATE.checks

@@ -140,11 +140,10 @@ def get_gate(mechanism: str):
 
 
 def gate_pass(spark, run_dir: Path, mechanism: str) -> topic_pass.CheckedFrames:
-    gate = get_gate(mechanism)
-    routed = (EVICTION_STEPS,) if mechanism == "backlog" else ()
+    gate = get_gate(mechanism).GATE
     return check_pass(
-        spark, run_dir, read_run_info(run_dir), checker=gate.check_bucket, frames=gate.FRAMES,
-        expectations=gate.expectations(get_mechanism(mechanism)), routed=routed,
+        spark, run_dir, read_run_info(run_dir), checker=gate.check_bucket, frames=gate.frames,
+        expectations=gate.expectations(get_mechanism(mechanism)), routed=gate.routed,
     )  # fmt: skip
 
 
