@@ -11,11 +11,6 @@ def position_text(ledger: Column, entry: Column) -> Column:
     return F.concat(ledger.cast("string"), F.lit(":"), entry.cast("string"))
 
 
-def position_part(text_column: str, index: int) -> Column:
-    """Ledger (0) or entry (1) id of an ``"L:E"`` column."""
-    return F.split(F.col(text_column), ":").getItem(index).cast("long")
-
-
 def position_key(ledger: Column | str, entry: Column | str) -> Column:
     """A comparable position: structs compare field by field (ledger, then entry)."""
 

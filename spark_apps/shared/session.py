@@ -19,11 +19,7 @@ from contextlib import contextmanager
 from pyspark.sql import DataFrame, SparkSession
 
 from housekeeping.core.errors import InputError
-from housekeeping.orchestration.spark_connect import (
-    CONNECT_SQL_CONF_ENV,
-    LONG_LIVED_DRIVER_CONF,
-    is_session_setting,
-)
+from housekeeping.core.spark_conf import CONNECT_SQL_CONF_ENV, LONG_LIVED_DRIVER_CONF, is_session_setting
 
 PROGRESS_ENV = "HOUSEKEEPING_PROGRESS_SECONDS"
 

@@ -9,7 +9,7 @@ from types import SimpleNamespace
 import pytest
 
 from housekeeping.core.errors import InputError
-from housekeeping.orchestration.spark_connect import CONNECT_SQL_CONF_ENV
+from housekeeping.core.spark_conf import CONNECT_SQL_CONF_ENV
 from spark_apps.shared.session import (
     DEFAULT_SHUFFLE_PARTITIONS,
     SHUFFLE_PARTITIONS,

@@ -1,5 +1,5 @@
 """What a housekeeping mechanism is: a :class:`Mechanism`, everything that differs between trim, expiry, backlog
-quota, GC, compaction and key erasure. Each mechanism's package (``housekeeping/mechanisms/<m>/``) subclasses it
+quota, GC, compaction, key erasure, offload and the store scrub. Each mechanism's package (``housekeeping/mechanisms/<m>/``) subclasses it
 (``MECHANISM = Trim(...)``) and holds all that is only its own; ``housekeeping.mechanisms.registry`` lists them.
 
 A mechanism declares its identity (name, DAG id, schedule, task ids), its Spark apps by module name (the library
@@ -101,7 +101,7 @@ class Mechanism:
     settings: tuple[Setting, ...] = ()  # deployment settings only it reads
     fault_points: tuple[str, ...] = ()  # where its apply can be killed in tests (housekeeping.engine.faults)
     # Policies a what-if sweep varies for it (``housekeeping.what_if.sweep.KNOBS``); its plan app then defines
-    # ``sweep_point(spark, snapshot, info)``: per namespace bytesFreed, bytesKept and its counts.
+    # ``sweep_points(spark, run_dirs)``: per point, per namespace bytesFreed, bytesKept and its counts.
     sweeps: tuple[str, ...] = ()
     # Its plan follows namespace/topic policies, so a policy what-if applies to it (key erasure follows requests).
     policy_driven: bool = True

@@ -74,16 +74,6 @@ def action_kinds() -> dict[str, ActionKind]:
     return kinds
 
 
-def action_kind(name: str) -> ActionKind:
-    """The kind of an action named in a plan or a journal row; an unknown name is bad input."""
-    try:
-        return action_kinds()[name]
-    except KeyError:
-        raise InputError(
-            f"unknown action {name!r}: expected one of {', '.join(sorted(action_kinds()))}"
-        ) from None
-
-
 def held_forbidden_actions() -> tuple[str, ...]:
     """The actions a hold forbids (the gate's hold check)."""
     return tuple(sorted(name for name, kind in action_kinds().items() if kind.held_forbidden))

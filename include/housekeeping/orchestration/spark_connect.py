@@ -24,13 +24,10 @@ from pathlib import Path
 from urllib.parse import urlparse
 
 from housekeeping.core.errors import HousekeepingError, InputError
+from housekeeping.core.spark_conf import LONG_LIVED_DRIVER_CONF
 
 SERVER_CLASS = "org.apache.spark.sql.connect.service.SparkConnectServer"
 DEFAULT_PORT = 15002  # Spark Connect's own default
-# A Connect launch's SQL settings (a JSON object): the Spark step's operator ``conf`` (its ``spark.sql.*`` entries,
-# ``spark_operator.connect_conf``), which spark-submit would pass as --conf but a server shared by every client
-# cannot take; the app's session sets them (``spark_apps.shared.session``).
-CONNECT_SQL_CONF_ENV = "HOUSEKEEPING_CONNECT_SQL_CONF"
 # A file every Spark step launched on the Connect server touches as it starts, when set; a warm-up on the same server
 # stops as soon as it is touched, so a DAG run never waits behind the warm-up (`make airflow` sets it).
 BUSY_FILE_ENV = "HOUSEKEEPING_SPARK_CONNECT_BUSY_FILE"
@@ -50,26 +47,6 @@ def announce_busy() -> None:
         path.touch()
 
 
-def is_session_setting(key: str) -> bool:
-    """A setting one Connect client may set on its own session (Spark SQL's); the others are the server's."""
-    return str(key).startswith("spark.sql.")
-
-
-# A driver that runs many runs (this server, and the in-process session of the CLI and the tests, which
-# spark_apps.shared.session builds with the same settings): the status store keeps every job's and SQL execution's
-# plan even without a UI, and the cursor planners run many small jobs with large plans, so it keeps only recent
-# ones (else the driver heap fills); the console progress bar is off (its carriage returns garble a log).
-LONG_LIVED_DRIVER_CONF = {
-    "spark.ui.showConsoleProgress": "false",
-    "spark.sql.ui.retainedExecutions": "50",
-    "spark.ui.retainedJobs": "200",
-    "spark.ui.retainedStages": "200",
-    # PySpark's DataFrame debugging records the Python call site of every Column and DataFrame function in the
-    # driver (five py4j round trips per call on a classic session); Spark documents its "non-trivial performance
-    # overhead". A plan builds thousands of expressions, so off it makes a third of the py4j calls (benchmarks/).
-    # Errors keep Spark's own message and plan context, without the Python line that built the failing expression.
-    "spark.python.sql.dataFrameDebugging.enabled": "false",
-}
 SERVER_CONF = {
     **LONG_LIVED_DRIVER_CONF,
     "spark.sql.session.timeZone": "UTC",

@@ -17,13 +17,8 @@ from typing import Any
 
 from airflow.providers.apache.spark.operators.spark_submit import SparkSubmitOperator
 
-from housekeeping.orchestration.spark_connect import (
-    CONNECT_SQL_CONF_ENV,
-    announce_busy,
-    connect_target,
-    is_session_setting,
-    port_open,
-)
+from housekeeping.core.spark_conf import CONNECT_SQL_CONF_ENV, is_session_setting
+from housekeeping.orchestration.spark_connect import announce_busy, connect_target, port_open
 
 CONNECT_CONN_TYPE = "spark_connect"
 

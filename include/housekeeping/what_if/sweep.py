@@ -94,7 +94,7 @@ def _retention_at(name: str, value: int, stored: Mapping[str, Any], broker: Any)
 @dataclass(frozen=True)
 class Knob:
     """One policy a sweep varies: how a value is read, the namespace policy it becomes, and the two measures a
-    person reads at each value (the mechanism's ``sweep_point`` columns)."""
+    person reads at each value (the measures of the mechanism's ``sweep_points``)."""
 
     name: str
     policy: str  # the namespace policy it sets
