@@ -54,7 +54,9 @@ def timed_read(spark, store, as_of_ms: int, run_dir: Path) -> tuple[float, int, 
     """Seconds, entries and payload bytes of one Spark read of every ledger's entries (after a warm-up read)."""
     from pyspark.sql import functions as F
 
-    from housekeeping.engine.contract import LEDGERS, read_run_info, read_snapshot_columns
+    from housekeeping.engine.contract import LEDGERS
+    from housekeeping.engine.run_dir import read_run_info
+    from housekeeping.engine.snapshot_reads import read_snapshot_columns
     from housekeeping.mechanisms.steps import snapshot_step
     from spark_apps.shared.io import LedgerFiles, entry_columns
 

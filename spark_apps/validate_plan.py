@@ -15,7 +15,7 @@ import importlib
 import sys
 from pathlib import Path
 
-from housekeeping.engine.contract import HOLDS, RunDir
+from housekeeping.engine.contract import HOLDS
 from housekeeping.engine.gate import (
     CheckFrame,
     describe_failures,
@@ -24,6 +24,7 @@ from housekeeping.engine.gate import (
     start_loading_great_expectations,
     start_plan_digest,
 )
+from housekeeping.engine.run_dir import RunDir
 from housekeeping.mechanisms.registry import get_mechanism, mechanism_names
 from spark_apps.shared.holds import hold_checks
 from spark_apps.shared.io import read_actions, read_snapshot_table

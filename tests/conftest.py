@@ -160,7 +160,7 @@ def plan_and_gate_on_connect(run_dir: Path, mechanism: str) -> dict:
     from airflow.providers.apache.spark.hooks.spark_connect import SparkConnectHook
 
     from housekeeping.engine import launcher
-    from housekeeping.engine.contract import RunDir
+    from housekeeping.engine.run_dir import RunDir
     from housekeeping.mechanisms.registry import get_mechanism
 
     url = SparkConnectHook(SPARK_CONNECT_CONN_ID).get_connection_url()
@@ -238,7 +238,7 @@ def plan_and_gate_on_cluster(cluster, run_dir: Path, mechanism: str) -> dict:
     """As a DAG run's plan and gate tasks submitted to the standalone cluster (``standalone_cluster``, with
     ``airflow_db``): the gate's result document."""
     from housekeeping.engine import launcher
-    from housekeeping.engine.contract import RunDir
+    from housekeeping.engine.run_dir import RunDir
     from housekeeping.mechanisms.registry import get_mechanism
     from tests.spark_cluster import submit_app
 
@@ -480,17 +480,17 @@ def iso(ms: int) -> str:
 
 def record_snapshot_reads(monkeypatch) -> list[object]:
     """The row groups of each read of a snapshot table's columns from now on (None: the whole table), as
-    ``contract.read_snapshot_columns`` is called; the reads themselves unchanged."""
-    from housekeeping.engine import contract
+    ``snapshot_reads.read_snapshot_columns`` is called; the reads themselves unchanged."""
+    from housekeeping.engine import snapshot_reads
 
     reads: list[object] = []
-    read_columns = contract.read_snapshot_columns
+    read_columns = snapshot_reads.read_snapshot_columns
 
     def recorded(*args, **kwargs):
         reads.append(kwargs.get("row_groups"))
         return read_columns(*args, **kwargs)
 
-    monkeypatch.setattr(contract, "read_snapshot_columns", recorded)
+    monkeypatch.setattr(snapshot_reads, "read_snapshot_columns", recorded)
     return reads
 
 

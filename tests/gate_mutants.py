@@ -42,7 +42,8 @@ def planned(tmp_path_factory, mechanism: str) -> tuple[Store, Path]:
 
 
 def snapshot_topics(run_dir: Path) -> dict[str, dict]:
-    from housekeeping.engine.contract import TOPICS, read_snapshot_table
+    from housekeeping.engine.contract import TOPICS
+    from housekeeping.engine.snapshot_reads import read_snapshot_table
 
     return {row["topic"]: row for row in read_snapshot_table(run_dir, TOPICS)}
 

@@ -114,7 +114,8 @@ def store_state(store: Store) -> dict:
 def apply_batches(run_dir: Path, size: int) -> list[list[str]]:
     """The topics of each metadata transaction of the shared apply in batches of ``size``: the plan's actions a part
     file at a time (one snapshot bucket's topics), each part's topics in order."""
-    from housekeeping.engine.contract import ACTIONS, RunDir, read_jsonl
+    from housekeeping.engine.contract import ACTIONS
+    from housekeeping.engine.run_dir import RunDir, read_jsonl
 
     batches = []
     for part in sorted(RunDir(run_dir).plan_table(ACTIONS).glob("part-*")):

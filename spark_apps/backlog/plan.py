@@ -21,14 +21,8 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
-from housekeeping.engine.contract import (
-    ACTIONS,
-    BLOCKERS,
-    CURSORS,
-    LEDGERS,
-    QUOTA_STATES,
-    RunDir,
-)
+from housekeeping.engine.contract import ACTIONS, BLOCKERS, CURSORS, LEDGERS, QUOTA_STATES
+from housekeeping.engine.run_dir import RunDir
 from housekeeping.mechanisms.backlog.tables import BACKLOG_QUOTAS, BACKLOG_SUBSCRIPTIONS, EVICTION_STEPS
 from spark_apps.backlog.topic_plan import plan_topic
 from spark_apps.shared.cursor_rule import cursor_summary, cursor_tally

@@ -30,9 +30,10 @@ from typing import TYPE_CHECKING, Any
 from housekeeping.core.errors import InputError
 from housekeeping.core.positions import parse_position
 from housekeeping.engine.apply import ApplyRun, TopicOutcome
-from housekeeping.engine.contract import ACTIONS, RunDir
+from housekeeping.engine.contract import ACTIONS
 from housekeeping.engine.faults import checkpoint
 from housekeeping.engine.plan import read_table
+from housekeeping.engine.run_dir import RunDir
 from housekeeping.mechanisms.compaction.actions import REWRITE_COMPACTED
 from housekeeping.mechanisms.compaction.tables import COMPACTION_DECISIONS, COMPACTION_KEPT
 from housekeeping.store import compacted_ledgers

@@ -33,9 +33,10 @@ from pyspark.sql import DataFrame
 from pyspark.sql import functions as F
 
 from housekeeping.core.names import COMPACTION_SUBSCRIPTION
-from housekeeping.engine.contract import ACTIONS, RunDir, Table, read_run_info, table
+from housekeeping.engine.contract import ACTIONS, Table, table
 from housekeeping.engine.gate import CheckFrame, expect, must_be_true
 from housekeeping.engine.mechanism import Mechanism
+from housekeeping.engine.run_dir import RunDir, read_run_info
 from housekeeping.mechanisms.compaction.tables import COMPACTION_DROPPED_KEYS, COMPACTION_KEPT
 from spark_apps.compaction.entries import (
     DECISION_COLUMNS,

@@ -40,7 +40,8 @@ from pyspark.sql import Column, DataFrame, Window
 from pyspark.sql import functions as F
 
 from housekeeping.core.names import COMPACTION_SUBSCRIPTION
-from housekeeping.engine.contract import ACTIONS, BLOCKERS, RunDir, table
+from housekeeping.engine.contract import ACTIONS, BLOCKERS, table
+from housekeeping.engine.run_dir import RunDir
 from housekeeping.mechanisms.compaction.actions import REWRITE_COMPACTED
 from housekeeping.mechanisms.compaction.tables import (
     COMPACTION_DECISIONS,

@@ -27,9 +27,9 @@ import pyarrow.compute as pc
 from pyspark.sql import Column, DataFrame, SparkSession
 from pyspark.sql import functions as F
 
-from housekeeping.engine.contract import RunDir, read_run_info
 from housekeeping.engine.gate import CheckFrame, expect, must_be_true
 from housekeeping.engine.mechanism import Mechanism
+from housekeeping.engine.run_dir import RunDir, read_run_info
 from housekeeping.mechanisms.erasure.actions import EXPEDITE_PURGE, REDACT_LEDGER, REDACTIONS
 from housekeeping.mechanisms.erasure.tables import ERASURE_ENTRIES, ERASURE_LEDGERS
 from housekeeping.store.entries import ERASED_PROPERTY, files_sha256

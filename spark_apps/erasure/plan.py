@@ -36,7 +36,8 @@ from pyspark.sql import Column, DataFrame, SparkSession
 from pyspark.sql import functions as F
 from pyspark.sql import types as T
 
-from housekeeping.engine.contract import ACTIONS, BLOCKERS, RunDir
+from housekeeping.engine.contract import ACTIONS, BLOCKERS
+from housekeeping.engine.run_dir import RunDir
 from housekeeping.mechanisms.erasure.actions import EXPEDITE_PURGE, REDACT_COMPACTED, REDACT_LEDGER
 from housekeeping.mechanisms.erasure.tables import ERASURE_DECISIONS, ERASURE_ENTRIES, ERASURE_LEDGERS
 from housekeeping.store.entries import ENTRY_SCHEMA, ERASED_PROPERTY, files_sha256

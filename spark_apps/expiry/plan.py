@@ -19,7 +19,8 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
-from housekeeping.engine.contract import ACTIONS, BLOCKERS, CURSORS, LEDGERS, RunDir
+from housekeeping.engine.contract import ACTIONS, BLOCKERS, CURSORS, LEDGERS
+from housekeeping.engine.run_dir import RunDir
 from housekeeping.mechanisms.expiry.tables import EXPIRY_SUBSCRIPTIONS
 from spark_apps.expiry.rule import plan_topic
 from spark_apps.shared.cursor_rule import cursor_summary, cursor_tally

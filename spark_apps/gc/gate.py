@@ -9,16 +9,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
-from housekeeping.engine.contract import (
-    CURSORS,
-    LEDGERS,
-    NAMESPACES,
-    PARTITIONED_TOPICS,
-    RunDir,
-    has_snapshot_table,
-    read_snapshot_table,
-    table,
-)
+from housekeeping.engine.contract import CURSORS, LEDGERS, NAMESPACES, PARTITIONED_TOPICS, table
 from housekeeping.engine.gate import (
     CheckFrame,
     Expectation,
@@ -29,6 +20,8 @@ from housekeeping.engine.gate import (
 )
 from housekeeping.engine.mechanism import Mechanism
 from housekeeping.engine.plan import read_summary
+from housekeeping.engine.run_dir import RunDir
+from housekeeping.engine.snapshot_reads import has_snapshot_table, read_snapshot_table
 from spark_apps.gc.checks import (
     DELETION_CHECKS,
     METADATA_CHECKS,

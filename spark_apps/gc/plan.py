@@ -21,17 +21,9 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
-from housekeeping.engine.contract import (
-    ACTIONS,
-    BLOCKERS,
-    CURSORS,
-    LEDGERS,
-    NAMESPACES,
-    PARTITIONED_TOPICS,
-    RunDir,
-    has_snapshot_table,
-    read_snapshot_table,
-)
+from housekeeping.engine.contract import ACTIONS, BLOCKERS, CURSORS, LEDGERS, NAMESPACES, PARTITIONED_TOPICS
+from housekeeping.engine.run_dir import RunDir
+from housekeeping.engine.snapshot_reads import has_snapshot_table, read_snapshot_table
 from housekeeping.mechanisms.gc.tables import GC_DECISIONS
 from spark_apps.gc.rule import metadata_deletion, plan_topic
 from spark_apps.shared.plan_app import PlanApp, topic_pass_plan

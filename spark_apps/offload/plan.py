@@ -29,7 +29,8 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
-from housekeeping.engine.contract import ACTIONS, BLOCKERS, LEDGERS, RunDir
+from housekeeping.engine.contract import ACTIONS, BLOCKERS, LEDGERS
+from housekeeping.engine.run_dir import RunDir
 from housekeeping.mechanisms.offload.tables import OFFLOAD_DECISIONS
 from spark_apps.offload.rule import NO_OFFLOADER, local_bytes_left, plan_topic
 from spark_apps.shared.plan_app import PlanApp, topic_pass_plan

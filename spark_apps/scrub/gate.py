@@ -17,9 +17,9 @@ from pathlib import Path
 from pyspark.sql import DataFrame
 from pyspark.sql import functions as F
 
-from housekeeping.engine.contract import RunDir
 from housekeeping.engine.gate import CheckFrame, must_be_true
 from housekeeping.engine.mechanism import Mechanism
+from housekeeping.engine.run_dir import RunDir
 from housekeeping.mechanisms.scrub.actions import DELETE_ORPHAN
 from spark_apps.scrub.plan import read_scrub_snapshot
 from spark_apps.shared.io import read_actions

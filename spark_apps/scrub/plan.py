@@ -34,7 +34,8 @@ from typing import Any
 from pyspark.sql import Column, DataFrame
 from pyspark.sql import functions as F
 
-from housekeeping.engine.contract import ACTIONS, BLOCKERS, HOLDS, RunDir
+from housekeeping.engine.contract import ACTIONS, BLOCKERS, HOLDS
+from housekeeping.engine.run_dir import RunDir
 from housekeeping.mechanisms.scrub.actions import DELETE_ORPHAN
 from housekeeping.mechanisms.scrub.tables import FINDINGS, SCRUB_EXPECTED, STORAGE_ITEMS
 from spark_apps.scrub.files import read_ledger_facts

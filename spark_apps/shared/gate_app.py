@@ -16,10 +16,11 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from housekeeping.engine.contract import RunDir, Table, read_run_info
+from housekeeping.engine.contract import Table
 from housekeeping.engine.gate import CheckFrame, Expectation, expect, must_be_true
 from housekeeping.engine.mechanism import Mechanism
 from housekeeping.engine.plan import read_summary
+from housekeeping.engine.run_dir import RunDir, read_run_info
 from spark_apps.shared.cursor_rule import EntryReader
 from spark_apps.shared.holds import HOLD_CHECKS
 from spark_apps.shared.io import LedgerFiles, TopicEntryReads

@@ -12,18 +12,9 @@ from pyspark.sql import functions as F
 from pyspark.sql import types as T
 
 from housekeeping.core.errors import InputError
-from housekeeping.engine.contract import (
-    ACTIONS,
-    BASE_SNAPSHOT_TABLES,
-    SNAPSHOT_TABLES,
-    RunDir,
-    Table,
-    is_json_lines,
-    read_run_info,
-    snapshot_file,
-    sql_identifier,
-    write_json,
-)
+from housekeeping.engine.contract import ACTIONS, BASE_SNAPSHOT_TABLES, SNAPSHOT_TABLES, Table, sql_identifier
+from housekeeping.engine.run_dir import RunDir, read_run_info, write_json
+from housekeeping.engine.snapshot_reads import is_json_lines, snapshot_file
 from spark_apps.shared.session import materialize
 
 _ATOMIC = {

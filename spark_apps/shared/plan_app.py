@@ -18,7 +18,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from housekeeping.engine.contract import RunDir, Table, read_run_info
+from housekeeping.engine.contract import Table
+from housekeeping.engine.run_dir import RunDir, read_run_info
 from spark_apps.shared.io import write_summary
 from spark_apps.shared.session import get_spark
 from spark_apps.shared.topic_pass import Rule, Tally, plan_pass

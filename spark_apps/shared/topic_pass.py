@@ -1,6 +1,6 @@
 """One Spark pass per plan: a task per snapshot bucket runs the mechanism's rule topic by topic.
 
-The snapshot's tables are clustered by topic (``housekeeping.engine.contract.BucketedParquetRows``: row group ``b``
+The snapshot's tables are clustered by topic (``housekeeping.engine.parquet_rows.BucketedParquetRows``: row group ``b``
 of every table holds the rows of bucket ``b``'s topics). A plan is then one Spark job of one stage: task ``b`` reads
 row group ``b`` of each table the rule needs with pyarrow, hands each topic's rows to the rule (a plain function
 over one topic, as Pulsar's own loop reads, that the unit tests call without Spark), writes its part file of every
@@ -22,18 +22,10 @@ from pathlib import Path
 from typing import Any
 
 from housekeeping.core.errors import InputError
-from housekeeping.engine.contract import (
-    ACTIONS,
-    HOLDS,
-    SNAPSHOT_TABLES,
-    TOPICS,
-    RunDir,
-    Table,
-    read_run_info,
-    snapshot_file,
-    topic_bucket,
-)
+from housekeeping.engine.contract import ACTIONS, HOLDS, SNAPSHOT_TABLES, TOPICS, Table, topic_bucket
 from housekeeping.engine.gate import CheckFrame, Expectation, must_be_true, offending_rows
+from housekeeping.engine.run_dir import RunDir, read_run_info
+from housekeeping.engine.snapshot_reads import snapshot_file
 from housekeeping.store.fs import remove_tree
 from spark_apps.shared.holds import HOLD_CHECKS, hold_check_rows
 from spark_apps.shared.rows import Row, json_lines

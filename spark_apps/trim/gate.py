@@ -10,7 +10,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
-from housekeeping.engine.contract import CURSORS, LEDGERS, NAMESPACES, RunDir, read_snapshot_table, table
+from housekeeping.engine.contract import CURSORS, LEDGERS, NAMESPACES, table
 from housekeeping.engine.gate import (
     CheckFrame,
     Expectation,
@@ -20,6 +20,8 @@ from housekeeping.engine.gate import (
 )
 from housekeeping.engine.mechanism import Mechanism
 from housekeeping.engine.plan import read_summary
+from housekeeping.engine.run_dir import RunDir
+from housekeeping.engine.snapshot_reads import read_snapshot_table
 from spark_apps.shared.gate_app import GateTopic, TopicPassGate, namespace_frame
 from spark_apps.shared.rows import Row
 from spark_apps.shared.topic_pass import CheckedFrames, boolean_columns

@@ -20,7 +20,8 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
-from housekeeping.engine.contract import ACTIONS, BLOCKERS, CURSORS, LEDGERS, RunDir
+from housekeeping.engine.contract import ACTIONS, BLOCKERS, CURSORS, LEDGERS
+from housekeeping.engine.run_dir import RunDir
 from housekeeping.mechanisms.trim.actions import DELETE_LOCAL_COPY
 from housekeeping.mechanisms.trim.tables import TRIM_DECISIONS
 from spark_apps.shared.plan_app import PlanApp, topic_pass_plan

@@ -8,7 +8,7 @@ import json
 
 import pytest
 
-from housekeeping.engine.contract import RunDir
+from housekeeping.engine.run_dir import RunDir
 from housekeeping.mechanisms.registry import get_mechanism
 from housekeeping.store.manifest.export import export_manifest
 from housekeeping.store.manifest.load import load_manifest

@@ -14,8 +14,10 @@ import pytest
 
 from housekeeping.core.names import TopicName
 from housekeeping.core.timeutil import format_ms, parse_as_of
-from housekeeping.engine.contract import HOLDS, RunDir, write_parquet
+from housekeeping.engine.contract import HOLDS
+from housekeeping.engine.parquet_rows import write_parquet
 from housekeeping.engine.plan import read_table
+from housekeeping.engine.run_dir import RunDir
 from housekeeping.mechanisms.steps import apply_step, plan_and_gate_in_process, snapshot_step
 from housekeeping.store.manifest.export import export_manifest
 from housekeeping.store.store import Store

@@ -30,7 +30,8 @@ from pathlib import Path
 import pytest
 
 from housekeeping.core.timeutil import parse_as_of
-from housekeeping.engine.contract import TOPICS, read_snapshot_table
+from housekeeping.engine.contract import TOPICS
+from housekeeping.engine.snapshot_reads import read_snapshot_table
 from housekeeping.mechanisms.steps import apply_step, plan_and_gate_in_process, purge_step, snapshot_step
 from housekeeping.orchestration.dags import STORE_ASSET_NAME
 from housekeeping.store.generate import GenerateOptions, generate_store

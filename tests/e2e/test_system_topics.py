@@ -17,7 +17,10 @@ from pathlib import Path
 import pytest
 
 from housekeeping.core.timeutil import parse_as_of
-from housekeeping.engine.contract import TOPICS, RunDir, read_snapshot_table, write_parquet
+from housekeeping.engine.contract import TOPICS
+from housekeeping.engine.parquet_rows import write_parquet
+from housekeeping.engine.run_dir import RunDir
+from housekeeping.engine.snapshot_reads import read_snapshot_table
 from housekeeping.mechanisms.steps import plan_and_gate_in_process, snapshot_step
 from housekeeping.store.store import Store
 from tests.conftest import run_cli, topic_body, write_manifest

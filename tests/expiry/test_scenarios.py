@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import pytest
 
-from housekeeping.engine.contract import RunDir
+from housekeeping.engine.run_dir import RunDir
 from housekeeping.store.manifest.export import export_manifest
 from housekeeping.store.manifest.load import load_manifest
 from tests.conftest import cursor_positions, ledger_topic, run_steps, write_manifest

@@ -12,6 +12,8 @@ from pathlib import Path
 import pytest
 
 from housekeeping.engine import contract
+from housekeeping.engine.parquet_rows import write_parquet
+from housekeeping.engine.run_dir import RunDir, write_json
 from housekeeping.mechanisms.gc import report as gc_report
 from housekeeping.mechanisms.gc.report import build_report
 
@@ -53,7 +55,7 @@ APPLIED = {
 
 
 def _run(tmp_path: Path, parts: list[list[dict]]) -> Path:
-    run = contract.RunDir(tmp_path / "run")
+    run = RunDir(tmp_path / "run")
     run.run_info.parent.mkdir(parents=True)
     info = {
         "mechanism": "gc",
@@ -64,18 +66,18 @@ def _run(tmp_path: Path, parts: list[list[dict]]) -> Path:
         "store": "s",
     }
     run.run_info.write_text(json.dumps(info))
-    contract.write_parquet(run.snapshot_table(contract.TOPICS), contract.TOPICS, [])
+    write_parquet(run.snapshot_table(contract.TOPICS), contract.TOPICS, [])
     namespaces = [
         {"namespace": "a/x", "storedBytes": 1, "topicCount": 4},
         {"namespace": "b/y", "storedBytes": 1, "topicCount": 2},
     ]
-    contract.write_parquet(run.snapshot_table(contract.NAMESPACES), contract.NAMESPACES, namespaces)
+    write_parquet(run.snapshot_table(contract.NAMESPACES), contract.NAMESPACES, namespaces)
     table = run.path / "plan" / "decisions"
     table.mkdir(parents=True)
     for index, rows in enumerate(parts):
         (table / f"part-{index:05d}.json").write_text("".join(json.dumps(r) + "\n" for r in rows))
     (run.path / "plan" / "summary.json").write_text("{}")
-    contract.write_json(run.apply_result, APPLIED)
+    write_json(run.apply_result, APPLIED)
     return run.path
 
 

@@ -70,8 +70,9 @@ def _plan_alone(store, mechanism: str, overlay: PolicyOverlay, as_of: str, run_d
     from housekeeping.core.timeutil import parse_as_of
     from housekeeping.engine import launcher
     from housekeeping.engine.actions import namespace_of
-    from housekeeping.engine.contract import LEDGERS, TOPICS, read_snapshot_table
+    from housekeeping.engine.contract import LEDGERS, TOPICS
     from housekeeping.engine.plan import read_table
+    from housekeeping.engine.snapshot_reads import read_snapshot_table
     from housekeeping.mechanisms.registry import get_mechanism
     from housekeeping.mechanisms.steps import snapshot_step
 

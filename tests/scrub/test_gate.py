@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 
-from housekeeping.engine.contract import RunDir
+from housekeeping.engine.run_dir import RunDir
 from tests.conftest import iso, load_store, rewrite_part, run_cli
 from tests.scrub.test_scenarios import AS_OF, MANIFEST, A, B, age, local, scrub
 from tests.store_invariants import store_contents

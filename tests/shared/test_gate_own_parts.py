@@ -13,7 +13,8 @@ from pathlib import Path
 
 import pytest
 
-from housekeeping.engine.contract import ACTIONS, RunDir, read_run_info, topic_bucket
+from housekeeping.engine.contract import ACTIONS, topic_bucket
+from housekeeping.engine.run_dir import RunDir, read_run_info
 from housekeeping.mechanisms.backlog.tables import EVICTION_STEPS
 from housekeeping.mechanisms.registry import get_mechanism
 from spark_apps.shared import topic_pass

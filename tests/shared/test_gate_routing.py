@@ -10,7 +10,8 @@ import json
 import pyarrow as pa
 import pytest
 
-from housekeeping.engine.contract import ACTIONS, RunDir, topic_bucket
+from housekeeping.engine.contract import ACTIONS, topic_bucket
+from housekeeping.engine.run_dir import RunDir
 from spark_apps.shared.topic_pass import _routed_plan, partition_keys
 
 pytestmark = pytest.mark.spark

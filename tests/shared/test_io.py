@@ -9,7 +9,9 @@ import json
 import pytest
 
 from housekeeping.core.errors import InputError
-from housekeeping.engine.contract import CURSORS, RunDir, write_parquet
+from housekeeping.engine.contract import CURSORS
+from housekeeping.engine.parquet_rows import write_parquet
+from housekeeping.engine.run_dir import RunDir
 from spark_apps.shared.io import read_snapshot_table
 
 pytestmark = pytest.mark.spark

@@ -11,8 +11,8 @@ import json
 import pytest
 
 from housekeeping.core.errors import InputError
-from housekeeping.engine.contract import RunDir
 from housekeeping.engine.plan import read_summary
+from housekeeping.engine.run_dir import RunDir
 from housekeeping.mechanisms import registry
 from spark_apps.shared.plan_app import PlanApp
 

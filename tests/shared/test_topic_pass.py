@@ -9,6 +9,8 @@ import pyarrow.parquet as pq
 import pytest
 
 from housekeeping.engine import contract
+from housekeeping.engine.parquet_rows import write_parquet
+from housekeeping.engine.run_dir import RunDir
 from spark_apps.shared.topic_pass import read_bucket
 
 pytestmark = pytest.mark.unit
@@ -40,18 +42,18 @@ def topics_read(run_dir, bucket: int) -> list[str]:
 
 
 def test_each_bucket_reads_its_own_topics_clustered_or_not(run_dir):
-    path = contract.RunDir(run_dir).snapshot_table(contract.CURSORS)
+    path = RunDir(run_dir).snapshot_table(contract.CURSORS)
     expected = {
         b: sorted(t for t in TOPICS if contract.topic_bucket(t, BUCKETS) == b) for b in range(BUCKETS)
     }
-    contract.write_parquet(path, contract.CURSORS, [cursor(t) for t in TOPICS], buckets=BUCKETS)
+    write_parquet(path, contract.CURSORS, [cursor(t) for t in TOPICS], buckets=BUCKETS)
     assert {b: sorted(topics_read(run_dir, b)) for b in range(BUCKETS)} == expected
-    contract.write_parquet(path, contract.CURSORS, [cursor(t) for t in TOPICS])  # one row group: rewritten
+    write_parquet(path, contract.CURSORS, [cursor(t) for t in TOPICS])  # one row group: rewritten
     assert {b: sorted(topics_read(run_dir, b)) for b in range(BUCKETS)} == expected
 
 
 def test_a_row_group_holding_another_bucket_s_topic_is_refused_naming_the_file(run_dir):
-    path = contract.RunDir(run_dir).snapshot_table(contract.CURSORS)
+    path = RunDir(run_dir).snapshot_table(contract.CURSORS)
     schema = contract.CURSORS.arrow_schema()
     with pq.ParquetWriter(path, schema) as writer:
         for _ in range(BUCKETS):  # every row group holds every topic

@@ -79,7 +79,9 @@ class PlanView:
     ) -> None:
         self._run_dir = run_dir
         self._ledgers = ledgers_by_topic
-        self._snapshot: Any = None  # the snapshot's ledgers (contract.BucketedSnapshot), grouped by topic
+        self._snapshot: Any = (
+            None  # the snapshot's ledgers (snapshot_reads.BucketedSnapshot), grouped by topic
+        )
         self._last: tuple[str | None, list[dict[str, Any]]] = (None, [])
 
     def ledgers(self, topic: str) -> list[Mapping[str, Any]]:
@@ -91,7 +93,9 @@ class PlanView:
             return list(self._ledgers.get(topic, []))
         if self._last[0] != topic:  # a plan's actions come topic by topic: one topic's rows kept
             if self._snapshot is None:
-                from housekeeping.engine.contract import LEDGERS, BucketedSnapshot, read_run_info
+                from housekeeping.engine.contract import LEDGERS
+                from housekeeping.engine.run_dir import read_run_info
+                from housekeeping.engine.snapshot_reads import BucketedSnapshot
 
                 columns = LEDGERS.select("topic", "ledgerId", "entries", "size")
                 info = read_run_info(self._run_dir)

@@ -38,20 +38,7 @@ from housekeeping.core.errors import InputError
 from housekeeping.core.policies import BrokerConfig
 from housekeeping.core.settings import Setting
 from housekeeping.engine.actions import PlansActions, TopicTally
-from housekeeping.engine.contract import (
-    ACTIONS,
-    CURSORS,
-    TOPICS,
-    BucketedSnapshot,
-    RunDir,
-    SnapshotTopicLookup,
-    iter_jsonl,
-    read_json,
-    read_run_info,
-    snapshot_has_column,
-    topic_bucket,
-    write_json,
-)
+from housekeeping.engine.contract import ACTIONS, CURSORS, TOPICS, topic_bucket
 from housekeeping.engine.faults import checkpoint
 from housekeeping.engine.gate import require_passed_gate
 from housekeeping.engine.live import (
@@ -64,6 +51,8 @@ from housekeeping.engine.live import (
     topic_replaced,
 )
 from housekeeping.engine.plan import read_table
+from housekeeping.engine.run_dir import RunDir, iter_jsonl, read_json, read_run_info, write_json
+from housekeeping.engine.snapshot_reads import BucketedSnapshot, SnapshotTopicLookup, snapshot_has_column
 from housekeeping.store import metadata_schema as t
 from housekeeping.store.holds import Hold, current_hold, hold_for, holds_for_this_transaction
 from housekeeping.store.holds import describe as describe_hold

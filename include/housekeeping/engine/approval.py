@@ -20,19 +20,13 @@ from typing import Any
 
 from housekeeping.core.timeutil import format_ms
 from housekeeping.engine.actions import Changes, PlanView
-from housekeeping.engine.contract import (
-    ACTIONS,
-    NAMESPACES,
-    RunDir,
-    read_json,
-    read_run_info,
-    read_snapshot_table,
-    write_json,
-)
+from housekeeping.engine.contract import ACTIONS, NAMESPACES
 from housekeeping.engine.mechanism import Mechanism
 from housekeeping.engine.plan import table_batches
 from housekeeping.engine.purge import due_for_purge, record_purge_due
 from housekeeping.engine.report import human_bytes, sparse_batch_rows
+from housekeeping.engine.run_dir import RunDir, read_json, read_run_info, write_json
+from housekeeping.engine.snapshot_reads import read_snapshot_table
 from housekeeping.store.journal import journal
 from housekeeping.store.store import Store, write_transaction
 

@@ -22,8 +22,8 @@ from pathlib import Path
 from typing import Any
 
 from housekeeping.core.errors import GateRejected, PlanNotValidated
-from housekeeping.engine.contract import RunDir, write_json
 from housekeeping.engine.plan import plan_digest
+from housekeeping.engine.run_dir import RunDir, write_json
 
 
 @dataclass(frozen=True)

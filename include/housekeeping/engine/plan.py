@@ -26,14 +26,9 @@ from typing import Any
 
 from housekeeping.core.errors import InputError
 from housekeeping.core.timeutil import format_ms
-from housekeeping.engine.contract import (
-    ACTIONS,
-    BLOCKERS,
-    RunDir,
-    Table,
-    json_read_options,
-    read_jsonl,
-)
+from housekeeping.engine.contract import ACTIONS, BLOCKERS, Table
+from housekeeping.engine.run_dir import RunDir, read_jsonl
+from housekeeping.engine.snapshot_reads import json_read_options
 
 
 def is_table_file(name: str) -> bool:

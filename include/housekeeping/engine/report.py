@@ -13,16 +13,10 @@ from pathlib import Path
 from typing import Any
 
 from housekeeping.core.timeutil import format_ms
-from housekeeping.engine.contract import (
-    TOPICS,
-    RunDir,
-    count_snapshot_rows,
-    read_json,
-    read_snapshot_columns,
-    text_columns,
-    write_json_one_line_each,
-)
+from housekeeping.engine.contract import TOPICS
 from housekeeping.engine.mechanism import Mechanism
+from housekeeping.engine.run_dir import RunDir, read_json, write_json_one_line_each
+from housekeeping.engine.snapshot_reads import count_snapshot_rows, read_snapshot_columns, text_columns
 
 MAX_TOPICS_IN_MARKDOWN = 200
 
@@ -229,7 +223,7 @@ def plan_rows(run_dir: Path, spec: Any) -> StreamedList:
 
 class TopicValuesInOrder:
     """Per topic, the value of one column of the snapshot's topics table (a tuple of several), as
-    :func:`housekeeping.engine.contract.snapshot_topic_values` gives it, for lookups in ascending topic order (a
+    :func:`housekeeping.engine.snapshot_reads.snapshot_topic_values` gives it, for lookups in ascending topic order (a
     report's entries' order): the columns held as Arrow sorted by topic and walked forward, not a dict of a million
     topics. A topic before the last one looked up starts the walk again."""
 

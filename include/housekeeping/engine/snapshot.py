@@ -14,7 +14,7 @@ tables beyond topics, ledgers, cursors, namespaces and holds that it reads, and 
 - ``compacted_ledgers.parquet`` the in-scope topics' current compacted ledgers (topic compaction)
 
 Every table with a topic column is clustered by topic into ``HOUSEKEEPING_SNAPSHOT_BUCKETS`` row groups
-(``contract.BucketedParquetRows``): a planner's task reads whole topics with one row-group read of each table.
+(``parquet_rows.BucketedParquetRows``): a planner's task reads whole topics with one row-group read of each table.
 
 The planner and the gate both read these files, never the live database, so the plan and its check see
 the same state; apply then compare-and-sets on the topic versions recorded here (the topics table's ``version``).
@@ -40,7 +40,9 @@ from housekeeping.core.settings import Setting
 from housekeeping.core.timeutil import format_ms
 from housekeeping.engine import contract
 from housekeeping.engine.faults import checkpoint
+from housekeeping.engine.parquet_rows import write_parquet
 from housekeeping.engine.request import RunRequest
+from housekeeping.engine.run_dir import RunDir, write_json
 from housekeeping.engine.snapshot_tables import BUILDERS, Selection
 from housekeeping.store import metadata_schema as t
 from housekeeping.store.holds import load_holds
@@ -270,7 +272,7 @@ def take_snapshot(
     points differ from the first only in their topics); default, every table the mechanism reads."""
     mechanism = request.mechanism
     tables = tuple(tables) if tables is not None else mechanism.all_snapshot_tables
-    run = contract.RunDir(run_dir or store.run_dir(mechanism.name, request.run_id))
+    run = RunDir(run_dir or store.run_dir(mechanism.name, request.run_id))
     if state is not None:
         selected = _write_tables(store, request, state, run, policy_overlay, tables)
     else:
@@ -286,7 +288,7 @@ def _write_tables(
     store: Store,
     request: RunRequest,
     state: StoreState,
-    run: contract.RunDir,
+    run: RunDir,
     policy_overlay: PolicyOverlay | None,
     tables: Sequence[str],
 ) -> int:
@@ -299,13 +301,13 @@ def _write_tables(
     buckets = snapshot_buckets(len(selection.selected))
     for name in tables:
         spec = contract.SNAPSHOT_TABLES[name]
-        contract.write_parquet(
+        write_parquet(
             run.snapshot_table(name),
             spec,
             BUILDERS[name](selection),
             buckets=buckets if "topic" in spec.names else None,
         )
-    contract.write_json(run.run_info, run_info(store, request, selection, tables, buckets))
+    write_json(run.run_info, run_info(store, request, selection, tables, buckets))
     return len(selection.selected)
 
 

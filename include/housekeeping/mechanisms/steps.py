@@ -10,12 +10,12 @@ from typing import Any
 
 from housekeeping.core.settings import Settings
 from housekeeping.engine import launcher
-from housekeeping.engine.contract import RunDir, read_run_info, write_json
 from housekeeping.engine.faults import checkpoint
 from housekeeping.engine.gate import start_loading_great_expectations
 from housekeeping.engine.mechanism import Mechanism
 from housekeeping.engine.purge import purge
 from housekeeping.engine.report import write_report
+from housekeeping.engine.run_dir import RunDir, read_run_info, write_json
 from housekeeping.engine.snapshot import SnapshotInfo, take_snapshot
 from housekeeping.mechanisms.registry import build_request, get_mechanism
 from housekeeping.store.store import Store

@@ -19,9 +19,10 @@ from sqlalchemy import select
 from housekeeping.core.errors import InputError, NotFound
 from housekeeping.core.names import NamespaceName, TopicName
 from housekeeping.core.timeutil import format_ms
-from housekeeping.engine.contract import ACTIONS, RunDir, read_json, read_run_info
+from housekeeping.engine.contract import ACTIONS
 from housekeeping.engine.plan import table_batches
 from housekeeping.engine.report import sparse_batch_rows
+from housekeeping.engine.run_dir import RunDir, read_json, read_run_info
 from housekeeping.observe.journal_view import journal_entries
 from housekeeping.observe.metrics.exposition import store_metrics
 from housekeeping.store import metadata_schema as t

@@ -11,9 +11,10 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any, Protocol
 
-from housekeeping.engine.contract import ACTIONS, RunDir, read_json, read_run_info
+from housekeeping.engine.contract import ACTIONS
 from housekeeping.engine.plan import table_batches
 from housekeeping.engine.report import human_bytes, sparse_batch_rows
+from housekeeping.engine.run_dir import RunDir, read_json, read_run_info
 from housekeeping.mechanisms.registry import get_mechanism
 
 

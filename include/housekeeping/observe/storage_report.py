@@ -31,13 +31,8 @@ from sqlalchemy import func, select
 
 from housekeeping.core.settings import lag_objective, parse_lag_objectives
 from housekeeping.core.timeutil import format_ms
-from housekeeping.engine.contract import (
-    RunDir,
-    read_json,
-    read_run_info,
-    write_json,
-)
 from housekeeping.engine.pages import bytes_formatter, pyplot, render, svg
+from housekeeping.engine.run_dir import RunDir, read_json, read_run_info, write_json
 from housekeeping.observe.metrics.deletion_lag import read_deletion_lag
 from housekeeping.store import metadata_schema as t
 from housekeeping.store.store import LOCAL_COPY_KIND, RUNS_DIR, Store, read_transaction

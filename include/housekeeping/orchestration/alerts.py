@@ -21,7 +21,7 @@ from typing import Any
 from airflow.sdk import BaseNotifier
 
 from housekeeping.engine.alerts import deliver
-from housekeeping.engine.contract import RunDir, read_json, read_run_info
+from housekeeping.engine.run_dir import RunDir, read_json, read_run_info
 
 log = logging.getLogger(__name__)
 

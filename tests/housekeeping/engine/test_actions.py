@@ -7,7 +7,8 @@ from __future__ import annotations
 import pytest
 
 from housekeeping.engine.actions import PlanView
-from housekeeping.engine.contract import LEDGERS, RunDir
+from housekeeping.engine.contract import LEDGERS
+from housekeeping.engine.run_dir import RunDir
 from tests.conftest import record_snapshot_reads
 
 pytestmark = pytest.mark.unit
@@ -64,6 +65,7 @@ def test_a_clustered_snapshot_is_read_a_bucket_at_a_time_and_whole_when_asked_ou
     import json
 
     from housekeeping.engine import contract
+    from housekeeping.engine.parquet_rows import write_parquet
 
     buckets = 4
     run = RunDir(tmp_path / "run")
@@ -84,9 +86,7 @@ def test_a_clustered_snapshot_is_read_a_bucket_at_a_time_and_whole_when_asked_ou
         for t in topics
         for ledger in (3, 1, 2)
     ]
-    contract.write_parquet(
-        run.snapshot_table(LEDGERS), LEDGERS, (LEDGERS.row(r) for r in rows), buckets=buckets
-    )
+    write_parquet(run.snapshot_table(LEDGERS), LEDGERS, (LEDGERS.row(r) for r in rows), buckets=buckets)
     reads = record_snapshot_reads(monkeypatch)
     expected = {
         t: [{"topic": t, "ledgerId": ledger, "entries": ledger, "size": 10 * ledger} for ledger in (1, 2, 3)]

@@ -13,7 +13,8 @@ from sqlalchemy import select, update
 
 from housekeeping.core.timeutil import parse_as_of
 from housekeeping.engine.apply import apply_plan
-from housekeeping.engine.contract import ACTIONS, RunDir
+from housekeeping.engine.contract import ACTIONS
+from housekeeping.engine.run_dir import RunDir
 from housekeeping.mechanisms.registry import get_mechanism
 from housekeeping.mechanisms.steps import plan_and_gate_in_process, snapshot_step
 from housekeeping.mechanisms.trim import actions as trim_actions

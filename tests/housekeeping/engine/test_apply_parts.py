@@ -14,7 +14,8 @@ import pytest
 from housekeeping.core.errors import InputError
 from housekeeping.engine import apply
 from housekeeping.engine.apply import ActionParts
-from housekeeping.engine.contract import ACTIONS, RunDir, topic_bucket
+from housekeeping.engine.contract import ACTIONS, topic_bucket
+from housekeeping.engine.run_dir import RunDir
 from housekeeping.mechanisms.registry import get_mechanism
 
 pytestmark = pytest.mark.unit

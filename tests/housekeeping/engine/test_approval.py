@@ -16,7 +16,9 @@ from housekeeping.engine.approval import (
     record_decision,
     request_approval,
 )
-from housekeeping.engine.contract import ACTIONS, LEDGERS, NAMESPACES, RunDir, write_json, write_parquet
+from housekeeping.engine.contract import ACTIONS, LEDGERS, NAMESPACES
+from housekeeping.engine.parquet_rows import write_parquet
+from housekeeping.engine.run_dir import RunDir, write_json
 from housekeeping.mechanisms.gc.actions import DELETE_TOPIC
 from housekeeping.mechanisms.registry import get_mechanism
 from housekeeping.observe.journal_view import journal_entries

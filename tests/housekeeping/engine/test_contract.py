@@ -8,7 +8,16 @@ from pathlib import Path
 import pytest
 
 from housekeeping.core.errors import InputError
-from housekeeping.engine import contract
+from housekeeping.engine import contract, parquet_rows
+from housekeeping.engine.parquet_rows import write_parquet
+from housekeeping.engine.run_dir import RunDir, write_json, write_json_one_line_each
+from housekeeping.engine.snapshot_reads import (
+    count_snapshot_rows,
+    has_snapshot_table,
+    read_snapshot_columns,
+    read_snapshot_table,
+    snapshot_file,
+)
 from housekeeping.mechanisms.compaction.tables import COMPACTION_DECISIONS, COMPACTION_KEPT
 
 pytestmark = pytest.mark.unit
@@ -37,7 +46,7 @@ def test_a_misspelt_key_is_refused_before_anything_is_written_naming_table_and_k
         contract.LEDGERS.row({"topic": "t", "ledgerID": 1, "entries": 2, "size": 3, "entriesStored": True})
     target = tmp_path / "snapshot" / "ledgers.parquet"
     with pytest.raises(ValueError, match="ledgerID"):
-        contract.write_parquet(target, contract.LEDGERS, [{"topic": "t", "ledgerID": 1}])
+        write_parquet(target, contract.LEDGERS, [{"topic": "t", "ledgerID": 1}])
     assert not target.exists() and list(target.parent.iterdir()) == []
 
 
@@ -47,9 +56,7 @@ def test_a_bad_row_after_good_ones_leaves_the_earlier_file_as_it_was_and_no_part
     # The rows are written as they come (a generator of 437,614 ledgers is never a list): a bad one late in the
     # stream must still leave nothing half-written.
     target = tmp_path / "snapshot" / "namespaces.parquet"
-    contract.write_parquet(
-        target, contract.NAMESPACES, [{"namespace": "a/b", "storedBytes": 1, "topicCount": 1}]
-    )
+    write_parquet(target, contract.NAMESPACES, [{"namespace": "a/b", "storedBytes": 1, "topicCount": 1}])
     before = target.read_bytes()
 
     def rows():
@@ -58,17 +65,17 @@ def test_a_bad_row_after_good_ones_leaves_the_earlier_file_as_it_was_and_no_part
         yield {"namespace": "a/bad", "storedBytes": 1, "topicCount": 1, "topics": 1}
 
     # Written a row group at a time: the bad row comes after the first group is on disk.
-    monkeypatch.setattr(contract, "PARQUET_BATCH_ROWS", 100)
+    monkeypatch.setattr(parquet_rows, "PARQUET_BATCH_ROWS", 100)
     with pytest.raises(ValueError, match="no column topics"):
-        contract.write_parquet(target, contract.NAMESPACES, rows())
+        write_parquet(target, contract.NAMESPACES, rows())
     assert target.read_bytes() == before
     assert sorted(p.name for p in target.parent.iterdir()) == ["namespaces.parquet"]
-    assert contract.write_parquet(target, contract.NAMESPACES, (r for r in list(rows())[:1000])) == 1000
-    assert contract.read_snapshot_table(tmp_path, contract.NAMESPACES) == list(rows())[:1000]
+    assert write_parquet(target, contract.NAMESPACES, (r for r in list(rows())[:1000])) == 1000
+    assert read_snapshot_table(tmp_path, contract.NAMESPACES) == list(rows())[:1000]
     # A path relative to the working directory: the side file still goes.
     monkeypatch.chdir(tmp_path)
     with pytest.raises(ValueError, match="no column topics"):
-        contract.write_parquet(Path("snapshot/namespaces.parquet"), contract.NAMESPACES, rows())
+        write_parquet(Path("snapshot/namespaces.parquet"), contract.NAMESPACES, rows())
     assert sorted(p.name for p in target.parent.iterdir()) == ["namespaces.parquet"]
 
 
@@ -119,14 +126,14 @@ def test_a_snapshot_table_round_trips_through_parquet_with_nulls_and_types(tmp_p
             }
         ),
     ]
-    run = contract.RunDir(tmp_path)
-    contract.write_parquet(run.snapshot_table(contract.CURSORS), contract.CURSORS, rows)
+    run = RunDir(tmp_path)
+    write_parquet(run.snapshot_table(contract.CURSORS), contract.CURSORS, rows)
     assert run.snapshot_table(contract.CURSORS).name == "cursors.parquet"
-    assert contract.read_snapshot_table(run, contract.CURSORS) == rows
+    assert read_snapshot_table(run, contract.CURSORS) == rows
     assert pq.read_schema(run.snapshot_table(contract.CURSORS)) == contract.CURSORS.arrow_schema()
-    assert contract.count_snapshot_rows(run, contract.CURSORS) == 2
+    assert count_snapshot_rows(run, contract.CURSORS) == 2
     with pytest.raises(InputError, match=r"has no snapshot table 'ledgers' \(.*ledgers.parquet is missing\)"):
-        contract.read_snapshot_table(run, contract.LEDGERS)
+        read_snapshot_table(run, contract.LEDGERS)
 
 
 def test_a_run_snapshotted_as_json_lines_before_is_still_read(tmp_path):
@@ -134,7 +141,7 @@ def test_a_run_snapshotted_as_json_lines_before_is_still_read(tmp_path):
     # storage report reads every run's namespaces).
     import json
 
-    run = contract.RunDir(tmp_path)
+    run = RunDir(tmp_path)
     run.snapshot_dir.mkdir()
     rows = [
         {"namespace": "a/b", "storedBytes": 7, "topicCount": 2},
@@ -142,18 +149,18 @@ def test_a_run_snapshotted_as_json_lines_before_is_still_read(tmp_path):
     ]
     legacy = run.snapshot_dir / "namespaces.jsonl"
     legacy.write_text("".join(json.dumps(r) + "\n" for r in rows))
-    assert contract.has_snapshot_table(run, contract.NAMESPACES)
-    assert contract.snapshot_file(run, contract.NAMESPACES) == legacy
-    assert contract.read_snapshot_table(run, contract.NAMESPACES) == rows
-    assert contract.count_snapshot_rows(run, contract.NAMESPACES) == 2
-    columns = contract.read_snapshot_columns(run, contract.NAMESPACES.select("namespace", "topicCount"))
+    assert has_snapshot_table(run, contract.NAMESPACES)
+    assert snapshot_file(run, contract.NAMESPACES) == legacy
+    assert read_snapshot_table(run, contract.NAMESPACES) == rows
+    assert count_snapshot_rows(run, contract.NAMESPACES) == 2
+    columns = read_snapshot_columns(run, contract.NAMESPACES.select("namespace", "topicCount"))
     assert columns.to_pylist() == [
         {"namespace": "a/b", "topicCount": 2},
         {"namespace": "a/c", "topicCount": 1},
     ]
     # A snapshot taken again into the same run directory is read instead.
-    contract.write_parquet(run.snapshot_table(contract.NAMESPACES), contract.NAMESPACES, rows[:1])
-    assert contract.read_snapshot_table(run, contract.NAMESPACES) == rows[:1]
+    write_parquet(run.snapshot_table(contract.NAMESPACES), contract.NAMESPACES, rows[:1])
+    assert read_snapshot_table(run, contract.NAMESPACES) == rows[:1]
 
 
 def test_ddl_names_every_column_once_with_its_type():
@@ -172,8 +179,8 @@ def test_select_keeps_the_named_columns_in_the_asked_order():
 
 
 def test_the_run_directory_layout_is_the_documented_one(tmp_path):
-    run = contract.RunDir(tmp_path / "runs" / "trim" / "r1")
-    assert contract.RunDir(run) == run and Path(run) == run.path
+    run = RunDir(tmp_path / "runs" / "trim" / "r1")
+    assert RunDir(run) == run and Path(run) == run.path
     relative = {
         name: getattr(run, name).relative_to(run.path).as_posix()
         for name in (
@@ -220,9 +227,9 @@ def test_a_large_document_is_written_one_value_per_line_and_reads_back_as_json_d
         "tuple": (1, "two"),
     }
     path = tmp_path / "report.json"
-    contract.write_json_one_line_each(path, document)
+    write_json_one_line_each(path, document)
     plain = tmp_path / "plain.json"
-    contract.write_json(plain, {**document, "topics": entries, "empty": []})
+    write_json(plain, {**document, "topics": entries, "empty": []})
     assert json.loads(path.read_text()) == json.loads(plain.read_text())
     lines = path.read_text().splitlines()
     # Each topic's entry on a line of its own, keys sorted, at the second level of indentation.
@@ -245,7 +252,7 @@ def test_a_bucketed_table_holds_each_bucket_s_whole_topics_in_its_row_group(tmp_
         for topic in topics
     ]  # fmt: skip
     path = tmp_path / "cursors.parquet"
-    assert contract.write_parquet(path, contract.CURSORS, rows, buckets=64) == len(rows)
+    assert write_parquet(path, contract.CURSORS, rows, buckets=64) == len(rows)
     parquet = pq.ParquetFile(path)
     assert parquet.num_row_groups == 64
     seen = []
@@ -263,7 +270,7 @@ def test_a_bucketed_table_holds_each_bucket_s_whole_topics_in_its_row_group(tmp_
     assert sorted(seen, key=str) == sorted((contract.CURSORS.row(r) for r in rows), key=str)
 
     with pytest.raises(ValueError, match="markDeleteEntry"):
-        contract.write_parquet(tmp_path / "bad.parquet", contract.CURSORS, [*rows, {"topic": "x"}], buckets=4)
+        write_parquet(tmp_path / "bad.parquet", contract.CURSORS, [*rows, {"topic": "x"}], buckets=4)
     assert sorted(p.name for p in tmp_path.iterdir()) == ["cursors.parquet"]
 
 
@@ -291,8 +298,8 @@ def test_a_table_written_from_arrow_batches_equals_it_written_row_by_row(tmp_pat
     mixed.append(pa.Table.from_pylist(rows[25:], schema=schema))
     for buckets in (None, 4):
         by_row, by_batch = tmp_path / f"rows-{buckets}.parquet", tmp_path / f"batches-{buckets}.parquet"
-        assert contract.write_parquet(by_row, contract.CURSORS, rows, buckets=buckets) == len(rows)
-        assert contract.write_parquet(by_batch, contract.CURSORS, mixed, buckets=buckets) == len(rows)
+        assert write_parquet(by_row, contract.CURSORS, rows, buckets=buckets) == len(rows)
+        assert write_parquet(by_batch, contract.CURSORS, mixed, buckets=buckets) == len(rows)
         assert pq.read_table(by_batch).equals(pq.read_table(by_row)), buckets
         assert pq.ParquetFile(by_batch).num_row_groups == (1 if buckets is None else buckets)
 
@@ -307,5 +314,5 @@ def test_a_table_written_from_arrow_batches_equals_it_written_row_by_row(tmp_pat
             "required column\\(s\\) durable missing" if why == "missing" else "table cursors: a batch of"
         )
         with pytest.raises(ValueError, match=expected):
-            contract.write_parquet(tmp_path / f"bad-{why}.parquet", contract.CURSORS, [batch], buckets=4)
+            write_parquet(tmp_path / f"bad-{why}.parquet", contract.CURSORS, [batch], buckets=4)
     assert not list(tmp_path.glob("bad-*"))

@@ -7,8 +7,8 @@ import json
 
 import pytest
 
-from housekeeping.engine.contract import write_json
 from housekeeping.engine.report import MAX_TOPICS_IN_MARKDOWN, StreamedList, render_markdown
+from housekeeping.engine.run_dir import write_json
 
 pytestmark = pytest.mark.unit
 
@@ -106,13 +106,10 @@ def test_per_topic_entries_come_by_topic_then_ledger_whatever_order_the_rows_wer
 
 def test_a_snapshot_table_is_counted_and_read_by_its_named_columns_only(tmp_path):
     from housekeeping.core.errors import InputError
-    from housekeeping.engine.contract import (
-        NAMESPACES,
-        RunDir,
-        count_snapshot_rows,
-        read_snapshot_columns,
-        write_parquet,
-    )
+    from housekeeping.engine.contract import NAMESPACES
+    from housekeeping.engine.parquet_rows import write_parquet
+    from housekeeping.engine.run_dir import RunDir
+    from housekeeping.engine.snapshot_reads import count_snapshot_rows, read_snapshot_columns
 
     run = RunDir(tmp_path / "run")
     path = run.snapshot_table(NAMESPACES)
@@ -141,7 +138,7 @@ DECISIONS = __import__("housekeeping.engine.contract", fromlist=["table"]).table
 
 
 def _write_parts(run_dir, parts: list[list[tuple[str, int]]]) -> None:
-    from housekeeping.engine.contract import RunDir
+    from housekeeping.engine.run_dir import RunDir
 
     table_dir = RunDir(run_dir).plan_table(DECISIONS)
     table_dir.mkdir(parents=True, exist_ok=True)
@@ -187,8 +184,8 @@ def test_a_plan_tables_entries_are_merged_from_its_parts_by_topic_then_ledger(tm
 
 def test_a_part_that_is_not_a_row_of_the_table_is_bad_input_naming_the_file_before_a_row_is_written(tmp_path):
     from housekeeping.core.errors import InputError
-    from housekeeping.engine.contract import RunDir
     from housekeeping.engine.report import plan_entries_per_topic, plan_rows
+    from housekeeping.engine.run_dir import RunDir
 
     _write_parts(tmp_path, [[("a", 1)], [("b", 1)]])
     part = RunDir(tmp_path).plan_table(DECISIONS) / "part-00001.json"
@@ -212,8 +209,9 @@ def test_a_plan_tables_rows_stream_in_the_order_and_form_of_the_whole_table(tmp_
 
 
 def test_topic_values_are_looked_up_in_topic_order_and_again_from_the_start(tmp_path):
-    from housekeeping.engine.contract import TOPICS, RunDir
+    from housekeeping.engine.contract import TOPICS
     from housekeeping.engine.report import TopicValuesInOrder
+    from housekeeping.engine.run_dir import RunDir
 
     run = RunDir(tmp_path / "run")
     path = run.snapshot_table(TOPICS)
@@ -251,7 +249,9 @@ def test_topic_values_share_one_object_per_distinct_text_and_equal_a_plain_read(
     import pyarrow as pa
     import pyarrow.parquet as pq
 
-    from housekeeping.engine.contract import TOPICS, RunDir, snapshot_topic_values
+    from housekeeping.engine.contract import TOPICS
+    from housekeeping.engine.run_dir import RunDir
+    from housekeeping.engine.snapshot_reads import snapshot_topic_values
 
     run = RunDir(tmp_path / "run")
     path = run.snapshot_table(TOPICS)

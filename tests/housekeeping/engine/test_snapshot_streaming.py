@@ -15,7 +15,9 @@ from housekeeping.core.errors import InputError
 from housekeeping.core.timeutil import parse_as_of
 from housekeeping.engine import contract
 from housekeeping.engine.apply import snapshot_topic_versions
+from housekeeping.engine.run_dir import RunDir, read_run_info
 from housekeeping.engine.snapshot import read_store_state, snapshot_buckets, take_snapshot
+from housekeeping.engine.snapshot_reads import SnapshotTopicLookup, read_snapshot_table, snapshot_topic_values
 from housekeeping.mechanisms.registry import build_request
 from housekeeping.store import metadata_schema as t
 from housekeeping.store.generate import GenerateOptions, generate_store
@@ -34,22 +36,22 @@ def store(tmp_path_factory) -> Store:
     return generate_store(tmp_path_factory.mktemp("streamed") / "store", OPTIONS, None)
 
 
-def _snapshot(store: Store, run_id: str, **kwargs) -> contract.RunDir:
+def _snapshot(store: Store, run_id: str, **kwargs) -> RunDir:
     request = build_request("gc", run_id=run_id, as_of_ms=AS_OF_MS, values={"max_deleted_share": 1.0})
-    return contract.RunDir(take_snapshot(store, request, **kwargs).run_dir)
+    return RunDir(take_snapshot(store, request, **kwargs).run_dir)
 
 
 def test_a_streamed_snapshot_equals_the_snapshot_of_a_read_held_in_memory(store):
     streamed = _snapshot(store, "streamed")
     held = _snapshot(store, "held", state=read_store_state(store))
-    info = contract.read_run_info(streamed)
+    info = read_run_info(streamed)
     for name in info["snapshotTables"]:
         table = contract.SNAPSHOT_TABLES[name]
         assert pq.read_table(streamed.snapshot_table(table)).equals(
             pq.read_table(held.snapshot_table(table))
         ), name
     volatile = {"runId", "takenAtWallClockMs"}
-    held_info = contract.read_run_info(held)
+    held_info = read_run_info(held)
     assert {k: v for k, v in info.items() if k not in volatile} == {
         k: v for k, v in held_info.items() if k not in volatile
     }
@@ -59,13 +61,13 @@ def test_a_streamed_snapshot_equals_the_snapshot_of_a_read_held_in_memory(store)
     for name, topic in manifest["topics"].items():
         namespace = name.split("://", 1)[1].rsplit("/", 1)[0]
         stored[namespace] = stored.get(namespace, 0) + sum(ledger["size"] for ledger in topic["ledgers"])
-    rows = contract.read_snapshot_table(streamed, contract.NAMESPACES)
+    rows = read_snapshot_table(streamed, contract.NAMESPACES)
     assert {r["namespace"]: r["storedBytes"] for r in rows} == stored
 
 
 def test_run_json_carries_no_topic_versions_and_apply_reads_them_from_the_topics_table(store):
     run = _snapshot(store, "versions")
-    info = contract.read_run_info(run)
+    info = read_run_info(run)
     assert "topicVersions" not in info and len(json.dumps(info)) < 5000
     with store.engine.connect() as conn:
         versions = dict(conn.execute(select(t.topics.c.name, t.topics.c.version)).all())
@@ -81,13 +83,13 @@ def test_a_lookup_reads_one_bucket_at_a_time_and_the_whole_table_once_when_asked
     store, monkeypatch
 ):
     run = _snapshot(store, "lookup")
-    info = contract.read_run_info(run)
-    expected = contract.snapshot_topic_values(run, "version", "policies")
+    info = read_run_info(run)
+    expected = snapshot_topic_values(run, "version", "policies")
     by_bucket = sorted(
         expected, key=lambda name: (contract.topic_bucket(name, info["snapshotBuckets"]), name)
     )
     reads = record_snapshot_reads(monkeypatch)
-    lookup = contract.SnapshotTopicLookup(run, info, "version", "policies")
+    lookup = SnapshotTopicLookup(run, info, "version", "policies")
     assert {name: lookup[name] for name in by_bucket} == {name: expected[name] for name in by_bucket}
     buckets = {contract.topic_bucket(name, info["snapshotBuckets"]) for name in expected}
     assert sorted(reads) == sorted([b] for b in buckets)  # each bucket's row group once, nothing else
@@ -96,7 +98,7 @@ def test_a_lookup_reads_one_bucket_at_a_time_and_the_whole_table_once_when_asked
     assert {name: lookup[name] for name in sorted(expected)} == expected
     assert reads == [None]
     # Not clustered as run.json says (another writer's row groups): read whole at once.
-    unclustered = contract.SnapshotTopicLookup(run, {**info, "snapshotBuckets": 1000}, "version")
+    unclustered = SnapshotTopicLookup(run, {**info, "snapshotBuckets": 1000}, "version")
     reads.clear()
     assert {name: unclustered[name] for name in by_bucket} == {n: v for n, (v, _) in expected.items()}
     assert reads == [None]
@@ -104,12 +106,12 @@ def test_a_lookup_reads_one_bucket_at_a_time_and_the_whole_table_once_when_asked
 
 def test_a_bucket_holding_another_buckets_topic_is_bad_input_naming_the_file(store):
     run = _snapshot(store, "misplaced")
-    info = contract.read_run_info(run)
+    info = read_run_info(run)
     path = run.snapshot_table(contract.TOPICS)
     table = pq.read_table(path)
     # The same rows, two row groups of the same size, but not split by bucket.
     pq.write_table(table, path, row_group_size=-(-table.num_rows // 2))
-    lookup = contract.SnapshotTopicLookup(run, {**info, "snapshotBuckets": 2}, "version")
+    lookup = SnapshotTopicLookup(run, {**info, "snapshotBuckets": 2}, "version")
     names = table.column("topic").to_pylist()
     misplaced = next(n for n in names[: -(-len(names) // 2)] if contract.topic_bucket(n, 2) != 0)
     with pytest.raises(InputError, match=f"{path}: row group 0 holds topic {misplaced} of another bucket"):

@@ -14,6 +14,7 @@ import pytest
 
 from housekeeping.core.policies import BrokerConfig
 from housekeeping.engine import contract, snapshot_tables
+from housekeeping.engine.parquet_rows import write_parquet
 from housekeeping.engine.snapshot_tables import Selection, topics
 from housekeeping.store import metadata_schema as t
 
@@ -163,9 +164,7 @@ def test_ledgers_and_cursors_built_a_batch_at_a_time_hold_each_in_scope_row(
         # Written clustered, as a snapshot writes it: row group b holds bucket b's topics, each topic's rows in
         # the order they came.
         path = tmp_path / f"{name}.parquet"
-        assert contract.write_parquet(path, contract.SNAPSHOT_TABLES[name], batches, buckets=2) == len(
-            expected
-        )
+        assert write_parquet(path, contract.SNAPSHOT_TABLES[name], batches, buckets=2) == len(expected)
         clustered = [
             row
             for bucket in range(2)

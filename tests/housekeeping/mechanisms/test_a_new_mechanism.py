@@ -77,7 +77,8 @@ def empty_closed_ledgers(ledgers):
 def run(spark, run_dir) -> dict:
     from pyspark.sql import functions as F
 
-    from housekeeping.engine.contract import ACTIONS, BLOCKERS, RunDir, read_run_info
+    from housekeeping.engine.contract import ACTIONS, BLOCKERS
+    from housekeeping.engine.run_dir import RunDir, read_run_info
     from spark_apps.shared.io import action_rows, read_snapshot, write_summary, write_table
 
     info = read_run_info(run_dir)
@@ -150,7 +151,7 @@ def make_mechanism(template_dir: Path):
 
     class UnlistEmpty(Mechanism):
         def build_report(self, run_dir: Path, *, dry_run: bool) -> dict[str, Any]:
-            from housekeeping.engine.contract import read_run_info
+            from housekeeping.engine.run_dir import read_run_info
 
             return run_section(run_dir, read_run_info(run_dir), dry_run)
 
@@ -217,7 +218,7 @@ MANIFEST = {
 
 
 def test_a_mechanism_made_in_the_test_runs_plan_gate_apply_through_the_cli(capsys, tmp_path, spark):
-    from housekeeping.engine.contract import RunDir, read_json
+    from housekeeping.engine.run_dir import RunDir, read_json
     from housekeeping.mechanisms.registry import get_mechanism, registered
     from housekeeping.observe.run_figures import run_figures
     from housekeeping.store.manifest.export import export_manifest

@@ -14,8 +14,9 @@ import pytest
 
 from housekeeping.engine.actions import DELETES_DATA
 from housekeeping.engine.approval import measure_plan
-from housekeeping.engine.contract import ACTIONS, RunDir, read_json
+from housekeeping.engine.contract import ACTIONS
 from housekeeping.engine.plan import read_summary, read_table
+from housekeeping.engine.run_dir import RunDir, read_json
 from housekeeping.mechanisms.registry import get_mechanism, mechanism_names
 from housekeeping.observe.metrics.exposition import store_metrics
 from housekeeping.observe.run_figures import run_figures

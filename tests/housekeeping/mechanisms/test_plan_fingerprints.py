@@ -24,7 +24,7 @@ import pyarrow.parquet as pq
 import pytest
 
 from housekeeping.core.timeutil import parse_as_of
-from housekeeping.engine.contract import RunDir, read_jsonl
+from housekeeping.engine.run_dir import RunDir, read_jsonl
 from housekeeping.mechanisms.erasure.requests import add_request
 from housekeeping.mechanisms.steps import apply_step, plan_and_gate_in_process, snapshot_step
 from housekeeping.store.generate import GenerateOptions, generate_store

@@ -7,7 +7,9 @@ import json
 
 import pytest
 
-from housekeeping.engine.contract import LEDGERS, NAMESPACES, RunDir, write_json, write_parquet
+from housekeeping.engine.contract import LEDGERS, NAMESPACES
+from housekeeping.engine.parquet_rows import write_parquet
+from housekeeping.engine.run_dir import RunDir, write_json
 from housekeeping.observe.run_figures import describe, run_figures, store_change
 
 pytestmark = pytest.mark.unit

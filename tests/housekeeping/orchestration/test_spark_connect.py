@@ -20,8 +20,8 @@ from pathlib import Path
 import pytest
 
 from housekeeping.core.timeutil import parse_as_of
-from housekeeping.engine.contract import RunDir
 from housekeeping.engine.plan import read_table
+from housekeeping.engine.run_dir import RunDir
 from housekeeping.mechanisms.registry import mechanism_names
 from housekeeping.mechanisms.steps import plan_and_gate_in_process, snapshot_step
 from housekeeping.store.generate import GenerateOptions, generate_store

@@ -137,8 +137,9 @@ def _planned_alone(store, mechanism: str, overlay: PolicyOverlay, run_dir: Path)
     app, and the measures read back from what the plan wrote (its summary and tables)."""
     from housekeeping.core.timeutil import parse_as_of
     from housekeeping.engine import launcher
-    from housekeeping.engine.contract import LEDGERS, read_snapshot_table
+    from housekeeping.engine.contract import LEDGERS
     from housekeeping.engine.plan import read_summary, read_table
+    from housekeeping.engine.snapshot_reads import read_snapshot_table
     from housekeeping.mechanisms.registry import get_mechanism
     from housekeeping.mechanisms.steps import snapshot_step
 

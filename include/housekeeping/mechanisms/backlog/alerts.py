@@ -10,7 +10,7 @@ from typing import Any
 from airflow.sdk import BaseNotifier
 
 from housekeeping.engine.alerts import deliver
-from housekeeping.engine.contract import RunDir, read_json
+from housekeeping.engine.run_dir import RunDir, read_json
 
 log = logging.getLogger(__name__)
 

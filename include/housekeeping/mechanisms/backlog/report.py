@@ -7,8 +7,9 @@ from pathlib import Path
 from typing import Any
 
 from housekeeping.core.timeutil import format_ms
-from housekeeping.engine.contract import ACTIONS, RunDir
+from housekeeping.engine.contract import ACTIONS
 from housekeeping.engine.plan import read_table
+from housekeeping.engine.run_dir import RunDir
 from housekeeping.mechanisms.backlog.actions import FLAG_BACKLOG_QUOTA
 from housekeeping.mechanisms.backlog.tables import BACKLOG_QUOTAS, BACKLOG_SUBSCRIPTIONS
 from housekeeping.mechanisms.shared.cursor_report import cursor_report

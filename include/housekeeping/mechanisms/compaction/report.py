@@ -8,9 +8,10 @@ from pathlib import Path
 from typing import Any
 
 from housekeeping.core.timeutil import format_ms
-from housekeeping.engine.contract import ACTIONS, RunDir, read_run_info
+from housekeeping.engine.contract import ACTIONS
 from housekeeping.engine.plan import read_summary, read_table
 from housekeeping.engine.report import run_section
+from housekeeping.engine.run_dir import RunDir, read_run_info
 from housekeeping.mechanisms.compaction.tables import COMPACTION_DECISIONS, COMPACTION_DROPPED_KEYS
 
 

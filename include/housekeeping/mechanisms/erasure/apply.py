@@ -33,9 +33,9 @@ from sqlalchemy import and_, select, update
 from housekeeping.core.errors import InputError
 from housekeeping.core.names import TopicName
 from housekeeping.engine.apply import ApplyRun, TopicOutcome
-from housekeeping.engine.contract import RunDir
 from housekeeping.engine.faults import checkpoint
 from housekeeping.engine.plan import read_table
+from housekeeping.engine.run_dir import RunDir
 from housekeeping.mechanisms.erasure.actions import EXPEDITE_PURGE, REDACTIONS
 from housekeeping.mechanisms.erasure.tables import ERASURE_LEDGERS
 from housekeeping.store import metadata_schema as t

@@ -24,8 +24,8 @@ from sqlalchemy import select, update
 
 from housekeeping.core.names import NamespaceName, TopicName, topic_dir_parts
 from housekeeping.core.timeutil import format_ms
-from housekeeping.engine.contract import RunDir, read_json, read_run_info, write_json
 from housekeeping.engine.plan import read_table
+from housekeeping.engine.run_dir import RunDir, read_json, read_run_info, write_json
 from housekeeping.mechanisms.erasure.requests import DONE, FAILED, HELD, PENDING
 from housekeeping.mechanisms.erasure.tables import ERASURE_DECISIONS, ERASURE_LEDGERS
 from housekeeping.store import metadata_schema as t

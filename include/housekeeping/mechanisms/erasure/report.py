@@ -6,9 +6,9 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
-from housekeeping.engine.contract import read_run_info
 from housekeeping.engine.plan import read_summary, read_table
 from housekeeping.engine.report import run_section
+from housekeeping.engine.run_dir import read_run_info
 from housekeeping.mechanisms.erasure.tables import ERASURE_DECISIONS, ERASURE_LEDGERS
 
 

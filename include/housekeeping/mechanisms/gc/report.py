@@ -8,7 +8,7 @@ from pathlib import Path
 from typing import Any
 
 from housekeeping.core.timeutil import format_ms
-from housekeeping.engine.contract import NAMESPACES, read_run_info, read_snapshot_table
+from housekeeping.engine.contract import NAMESPACES
 from housekeeping.engine.plan import plan_table_parts, read_part_arrow, read_summary, read_table_arrow
 from housekeeping.engine.report import (
     StreamedList,
@@ -17,6 +17,8 @@ from housekeeping.engine.report import (
     sparse_rows,
     topics_ascending,
 )
+from housekeeping.engine.run_dir import read_run_info
+from housekeeping.engine.snapshot_reads import read_snapshot_table
 from housekeeping.mechanisms.gc.tables import GC_DECISIONS
 
 GC_KEEP_KINDS = {

@@ -6,7 +6,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
-from housekeeping.engine.contract import BLOCKERS, read_run_info
+from housekeeping.engine.contract import BLOCKERS
 from housekeeping.engine.plan import read_summary
 from housekeeping.engine.report import (
     DECISION_COLUMNS,
@@ -16,6 +16,7 @@ from housekeeping.engine.report import (
     plan_rows,
     run_section,
 )
+from housekeeping.engine.run_dir import read_run_info
 from housekeeping.mechanisms.offload.tables import OFFLOAD_DECISIONS
 
 

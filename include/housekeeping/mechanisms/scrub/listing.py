@@ -25,7 +25,8 @@ from sqlalchemy import select
 from housekeeping.core.errors import InputError
 from housekeeping.core.names import TopicName, topic_of_dir_parts
 from housekeeping.core.scope import in_scope
-from housekeeping.engine.contract import ParquetRows, RunDir, write_json
+from housekeeping.engine.parquet_rows import ParquetRows
+from housekeeping.engine.run_dir import RunDir, write_json
 from housekeeping.mechanisms.scrub.tables import LOCAL, SCRUB_EXPECTED, STORAGE_ITEMS, TIER
 from housekeeping.store import metadata_schema as t
 from housekeeping.store.fs import remove_file

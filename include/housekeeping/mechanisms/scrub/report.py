@@ -7,9 +7,9 @@ from pathlib import Path
 from typing import Any
 
 from housekeeping.core.timeutil import format_ms
-from housekeeping.engine.contract import read_json, read_run_info
 from housekeeping.engine.plan import read_summary, read_table
 from housekeeping.engine.report import run_section
+from housekeeping.engine.run_dir import read_json, read_run_info
 from housekeeping.mechanisms.scrub.tables import ERROR_KINDS, FINDINGS
 from housekeeping.store.store import RUNS_DIR
 

@@ -1,6 +1,6 @@
 """The store scrub's tables, defined once (``housekeeping.engine.contract.Table``): the two it adds to the snapshot
 (what the metadata says should be stored, what the storage holds; Parquet, written by ``listing`` as the storage is
-walked, with ``contract.ParquetRows``) and its plan table (the findings). Python writes the snapshot ones, the Spark apps
+walked, with ``parquet_rows.ParquetRows``) and its plan table (the findings). Python writes the snapshot ones, the Spark apps
 read them with these schemas; the planner writes the findings, the gate, apply and the report read them."""
 
 from __future__ import annotations

@@ -7,9 +7,10 @@ from pathlib import Path
 from typing import Any
 
 from housekeeping.core.timeutil import format_ms
-from housekeeping.engine.contract import RunDir, Table, read_run_info
+from housekeeping.engine.contract import Table
 from housekeeping.engine.plan import read_summary, read_table
 from housekeeping.engine.report import run_section
+from housekeeping.engine.run_dir import RunDir, read_run_info
 
 TEMPLATES = Path(__file__).with_name("templates")  # cursor_common.md.j2, which their templates include
 

@@ -7,13 +7,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
-from housekeeping.engine.contract import (
-    ACTIONS,
-    BLOCKERS,
-    NAMESPACES,
-    read_run_info,
-    read_snapshot_table,
-)
+from housekeeping.engine.contract import ACTIONS, BLOCKERS, NAMESPACES
 from housekeeping.engine.plan import read_summary, table_batches
 from housekeeping.engine.report import (
     DECISION_COLUMNS,
@@ -25,6 +19,8 @@ from housekeeping.engine.report import (
     run_section,
     sparse_rows,
 )
+from housekeeping.engine.run_dir import read_run_info
+from housekeeping.engine.snapshot_reads import read_snapshot_table
 from housekeeping.mechanisms.trim.actions import DELETE_LOCAL_COPY
 from housekeeping.mechanisms.trim.tables import TRIM_DECISIONS
 

@@ -17,8 +17,8 @@ from pathlib import Path
 from typing import Any
 
 from housekeeping.core.timeutil import format_ms
-from housekeeping.engine.contract import read_json, write_json
 from housekeeping.engine.pages import bytes_formatter, pyplot, render, svg
+from housekeeping.engine.run_dir import read_json, write_json
 from housekeeping.observe.capacity.forecast import DAY_MS, forecast
 from housekeeping.observe.capacity.record import read_record
 from housekeeping.observe.capacity.usage import usage

@@ -13,7 +13,8 @@ from sqlalchemy import select
 
 from housekeeping.core.scope import in_scope
 from housekeeping.core.settings import lag_objective
-from housekeeping.engine.contract import ACTIONS, RunDir, read_json, read_jsonl, read_run_info
+from housekeeping.engine.contract import ACTIONS
+from housekeeping.engine.run_dir import RunDir, read_json, read_jsonl, read_run_info
 from housekeeping.mechanisms.registry import MECHANISMS
 from housekeeping.observe.metrics.families import Families, Family, StoreView, namespace_of, seconds
 from housekeeping.store import metadata_schema as t
