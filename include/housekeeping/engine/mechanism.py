@@ -13,6 +13,7 @@ command group.
 
 from __future__ import annotations
 
+import importlib
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -149,9 +150,15 @@ class Mechanism:
         return (self.report_template.parent, ENGINE_TEMPLATES)
 
     # --- what it does differently (override) -----------------------------------------------------------------
+    @property
+    def report_module(self) -> str:
+        """Where its report is built, by convention: ``build_report(run_dir, *, dry_run)`` of the ``report`` module
+        of its package (imported when a report is written, not when the DAGs are parsed)."""
+        return f"housekeeping.mechanisms.{self.name}.report"
+
     def build_report(self, run_dir: Path, *, dry_run: bool) -> dict[str, Any]:
-        """The report's data (``report/report.json``), from the run directory."""
-        raise NotImplementedError(f"mechanism {self.name} has no report builder")
+        """The report's data (``report/report.json``), from the run directory: its report module's."""
+        return importlib.import_module(self.report_module).build_report(run_dir, dry_run=dry_run)
 
     def report_notifiers(self) -> tuple[Any, ...]:
         """Airflow notifiers run after its report task succeeds (alerts that must not fail the run); built

@@ -71,10 +71,12 @@ def test_a_mechanism_names_modules_and_a_template_that_exist(name):
     for module in (spec.plan_app, spec.gate_checks, spec.apply_app):
         if module is not None:
             assert module.startswith(f"spark_apps.{name}."), module
-    assert type(spec).__module__ == f"housekeeping.mechanisms.{name}"
+    assert importlib.import_module(f"housekeeping.mechanisms.{name}").MECHANISM is spec
     assert spec.report_template.parent == LIBRARY / "mechanisms" / name
-    # Its report is its own: a method of its class, not the base's.
-    assert type(spec).build_report is not Mechanism.build_report
+    # Its report is its own, found by convention: its package's report module.
+    assert spec.report_module == f"housekeeping.mechanisms.{name}.report"
+    report = importlib.import_module(spec.report_module)
+    assert list(inspect.signature(report.build_report).parameters) == ["run_dir", "dry_run"]
 
 
 def test_the_folders_are_the_registered_mechanisms():

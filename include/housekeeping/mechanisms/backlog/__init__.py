@@ -16,11 +16,6 @@ from housekeeping.mechanisms.shared.cursors import MOVE_CURSOR
 
 
 class Backlog(Mechanism):
-    def build_report(self, run_dir: Path, *, dry_run: bool) -> dict[str, Any]:
-        from housekeeping.mechanisms.backlog.report import build_report
-
-        return build_report(run_dir, dry_run=dry_run)
-
     @property
     def template_dirs(self) -> tuple[Path, ...]:
         from housekeeping.mechanisms.shared.cursor_report import TEMPLATES

@@ -25,11 +25,6 @@ ERASURE_GRACE_SECONDS = Setting(
 
 
 class KeyErasure(Mechanism):
-    def build_report(self, run_dir: Path, *, dry_run: bool) -> dict[str, Any]:
-        from housekeeping.mechanisms.erasure.report import build_report
-
-        return build_report(run_dir, dry_run=dry_run)
-
     def before_snapshot(self, store: Any, params: Mapping[str, Any], as_of_ms: int, actor: str) -> None:
         from housekeeping.mechanisms.erasure.requests import record_form_request
 

@@ -14,12 +14,6 @@ from housekeeping.mechanisms.shared.cursors import MOVE_CURSOR
 
 
 class Expiry(Mechanism):
-    def build_report(self, run_dir: Path, *, dry_run: bool) -> dict[str, Any]:
-        from housekeeping.mechanisms.expiry.tables import EXPIRY_SUBSCRIPTIONS
-        from housekeeping.mechanisms.shared.cursor_report import cursor_report
-
-        return cursor_report(run_dir, EXPIRY_SUBSCRIPTIONS, dry_run=dry_run)
-
     @property
     def template_dirs(self) -> tuple[Path, ...]:
         from housekeeping.mechanisms.shared.cursor_report import TEMPLATES

@@ -6,7 +6,6 @@ package: the mechanism with its run option and setting (here), its action kinds 
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Any
 
 from housekeeping.core.settings import Setting
 from housekeeping.engine.mechanism import Mechanism, RunOption, TaskIds
@@ -39,14 +38,7 @@ TOPIC_SHARE_OPTION = RunOption(
 )
 
 
-class InactiveTopicGc(Mechanism):
-    def build_report(self, run_dir: Path, *, dry_run: bool) -> dict[str, Any]:
-        from housekeeping.mechanisms.gc.report import build_report
-
-        return build_report(run_dir, dry_run=dry_run)
-
-
-MECHANISM = InactiveTopicGc(
+MECHANISM = Mechanism(
     name="gc",
     title="inactive-topic GC",
     pulsar="PersistentTopic#checkGC",

@@ -15,11 +15,6 @@ from housekeeping.mechanisms.offload.actions import OFFLOAD_LEDGER
 
 
 class Offload(Mechanism):
-    def build_report(self, run_dir: Path, *, dry_run: bool) -> dict[str, Any]:
-        from housekeeping.mechanisms.offload.report import build_report
-
-        return build_report(run_dir, dry_run=dry_run)
-
     def apply(
         self, store: Any, run_dir: Path, *, purge_grace_seconds: int, spark_master: str | None = None
     ) -> dict[str, Any]:

@@ -16,11 +16,6 @@ from housekeeping.mechanisms.trim.recheck import recheck
 
 
 class Trim(Mechanism):
-    def build_report(self, run_dir: Path, *, dry_run: bool) -> dict[str, Any]:
-        from housekeeping.mechanisms.trim.report import build_report
-
-        return build_report(run_dir, dry_run=dry_run)
-
     def recheck(self, now: TopicNow, then: TopicThen, rows: list[dict[str, Any]], as_of_ms: int) -> Narrowed:
         """The planned ledgers the durable cursors and the retention in force still allow (an oldest prefix), the
         readers' fast-forwards to the end of that range (``recheck``)."""
