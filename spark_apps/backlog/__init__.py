@@ -1,1 +1,2 @@
-"""Backlog quota (Pulsar ``BacklogQuotaManager``): planner, its per-topic rules and gate checks."""
+"""Backlog quota (Pulsar ``BacklogQuotaManager``): its planner (``plan``), per-topic rule (``rule``, over the quota rules of
+``quota``), gate (``gate``) and checks (``checks``)."""

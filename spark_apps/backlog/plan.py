@@ -1,7 +1,7 @@
 """Spark app: plan backlog-quota enforcement (Pulsar ``BacklogQuotaManager``).
 
 Reads a run's snapshot and decides every in-scope topic in one Spark pass (``spark_apps.shared.topic_pass``: a task
-per snapshot bucket runs :func:`spark_apps.backlog.topic_plan.plan_topic` topic by topic, reading inside the task
+per snapshot bucket runs :func:`spark_apps.backlog.rule.plan_topic` topic by topic, reading inside the task
 the few entries precise mode needs), and writes:
 
 - ``plan/quotas``         one row per topic: limits and policies, measured backlog bytes and oldest age,
@@ -12,7 +12,7 @@ the few entries precise mode needs), and writes:
                           for producer_request_hold / producer_exception: set, kept or cleared)
 - ``plan/blockers``, ``plan/summary.json``
 
-The per-topic rules are ``spark_apps.backlog.rules``; the precise time eviction is the TTL search of
+The per-topic rules are ``spark_apps.backlog.quota``; the precise time eviction is the TTL search of
 ``spark_apps.shared.cursor_rule`` with ttl = (int)(0.9 x limit).
 """
 
@@ -24,7 +24,7 @@ from typing import Any
 from housekeeping.engine.contract import ACTIONS, BLOCKERS, CURSORS, LEDGERS, QUOTA_STATES
 from housekeeping.engine.run_dir import RunDir
 from housekeeping.mechanisms.backlog.tables import BACKLOG_QUOTAS, BACKLOG_SUBSCRIPTIONS, EVICTION_STEPS
-from spark_apps.backlog.topic_plan import plan_topic
+from spark_apps.backlog.rule import plan_topic
 from spark_apps.shared.cursor_rule import cursor_summary, cursor_tally
 from spark_apps.shared.io import READ_COST, LedgerFiles, TopicEntryReads, read_cost, read_costs
 from spark_apps.shared.plan_app import PlanApp, topic_pass_plan

@@ -9,9 +9,9 @@ import random
 import pytest
 
 from spark_apps.backlog.checks import FLAG_CHECKS, MOVE_CHECKS, STEP_CHECKS, check_topic
-from spark_apps.backlog.topic_plan import plan_topic
+from spark_apps.backlog.rule import plan_topic
 from spark_apps.shared.move_checks import TopicFacts
-from tests.backlog.test_topic_plan import AS_OF, info, ledgers, quota_topic
+from tests.backlog.test_rule import AS_OF, info, ledgers, quota_topic
 from tests.expiry.test_rule import Entries, cursor, ledger
 
 pytestmark = pytest.mark.unit

@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 
 from housekeeping.core.topic_ledgers import Ledger, TopicLedgers, consumed_ledger_size
-from spark_apps.backlog.rules import evict_for_size, evict_for_time, plan_topic
+from spark_apps.backlog.quota import evict_for_size, evict_for_time, plan_topic
 
 pytestmark = pytest.mark.unit
 

@@ -1,6 +1,6 @@
 """A topic's ledger list with Pulsar's position arithmetic (``ManagedLedgerImpl``): entries acknowledged at a
 mark-delete, the backlog from it, its estimated size. One definition for the backlog-quota rules
-(``spark_apps.backlog.rules``, per topic in the planner's one pass) and the store's metrics (``housekeeping.observe.metrics``)."""
+(``spark_apps.backlog.quota``, per topic in the planner's one pass) and the store's metrics (``housekeeping.observe.metrics``)."""
 
 from __future__ import annotations
 

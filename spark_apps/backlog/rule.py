@@ -1,4 +1,4 @@
-"""Backlog quota's plan rows for one topic: the quota rules (``spark_apps.backlog.rules``) and what they ask of the
+"""Backlog quota's plan rows for one topic: the quota rules (``spark_apps.backlog.quota``) and what they ask of the
 cursors, as the planner's one pass runs them topic by topic (``spark_apps.backlog.plan``).
 
 Per topic: the durable subscriptions' backlogs (``spark_apps.shared.cursor_rule``); in precise mode the timestamp of
@@ -19,7 +19,7 @@ from typing import Any
 from housekeeping.core.names import COMPACTION_SUBSCRIPTION
 from housekeeping.core.topic_ledgers import Ledger
 from housekeeping.mechanisms.backlog.actions import FLAG_BACKLOG_QUOTA
-from spark_apps.backlog.rules import plan_topic as quota_rules
+from spark_apps.backlog.quota import plan_topic as quota_rules
 from spark_apps.shared.cursor_rule import (
     EntryReader,
     Layout,

@@ -1,6 +1,6 @@
 """Backlog quota rules per topic (Pulsar ``BacklogQuotaManager``, ``PersistentTopic`` quota checks), as pure
 Python over one topic's ledgers and durable cursors. The planner's one pass runs :func:`plan_topic` once per topic
-(``spark_apps.backlog.topic_plan``); tests call it directly.
+(``spark_apps.backlog.rule``); tests call it directly.
 
 Exceeded (docs/semantics.md §5), measured on the slowest durable cursor, readers never count:
 

@@ -1,4 +1,4 @@
-"""Backlog quota's rows of one topic (``spark_apps.backlog.topic_plan``), called alone with entries of the test's own:
+"""Backlog quota's rows of one topic (``spark_apps.backlog.rule``), called alone with entries of the test's own:
 no Spark. The rules themselves are tests/backlog/test_plan.py; here what the planner's one pass writes of them: the
 subscription rows and actions of an eviction, the quota-state flag, a held topic, and precise mode's entry reads
 and TTL search. The pass writing these rows is checked by the plan fingerprints and the scenarios."""
@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import pytest
 
-from spark_apps.backlog.topic_plan import plan_topic
+from spark_apps.backlog.rule import plan_topic
 from tests.conftest import topic_row
 from tests.expiry.test_rule import Entries, cursor, ledger
 
