@@ -6,12 +6,15 @@ journals each change; every command prints what it changed as JSON."""
 from __future__ import annotations
 
 from collections.abc import Callable
-from typing import Annotated, Any
+from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
 
 from housekeeping.cli.common import emit
 from housekeeping.store.command_line import MetadataOpt, StoreOpt, open_store
+
+if TYPE_CHECKING:
+    from housekeeping.store.store import Store
 
 topics_app = typer.Typer(
     no_args_is_help=True,
@@ -186,7 +189,9 @@ def delete(
 # --- policies: one set of commands for namespaces and topics ------------------------------------------------
 
 
-def _set(store: Any, metadata_url: str | None, target: str, changes: dict[str, Any], at: str | None) -> None:
+def _set(
+    store: Store, metadata_url: str | None, target: str, changes: dict[str, Any], at: str | None
+) -> None:
     from housekeeping.store.admin import set_policies
 
     emit(

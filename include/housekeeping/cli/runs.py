@@ -14,13 +14,16 @@ import typing
 import uuid
 from collections.abc import Callable
 from pathlib import Path
-from typing import Annotated, Any
+from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
 
 from housekeeping.cli.common import AsOfOpt, ScopeOpt, emit
 from housekeeping.mechanisms.registry import mechanism_names, run_options, what_if_mechanisms
 from housekeeping.store.command_line import FormatOpt, MetadataOpt, StoreOpt, check_format, open_store
+
+if TYPE_CHECKING:
+    from housekeeping.store.store import Store
 
 commands = typer.Typer()
 
@@ -55,7 +58,7 @@ def with_run_options(command: Callable[..., None]) -> Callable[..., None]:
 
 def plan_in_process(
     mechanism: str,
-    store: Any,
+    store: Store,
     as_of: str,
     scope: str | None,
     run_dir: Path,

@@ -6,13 +6,16 @@ from __future__ import annotations
 
 import time
 from pathlib import Path
-from typing import Annotated, Any
+from typing import TYPE_CHECKING, Annotated, Any
 
 from fastapi import APIRouter, Query, Request
 from fastapi.responses import FileResponse, HTMLResponse
 
 from housekeeping.console.access import Reader, actor_of
 from housekeeping.console.store import console_store
+
+if TYPE_CHECKING:
+    from housekeeping.store.store import Store
 
 router = APIRouter()
 TEMPLATES = Path(__file__).with_name("templates")
@@ -75,7 +78,7 @@ def store_page(request: Request, user: Reader) -> HTMLResponse:
     )
 
 
-def _capacity_summary(store: Any) -> dict[str, Any] | None:
+def _capacity_summary(store: Store) -> dict[str, Any] | None:
     """The newest capacity report's nearest limits and its tenants' chargeback (None before the first)."""
     from housekeeping.observe.capacity.report import nearest_limits, read_latest
 

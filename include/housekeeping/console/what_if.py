@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import json
 from pathlib import Path
-from typing import Annotated, Any
+from typing import TYPE_CHECKING, Annotated, Any
 
 from fastapi import APIRouter, Body, HTTPException, Request, status
 from fastapi.responses import FileResponse, HTMLResponse
@@ -15,6 +15,9 @@ from pydantic import BaseModel, Field
 from housekeeping.console.access import Reader, actor_of
 from housekeeping.console.pages import render
 from housekeeping.console.store import console_store
+
+if TYPE_CHECKING:
+    from housekeeping.store.store import Store
 
 router = APIRouter()
 WHAT_IF_DAG = "policy_what_if"
@@ -85,7 +88,7 @@ def _run_state(run_id: str) -> tuple[str | None, bool]:
         return (None if found is None else str(found.state)), bool(model is not None and model.is_paused)
 
 
-def _reports(store: Any) -> list[dict[str, Any]]:
+def _reports(store: Store) -> list[dict[str, Any]]:
     from housekeeping.what_if.report import REPORTS_DIR
 
     found = []

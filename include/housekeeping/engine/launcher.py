@@ -8,10 +8,13 @@ from __future__ import annotations
 import importlib
 import sys
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import spark_apps
 from housekeeping.engine.mechanism import Mechanism
+
+if TYPE_CHECKING:
+    from housekeeping.store.store import Store
 
 SPARK_APPS_DIR = Path(spark_apps.__file__).resolve().parent
 # spark-submit runs this file with the app's module as its first argument (spark_apps/submit.py).
@@ -53,7 +56,7 @@ def gate_in_process(spark: Any, run_dir: Path, spec: Mechanism) -> dict[str, Any
 
 
 def apply_in_process(
-    spark: Any, run_dir: Path, spec: Mechanism, store: Any, purge_grace_seconds: int
+    spark: Any, run_dir: Path, spec: Mechanism, store: Store, purge_grace_seconds: int
 ) -> dict[str, Any]:
     """A mechanism whose apply is a Spark app (compaction writes ledgers with Spark): the DAG submits it, the CLI
     runs it here."""

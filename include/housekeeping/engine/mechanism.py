@@ -17,13 +17,17 @@ import importlib
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from housekeeping.core.errors import InputError
 from housekeeping.core.settings import Setting, Settings
 from housekeeping.engine.actions import ActionKind
 from housekeeping.engine.contract import BASE_SNAPSHOT_TABLES, SNAPSHOT_TABLES
 from housekeeping.engine.live import Narrowed, TopicNow, TopicThen, policy_changes
+
+if TYPE_CHECKING:
+    from housekeeping.engine.request import RunRequest
+    from housekeeping.store.store import Store
 
 ENGINE_TEMPLATES = Path(__file__).with_name("templates")
 
@@ -165,15 +169,15 @@ class Mechanism:
         lazily, they are Airflow objects and the mechanism is read outside Airflow too."""
         return ()
 
-    def before_snapshot(self, store: Any, params: Mapping[str, Any], as_of_ms: int, actor: str) -> None:
+    def before_snapshot(self, store: Store, params: Mapping[str, Any], as_of_ms: int, actor: str) -> None:
         """What the run's trigger form asks of the store before the snapshot reads it; idempotent (a retried
         snapshot task calls it again)."""
 
-    def after_snapshot(self, store: Any, run_dir: Path, request: Any) -> None:
+    def after_snapshot(self, store: Store, run_dir: Path, request: RunRequest) -> None:
         """What it reads beyond the metadata tables, once they are written (the store scrub lists the storage
         here, after the metadata read, so nothing written since looks missing)."""
 
-    def metric_samples(self, store: Any, as_of_ms: int) -> list[tuple[str, str, float]]:
+    def metric_samples(self, store: Store, as_of_ms: int) -> list[tuple[str, str, float]]:
         """Gauges of its own for ``housekeeping metrics``: (name, help, value), read from the store at ``as_of_ms``
         (the store scrub's latest figures)."""
         return []
@@ -183,7 +187,7 @@ class Mechanism:
         return settings.purge_grace_seconds
 
     def apply(
-        self, store: Any, run_dir: Path, *, purge_grace_seconds: int, spark_master: str | None = None
+        self, store: Store, run_dir: Path, *, purge_grace_seconds: int, spark_master: str | None = None
     ) -> dict[str, Any]:
         """Apply a checked plan (the CLI's and the DAG's apply step; an ``apply_app`` mechanism's DAG runs the
         Spark app instead). Default: the shared Python apply, each action by its kind."""

@@ -10,13 +10,16 @@ from __future__ import annotations
 import itertools
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from housekeeping.core.timeutil import format_ms
 from housekeeping.engine.contract import TOPICS
 from housekeeping.engine.mechanism import Mechanism
 from housekeeping.engine.run_dir import RunDir, read_json, write_json_one_line_each
 from housekeeping.engine.snapshot_reads import count_snapshot_rows, read_snapshot_columns, text_columns
+
+if TYPE_CHECKING:
+    from housekeeping.engine.contract import Table
 
 MAX_TOPICS_IN_MARKDOWN = 200
 
@@ -93,7 +96,7 @@ def topics_ascending(topic: Any) -> bool:
     return count < 2 or not pc.any(pc.less(topic.slice(1), topic.slice(0, count - 1))).as_py()
 
 
-def merged_part_rows(parts: Sequence[Path], spec: Any) -> Iterator[dict[str, Any]]:
+def merged_part_rows(parts: Sequence[Path], spec: Table) -> Iterator[dict[str, Any]]:
     """The rows of plan table ``spec``'s ``parts``, each part in topic order (:func:`topics_ascending`, checked by
     the caller on its :func:`housekeeping.engine.plan.read_part_arrow`), merged by topic and read a line at a time,
     as :func:`sparse_rows` gives them (a topic's rows in part order): the order of the whole table sorted by topic,
@@ -104,7 +107,7 @@ def merged_part_rows(parts: Sequence[Path], spec: Any) -> Iterator[dict[str, Any
     return heapq.merge(*(_sparse_part_rows(part, spec) for part in parts), key=itemgetter("topic"))
 
 
-def _sparse_part_rows(part: Path, spec: Any) -> Iterator[dict[str, Any]]:
+def _sparse_part_rows(part: Path, spec: Table) -> Iterator[dict[str, Any]]:
     """A checked part file's rows, a line at a time, as :func:`sparse_rows` gives them."""
     from housekeeping.engine.plan import checked_part_rows
 
@@ -161,7 +164,10 @@ def _topic_groups(rows: Iterator[dict[str, Any]]) -> Iterator[tuple[str, list[di
 
 
 def plan_entries_per_topic(
-    run_dir: Path, spec: Any, columns: Sequence[str], entry: Callable[[list[dict[str, Any]]], dict[str, Any]]
+    run_dir: Path,
+    spec: Table,
+    columns: Sequence[str],
+    entry: Callable[[list[dict[str, Any]]], dict[str, Any]],
 ) -> StreamedList:
     """:func:`entries_per_topic` of plan table ``spec`` (``columns`` of it) read from its part files as the report is
     written, never held whole (4.4 million trim decisions at a million topics). A one-pass plan writes each
@@ -210,7 +216,7 @@ def plan_entries_per_topic(
     return StreamedList(count, produce)
 
 
-def plan_rows(run_dir: Path, spec: Any) -> StreamedList:
+def plan_rows(run_dir: Path, spec: Table) -> StreamedList:
     """A plan table's rows as :func:`sparse_rows` gives them, read from its part files as the report is written
     (the parts in name order: :func:`housekeeping.engine.plan.read_table_arrow`'s order), never held whole; each
     part checked against ``spec`` first."""

@@ -14,9 +14,12 @@ import sys
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from housekeeping.orchestration.params import capacity_params, housekeeping_params, what_if_params
+
+if TYPE_CHECKING:
+    from housekeeping.engine.mechanism import Mechanism
 
 DEFAULT_OWNER = "storage-platform"
 # One slot: the steps that delete or move anything (apply, purge) of all the DAGs never run at once on the store,
@@ -74,7 +77,7 @@ def record_spark_apply(context: Any, result: Any = None) -> None:
     record_store_change(context, context["ti"].xcom_pull(task_ids="take_snapshot")["run_dir"])
 
 
-def run_deadline(spec: Any) -> Any:
+def run_deadline(spec: Mechanism) -> Any:
     """The DAG's Deadline Alert (None when ``HOUSEKEEPING_RUN_DEADLINE_SECONDS`` is unset or 0): a run not finished
     that long after it was queued is reported through the project's alert sinks
     (``orchestration.alerts.run_deadline_missed``, in the triggerer)."""
@@ -162,7 +165,7 @@ def resolve_as_of_ms(params: dict[str, Any], context: dict[str, Any]) -> int:
     raise ValueError("cannot determine the run's logical time; pass the as_of param")
 
 
-def _run_facts(spec: Any, context: dict[str, Any]) -> tuple[str, str, int | None]:
+def _run_facts(spec: Mechanism, context: dict[str, Any]) -> tuple[str, str, int | None]:
     """The run's id, its actor (this DAG run and who triggered it, journaled by apply and purge) and its data
     interval in ms (the time between scheduled runs; None for a manual run)."""
     dag_run = context.get("dag_run")
@@ -174,7 +177,7 @@ def _run_facts(spec: Any, context: dict[str, Any]) -> tuple[str, str, int | None
     return f"{spec.dag_id}__{context['run_id']}", actor, interval
 
 
-def snapshot_task(spec: Any, defaults: DagDefaults):
+def snapshot_task(spec: Mechanism, defaults: DagDefaults):
     """``take_snapshot``: what the form asks of the store (``Mechanism.before_snapshot``), the run request built
     from the params as the CLI builds it from its options (``registry.build_request``), then the snapshot."""
     from airflow.sdk import get_current_context, task
@@ -212,7 +215,7 @@ def run_preview_reason(params: Any, context: dict[str, Any]) -> str | None:
     return late_scheduled_start(slot_ms, started_ms, int(SCHEDULED_START_TOLERANCE.read()))
 
 
-def _take_snapshot(spec: Any, context: dict[str, Any]) -> dict[str, Any]:
+def _take_snapshot(spec: Mechanism, context: dict[str, Any]) -> dict[str, Any]:
     from housekeeping.core.settings import Settings
     from housekeeping.core.timeutil import format_ms
     from housekeeping.engine.guards import refuse_acting_in_the_future
@@ -254,7 +257,7 @@ def _take_snapshot(spec: Any, context: dict[str, Any]) -> dict[str, Any]:
     }
 
 
-def gate_steps(spec: Any):
+def gate_steps(spec: Mechanism):
     """The Spark plan, the Spark/GX gate and the approval step. A rejected plan is a deterministic verdict that
     needs a person, not a retry; a transient Spark failure there is re-done by the next scheduled run."""
     from housekeeping.engine import launcher
@@ -277,7 +280,7 @@ def gate_steps(spec: Any):
     return plan, approve
 
 
-def apply_steps(spec: Any, snapshot: Any) -> tuple[Any, Any]:
+def apply_steps(spec: Mechanism, snapshot: Any) -> tuple[Any, Any]:
     """(first, last) of the apply: the mechanism's apply in the task, or its Spark apply app (a dry run skips it
     with a short circuit: purge then skips too, the report still runs)."""
     from airflow.sdk import task
@@ -320,7 +323,7 @@ def apply_steps(spec: Any, snapshot: Any) -> tuple[Any, Any]:
     return applied, applied
 
 
-def purge_and_report(spec: Any, snapshot: Any) -> tuple[Any, Any]:
+def purge_and_report(spec: Mechanism, snapshot: Any) -> tuple[Any, Any]:
     """``purge_pending_deletions`` (files past their grace period) and the report task (with the run's figures
     through Airflow's metrics path, and the mechanism's notifiers)."""
     from airflow.sdk import TriggerRule, task

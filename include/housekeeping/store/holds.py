@@ -19,13 +19,16 @@ from __future__ import annotations
 
 import time
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from sqlalchemy import bindparam, select, text
 
 from housekeeping.core.errors import InputError
 from housekeeping.core.names import NamespaceName, TopicName
 from housekeeping.store import metadata_schema as t
+
+if TYPE_CHECKING:
+    from housekeeping.store.store import Store
 
 
 @dataclass(frozen=True)
@@ -152,7 +155,7 @@ def remove_hold(conn: Any, target: str) -> Hold:
     return _row_to_hold(row)
 
 
-def place_hold(store: Any, target: str, *, reason: str, actor: str) -> Hold:
+def place_hold(store: Store, target: str, *, reason: str, actor: str) -> Hold:
     """Hold ``target`` and journal it with ``actor``, in one transaction: what ``housekeeping hold add`` and the
     console's ``POST holds`` do."""
     from housekeeping.store.store import write_transaction
@@ -163,7 +166,7 @@ def place_hold(store: Any, target: str, *, reason: str, actor: str) -> Hold:
     return hold
 
 
-def lift_hold(store: Any, target: str, *, actor: str) -> Hold:
+def lift_hold(store: Store, target: str, *, actor: str) -> Hold:
     """Remove the hold on ``target`` and journal it with ``actor``: ``housekeeping hold remove``, ``DELETE holds``."""
     from housekeeping.store.store import write_transaction
 
@@ -173,7 +176,7 @@ def lift_hold(store: Any, target: str, *, actor: str) -> Hold:
     return hold
 
 
-def list_holds(store: Any) -> list[dict[str, Any]]:
+def list_holds(store: Store) -> list[dict[str, Any]]:
     """The holds in force, by target."""
     from housekeeping.store.store import read_transaction
 

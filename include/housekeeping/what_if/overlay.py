@@ -8,10 +8,13 @@ import json
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from housekeeping.core.errors import InputError
 from housekeeping.core.policies import BROKER_DEFAULTS, BrokerConfig
+
+if TYPE_CHECKING:
+    from housekeeping.store.store import Store
 
 OVERLAY_KEYS = ("broker", "namespaces", "topics")
 
@@ -74,7 +77,7 @@ class PolicyOverlay:
             raise InputError(f"policy overlay {path} is not valid JSON: {exc}") from None
         return cls.from_document(document, f"policy overlay {path}")
 
-    def validate_against(self, store: Any, manifest: Mapping[str, Any] | None = None) -> None:
+    def validate_against(self, store: Store, manifest: Mapping[str, Any] | None = None) -> None:
         """The rules ``load`` applies (the manifest schema, then Pulsar's semantic rules), to the store's
         metadata with this overlay in place: a bad overlay is refused naming the namespace or topic, before any
         plan runs. ``manifest``: the store's, already exported (``export_manifest``), to check several overlays.

@@ -29,11 +29,14 @@ import tempfile
 from collections.abc import Mapping
 from dataclasses import dataclass, replace
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from housekeeping.core import units
 from housekeeping.core.errors import InputError
 from housekeeping.what_if.overlay import PolicyOverlay
+
+if TYPE_CHECKING:
+    from housekeeping.store.store import Store
 
 MIB = 1024**2
 
@@ -211,7 +214,7 @@ def point_overlays(
 
 
 def check_points(
-    store: Any, sweep: Sweep, base: PolicyOverlay, scope: str | None, state: Any = None
+    store: Store, sweep: Sweep, base: PolicyOverlay, scope: str | None, state: Any = None
 ) -> list[PolicyOverlay]:
     """Each point's overlay, every one checked against the store by ``load``'s rules before anything runs (a
     value that breaks a policy in force, as a retention below a backlog quota's limit, is bad input naming the value
@@ -235,7 +238,7 @@ def check_points(
 
 
 def run_sweep(
-    store: Any,
+    store: Store,
     sweep: Sweep,
     base: PolicyOverlay,
     *,

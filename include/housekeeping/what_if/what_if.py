@@ -14,15 +14,19 @@ import tempfile
 import uuid
 from collections.abc import Mapping, Sequence
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from housekeeping.engine.actions import Effect, PlanView
 from housekeeping.what_if.overlay import PolicyOverlay
 
+if TYPE_CHECKING:
+    from housekeeping.engine.mechanism import Mechanism
+    from housekeeping.store.store import Store
+
 MEASURES = ("ledgers", "bytes", "topics", "cursors", "entries")
 
 
-def plan_effects(run_dir: Path, spec: Any) -> dict[tuple, Effect]:
+def plan_effects(run_dir: Path, spec: Mechanism) -> dict[tuple, Effect]:
     """Every action of a run's plan that deletes, moves or rewrites something, measured by its kind
     (``ActionKind.effect``, from the plan and its snapshot); recorded states (quota flags, lastActive refreshes)
     have no effect to measure."""
@@ -61,7 +65,7 @@ def difference(current: Mapping[tuple, Effect], candidate: Mapping[tuple, Effect
 
 
 def what_if(
-    store: Any,
+    store: Store,
     mechanisms: Sequence[str],
     overlay: PolicyOverlay,
     *,
@@ -140,7 +144,7 @@ def check_request(mechanism: str, overlay: PolicyOverlay | None, sweep: str | No
 
 
 def check_against_store(
-    store: Any, mechanism: str, overlay: PolicyOverlay | None, sweep: str | None, scope: str | None = None
+    store: Store, mechanism: str, overlay: PolicyOverlay | None, sweep: str | None, scope: str | None = None
 ) -> None:
     """:func:`check_request`, then the overlay and every sweep point against the store by ``load``'s rules: what
     the policy_what_if DAG's first task checks, so bad input fails there in one line, before Spark starts."""
@@ -155,7 +159,7 @@ def check_against_store(
 
 
 def run_what_if(
-    store: Any,
+    store: Store,
     mechanism: str,
     overlay: PolicyOverlay | None,
     *,

@@ -7,12 +7,15 @@ mechanism with its run option (here), its action kind (``actions``), its plan ta
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from housekeeping.core.errors import InputError
 from housekeeping.core.names import TopicName
 from housekeeping.engine.mechanism import Mechanism, RunOption, TaskIds
 from housekeeping.mechanisms.compaction.actions import REWRITE_COMPACTED
+
+if TYPE_CHECKING:
+    from housekeeping.store.store import Store
 
 
 def check_compact_topics(topics: list[str], known: set[str], selected: set[str], where: str) -> None:
@@ -45,7 +48,7 @@ COMPACT_TOPICS_OPTION = RunOption(
 
 class Compaction(Mechanism):
     def apply(
-        self, store: Any, run_dir: Path, *, purge_grace_seconds: int, spark_master: str | None = None
+        self, store: Store, run_dir: Path, *, purge_grace_seconds: int, spark_master: str | None = None
     ) -> dict[str, Any]:
         """Its Spark apply app, in this process (the DAG submits the same app)."""
         from housekeeping.engine import launcher

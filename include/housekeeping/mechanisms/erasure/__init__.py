@@ -8,11 +8,14 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from housekeeping.core.settings import Setting, Settings
 from housekeeping.engine.mechanism import Mechanism, TaskIds
 from housekeeping.mechanisms.erasure.actions import EXPEDITE_PURGE, REDACT_COMPACTED, REDACT_LEDGER
+
+if TYPE_CHECKING:
+    from housekeeping.store.store import Store
 
 # How long the files a key erasure replaced wait for purge (short: they hold the key the request erases).
 ERASURE_GRACE_SECONDS = Setting(
@@ -25,7 +28,7 @@ ERASURE_GRACE_SECONDS = Setting(
 
 
 class KeyErasure(Mechanism):
-    def before_snapshot(self, store: Any, params: Mapping[str, Any], as_of_ms: int, actor: str) -> None:
+    def before_snapshot(self, store: Store, params: Mapping[str, Any], as_of_ms: int, actor: str) -> None:
         from housekeeping.mechanisms.erasure.requests import record_form_request
 
         record_form_request(store, dict(params), as_of_ms, actor)
@@ -34,7 +37,7 @@ class KeyErasure(Mechanism):
         return int(ERASURE_GRACE_SECONDS.read())
 
     def apply(
-        self, store: Any, run_dir: Path, *, purge_grace_seconds: int, spark_master: str | None = None
+        self, store: Store, run_dir: Path, *, purge_grace_seconds: int, spark_master: str | None = None
     ) -> dict[str, Any]:
         from housekeeping.mechanisms.erasure.apply import apply_plan
 

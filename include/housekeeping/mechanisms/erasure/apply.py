@@ -26,7 +26,7 @@ from __future__ import annotations
 import os
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from sqlalchemy import and_, select, update
 
@@ -45,12 +45,15 @@ from housekeeping.store.journal import plan_rows
 from housekeeping.store.store import Store, attempt_object, record_pending_deletion
 from housekeeping.store.tier import TierError, new_attempt_uuid, object_key, parse_object_key
 
+if TYPE_CHECKING:
+    from housekeeping.engine.mechanism import Mechanism
+
 ERASED_KIND = "erased_ledger"  # a raw ledger's files replaced by their redacted generation (never restored)
 STAGED_KIND = "erasure_staged"  # a new generation's directory between stage and switch (never restored)
 SOURCE_TABLES = {"raw": t.ledgers, "compacted": t.compacted_ledgers}
 
 
-def apply_plan(store: Store, run_dir: Path, spec: Any, *, purge_grace_seconds: int) -> dict[str, Any]:
+def apply_plan(store: Store, run_dir: Path, spec: Mechanism, *, purge_grace_seconds: int) -> dict[str, Any]:
     run = RunDir(run_dir)
     ledgers = {
         (r["topic"], int(r["ledgerId"]), r["source"]): r for r in read_table(run.path, ERASURE_LEDGERS.name)

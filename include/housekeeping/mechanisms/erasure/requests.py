@@ -199,7 +199,7 @@ def format_text(requests: list[dict[str, Any]]) -> str:
     return "\n".join(lines)
 
 
-def record_form_request(store: Any, params: dict[str, Any], as_of_ms: int, actor: str) -> None:
+def record_form_request(store: Store, params: dict[str, Any], as_of_ms: int, actor: str) -> None:
     """A request from the trigger form (``erase_key`` or ``erase_key_sha256``, ``erase_topic`` or
     ``erase_namespace``, ``erase_reason``), in effect at the run's logical time; recorded once per run."""
     if not (params.get("erase_key") or params.get("erase_key_sha256")):

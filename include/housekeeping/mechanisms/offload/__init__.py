@@ -8,15 +8,18 @@ an offloaded ledger is deleted by consumed-ledger trim once the offload-deletion
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from housekeeping.engine.mechanism import Mechanism, TaskIds
 from housekeeping.mechanisms.offload.actions import OFFLOAD_LEDGER
 
+if TYPE_CHECKING:
+    from housekeeping.store.store import Store
+
 
 class Offload(Mechanism):
     def apply(
-        self, store: Any, run_dir: Path, *, purge_grace_seconds: int, spark_master: str | None = None
+        self, store: Store, run_dir: Path, *, purge_grace_seconds: int, spark_master: str | None = None
     ) -> dict[str, Any]:
         from housekeeping.mechanisms.offload.apply import apply_plan
 

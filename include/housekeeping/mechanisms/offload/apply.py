@@ -23,7 +23,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from sqlalchemy import and_, select, update
 
@@ -34,6 +34,9 @@ from housekeeping.store import metadata_schema as t
 from housekeeping.store.journal import plan_rows
 from housekeeping.store.store import TIER_OBJECT_KIND, Store, attempt_object, record_pending_deletion
 from housekeeping.store.tier import ObjectTier, TierError, new_attempt_uuid, object_key
+
+if TYPE_CHECKING:
+    from housekeeping.engine.mechanism import Mechanism
 
 
 class OffloadFailed(TierError):
@@ -172,7 +175,7 @@ def _offload_one(applying: ApplyRun, tier: ObjectTier, attempt: Attempt) -> tupl
     return outcome, None
 
 
-def apply_plan(store: Store, run_dir: Path, spec: Any, *, purge_grace_seconds: int) -> dict[str, Any]:
+def apply_plan(store: Store, run_dir: Path, spec: Mechanism, *, purge_grace_seconds: int) -> dict[str, Any]:
     applying, by_topic = ApplyRun.open_by_topic(
         store, Path(run_dir), spec, purge_grace_seconds=purge_grace_seconds
     )

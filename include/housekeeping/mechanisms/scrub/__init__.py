@@ -10,29 +10,33 @@ orphan-file removal (docs/semantics.md §10)."""
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from housekeeping.engine.live import Narrowed, TopicNow, TopicThen
 from housekeeping.engine.mechanism import Mechanism, TaskIds
 from housekeeping.mechanisms.scrub.actions import DELETE_ORPHAN
 from housekeeping.mechanisms.scrub.options import MIN_AGE, MIN_AGE_OPTION
 
+if TYPE_CHECKING:
+    from housekeeping.engine.request import RunRequest
+    from housekeeping.store.store import Store
+
 
 class StoreScrub(Mechanism):
-    def after_snapshot(self, store: Any, run_dir: Path, request: Any) -> None:
+    def after_snapshot(self, store: Store, run_dir: Path, request: RunRequest) -> None:
         from housekeeping.mechanisms.scrub.listing import write_scrub_snapshot
 
         write_scrub_snapshot(
             store, Path(run_dir), tuple(request.scope), int(request.option(MIN_AGE_OPTION.name))
         )
 
-    def metric_samples(self, store: Any, as_of_ms: int) -> list[tuple[str, str, float]]:
+    def metric_samples(self, store: Store, as_of_ms: int) -> list[tuple[str, str, float]]:
         from housekeeping.mechanisms.scrub.report import metric_samples
 
         return metric_samples(store, as_of_ms)
 
     def apply(
-        self, store: Any, run_dir: Path, *, purge_grace_seconds: int, spark_master: str | None = None
+        self, store: Store, run_dir: Path, *, purge_grace_seconds: int, spark_master: str | None = None
     ) -> dict[str, Any]:
         from housekeeping.mechanisms.scrub.apply import apply_plan
 

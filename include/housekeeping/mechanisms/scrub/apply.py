@@ -12,7 +12,7 @@ rest for the rerun."""
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from sqlalchemy import and_, select
 
@@ -24,6 +24,9 @@ from housekeeping.mechanisms.scrub.tables import LOCAL
 from housekeeping.store import metadata_schema as t
 from housekeeping.store.journal import plan_rows
 from housekeeping.store.store import ORPHAN_KIND, Store, orphan_named, record_pending_deletion
+
+if TYPE_CHECKING:
+    from housekeeping.engine.mechanism import Mechanism
 
 
 def _where(action: dict[str, Any]) -> dict[str, str | None]:
@@ -91,7 +94,7 @@ def _already(conn: Any, applying: ApplyRun, action: dict[str, Any]) -> bool:
     return found is not None
 
 
-def apply_plan(store: Store, run_dir: Path, spec: Any, *, purge_grace_seconds: int) -> dict[str, Any]:
+def apply_plan(store: Store, run_dir: Path, spec: Mechanism, *, purge_grace_seconds: int) -> dict[str, Any]:
     applying, by_topic = ApplyRun.open_by_topic(
         store, Path(run_dir), spec, purge_grace_seconds=purge_grace_seconds
     )

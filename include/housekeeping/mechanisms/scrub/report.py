@@ -4,7 +4,7 @@ unreadable files, overdue purges), what the repair queued, and the purges verifi
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from housekeeping.core.timeutil import format_ms
 from housekeeping.engine.plan import read_summary, read_table
@@ -12,6 +12,9 @@ from housekeeping.engine.report import run_section
 from housekeeping.engine.run_dir import read_json, read_run_info
 from housekeeping.mechanisms.scrub.tables import ERROR_KINDS, FINDINGS
 from housekeeping.store.store import RUNS_DIR
+
+if TYPE_CHECKING:
+    from housekeeping.store.store import Store
 
 KIND_ORDER = (*ERROR_KINDS, "purge_overdue")
 MAX_FINDINGS_IN_REPORT = 1000
@@ -40,7 +43,7 @@ def build_report(run_dir: Path, *, dry_run: bool) -> dict[str, Any]:
     }
 
 
-def latest_scrub(store: Any, as_of_ms: int) -> dict[str, Any] | None:
+def latest_scrub(store: Store, as_of_ms: int) -> dict[str, Any] | None:
     """The newest completed scrub's plan summary (its plan written) made at or before ``as_of_ms``; None: none yet."""
     found = []
     for summary_path in (store.root / RUNS_DIR / "scrub").glob("*/plan/summary.json"):
@@ -50,7 +53,7 @@ def latest_scrub(store: Any, as_of_ms: int) -> dict[str, Any] | None:
     return max(found, key=lambda f: f[0])[1] if found else None
 
 
-def metric_samples(store: Any, as_of_ms: int) -> list[tuple[str, str, float]]:
+def metric_samples(store: Store, as_of_ms: int) -> list[tuple[str, str, float]]:
     """The latest scrub's figures (none before the first scrub)."""
     summary = latest_scrub(store, as_of_ms)
     if summary is None:
