@@ -8,11 +8,12 @@ import time
 import uuid
 from typing import Annotated, Any
 
-from fastapi import APIRouter, Body, Query
+from fastapi import APIRouter, Body, Depends, Query
 from pydantic import BaseModel, Field
 
 from housekeeping.console.access import Editor, Reader, actor_of
-from housekeeping.console.store import console_store
+from housekeeping.console.store import ConsoleSettings, ConsoleStore
+from housekeeping.observe.journal_view import JournalFilter
 
 router = APIRouter(prefix="/api/v1")
 
@@ -34,29 +35,26 @@ def _now_ms() -> int:
 
 
 @router.get("/namespaces")
-def get_namespaces(user: Reader) -> dict[str, Any]:
+def get_namespaces(user: Reader, store: ConsoleStore, settings: ConsoleSettings) -> dict[str, Any]:
     from housekeeping.observe.console import namespaces
 
-    store, settings = console_store()
     return {"asOf": _now_ms(), "namespaces": namespaces(store, _now_ms(), settings.deletion_lag_objectives)}
 
 
 @router.get("/pending-deletions")
 def get_pending_deletions(
-    user: Reader, topic: str | None = None, namespace: str | None = None
+    user: Reader, store: ConsoleStore, topic: str | None = None, namespace: str | None = None
 ) -> dict[str, Any]:
     from housekeeping.observe.console import pending_deletions
 
-    store, _ = console_store()
     return {"pendingDeletions": pending_deletions(store, topic=topic, namespace=namespace)}
 
 
 @router.post("/restore")
-def post_restore(user: Editor, body: Annotated[RestoreBody, Body()]) -> dict[str, Any]:
+def post_restore(user: Editor, store: ConsoleStore, body: Annotated[RestoreBody, Body()]) -> dict[str, Any]:
     from housekeeping.engine.restore import restore
     from housekeeping.observe.console import check_topic
 
-    store, _ = console_store()
     topic = check_topic(body.topic)
     restored = restore(
         store,
@@ -70,69 +68,63 @@ def post_restore(user: Editor, body: Annotated[RestoreBody, Body()]) -> dict[str
 
 
 @router.get("/holds")
-def get_holds(user: Reader) -> dict[str, Any]:
+def get_holds(user: Reader, store: ConsoleStore) -> dict[str, Any]:
     from housekeeping.store.holds import list_holds
 
-    store, _ = console_store()
     return {"holds": list_holds(store)}
 
 
 @router.post("/holds", status_code=201)
-def post_hold(user: Editor, body: Annotated[HoldBody, Body()]) -> dict[str, Any]:
+def post_hold(user: Editor, store: ConsoleStore, body: Annotated[HoldBody, Body()]) -> dict[str, Any]:
     from housekeeping.store.holds import place_hold
 
-    store, _ = console_store()
     return place_hold(store, body.target, reason=body.reason, actor=actor_of(user)).to_json()
 
 
 @router.delete("/holds")
-def delete_hold(user: Editor, target: Annotated[str, Query(min_length=1)]) -> dict[str, Any]:
+def delete_hold(
+    user: Editor, store: ConsoleStore, target: Annotated[str, Query(min_length=1)]
+) -> dict[str, Any]:
     from housekeeping.store.holds import lift_hold
 
-    store, _ = console_store()
     return lift_hold(store, target, actor=actor_of(user)).to_json()
 
 
 @router.get("/journal")
 def get_journal(
     user: Reader,
-    topic: str | None = None,
-    namespace: str | None = None,
-    mechanism: str | None = None,
-    run: str | None = None,
-    actor: str | None = None,
+    store: ConsoleStore,
+    where: Annotated[JournalFilter, Depends()],
     limit: Annotated[int, Query(ge=1, le=1000)] = 200,
 ) -> dict[str, Any]:
     from housekeeping.observe.console import journal
 
-    store, _ = console_store()
-    entries = journal(
-        store, topic=topic, namespace=namespace, mechanism=mechanism, run=run, actor=actor, limit=limit
-    )
-    return {"journal": entries}
+    return {"journal": journal(store, where, limit=limit)}
 
 
 @router.get("/runs")
 def get_runs(
-    user: Reader, mechanism: str | None = None, limit: Annotated[int, Query(ge=1, le=1000)] = 100
+    user: Reader,
+    store: ConsoleStore,
+    mechanism: str | None = None,
+    limit: Annotated[int, Query(ge=1, le=1000)] = 100,
 ) -> dict[str, Any]:
     from housekeeping.observe.console import runs
 
-    store, _ = console_store()
     return {"runs": runs(store, mechanism, limit)}
 
 
 @router.get("/runs/{mechanism}/{run_id}")
-def get_run(user: Reader, mechanism: str, run_id: str) -> dict[str, Any]:
+def get_run(user: Reader, store: ConsoleStore, mechanism: str, run_id: str) -> dict[str, Any]:
     from housekeeping.observe.console import run_detail
 
-    store, _ = console_store()
     return run_detail(store, mechanism, run_id)
 
 
 @router.get("/runs/{mechanism}/{run_id}/actions")
 def get_run_actions(
     user: Reader,
+    store: ConsoleStore,
     mechanism: str,
     run_id: str,
     topic: str | None = None,
@@ -142,13 +134,14 @@ def get_run_actions(
 ) -> dict[str, Any]:
     from housekeeping.observe.console import run_actions
 
-    store, _ = console_store()
     return run_actions(store, mechanism, run_id, topic=topic, kind=kind, offset=offset, limit=limit)
 
 
 @router.get("/forecast")
 def get_forecast(
     user: Reader,
+    store: ConsoleStore,
+    settings: ConsoleSettings,
     as_of: str | None = None,
     horizon: str = "30d",
     window: str = "28d",
@@ -166,7 +159,6 @@ def get_forecast(
         parse_seconds(backtest, "backtest") // 86_400,
     )
     check_forecast_options(horizon_s, window_days, days, horizon_name="horizon")
-    store, settings = console_store()
     record = read_record(store, parse_as_of(as_of) if as_of else _now_ms())
     return forecast(
         record,
@@ -180,6 +172,7 @@ def get_forecast(
 @router.get("/usage")
 def get_usage(
     user: Reader,
+    store: ConsoleStore,
     from_: Annotated[str, Query(alias="from")],
     to: str,
     by: str = "namespace",
@@ -193,18 +186,16 @@ def get_usage(
     from housekeeping.observe.capacity.usage import usage
 
     from_ms, to_ms = parse_as_of(from_), parse_as_of(to)
-    store, _ = console_store()
     record = read_record(store, to_ms)
     return usage(record, from_ms=from_ms, to_ms=to_ms, by=by, tier=tier, tenant=tenant, namespace=namespace)
 
 
 @router.get("/capacity-report")
-def get_capacity_report(user: Reader) -> dict[str, Any]:
+def get_capacity_report(user: Reader, store: ConsoleStore) -> dict[str, Any]:
     """The newest capacity report's as-of, usage and forecast (404 before the capacity_report DAG wrote one)."""
     from housekeeping.core.errors import NotFound
     from housekeeping.observe.capacity.report import read_latest
 
-    store, _ = console_store()
     latest = read_latest(store)
     if latest is None:
         raise NotFound("no capacity report yet: the capacity_report DAG writes one daily")

@@ -8,11 +8,12 @@ import time
 from pathlib import Path
 from typing import TYPE_CHECKING, Annotated, Any
 
-from fastapi import APIRouter, Query, Request
+from fastapi import APIRouter, Depends, Query, Request
 from fastapi.responses import FileResponse, HTMLResponse
 
 from housekeeping.console.access import Reader, actor_of
-from housekeeping.console.store import console_store
+from housekeeping.console.store import ConsoleSettings, ConsoleStore
+from housekeeping.observe.journal_view import JournalFilter
 
 if TYPE_CHECKING:
     from housekeeping.store.store import Store
@@ -49,13 +50,14 @@ def _now_ms() -> int:
 
 
 @router.get("/", response_class=HTMLResponse, name="store_page")
-def store_page(request: Request, user: Reader) -> HTMLResponse:
+def store_page(
+    request: Request, user: Reader, store: ConsoleStore, settings: ConsoleSettings
+) -> HTMLResponse:
     """The store now: bytes per namespace and tier, backlog, quotas, deletion lag, what waits for purge, the latest
     run of each mechanism, and the storage report's charts drawn from the store as it is."""
     from housekeeping.observe.console import namespaces, pending_deletions, runs
     from housekeeping.observe.storage_report import collect, plots
 
-    store, settings = console_store()
     now = _now_ms()
     data = collect(store, now, settings.deletion_lag_objectives)
     pending = pending_deletions(store)
@@ -92,14 +94,13 @@ CAPACITY_FILES = ("index.html", "usage.json", "usage-tenant.csv", "usage-namespa
 
 
 @router.get("/capacity/{name}")
-def capacity_file(user: Reader, name: str) -> FileResponse:
+def capacity_file(user: Reader, store: ConsoleStore, name: str) -> FileResponse:
     """A file of the newest capacity report (its page, JSON and CSV); no other name is served."""
     from housekeeping.core.errors import NotFound
     from housekeeping.observe.capacity.report import REPORT_DIR, read_latest
 
     if name not in CAPACITY_FILES:
         raise NotFound(f"{name!r} is not a file of the capacity report ({', '.join(CAPACITY_FILES)})")
-    store, _ = console_store()
     latest = read_latest(store)
     if latest is None:
         raise NotFound("no capacity report yet: the capacity_report DAG writes one daily")
@@ -107,11 +108,12 @@ def capacity_file(user: Reader, name: str) -> FileResponse:
 
 
 @router.get("/runs", response_class=HTMLResponse)
-def runs_page(request: Request, user: Reader, mechanism: str | None = None) -> HTMLResponse:
+def runs_page(
+    request: Request, user: Reader, store: ConsoleStore, mechanism: str | None = None
+) -> HTMLResponse:
     from housekeeping.mechanisms.registry import mechanism_names
     from housekeeping.observe.console import runs
 
-    store, _ = console_store()
     return render(
         "runs.html", request, user, runs=runs(store, mechanism or None, 200), mechanisms=mechanism_names(),
         mechanism=mechanism or "",
@@ -122,6 +124,7 @@ def runs_page(request: Request, user: Reader, mechanism: str | None = None) -> H
 def run_page(
     request: Request,
     user: Reader,
+    store: ConsoleStore,
     mechanism: str,
     run_id: str,
     topic: str | None = None,
@@ -134,7 +137,6 @@ def run_page(
     from housekeeping.mechanisms.registry import get_mechanism
     from housekeeping.observe.console import run_actions, run_detail
 
-    store, _ = console_store()
     detail = run_detail(store, mechanism, run_id)
     spec = get_mechanism(mechanism)
     actions = run_actions(store, mechanism, run_id, topic=topic or None, kind=kind or None, offset=offset)
@@ -159,7 +161,9 @@ def run_page(
 
 
 @router.get("/dag-runs/{dag_id}/{run_id}", response_class=HTMLResponse)
-def dag_run_page(request: Request, user: Reader, dag_id: str, run_id: str) -> HTMLResponse:
+def dag_run_page(
+    request: Request, user: Reader, store: ConsoleStore, dag_id: str, run_id: str
+) -> HTMLResponse:
     """The view on a DAG run in the Airflow UI: the housekeeping run it made, if it is a housekeeping DAG's."""
     from housekeeping.mechanisms.registry import MECHANISMS
 
@@ -167,7 +171,6 @@ def dag_run_page(request: Request, user: Reader, dag_id: str, run_id: str) -> HT
     if spec is None:
         return render("message.html", request, user, title="Not a housekeeping DAG",
                        message=f"{dag_id} is not a housekeeping DAG: nothing of the store to show.")  # fmt: skip
-    store, _ = console_store()
     directory = store.run_dir(spec.name, f"{dag_id}__{run_id}").name
     if not (store.run_dir(spec.name, f"{dag_id}__{run_id}") / "snapshot" / "run.json").is_file():
         return render("message.html", request, user, title="No run directory yet",
@@ -176,48 +179,39 @@ def dag_run_page(request: Request, user: Reader, dag_id: str, run_id: str) -> HT
 
 
 @router.get("/runs/{mechanism}/{run_id}/files/{relative:path}")
-def run_file(user: Reader, mechanism: str, run_id: str, relative: str) -> FileResponse:
+def run_file(user: Reader, store: ConsoleStore, mechanism: str, run_id: str, relative: str) -> FileResponse:
     """A file of the run's report or Great Expectations Data Docs, only from inside the run directory."""
     from housekeeping.observe.console import run_file as resolve
 
-    store, _ = console_store()
     return FileResponse(resolve(store, mechanism, run_id, relative))
 
 
 @router.get("/pending", response_class=HTMLResponse)
 def pending_page(
-    request: Request, user: Reader, topic: str | None = None, namespace: str | None = None
+    request: Request,
+    user: Reader,
+    store: ConsoleStore,
+    topic: str | None = None,
+    namespace: str | None = None,
 ) -> HTMLResponse:
     from housekeeping.observe.console import pending_deletions
 
-    store, _ = console_store()
     rows = pending_deletions(store, topic=topic or None, namespace=namespace or None)
     return render("pending.html", request, user, rows=rows, topic=topic or "", namespace=namespace or "")
 
 
 @router.get("/holds", response_class=HTMLResponse)
-def holds_page(request: Request, user: Reader) -> HTMLResponse:
+def holds_page(request: Request, user: Reader, store: ConsoleStore) -> HTMLResponse:
     from housekeeping.store.holds import list_holds
 
-    store, _ = console_store()
     return render("holds.html", request, user, holds=list_holds(store))
 
 
 @router.get("/journal", response_class=HTMLResponse)
 def journal_page(
-    request: Request,
-    user: Reader,
-    topic: str | None = None,
-    namespace: str | None = None,
-    mechanism: str | None = None,
-    run: str | None = None,
-    actor: str | None = None,
+    request: Request, user: Reader, store: ConsoleStore, where: Annotated[JournalFilter, Depends()]
 ) -> HTMLResponse:
     from housekeeping.observe.console import journal
 
-    store, _ = console_store()
-    filters = {"topic": topic, "namespace": namespace, "mechanism": mechanism, "run": run, "actor": actor}
-    entries = journal(store, **{k: (v or None) for k, v in filters.items()}, limit=300)
-    return render(
-        "journal.html", request, user, entries=entries, filters={k: v or "" for k, v in filters.items()}
-    )
+    entries = journal(store, where, limit=300)
+    return render("journal.html", request, user, entries=entries, filters=where.as_dict())

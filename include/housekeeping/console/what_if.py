@@ -14,7 +14,7 @@ from pydantic import BaseModel, Field
 
 from housekeeping.console.access import Reader, actor_of
 from housekeeping.console.pages import render
-from housekeeping.console.store import console_store
+from housekeeping.console.store import ConsoleStore
 
 if TYPE_CHECKING:
     from housekeeping.store.store import Store
@@ -42,7 +42,7 @@ def _may_trigger(user: Any) -> None:
 
 
 @router.post("/api/v1/what-if", status_code=201)
-def post_what_if(user: Reader, body: Annotated[WhatIfBody, Body()]) -> dict[str, Any]:
+def post_what_if(user: Reader, store: ConsoleStore, body: Annotated[WhatIfBody, Body()]) -> dict[str, Any]:
     """Check the request against the store, then run the policy_what_if DAG with it: ``{"runId", "page"}``."""
     from airflow.api.common.trigger_dag import trigger_dag
     from airflow.utils.types import DagRunTriggeredByType
@@ -52,7 +52,6 @@ def post_what_if(user: Reader, body: Annotated[WhatIfBody, Body()]) -> dict[str,
     from housekeeping.what_if.what_if import check_against_store
 
     _may_trigger(user)
-    store, _ = console_store()
     if body.asOf:
         parse_as_of(body.asOf)
     overlay = PolicyOverlay.from_document(body.policies, "the policies") if body.policies else None
@@ -104,11 +103,10 @@ def _reports(store: Store) -> list[dict[str, Any]]:
 
 
 @router.get("/what-if", response_class=HTMLResponse)
-def what_if_page(request: Request, user: Reader) -> HTMLResponse:
+def what_if_page(request: Request, user: Reader, store: ConsoleStore) -> HTMLResponse:
     from housekeeping.mechanisms.registry import what_if_mechanisms
     from housekeeping.what_if.sweep import KNOBS
 
-    store, _ = console_store()
     return render(
         "what_if.html", request, user, mechanisms=[*what_if_mechanisms(), "all"], knobs=list(KNOBS),
         reports=_reports(store),
@@ -116,10 +114,9 @@ def what_if_page(request: Request, user: Reader) -> HTMLResponse:
 
 
 @router.get("/what-if/{run_id}", response_class=HTMLResponse)
-def what_if_result(request: Request, user: Reader, run_id: str) -> HTMLResponse:
+def what_if_result(request: Request, user: Reader, store: ConsoleStore, run_id: str) -> HTMLResponse:
     from housekeeping.what_if.report import report_dir_of
 
-    store, _ = console_store()
     state, paused = _run_state(run_id)
     directory = report_dir_of(store.root, run_id)
     ready = (directory / "index.html").is_file()
@@ -130,12 +127,11 @@ def what_if_result(request: Request, user: Reader, run_id: str) -> HTMLResponse:
 
 
 @router.get("/what-if-reports/{directory}/{name}")
-def what_if_file(user: Reader, directory: str, name: str) -> FileResponse:
+def what_if_file(user: Reader, store: ConsoleStore, directory: str, name: str) -> FileResponse:
     """A what-if report's page or data, only from its own directory under the store's what-if reports."""
     from housekeeping.core.errors import NotFound
     from housekeeping.what_if.report import REPORTS_DIR
 
-    store, _ = console_store()
     base = (store.root / REPORTS_DIR).resolve()
     path = (base / directory / name).resolve()
     if path.parent.parent != base or name not in ("index.html", "report.json") or not path.is_file():

@@ -23,7 +23,7 @@ from housekeeping.engine.contract import ACTIONS
 from housekeeping.engine.plan import table_batches
 from housekeeping.engine.report import sparse_batch_rows
 from housekeeping.engine.run_dir import RunDir, read_json, read_run_info
-from housekeeping.observe.journal_view import journal_entries
+from housekeeping.observe.journal_view import JournalFilter, journal_entries
 from housekeeping.observe.metrics.exposition import store_metrics
 from housekeeping.store import metadata_schema as t
 from housekeeping.store.holds import hold_for, load_holds
@@ -269,35 +269,9 @@ def run_file(store: Store, mechanism: str, run_dir_name: str, relative: str) -> 
     return path
 
 
-def journal(
-    store: Store,
-    *,
-    topic: str | None = None,
-    namespace: str | None = None,
-    mechanism: str | None = None,
-    run: str | None = None,
-    actor: str | None = None,
-    limit: int = 200,
-) -> list[dict[str, Any]]:
-    """Journal rows, newest first, filtered by topic, namespace, mechanism (or ``purge``, ``restore``, ``hold``),
-    run (its id or part of it) and actor."""
-    topic = check_topic(topic) if topic else None
-    namespace = check_namespace(namespace) if namespace else None
+def journal(store: Store, where: JournalFilter, *, limit: int = 200) -> list[dict[str, Any]]:
+    """Journal rows ``where`` keeps (:class:`housekeeping.observe.journal_view.JournalFilter`), newest first."""
     if not 1 <= limit <= MAX_PAGE:
         raise InputError(f"limit must be between 1 and {MAX_PAGE}")
     with read_transaction(store.engine) as conn:
-        entries = journal_entries(conn, topic=topic, run=run)
-    picked = []
-    for entry in reversed(entries):
-        if mechanism and entry["mechanism"] != mechanism:
-            continue
-        if actor and actor not in (entry["actor"] or ""):
-            continue
-        if namespace and (
-            entry["topic"] is None or str(TopicName.parse(entry["topic"]).namespace_name) != namespace
-        ):
-            continue
-        picked.append(entry)
-        if len(picked) >= limit:
-            break
-    return picked
+        return journal_entries(conn, where, limit=limit, newest_first=True)
