@@ -449,14 +449,15 @@ def test_every_page_in_a_browser_and_restore_and_a_hold_done_there(server, store
     assert json.loads(out)["holds"] == []
 
 
-def test_airflow_lists_the_plugin_with_its_app_and_views(server):
+def test_airflow_lists_the_plugin_with_its_views_and_builds_its_app_on_the_api_server_only(server):
+    """Another Airflow process (here ``airflow plugins``, with no ``[api] secret_key`` at all) loads the plugin with
+    its views and without building the console; the api-server serves it (the other tests of this module)."""
+    env = {**server.env, "AIRFLOW__API__SECRET_KEY": "", "AIRFLOW__API_AUTH__JWT_SECRET": ""}
     listed = subprocess.run(
-        [str(VENV_BIN / "airflow"), "plugins", "--output", "json"],
-        env=server.env,
-        capture_output=True,
-        text=True,
+        [str(VENV_BIN / "airflow"), "plugins", "--output", "json"], env=env, capture_output=True, text=True
     )
     assert listed.returncode == 0, listed.stderr[-2000:]
     (plugin,) = [p for p in json.loads(listed.stdout) if p["name"] == "housekeeping_console"]
-    assert "/housekeeping" in json.dumps(plugin["fastapi_apps"])
+    assert plugin["fastapi_apps"] == []
     assert {"Storage housekeeping", "Housekeeping run"} <= {v["name"] for v in plugin["external_views"]}
+    assert httpx.get(f"{server.url}/housekeeping/api/v1/holds", timeout=30).status_code == 401
