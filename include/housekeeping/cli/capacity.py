@@ -81,17 +81,19 @@ def forecast_command(
     """When each namespace meets its limits and each tenant its budgets (HOUSEKEEPING_CAPACITY_BUDGETS)."""
     from housekeeping.core.settings import Settings
     from housekeeping.core.timeutil import parse_as_of
-    from housekeeping.core.units import parse_seconds
-    from housekeeping.observe.capacity.forecast import check_forecast_options, forecast
+    from housekeeping.observe.capacity.forecast import ForecastOptions, forecast
     from housekeeping.observe.capacity.record import read_record
 
     _check_output(fmt, ("json",))
-    horizon_s = parse_seconds(horizon, "--horizon")
-    window_days = parse_seconds(window, "--window") // 86_400
-    days = parse_seconds(backtest_days, "--backtest") // 86_400
-    check_forecast_options(horizon_s, window_days, days)
+    options = ForecastOptions.parse(horizon, window, backtest_days)
     budgets = Settings.from_env().capacity_budgets
     record = read_record(open_store(store, metadata_url), parse_as_of(as_of))
     print_json(
-        forecast(record, horizon_s=horizon_s, window_days=window_days, backtest_days=days, budgets=budgets)
+        forecast(
+            record,
+            horizon_s=options.horizon_s,
+            window_days=options.window_days,
+            backtest_days=options.backtest_days,
+            budgets=budgets,
+        )
     )

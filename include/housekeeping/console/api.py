@@ -149,22 +149,16 @@ def get_forecast(
 ) -> dict[str, Any]:
     """``housekeeping forecast`` at ``as_of`` (default: now), computed from the record as it stands."""
     from housekeeping.core.timeutil import parse_as_of
-    from housekeeping.core.units import parse_seconds
-    from housekeeping.observe.capacity.forecast import check_forecast_options, forecast
+    from housekeeping.observe.capacity.forecast import ForecastOptions, forecast
     from housekeeping.observe.capacity.record import read_record
 
-    horizon_s = parse_seconds(horizon, "horizon")
-    window_days, days = (
-        parse_seconds(window, "window") // 86_400,
-        parse_seconds(backtest, "backtest") // 86_400,
-    )
-    check_forecast_options(horizon_s, window_days, days, horizon_name="horizon")
+    options = ForecastOptions.parse(horizon, window, backtest, name=lambda option: option)
     record = read_record(store, parse_as_of(as_of) if as_of else _now_ms())
     return forecast(
         record,
-        horizon_s=horizon_s,
-        window_days=window_days,
-        backtest_days=days,
+        horizon_s=options.horizon_s,
+        window_days=options.window_days,
+        backtest_days=options.backtest_days,
         budgets=settings.capacity_budgets,
     )
 

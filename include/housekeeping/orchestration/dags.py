@@ -464,15 +464,14 @@ def build_capacity_report_dag(doc_md: str):
         @task(task_id="write_capacity_report")
         def write_capacity_report() -> str:
             from housekeeping.core.settings import Settings
-            from housekeeping.core.units import parse_seconds
-            from housekeeping.observe.capacity.forecast import check_forecast_options
+            from housekeeping.observe.capacity.forecast import ForecastOptions
             from housekeeping.observe.capacity.report import write_capacity_report
             from housekeeping.store.store import Store
 
             context = get_current_context()
             params = context["params"]
-            horizon_s = parse_seconds(str(params.get("horizon") or "30d"), "param horizon")
-            check_forecast_options(horizon_s, 28, 7, horizon_name="param horizon")
+            horizon = str(params.get("horizon") or "30d")
+            horizon_s = ForecastOptions.parse(horizon, name=lambda option: f"param {option}").horizon_s
             as_of_ms = resolve_as_of_ms(params, context)
             settings = Settings.from_env()
             page = write_capacity_report(

@@ -22,7 +22,7 @@ from __future__ import annotations
 import json
 import math
 from collections import defaultdict
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
@@ -33,6 +33,7 @@ from housekeeping.core.errors import InputError
 from housekeeping.core.policies import resolve_policies
 from housekeeping.core.timeutil import format_ms
 from housekeeping.core.topic_ledgers import Ledger, TopicLedgers
+from housekeeping.core.units import parse_seconds
 from housekeeping.observe.capacity.curves import Segments, value_at
 from housekeeping.observe.capacity.record import Record
 from housekeeping.observe.capacity.usage import write_quorum
@@ -301,17 +302,43 @@ def _budget_growth(now: _TopicNow, per_day: float, effective: Any, quorum: int) 
     return local, (per_day, offloads_from, full)
 
 
-def check_forecast_options(
-    horizon_s: int, window_days: int, backtest_days: int, horizon_name: str = "--horizon"
-) -> None:
-    """Each option in its range, or bad input naming it (``horizon_name``: how the caller calls the horizon)."""
-    low, high = HORIZON_RANGE_S
-    if not low <= horizon_s <= high:
-        raise InputError(f"{horizon_name} {horizon_s} s is out of range: from 1h to 5y")
-    if not WINDOW_RANGE_DAYS[0] <= window_days <= WINDOW_RANGE_DAYS[1]:
-        raise InputError(f"--window {window_days} days is out of range: from 3d to 365d")
-    if not 1 <= backtest_days <= 365:
-        raise InputError(f"--backtest {backtest_days} days is out of range: from 1d to 365d")
+@dataclass(frozen=True)
+class ForecastOptions:
+    """What a forecast is asked for: how far it looks, how much ingest history it fits, how long before the as-of its
+    backtest's forecast is made. One parser for the CLI's options, the console's query and the capacity DAG's param,
+    each naming the option its caller calls it (``name``: the caller's spelling of an option's name)."""
+
+    horizon_s: int = 30 * DAY_S
+    window_days: int = 28
+    backtest_days: int = 7
+
+    @classmethod
+    def parse(
+        cls,
+        horizon: str = "30d",
+        window: str = "28d",
+        backtest: str = "7d",
+        *,
+        name: Callable[[str], str] = lambda option: f"--{option}",
+    ) -> ForecastOptions:
+        """The options from durations such as ``30d`` (bad input names the option)."""
+        options = cls(
+            parse_seconds(horizon, name("horizon")),
+            parse_seconds(window, name("window")) // DAY_S,
+            parse_seconds(backtest, name("backtest")) // DAY_S,
+        )
+        options.check(name)
+        return options
+
+    def check(self, name: Callable[[str], str] = lambda option: f"--{option}") -> None:
+        """Each option in its range, or bad input naming it."""
+        low, high = HORIZON_RANGE_S
+        if not low <= self.horizon_s <= high:
+            raise InputError(f"{name('horizon')} {self.horizon_s} s is out of range: from 1h to 5y")
+        if not WINDOW_RANGE_DAYS[0] <= self.window_days <= WINDOW_RANGE_DAYS[1]:
+            raise InputError(f"{name('window')} {self.window_days} days is out of range: from 3d to 365d")
+        if not 1 <= self.backtest_days <= 365:
+            raise InputError(f"{name('backtest')} {self.backtest_days} days is out of range: from 1d to 365d")
 
 
 def forecast(
@@ -323,7 +350,7 @@ def forecast(
     budgets: Mapping[str, Mapping[str, int]] | None = None,
 ) -> dict[str, Any]:
     """The limits of every namespace in force, each tenant's budgets, and the backtest."""
-    check_forecast_options(horizon_s, window_days, backtest_days)
+    ForecastOptions(horizon_s, window_days, backtest_days).check()
     ingest = Ingest.of(record)
     namespace_fits, topic_fits = fit_growth(ingest, record.as_of_ms, window_days)
     now = _now(record)

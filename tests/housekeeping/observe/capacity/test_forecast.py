@@ -192,3 +192,19 @@ def test_the_backtest_on_a_generated_store_with_a_history(tmp_path):
     assert all(abs(row["relativeError"]) < 0.30 for row in rows), rows
     predicted, actual = sum(r["predictedBytes"] for r in rows), sum(r["actualBytes"] for r in rows)
     assert abs(predicted / actual - 1) < 0.15
+
+
+def test_the_options_are_parsed_once_for_every_caller_naming_the_option_as_it_calls_it():
+    """The CLI's ``--horizon``, the console's ``horizon`` query parameter and the DAG's ``param horizon``."""
+    from housekeeping.observe.capacity.forecast import ForecastOptions
+
+    assert ForecastOptions.parse() == ForecastOptions(30 * 86_400, 28, 7)
+    assert ForecastOptions.parse("2h", "3d", "1d") == ForecastOptions(7200, 3, 1)
+    with pytest.raises(InputError, match=r"^--horizon 60 s is out of range"):
+        ForecastOptions.parse("1m")
+    with pytest.raises(InputError, match=r"^window 2 days is out of range"):
+        ForecastOptions.parse(window="2d", name=lambda option: option)
+    with pytest.raises(InputError, match=r"param backtest"):
+        ForecastOptions.parse(backtest="soon", name=lambda option: f"param {option}")
+    with pytest.raises(InputError, match=r"^--backtest 400 days is out of range"):
+        ForecastOptions(backtest_days=400).check()
