@@ -175,7 +175,7 @@ def dag_run_page(
     if not (store.run_dir(spec.name, f"{dag_id}__{run_id}") / "snapshot" / "run.json").is_file():
         return render("message.html", request, user, title="No run directory yet",
                        message=f"{dag_id} run {run_id} has not taken its snapshot (yet).")  # fmt: skip
-    return run_page(request, user, spec.name, directory, topic=None, kind=None, offset=0)
+    return run_page(request, user, store, spec.name, directory, topic=None, kind=None, offset=0)
 
 
 @router.get("/runs/{mechanism}/{run_id}/files/{relative:path}")

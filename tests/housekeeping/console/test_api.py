@@ -223,6 +223,22 @@ def test_bad_input_is_a_4xx_naming_it_and_changes_nothing(server, tokens, method
     assert (_pending(server, admin), server.call("GET", f"{API}/holds", admin).json()) == before
 
 
+def test_the_dag_run_view_shows_the_housekeeping_run_that_dag_run_made(server, tokens, stores):
+    """The Airflow UI's "Housekeeping run" tab (``/housekeeping/dag-runs/{dag_id}/{run_id}``): the run page of the run
+    directory a housekeeping DAG's run made, a message for a run not taken yet or a DAG that is not housekeeping's."""
+    runs = stores[0] / "runs" / "trim"
+    shutil.copytree(runs / "live-trim", runs / "consumed_ledger_trim__manual__copy")
+    viewer = tokens["viewer"]
+    made = server.call("GET", "/housekeeping/dag-runs/consumed_ledger_trim/manual__copy", viewer)
+    assert made.status_code == 200 and 'id="actions"' in made.text and "left alone" in made.text, made.text[
+        -2000:
+    ]
+    early = server.call("GET", "/housekeeping/dag-runs/consumed_ledger_trim/manual__later", viewer)
+    assert early.status_code == 200 and "has not taken its snapshot" in early.text
+    other = server.call("GET", "/housekeeping/dag-runs/some_other_dag/manual__1", viewer)
+    assert other.status_code == 200 and "not a housekeeping DAG" in other.text
+
+
 def test_files_are_served_only_from_inside_a_run_directory(server, tokens, stores):
     admin = tokens["admin"]
     runs = server.call("GET", f"{API}/runs?mechanism=trim", admin).json()["runs"]
