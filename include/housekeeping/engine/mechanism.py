@@ -26,7 +26,6 @@ from housekeeping.engine.contract import BASE_SNAPSHOT_TABLES, SNAPSHOT_TABLES
 from housekeeping.engine.live import Narrowed, TopicNow, TopicThen, policy_changes
 
 if TYPE_CHECKING:
-    from housekeeping.engine.request import RunRequest
     from housekeeping.store.store import Store
 
 ENGINE_TEMPLATES = Path(__file__).with_name("templates")
@@ -173,9 +172,10 @@ class Mechanism:
         """What the run's trigger form asks of the store before the snapshot reads it; idempotent (a retried
         snapshot task calls it again)."""
 
-    def after_snapshot(self, store: Store, run_dir: Path, request: RunRequest) -> None:
+    def after_snapshot(self, store: Store, run_dir: Path, request: Any) -> None:
         """What it reads beyond the metadata tables, once they are written (the store scrub lists the storage
-        here, after the metadata read, so nothing written since looks missing)."""
+        here, after the metadata read, so nothing written since looks missing). ``request``: the run's
+        ``housekeeping.engine.request.RunRequest`` (not named here: that module stands on this one)."""
 
     def metric_samples(self, store: Store, as_of_ms: int) -> list[tuple[str, str, float]]:
         """Gauges of its own for ``housekeeping metrics``: (name, help, value), read from the store at ``as_of_ms``
