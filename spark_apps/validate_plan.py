@@ -16,9 +16,9 @@ import sys
 from pathlib import Path
 
 from housekeeping.engine.contract import HOLDS
+from housekeeping.engine.documents import GateResult
 from housekeeping.engine.gate import (
     CheckFrame,
-    describe_failures,
     must_be_true,
     run_gate,
     start_loading_great_expectations,
@@ -46,7 +46,7 @@ def hold_check_frame(spark, run_dir: str | Path) -> CheckFrame:
     return CheckFrame("holds", hold_checks(actions, holds, names), must_be_true("not_held"))
 
 
-def run(spark, run_dir: str | Path, mechanism: str) -> dict:
+def run(spark, run_dir: str | Path, mechanism: str) -> GateResult:
     spec = get_mechanism(mechanism)
     checks_of = importlib.import_module(spec.gate_checks).checks
     digest = start_plan_digest(RunDir(run_dir).path)  # the plan as the checks begin to read it
@@ -66,13 +66,13 @@ def main(argv: list[str] | None = None) -> int:
     args = parse_args(argv)
     spark = get_spark(f"housekeeping-validate-{args.mechanism}")
     document = run(spark, args.run_dir, args.mechanism)
-    if not document["success"]:
+    if not document.success:
         print(
             f"GATE REJECTED the {args.mechanism} plan in {args.run_dir}; apply will not run:", file=sys.stderr
         )
-        print(describe_failures(document), file=sys.stderr)
+        print(document.describe_failures(), file=sys.stderr)
         return 1
     print(
-        f"gate passed: {len(document['expectations'])} expectations on the {args.mechanism} plan in {args.run_dir}"
+        f"gate passed: {len(document.expectations)} expectations on the {args.mechanism} plan in {args.run_dir}"
     )
     return 0

@@ -160,7 +160,7 @@ def plan_and_gate_on_connect(run_dir: Path, mechanism: str) -> dict:
     from airflow.providers.apache.spark.hooks.spark_connect import SparkConnectHook
 
     from housekeeping.engine import launcher
-    from housekeeping.engine.run_dir import RunDir
+    from housekeeping.engine.documents import read_gate_result
     from housekeeping.mechanisms.registry import get_mechanism
 
     url = SparkConnectHook(SPARK_CONNECT_CONN_ID).get_connection_url()
@@ -169,7 +169,7 @@ def plan_and_gate_on_connect(run_dir: Path, mechanism: str) -> dict:
     ).run_on_connect(url)
     gate_args = ["--run-dir", str(run_dir), "--mechanism", mechanism]
     connect_app("gate", launcher.GATE_APP, gate_args, PRODUCTION_SQL).run_on_connect(url)
-    return json.loads(RunDir(run_dir).gate_result.read_text())
+    return read_gate_result(run_dir)
 
 
 @pytest.fixture(scope="session")
@@ -238,14 +238,14 @@ def plan_and_gate_on_cluster(cluster, run_dir: Path, mechanism: str) -> dict:
     """As a DAG run's plan and gate tasks submitted to the standalone cluster (``standalone_cluster``, with
     ``airflow_db``): the gate's result document."""
     from housekeeping.engine import launcher
-    from housekeeping.engine.run_dir import RunDir
+    from housekeeping.engine.documents import read_gate_result
     from housekeeping.mechanisms.registry import get_mechanism
     from tests.spark_cluster import submit_app
 
     submit_app(cluster, "plan", get_mechanism(mechanism).plan_app, ["--run-dir", str(run_dir)], mechanism)
     gate_args = ["--run-dir", str(run_dir), "--mechanism", mechanism]
     submit_app(cluster, "validate", launcher.GATE_APP, gate_args, mechanism)
-    return json.loads(RunDir(run_dir).gate_result.read_text())
+    return read_gate_result(run_dir)
 
 
 def _use_tier(kind: str, request, monkeypatch, tmp_path):
@@ -397,7 +397,7 @@ def run_steps(
         store, mechanism, run_id=run_id, as_of_ms=as_of_ms, actor=f"test {run_id}", values=values
     )
     gate = plan_and_gate_in_process(info.run_dir, mechanism, "local[2]")
-    assert gate["success"], gate["failed"]
+    assert gate.success, gate.failed
     if not dry_run:
         apply_step(store, info.run_dir, purge_grace_seconds=grace)
         purge_step(store, info.run_dir)

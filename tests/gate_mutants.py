@@ -37,7 +37,7 @@ def planned(tmp_path_factory, mechanism: str) -> tuple[Store, Path]:
         max_deleted_share=1.0,
         max_deleted_topic_share=1.0,
     )
-    assert plan_and_gate_in_process(info.run_dir, mechanism, "local[2]")["success"]
+    assert plan_and_gate_in_process(info.run_dir, mechanism, "local[2]").success
     return store, info.run_dir
 
 
@@ -75,9 +75,9 @@ def mutate_and_check(planned: tuple[Store, Path], mechanism: str, edit: Callable
     try:
         rewrite_table(run_dir / "plan" / "actions", edit(rows, run_dir))
         document = validate_plan.run(local_spark("local[2]"), run_dir, mechanism)
-        assert not document["success"]
-        failed = {f["kwargs"].get("column") for f in document["failed"]}
-        assert failing in failed, document["failed"]
+        assert not document.success
+        failed = {f.kwargs.get("column") for f in document.failed}
+        assert failing in failed, document.failed
         with pytest.raises(PlanNotValidated):
             apply_step(store, run_dir, purge_grace_seconds=0)
         assert export_manifest(store) == before

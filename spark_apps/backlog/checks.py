@@ -24,10 +24,8 @@ one Spark pass; the unit tests call them alone).
 
 from __future__ import annotations
 
-from collections.abc import Mapping
-from typing import Any
-
 from housekeeping.core.names import COMPACTION_SUBSCRIPTION
+from housekeeping.engine.documents import RunInfo
 from housekeeping.mechanisms.backlog.actions import FLAG_BACKLOG_QUOTA
 from housekeeping.mechanisms.shared.cursors import MOVE_CURSOR
 from spark_apps.shared.move_checks import (
@@ -83,8 +81,8 @@ def estimated_backlog(facts: TopicFacts, ledger_id: int | None, entry_id: int | 
 class QuotaState:
     """The topic's quota state as the gate measures it."""
 
-    def __init__(self, facts: TopicFacts, info: Mapping[str, Any], read: Entries) -> None:
-        broker = info["broker"]
+    def __init__(self, facts: TopicFacts, info: RunInfo, read: Entries) -> None:
+        broker = info.broker
         topic = facts.topic
         self.known = topic is not None
         self.enabled = False
@@ -121,7 +119,7 @@ class QuotaState:
             exempt is False
             and time_limit > 0
             and age_ts is not None
-            and int(info["asOfMs"]) > age_ts + time_limit * 1000
+            and int(info.as_of_ms) > age_ts + time_limit * 1000
         )
 
     def acted_on(self, facts: TopicFacts, quota_type: str | None) -> bool:
@@ -145,10 +143,10 @@ def move_rows(
     state: QuotaState,
     moves: list[Row],
     steps: list[Row],
-    info: Mapping[str, Any],
+    info: RunInfo,
     read: Entries,
 ) -> list[Row]:
-    precise = bool(info["broker"]["preciseTimeBasedBacklogQuotaCheck"])
+    precise = bool(info.broker["preciseTimeBasedBacklogQuotaCheck"])
     rows = []
     for move in moves:
         (from_l, from_e), (to_l, to_e) = position(move["from"]), position(move["to"])
@@ -157,7 +155,7 @@ def move_rows(
         )
         if precise and move["quotaType"] == "message_age":
             limit = facts.value("timeQuotaLimitSeconds")
-            cutoff = None if limit is None else int(info["asOfMs"]) - int(limit * 0.9) * 1000
+            cutoff = None if limit is None else int(info.as_of_ms) - int(limit * 0.9) * 1000
             justified = entries_expired(facts, move, cutoff, read)
         else:
             justified = bool(own) and (
@@ -299,7 +297,7 @@ def flag_rows(state: QuotaState, flags: list[Row]) -> list[Row]:
 
 
 def check_topic(
-    facts: TopicFacts, actions: list[Row], steps: list[Row], info: Mapping[str, Any], read: Entries
+    facts: TopicFacts, actions: list[Row], steps: list[Row], info: RunInfo, read: Entries
 ) -> dict[str, list[Row]]:
     """Every check frame's rows of one topic (of the snapshot, or only named by the plan)."""
     state = QuotaState(facts, info, read)
@@ -308,6 +306,6 @@ def check_topic(
     return {
         "actions": [{"topic": a["topic"], "action": a["action"]} for a in actions],
         "cursor_moves": move_rows(facts, state, moves, steps, info, read),
-        "eviction_steps": step_rows(facts, steps, int(info["asOfMs"])),
+        "eviction_steps": step_rows(facts, steps, int(info.as_of_ms)),
         "quota_flags": flag_rows(state, flags),
     }

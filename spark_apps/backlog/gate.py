@@ -7,9 +7,9 @@ actions or eviction steps name, and the summary's cursor count reconciled with t
 from __future__ import annotations
 
 from collections.abc import Mapping
-from typing import Any
 
 from housekeeping.engine.contract import CURSORS, LEDGERS, table
+from housekeeping.engine.documents import RunInfo
 from housekeeping.engine.gate import Expectation, known_actions, one_row_each
 from housekeeping.engine.mechanism import Mechanism
 from housekeeping.mechanisms.backlog.tables import EVICTION_STEPS
@@ -31,7 +31,7 @@ FRAMES = (
 )
 
 
-def check(topic: GateTopic, info: Mapping[str, Any]) -> Mapping[str, list[Row]]:
+def check(topic: GateTopic, info: RunInfo) -> Mapping[str, list[Row]]:
     facts = TopicFacts(topic.row, topic.rows[LEDGERS.name], topic.rows[CURSORS.name])
     return check_topic(facts, topic.actions, topic.routed[EVICTION_STEPS.name], info, topic.entries)
 

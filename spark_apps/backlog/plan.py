@@ -22,6 +22,7 @@ from collections.abc import Mapping
 from typing import Any
 
 from housekeeping.engine.contract import ACTIONS, BLOCKERS, CURSORS, LEDGERS, QUOTA_STATES
+from housekeeping.engine.documents import RunInfo
 from housekeeping.engine.run_dir import RunDir
 from housekeeping.mechanisms.backlog.tables import BACKLOG_QUOTAS, BACKLOG_SUBSCRIPTIONS, EVICTION_STEPS
 from spark_apps.backlog.rule import plan_topic
@@ -36,10 +37,10 @@ OUTPUTS = (BACKLOG_QUOTAS, EVICTION_STEPS, BACKLOG_SUBSCRIPTIONS, ACTIONS, BLOCK
 STATES = "states"
 
 
-def backlog_topic(topic: Row, rows: Mapping[str, list[Row]], info: Mapping[str, Any]) -> dict[str, list[Row]]:
+def backlog_topic(topic: Row, rows: Mapping[str, list[Row]], info: RunInfo) -> dict[str, list[Row]]:
     """The pass's rule: one topic's rows of backlog's plan tables, its quota states and what it read."""
     ledgers = rows[LEDGERS.name]
-    reads = TopicEntryReads(LedgerFiles.of(dict(info)), topic["topic"])
+    reads = TopicEntryReads(LedgerFiles.of(info), topic["topic"])
     plan = plan_topic(topic, ledgers, rows[CURSORS.name], rows[QUOTA_STATES.name], info, reads)
     return {
         BACKLOG_QUOTAS.name: [plan.quota],
@@ -73,7 +74,7 @@ def tally(decided: Mapping[str, list[Row]]) -> dict[str, Any]:
     }
 
 
-def figures(totals: dict[str, Any], run: RunDir, info: Mapping[str, Any]) -> dict[str, Any]:
+def figures(totals: dict[str, Any], run: RunDir, info: RunInfo) -> dict[str, Any]:
     """The summary's figures: the cursors evicted and what they acknowledge, the quota states, what was read."""
     states = totals.get(STATES, {})
     return {

@@ -18,6 +18,7 @@ from typing import Any
 
 from housekeeping.core.names import COMPACTION_SUBSCRIPTION
 from housekeeping.core.topic_ledgers import Ledger
+from housekeeping.engine.documents import RunInfo
 from housekeeping.mechanisms.backlog.actions import FLAG_BACKLOG_QUOTA
 from spark_apps.backlog.quota import plan_topic as quota_rules
 from spark_apps.shared.cursor_rule import (
@@ -76,11 +77,9 @@ def slowest_first_unacked_ts(
     return next((e["entryTs"] for e in read(span.id, span.ledger["size"]) if e["entryId"] == wanted), None)
 
 
-def rule_facts(
-    topic: Row, quota_states: list[Row], info: Mapping[str, Any], slowest_ts: int | None
-) -> dict[str, Any]:
+def rule_facts(topic: Row, quota_states: list[Row], info: RunInfo, slowest_ts: int | None) -> dict[str, Any]:
     """The facts the quota rules read of a topic (a fact that is unknown left out, as the rules expect)."""
-    broker = info["broker"]
+    broker = info.broker
     stored = {
         s["quotaType"]: {
             k: s[k]
@@ -96,7 +95,7 @@ def rule_facts(
         "sizeQuotaPolicy": topic["sizeQuotaPolicy"],
         "timeQuotaLimitSeconds": topic["timeQuotaLimitSeconds"],
         "timeQuotaPolicy": topic["timeQuotaPolicy"],
-        "asOfMs": int(info["asOfMs"]),
+        "asOfMs": int(info.as_of_ms),
         "precise": bool(broker["preciseTimeBasedBacklogQuotaCheck"]),
         "checkEnabled": bool(broker["backlogQuotaCheckEnabled"]),
         "slowestFirstUnackedTsMs": slowest_ts,
@@ -228,7 +227,7 @@ def plan_topic(
     ledgers: list[Row],
     cursors: list[Row],
     quota_states: list[Row],
-    info: Mapping[str, Any],
+    info: RunInfo,
     read: EntryReader,
 ) -> TopicPlan:
     """Backlog's plan of one topic (its subscriptions only when it has ledgers: no position to measure a backlog
@@ -240,7 +239,7 @@ def plan_topic(
         if ledgers
         else []
     )
-    precise = bool(info["broker"]["preciseTimeBasedBacklogQuotaCheck"])
+    precise = bool(info.broker["preciseTimeBasedBacklogQuotaCheck"])
     timed = [(c, f) for c, f in subscriptions if topic["timeQuotaLimitSeconds"] > 0]
     slowest_ts = slowest_first_unacked_ts(layout, timed, read) if precise else None
     result = quota_rules(
@@ -285,7 +284,7 @@ def plan_topic(
                 "note",
             )
         },
-        "asOfMs": int(info["asOfMs"]),
+        "asOfMs": int(info.as_of_ms),
     }
     return TopicPlan(
         quota,

@@ -31,6 +31,7 @@ from housekeeping.core.errors import InputError
 from housekeeping.core.positions import parse_position
 from housekeeping.engine.apply import ApplyRun, TopicOutcome
 from housekeeping.engine.contract import ACTIONS
+from housekeeping.engine.documents import RunInfo
 from housekeeping.engine.faults import checkpoint
 from housekeeping.engine.plan import read_table
 from housekeeping.engine.run_dir import RunDir
@@ -143,7 +144,7 @@ def kept_entries(parts: Iterable[pa.Table], kept: pa.Table | None) -> pa.Table:
     return rows.take(pc.sort_indices(rows, [("ledgerId", "ascending"), ("entryId", "ascending")]))
 
 
-def _write_ledgers(spark, store, run: RunDir, info: dict, to_write: dict[str, int], planned: dict) -> None:
+def _write_ledgers(spark, store, run: RunDir, info: RunInfo, to_write: dict[str, int], planned: dict) -> None:
     """Copy the kept entries of the topics in ``to_write`` (topic -> new ledger id) into their ledger dirs: each
     topic's in the task that reads its input (no shuffle of the entries), into the run's staging directory."""
     import pyarrow as pa

@@ -34,9 +34,10 @@ from pyspark.sql import functions as F
 
 from housekeeping.core.names import COMPACTION_SUBSCRIPTION
 from housekeeping.engine.contract import ACTIONS, Table, table
+from housekeeping.engine.documents import read_run_info
 from housekeeping.engine.gate import CheckFrame, expect, must_be_true
 from housekeeping.engine.mechanism import Mechanism
-from housekeeping.engine.run_dir import RunDir, read_run_info
+from housekeeping.engine.run_dir import RunDir
 from housekeeping.mechanisms.compaction.tables import COMPACTION_DROPPED_KEYS, COMPACTION_KEPT
 from spark_apps.compaction.entries import (
     DECISION_COLUMNS,
@@ -648,11 +649,11 @@ class GateFrames:
 def read_frames(spark, run_dir: str | Path) -> GateFrames:
     run = RunDir(run_dir)
     info = read_run_info(run)
-    as_of_ms = int(info["asOfMs"])
-    retain_null_key = bool(info["broker"]["topicCompactionRetainNullKey"])
+    as_of_ms = int(info.as_of_ms)
+    retain_null_key = bool(info.broker["topicCompactionRetainNullKey"])
     snapshot = read_snapshot(spark, run)
     actions = materialize(read_table(spark, run, ACTIONS))
-    facts = materialize(snapshot_facts(snapshot, list(info.get("compactTopics", []))))
+    facts = materialize(snapshot_facts(snapshot, list(info.option("compactTopics", []))))
     topics = [r["topic"] for r in actions.select("topic").distinct().collect()]
     inputs = gate_inputs(facts, snapshot["ledgers"], topics)
     derived = gate_topic_facts(spark, run, LedgerFiles.of(info), inputs, facts, as_of_ms, retain_null_key)

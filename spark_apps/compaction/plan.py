@@ -41,6 +41,7 @@ from pyspark.sql import functions as F
 
 from housekeeping.core.names import COMPACTION_SUBSCRIPTION
 from housekeeping.engine.contract import ACTIONS, BLOCKERS, table
+from housekeeping.engine.documents import RunInfo
 from housekeeping.engine.run_dir import RunDir
 from housekeeping.mechanisms.compaction.actions import REWRITE_COMPACTED
 from housekeeping.mechanisms.compaction.tables import (
@@ -644,11 +645,11 @@ def compaction_blockers(candidates: DataFrame) -> DataFrame:
     )
 
 
-def execute(spark, run: RunDir, info: Mapping[str, Any]) -> dict[str, Any]:
+def execute(spark, run: RunDir, info: RunInfo) -> dict[str, Any]:
     """Decide every compacted topic's entries; write the plan tables; the summary's figures."""
     with run_scoped_cache(spark):
-        as_of_ms = int(info["asOfMs"])
-        retain_null_key = bool(info["broker"]["topicCompactionRetainNullKey"])
+        as_of_ms = int(info.as_of_ms)
+        retain_null_key = bool(info.broker["topicCompactionRetainNullKey"])
         snapshot = read_snapshot(spark, run)
         candidates = materialize(
             compaction_candidates(
@@ -656,9 +657,9 @@ def execute(spark, run: RunDir, info: Mapping[str, Any]) -> dict[str, Any]:
                 snapshot["ledgers"],
                 snapshot["cursors"],
                 snapshot["compacted_ledgers"],
-                list(info.get("compactTopics", [])),
+                list(info.option("compactTopics", [])),
                 as_of_ms,
-                info.get("scheduleIntervalMs"),
+                info.schedule_interval_ms,
             ).transform(lambda c: keep_held(c, snapshot["topics"], decision="decision", keep="skip"))
         )
         planned = candidates.where(F.col("decision") == "compact").collect()  # per-topic metadata only

@@ -27,9 +27,10 @@ import pyarrow.compute as pc
 from pyspark.sql import Column, DataFrame, SparkSession
 from pyspark.sql import functions as F
 
+from housekeeping.engine.documents import read_run_info
 from housekeeping.engine.gate import CheckFrame, expect, must_be_true
 from housekeeping.engine.mechanism import Mechanism
-from housekeeping.engine.run_dir import RunDir, read_run_info
+from housekeeping.engine.run_dir import RunDir
 from housekeeping.mechanisms.erasure.actions import EXPEDITE_PURGE, REDACT_LEDGER, REDACTIONS
 from housekeeping.mechanisms.erasure.tables import ERASURE_ENTRIES, ERASURE_LEDGERS
 from housekeeping.store.entries import ERASED_PROPERTY, files_sha256
@@ -511,7 +512,7 @@ LEDGER_CHECKS = (
 def checks(spark, run_dir: str | Path, spec: Mechanism) -> list[CheckFrame]:
     run = RunDir(run_dir)
     info = read_run_info(run)
-    as_of_ms = int(info["asOfMs"])
+    as_of_ms = int(info.as_of_ms)
     files = LedgerFiles.of(info)
     snapshot = read_snapshot(spark, run)
     actions = materialize(read_actions(spark, run))

@@ -26,7 +26,7 @@ Writes:
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterator, Mapping
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -37,6 +37,7 @@ from pyspark.sql import functions as F
 from pyspark.sql import types as T
 
 from housekeeping.engine.contract import ACTIONS, BLOCKERS
+from housekeeping.engine.documents import RunInfo
 from housekeeping.engine.run_dir import RunDir
 from housekeeping.mechanisms.erasure.actions import EXPEDITE_PURGE, REDACT_COMPACTED, REDACT_LEDGER
 from housekeeping.mechanisms.erasure.tables import ERASURE_DECISIONS, ERASURE_ENTRIES, ERASURE_LEDGERS
@@ -370,10 +371,10 @@ def pending_redactions(found: DataFrame) -> DataFrame:
     )
 
 
-def execute(spark, run_: RunDir, info: Mapping[str, Any]) -> dict[str, Any]:
+def execute(spark, run_: RunDir, info: RunInfo) -> dict[str, Any]:
     """Find every requested key's entries; stage the rewritten ledgers; write the plan tables; the summary's
     figures."""
-    as_of_ms = int(info["asOfMs"])
+    as_of_ms = int(info.as_of_ms)
     with run_scoped_cache(spark):
         snapshot = read_snapshot(spark, run_)
         files = LedgerFiles.of(info)

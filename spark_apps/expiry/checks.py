@@ -12,9 +12,8 @@ than the age factor x TTL).
 from __future__ import annotations
 
 import math
-from collections.abc import Mapping
-from typing import Any
 
+from housekeeping.engine.documents import RunInfo
 from housekeeping.mechanisms.shared.cursors import MOVE_CURSOR
 from spark_apps.shared.move_checks import (
     MOVE_COMMON_CHECKS,
@@ -34,10 +33,10 @@ EXPIRY_CHECKS = (
 )
 
 
-def guard_allows(facts: TopicFacts, move: Row, info: Mapping[str, Any], read: Entries) -> bool:
+def guard_allows(facts: TopicFacts, move: Row, info: RunInfo, read: Entries) -> bool:
     """``isOldestMessageExpired`` where Pulsar's guard applies (consumers connected, backlog below the minimum):
     the oldest unacknowledged entry's publish time + (long)(ttl x factor) s is before the as-of."""
-    broker = info["broker"]
+    broker = info.broker
     cursor = facts.cursors.get(move["subscription"])
     acked = facts.entries_at_or_before(*position(move["from"]))
     consumers = None if cursor is None else cursor["consumers"]
@@ -59,15 +58,13 @@ def guard_allows(facts: TopicFacts, move: Row, info: Mapping[str, Any], read: En
     if publish_time is None or ttl is None:
         return False
     threshold_ms = math.floor(ttl * float(broker["housekeepingExpiryGuardAgeFactor"])) * 1000
-    return int(info["asOfMs"]) > publish_time + threshold_ms
+    return int(info.as_of_ms) > publish_time + threshold_ms
 
 
-def check_topic(
-    facts: TopicFacts, actions: list[Row], info: Mapping[str, Any], read: Entries
-) -> dict[str, list[Row]]:
+def check_topic(facts: TopicFacts, actions: list[Row], info: RunInfo, read: Entries) -> dict[str, list[Row]]:
     """Every check frame's rows of one topic (of the snapshot, or only named by the plan)."""
     ttl = facts.value("messageTtlSeconds")
-    cutoff_ms = None if ttl is None else int(info["asOfMs"]) - ttl * 1000
+    cutoff_ms = None if ttl is None else int(info.as_of_ms) - ttl * 1000
     moves = []
     for move in (a for a in actions if a["action"] == MOVE_CURSOR.name):
         moves.append(

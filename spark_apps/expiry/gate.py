@@ -7,9 +7,9 @@ entries themselves, apart from the planner: the gate's declaration on the skelet
 from __future__ import annotations
 
 from collections.abc import Mapping
-from typing import Any
 
 from housekeeping.engine.contract import CURSORS, LEDGERS, table
+from housekeeping.engine.documents import RunInfo
 from housekeeping.engine.gate import Expectation, known_actions, one_row_each
 from housekeeping.engine.mechanism import Mechanism
 from spark_apps.expiry.checks import EXPIRY_CHECKS, check_topic
@@ -26,7 +26,7 @@ FRAMES = (
 )
 
 
-def check(topic: GateTopic, info: Mapping[str, Any]) -> Mapping[str, list[Row]]:
+def check(topic: GateTopic, info: RunInfo) -> Mapping[str, list[Row]]:
     facts = TopicFacts(topic.row, topic.rows[LEDGERS.name], topic.rows[CURSORS.name])
     return check_topic(facts, topic.actions, info, topic.entries)
 

@@ -20,6 +20,7 @@ from pathlib import Path
 from typing import Any
 
 from housekeeping.engine.contract import ACTIONS, BLOCKERS, CURSORS, LEDGERS
+from housekeeping.engine.documents import RunInfo
 from housekeeping.engine.run_dir import RunDir
 from housekeeping.mechanisms.expiry.tables import EXPIRY_SUBSCRIPTIONS
 from spark_apps.expiry.rule import plan_topic
@@ -33,10 +34,10 @@ READS = (LEDGERS.name, CURSORS.name)
 OUTPUTS = (EXPIRY_SUBSCRIPTIONS, ACTIONS, BLOCKERS)
 
 
-def expiry_topic(topic: Row, rows: Mapping[str, list[Row]], info: Mapping[str, Any]) -> dict[str, list[Row]]:
+def expiry_topic(topic: Row, rows: Mapping[str, list[Row]], info: RunInfo) -> dict[str, list[Row]]:
     """The pass's rule: one topic's rows of expiry's plan tables, and what it read."""
     ledgers = rows[LEDGERS.name]
-    reads = TopicEntryReads(LedgerFiles.of(dict(info)), topic["topic"])
+    reads = TopicEntryReads(LedgerFiles.of(info), topic["topic"])
     plan = plan_topic(topic, ledgers, rows[CURSORS.name], info, reads)
     return {
         EXPIRY_SUBSCRIPTIONS.name: plan.subscriptions,
@@ -55,7 +56,7 @@ def tally(decided: Mapping[str, list[Row]]) -> dict[str, Any]:
     }
 
 
-def sweep_topic(topic: Row, rows: Mapping[str, list[Row]], info: Mapping[str, Any]) -> dict[str, list[Row]]:
+def sweep_topic(topic: Row, rows: Mapping[str, list[Row]], info: RunInfo) -> dict[str, list[Row]]:
     """A TTL sweep's measures of one topic (``spark_apps.sweep``): the backlog bytes this plan expires (its
     cursors acknowledge them) and the backlog bytes it keeps, with the cursors moved and entries expired, from the
     same decisions :func:`expiry_topic` writes."""
@@ -77,7 +78,7 @@ def sweep_points(spark, run_dirs: list[str | Path]) -> list[dict[str, dict[str, 
     return measure_pass(spark, run_dirs, rule=sweep_topic, reads=READS, measure=namespace_measures)
 
 
-def figures(totals: dict[str, Any], run: RunDir, info: Mapping[str, Any]) -> dict[str, Any]:
+def figures(totals: dict[str, Any], run: RunDir, info: RunInfo) -> dict[str, Any]:
     """The summary's figures: the cursors moved and what they acknowledge, and what was read."""
     return {
         **cursor_summary(totals.get("perNamespace", {})),

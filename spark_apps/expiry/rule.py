@@ -20,11 +20,10 @@ A held topic's subscriptions keep their mark-delete (the reason names the hold).
 from __future__ import annotations
 
 import math
-from collections.abc import Mapping
 from dataclasses import dataclass
-from typing import Any
 
 from housekeeping.core.names import COMPACTION_SUBSCRIPTION
+from housekeeping.engine.documents import RunInfo
 from spark_apps.shared.cursor_rule import (
     EntryReader,
     Layout,
@@ -55,8 +54,8 @@ class Guard:
     age_factor: float
 
     @classmethod
-    def of(cls, info: Mapping[str, Any]) -> Guard:
-        broker = info["broker"]
+    def of(cls, info: RunInfo) -> Guard:
+        broker = info.broker
         return cls(
             int(broker["housekeepingExpiryGuardMinimumBacklog"]),
             float(broker["housekeepingExpiryGuardAgeFactor"]),
@@ -162,13 +161,13 @@ def subscription_row(
 
 
 def plan_topic(
-    topic: Row, ledgers: list[Row], cursors: list[Row], info: Mapping[str, Any], read: EntryReader
+    topic: Row, ledgers: list[Row], cursors: list[Row], info: RunInfo, read: EntryReader
 ) -> TopicPlan:
     """Expiry's plan of one topic: a row per durable subscription (none on a topic without ledgers: no position to
     measure a backlog from), a ``move_cursor`` per subscription moved, a blocker per kept one with a backlog."""
     if not ledgers:
         return TopicPlan([], [], [])
-    layout, as_of_ms, guard = Layout.of(ledgers), int(info["asOfMs"]), Guard.of(info)
+    layout, as_of_ms, guard = Layout.of(ledgers), int(info.as_of_ms), Guard.of(info)
     rows = [
         keep_cursor(
             subscription_row(topic, cursor, layout, as_of_ms, guard, read),

@@ -23,6 +23,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
+from housekeeping.engine.documents import RunInfo
 from housekeeping.mechanisms.gc.actions import DELETE_PARTITIONED_METADATA, DELETE_TOPIC, REFRESH_LAST_ACTIVE
 from spark_apps.shared.rows import Row, both, compare, either, holds
 from spark_apps.shared.topic_names import name_facts, retention_default_fits
@@ -85,8 +86,8 @@ def _not(value: bool | None) -> bool | None:
     return None if value is None else not value
 
 
-def deletion_rows(facts: TopicFacts, deletions: list[Row], info: Mapping[str, Any]) -> list[Row]:
-    as_of_ms, enabled = int(info["asOfMs"]), bool(info["broker"]["brokerDeleteInactiveTopicsEnabled"])
+def deletion_rows(facts: TopicFacts, deletions: list[Row], info: RunInfo) -> list[Row]:
+    as_of_ms, enabled = int(info.as_of_ms), bool(info.broker["brokerDeleteInactiveTopicsEnabled"])
     rows = []
     for action in deletions:
         names = name_facts(action["topic"])
@@ -123,10 +124,8 @@ def deletion_rows(facts: TopicFacts, deletions: list[Row], info: Mapping[str, An
     return rows
 
 
-def refresh_rows(
-    facts: TopicFacts, refreshes: list[Row], deletions: list[Row], info: Mapping[str, Any]
-) -> list[Row]:
-    as_of_ms, enabled = int(info["asOfMs"]), bool(info["broker"]["brokerDeleteInactiveTopicsEnabled"])
+def refresh_rows(facts: TopicFacts, refreshes: list[Row], deletions: list[Row], info: RunInfo) -> list[Row]:
+    as_of_ms, enabled = int(info.as_of_ms), bool(info.broker["brokerDeleteInactiveTopicsEnabled"])
     last_active = facts.value("lastActiveMs")
     clients = None if facts.topic is None else facts.topic["producers"] + facts.topic["consumers"]
     active = either(compare(clients, ">", 0), facts.subscriptions_keep_it_active(), last_active is None)
@@ -146,7 +145,7 @@ def refresh_rows(
     return rows
 
 
-def check_topic(facts: TopicFacts, actions: list[Row], info: Mapping[str, Any]) -> dict[str, list[Row]]:
+def check_topic(facts: TopicFacts, actions: list[Row], info: RunInfo) -> dict[str, list[Row]]:
     """Every per-bucket frame's rows of one topic (the topic of the snapshot or of the plan), and what the driver
     adds up: the bytes and topics deleted per namespace, the partitions deleted per partitioned topic, the
     partitioned metadata planned."""

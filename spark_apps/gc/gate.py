@@ -7,9 +7,9 @@ the driver.
 from __future__ import annotations
 
 from collections.abc import Mapping
-from typing import Any
 
 from housekeeping.engine.contract import CURSORS, LEDGERS, NAMESPACES, PARTITIONED_TOPICS, table
+from housekeeping.engine.documents import RunInfo
 from housekeeping.engine.gate import (
     CheckFrame,
     Expectation,
@@ -51,7 +51,7 @@ NAMESPACE_CHECKS = table(
 )
 
 
-def check(topic: GateTopic, info: Mapping[str, Any]) -> Mapping[str, list[Row]]:
+def check(topic: GateTopic, info: RunInfo) -> Mapping[str, list[Row]]:
     facts = TopicFacts(topic.row, topic.rows[LEDGERS.name], topic.rows[CURSORS.name])
     return check_topic(facts, topic.actions, info)
 
@@ -68,7 +68,7 @@ def expectations(spec: Mechanism) -> dict[str, list[Expectation]]:
     }
 
 
-def across_buckets(frames: CheckedFrames, run: RunDir, info: Mapping[str, Any]) -> list[CheckFrame]:
+def across_buckets(frames: CheckedFrames, run: RunDir, info: RunInfo) -> list[CheckFrame]:
     """The partitioned topics' metadata and the topics deleted per namespace, added up over the buckets."""
     deleted: dict[str | None, tuple[int, int]] = {}
     for row in frames.tables["namespace_deleted"].to_pylist():
@@ -86,11 +86,11 @@ def across_buckets(frames: CheckedFrames, run: RunDir, info: Mapping[str, Any]) 
         frames.tables["planned_metadata"].column("partitionedTopic").to_pylist(),
         partitioned,
         partitions,
-        bool(info["broker"]["brokerDeleteInactivePartitionedTopicMetadataEnabled"]),
+        bool(info.broker["brokerDeleteInactivePartitionedTopicMetadataEnabled"]),
     )
     topic_counts = {r["namespace"]: r["topicCount"] for r in read_snapshot_table(run, NAMESPACES)}
     namespaces = namespace_rows(deleted, topic_counts, read_summary(run.path).get("perNamespace", {}))
-    max_share = float(info.get("maxDeletedTopicShare", 0.5))
+    max_share = float(info.option("maxDeletedTopicShare", 0.5))
     return [
         CheckFrame(
             "partitioned_metadata", pandas_frame(METADATA_FRAME, metadata), must_be_true(*METADATA_CHECKS)

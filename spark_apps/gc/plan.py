@@ -22,6 +22,7 @@ from collections.abc import Mapping
 from typing import Any
 
 from housekeeping.engine.contract import ACTIONS, BLOCKERS, CURSORS, LEDGERS, NAMESPACES, PARTITIONED_TOPICS
+from housekeeping.engine.documents import RunInfo
 from housekeeping.engine.run_dir import RunDir
 from housekeeping.engine.snapshot_reads import has_snapshot_table, read_snapshot_table
 from housekeeping.mechanisms.gc.tables import GC_DECISIONS
@@ -38,10 +39,10 @@ OUTPUTS = (
 )
 
 
-def gc_topic(topic: Row, rows: Mapping[str, list[Row]], info: Mapping[str, Any]) -> dict[str, list[Row]]:
+def gc_topic(topic: Row, rows: Mapping[str, list[Row]], info: RunInfo) -> dict[str, list[Row]]:
     """The pass's rule: one topic's rows of GC's plan tables."""
-    gc_enabled = bool(info["broker"]["brokerDeleteInactiveTopicsEnabled"])
-    plan = plan_topic(topic, rows[LEDGERS.name], rows[CURSORS.name], int(info["asOfMs"]), gc_enabled)
+    gc_enabled = bool(info.broker["brokerDeleteInactiveTopicsEnabled"])
+    plan = plan_topic(topic, rows[LEDGERS.name], rows[CURSORS.name], int(info.as_of_ms), gc_enabled)
     return {GC_DECISIONS.name: [plan.decision], ACTIONS.name: plan.actions, BLOCKERS.name: plan.blockers}
 
 
@@ -70,10 +71,10 @@ def tally(decided: Mapping[str, list[Row]]) -> dict[str, Any]:
     }
 
 
-def figures(totals: dict[str, Any], run: RunDir, info: Mapping[str, Any]) -> dict[str, Any]:
+def figures(totals: dict[str, Any], run: RunDir, info: RunInfo) -> dict[str, Any]:
     """After the pass: the partitioned topics' metadata deletions (decided here, from the partitions the buckets
     delete), and the summary's figures."""
-    broker = info["broker"]
+    broker = info.broker
     gc_enabled = bool(broker["brokerDeleteInactiveTopicsEnabled"])
     metadata_enabled = bool(broker["brokerDeleteInactivePartitionedTopicMetadataEnabled"])
     deleted_partitions = totals.get("deletedPartitions", {})

@@ -7,9 +7,9 @@ it, but the hold checks run as for every gate).
 from __future__ import annotations
 
 from collections.abc import Mapping
-from typing import Any
 
 from housekeeping.engine.contract import LEDGERS, table
+from housekeeping.engine.documents import RunInfo
 from housekeeping.engine.gate import Expectation, known_actions, must_be_true, one_row_each
 from housekeeping.engine.mechanism import Mechanism
 from spark_apps.offload.checks import OFFLOAD_CHECKS, check_topic
@@ -24,8 +24,8 @@ FRAMES = (
 )
 
 
-def check(topic: GateTopic, info: Mapping[str, Any]) -> Mapping[str, list[Row]]:
-    return check_topic(topic.row, topic.rows[LEDGERS.name], topic.actions, int(info["asOfMs"]))
+def check(topic: GateTopic, info: RunInfo) -> Mapping[str, list[Row]]:
+    return check_topic(topic.row, topic.rows[LEDGERS.name], topic.actions, int(info.as_of_ms))
 
 
 def expectations(spec: Mechanism) -> dict[str, list[Expectation]]:

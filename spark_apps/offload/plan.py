@@ -30,6 +30,7 @@ from pathlib import Path
 from typing import Any
 
 from housekeeping.engine.contract import ACTIONS, BLOCKERS, LEDGERS
+from housekeeping.engine.documents import RunInfo
 from housekeeping.engine.run_dir import RunDir
 from housekeeping.mechanisms.offload.tables import OFFLOAD_DECISIONS
 from spark_apps.offload.rule import NO_OFFLOADER, local_bytes_left, plan_topic
@@ -41,9 +42,9 @@ READS = (LEDGERS.name,)
 OUTPUTS = (OFFLOAD_DECISIONS, ACTIONS, BLOCKERS)
 
 
-def offload_topic(topic: Row, rows: Mapping[str, list[Row]], info: Mapping[str, Any]) -> dict[str, list[Row]]:
+def offload_topic(topic: Row, rows: Mapping[str, list[Row]], info: RunInfo) -> dict[str, list[Row]]:
     """The pass's rule: one topic's rows of offload's plan tables."""
-    plan = plan_topic(topic, rows[LEDGERS.name], int(info["asOfMs"]))
+    plan = plan_topic(topic, rows[LEDGERS.name], int(info.as_of_ms))
     return {OFFLOAD_DECISIONS.name: plan.decisions, ACTIONS.name: plan.actions, BLOCKERS.name: plan.blockers}
 
 
@@ -52,14 +53,14 @@ def tally(decided: Mapping[str, list[Row]]) -> dict[str, Any]:
     return {"perNamespace": ledgers_per_namespace(decided[OFFLOAD_DECISIONS.name], "offload")}
 
 
-def sweep_topic(topic: Row, rows: Mapping[str, list[Row]], info: Mapping[str, Any]) -> dict[str, list[Row]]:
+def sweep_topic(topic: Row, rows: Mapping[str, list[Row]], info: RunInfo) -> dict[str, list[Row]]:
     """A policy sweep's measures of one topic with ledgers: the bytes and ledgers this plan offloads, and the local
     bytes left once the offload-deletion lag has passed (:func:`spark_apps.offload.rule.local_bytes_left`), from the
     same decisions :func:`offload_topic` writes."""
     ledgers = rows[LEDGERS.name]
     if not ledgers:
         return {}
-    plan = plan_topic(topic, ledgers, int(info["asOfMs"]))
+    plan = plan_topic(topic, ledgers, int(info.as_of_ms))
     measures = {
         "namespace": topic["namespace"],
         "bytesOffloaded": sum(a["bytes"] for a in plan.actions),
@@ -75,10 +76,10 @@ def sweep_points(spark, run_dirs: list[str | Path]) -> list[dict[str, dict[str, 
     return measure_pass(spark, run_dirs, rule=sweep_topic, reads=READS, measure=namespace_measures)
 
 
-def figures(totals: dict[str, Any], run: RunDir, info: Mapping[str, Any]) -> dict[str, Any]:
+def figures(totals: dict[str, Any], run: RunDir, info: RunInfo) -> dict[str, Any]:
     """The summary's figures: the offloader (or why none), the ledgers and bytes to offload per namespace."""
     per_namespace = totals.get("perNamespace", {})
-    tier = info.get("offloadTier")
+    tier = info.offload_tier
     return {
         "offloader": tier,
         **({} if tier else {"why": NO_OFFLOADER}),

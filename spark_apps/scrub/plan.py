@@ -27,7 +27,6 @@ Unreferenced items younger than the minimum age are no finding: a writer's or a 
 from __future__ import annotations
 
 import json
-from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
@@ -35,6 +34,7 @@ from pyspark.sql import Column, DataFrame
 from pyspark.sql import functions as F
 
 from housekeeping.engine.contract import ACTIONS, BLOCKERS, HOLDS
+from housekeeping.engine.documents import RunInfo
 from housekeeping.engine.run_dir import RunDir
 from housekeeping.mechanisms.scrub.actions import DELETE_ORPHAN
 from housekeeping.mechanisms.scrub.tables import FINDINGS, SCRUB_EXPECTED, STORAGE_ITEMS
@@ -286,13 +286,13 @@ def freed_summary(expected: DataFrame, items: DataFrame) -> dict:
 
 
 def plan(
-    spark, expected: DataFrame, items: DataFrame, info: dict, scrub: dict, root: str, info_dir: Path
+    spark, expected: DataFrame, items: DataFrame, info: RunInfo, scrub: dict, root: str, info_dir: Path
 ) -> tuple[DataFrame, dict]:
     """All findings (materialized once) and the summary's facts."""
     min_age_ms = int(scrub["minAgeSeconds"]) * 1000
     referenced = item_references(expected, items, int(scrub["wallClockMs"]))
     checked = materialize(to_check(expected, items))
-    tier = {"url": info.get("offloadTier"), "endpoint_url": info.get("offloadEndpoint")}
+    tier = {"url": info.offload_tier, "endpoint_url": info.offload_endpoint}
     partitions = int(spark.conf.get("spark.sql.shuffle.partitions", "8"))
     facts = read_ledger_facts(spark, checked, root, tier, partitions)
     holds = read_snapshot_table(spark, info_dir, HOLDS)
@@ -300,7 +300,7 @@ def plan(
     findings = materialize(
         unreferenced.unionByName(missing_findings(expected, items))
         .unionByName(content_findings(checked, facts))
-        .unionByName(overdue_findings(expected, int(info["asOfMs"])))
+        .unionByName(overdue_findings(expected, int(info.as_of_ms)))
     )
     young = (
         referenced.where(~F.col("live") & (F.col("ageMs") < min_age_ms))
@@ -346,12 +346,12 @@ def summarize(findings: list[dict], facts: dict, scrub: dict) -> dict:
     }
 
 
-def execute(spark, run_: RunDir, info: Mapping[str, Any]) -> dict[str, Any]:
+def execute(spark, run_: RunDir, info: RunInfo) -> dict[str, Any]:
     """Compare what the store holds with what its metadata expects; write the findings and the repairs; the
     summary's figures."""
     with run_scoped_cache(spark):
         expected, items, scrub = read_scrub_snapshot(spark, run_.path)
-        findings, facts = plan(spark, expected, items, info, scrub, str(info["store"]), run_.path)
+        findings, facts = plan(spark, expected, items, info, scrub, str(info.store), run_.path)
         write_table(findings, run_.path, FINDINGS, ["kind", "location", "path"])
         repairs = findings.where(F.col("repair") == DELETE_ORPHAN.name).join(
             items.select("location", "path", "mtimeMs"), ["location", "path"]

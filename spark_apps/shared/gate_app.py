@@ -17,10 +17,11 @@ from pathlib import Path
 from typing import Any
 
 from housekeeping.engine.contract import Table
+from housekeeping.engine.documents import RunInfo, read_run_info
 from housekeeping.engine.gate import CheckFrame, Expectation, expect, must_be_true
 from housekeeping.engine.mechanism import Mechanism
 from housekeeping.engine.plan import read_summary
-from housekeeping.engine.run_dir import RunDir, read_run_info
+from housekeeping.engine.run_dir import RunDir
 from spark_apps.shared.cursor_rule import EntryReader
 from spark_apps.shared.holds import HOLD_CHECKS
 from spark_apps.shared.io import LedgerFiles, TopicEntryReads
@@ -56,15 +57,13 @@ class GateTopic:
 
 
 # A gate's per-topic check: the topic, the run's facts -> its rows of each check frame.
-TopicCheck = Callable[[GateTopic, Mapping[str, Any]], Mapping[str, list[Row]]]
+TopicCheck = Callable[[GateTopic, RunInfo], Mapping[str, list[Row]]]
 # What the driver adds from the frames every bucket sent (figures that span buckets, the summary reconciled):
 # (the frames, the run, its facts) -> further check frames.
-DriverChecks = Callable[[CheckedFrames, RunDir, Mapping[str, Any]], list[CheckFrame]]
+DriverChecks = Callable[[CheckedFrames, RunDir, RunInfo], list[CheckFrame]]
 
 
-def moves_reconcile_with_summary(
-    frames: CheckedFrames, run: RunDir, info: Mapping[str, Any]
-) -> list[CheckFrame]:
+def moves_reconcile_with_summary(frames: CheckedFrames, run: RunDir, info: RunInfo) -> list[CheckFrame]:
     """The plan summary's ``cursorsToMove`` is the number of cursor moves the buckets checked."""
     summary = summary_rows(read_summary(run.path), frames.rows["cursor_moves"])
     return [CheckFrame("summary", pandas_frame(SUMMARY_CHECKS, summary), must_be_true("summary_reconciles"))]
@@ -104,7 +103,7 @@ class TopicPassGate:
     driver: DriverChecks | None = None
 
     def check_bucket(
-        self, bucket: int, plan: BucketPlan, run_dir: str, info: Mapping[str, Any]
+        self, bucket: int, plan: BucketPlan, run_dir: str, info: RunInfo
     ) -> dict[str, list[Row]]:
         """Every check frame's rows of one bucket: each topic the plan's rows of the bucket name (and, with
         ``every_topic``, each topic of the bucket's snapshot)."""

@@ -13,7 +13,8 @@ from pyspark.sql import types as T
 
 from housekeeping.core.errors import InputError
 from housekeeping.engine.contract import ACTIONS, BASE_SNAPSHOT_TABLES, SNAPSHOT_TABLES, Table, sql_identifier
-from housekeeping.engine.run_dir import RunDir, read_run_info, write_json
+from housekeeping.engine.documents import PlanSummary, RunInfo, read_run_info, write_document
+from housekeeping.engine.run_dir import RunDir
 from housekeeping.engine.snapshot_reads import is_json_lines, snapshot_file
 from spark_apps.shared.session import materialize
 
@@ -48,7 +49,7 @@ def read_snapshot_table(spark: SparkSession, run_dir: str | Path | RunDir, table
 def read_snapshot(spark: SparkSession, run_dir: str | Path | RunDir) -> dict[str, DataFrame]:
     """The snapshot tables the run's mechanism needs (``snapshotTables`` in run.json), by name."""
     run = RunDir(run_dir)
-    names = read_run_info(run).get("snapshotTables") or list(SNAPSHOT_TABLES)
+    names = read_run_info(run).snapshot_tables or list(SNAPSHOT_TABLES)
     return {
         name: read_snapshot_table(spark, run, SNAPSHOT_TABLES[name])
         for name in dict.fromkeys([*BASE_SNAPSHOT_TABLES, *names])
@@ -113,9 +114,9 @@ def action_rows(frame: DataFrame, action: str, **columns: Column) -> DataFrame:
     )
 
 
-def write_summary(run_dir: str | Path | RunDir, summary: dict) -> None:
+def write_summary(run_dir: str | Path | RunDir, summary: PlanSummary) -> None:
     """``plan/summary.json`` (read back by ``housekeeping.engine.plan.read_summary``)."""
-    write_json(RunDir(run_dir).plan_summary, summary)
+    write_document(RunDir(run_dir).plan_summary, summary)
 
 
 # A ledger file's entries as Spark reads them: housekeeping.store.entries.ENTRY_SCHEMA's columns, types and order.
@@ -210,17 +211,17 @@ class LedgerFiles:
     tier: dict[str, str | None] = field(default_factory=dict)  # url, endpoint_url
 
     @classmethod
-    def of(cls, info: dict) -> LedgerFiles:
+    def of(cls, info: RunInfo) -> LedgerFiles:
         from housekeeping.store.tier import object_key
 
         return cls(
-            Path(info["store"]),
-            {(topic, int(ledger)): int(gen) for topic, ledger, gen in info.get("fileGenerations") or []},
+            Path(info.store),
+            {(topic, int(ledger)): int(gen) for topic, ledger, gen in info.file_generations or []},
             {
                 (topic, int(ledger)): object_key(topic, int(ledger), uuid)
-                for topic, ledger, uuid in info.get("tierLedgers") or []
+                for topic, ledger, uuid in info.tier_ledgers or []
             },
-            {"url": info.get("offloadTier"), "endpoint_url": info.get("offloadEndpoint")},
+            {"url": info.offload_tier, "endpoint_url": info.offload_endpoint},
         )
 
     def generation(self, topic: str, ledger_id: int) -> int:

@@ -13,36 +13,23 @@ from __future__ import annotations
 
 import argparse
 import json
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 from housekeeping.engine.contract import Table
-from housekeeping.engine.run_dir import RunDir, read_run_info
+from housekeeping.engine.documents import PlanSummary, RunInfo, read_run_info
+from housekeeping.engine.run_dir import RunDir
 from spark_apps.shared.io import write_summary
 from spark_apps.shared.session import get_spark
 from spark_apps.shared.topic_pass import Rule, Tally, plan_pass
 
 # One run's plan tables written; the mechanism's figures returned (its part of the summary).
-Execute = Callable[[Any, RunDir, Mapping[str, Any]], dict[str, Any]]
+Execute = Callable[[Any, RunDir, RunInfo], dict[str, Any]]
 # The pass's added-up tallies, the run and its facts -> the mechanism's figures (and written beside the buckets'
 # part files, what the driver decides from the tallies: GC's partitioned-topic metadata).
-Figures = Callable[[dict[str, Any], RunDir, Mapping[str, Any]], dict[str, Any]]
-
-
-@dataclass(frozen=True)
-class PlanSummary:
-    """``plan/summary.json``: which plan (mechanism, run, as-of) and the mechanism's figures, which the gate
-    reconciles with the plan tables and the report shows."""
-
-    mechanism: str
-    run_id: str
-    as_of_ms: int
-    figures: Mapping[str, Any]
-
-    def as_json(self) -> dict[str, Any]:
-        return {"mechanism": self.mechanism, "runId": self.run_id, "asOfMs": self.as_of_ms, **self.figures}
+Figures = Callable[[dict[str, Any], RunDir, RunInfo], dict[str, Any]]
 
 
 @dataclass(frozen=True)
@@ -63,9 +50,9 @@ class PlanApp:
         run = RunDir(run_dir)
         info = read_run_info(run)
         figures = self.execute(spark, run, info)
-        summary = PlanSummary(self.mechanism, str(info["runId"]), int(info["asOfMs"]), figures).as_json()
+        summary = PlanSummary(self.mechanism, info.run_id, info.as_of_ms, figures)
         write_summary(run, summary)
-        return summary
+        return summary.as_json()
 
     def main(self, argv: list[str] | None = None) -> int:
         """Plan one run in a Spark application named after the mechanism; print the plan's summary."""
@@ -81,7 +68,7 @@ def topic_pass_plan(
     """The execution of a plan decided topic by topic: ``rule`` over every topic in one Spark job, ``outputs``
     written, the buckets' tallies added up and turned into the mechanism's ``figures``."""
 
-    def execute(spark, run: RunDir, info: Mapping[str, Any]) -> dict[str, Any]:
+    def execute(spark, run: RunDir, info: RunInfo) -> dict[str, Any]:
         totals = plan_pass(spark, run.path, info, rule=rule, reads=reads, outputs=outputs, tally=tally)
         return figures(totals, run, info)
 

@@ -23,8 +23,9 @@ from typing import Any
 
 from housekeeping.core.errors import InputError
 from housekeeping.engine.contract import ACTIONS, HOLDS, SNAPSHOT_TABLES, TOPICS, Table, topic_bucket
+from housekeeping.engine.documents import RunInfo, read_run_info
 from housekeeping.engine.gate import CheckFrame, Expectation, must_be_true, offending_rows
-from housekeeping.engine.run_dir import RunDir, read_run_info
+from housekeeping.engine.run_dir import RunDir
 from housekeeping.engine.snapshot_reads import snapshot_file
 from housekeeping.store.fs import remove_tree
 from spark_apps.shared.holds import HOLD_CHECKS, hold_check_rows
@@ -40,16 +41,16 @@ NOT_AS_PLANNED = "notAsPlanned"
 
 # A rule: (the topic's row of the topics table, its rows of every other table read, the run's facts) -> rows per plan
 # table name.
-Rule = Callable[[Row, Mapping[str, list[Row]], Mapping[str, Any]], Mapping[str, list[Row]]]
+Rule = Callable[[Row, Mapping[str, list[Row]], RunInfo], Mapping[str, list[Row]]]
 # A task's share of the summary from the rows it decided: numbers (or nested dicts of numbers) the driver adds up.
 Tally = Callable[[Mapping[str, list[Row]]], dict[str, Any]]
 
 
-def bucket_count(info: Mapping[str, Any]) -> int:
-    return int(info.get("snapshotBuckets") or 1)
+def bucket_count(info: RunInfo) -> int:
+    return int(info.snapshot_buckets or 1)
 
 
-def read_bucket(run_dir: str | Path, info: Mapping[str, Any], table: Table, bucket: int) -> list[Row]:
+def read_bucket(run_dir: str | Path, info: RunInfo, table: Table, bucket: int) -> list[Row]:
     """The rows of ``bucket`` of a snapshot table (all of it, for every bucket, when the table has no topic column;
     all of it in bucket 0 when the run was snapshotted unclustered)."""
     import pyarrow.json as pj
@@ -60,7 +61,7 @@ def read_bucket(run_dir: str | Path, info: Mapping[str, Any], table: Table, buck
         return (pj.read_json(path) if path.suffix == ".jsonl" else pq.read_table(path)).to_pylist()
     if path.suffix == ".jsonl":
         return pj.read_json(path).to_pylist() if bucket == 0 else []
-    if "snapshotBuckets" not in info:
+    if not info.snapshot_buckets:
         return pq.read_table(path).to_pylist() if bucket == 0 else []
     buckets, parquet = bucket_count(info), pq.ParquetFile(path)
     if parquet.num_row_groups != buckets:
@@ -93,9 +94,7 @@ class BucketRows:
     tables: dict[str, dict[str, list[Row]]]
 
     @classmethod
-    def read(
-        cls, run_dir: str | Path, info: Mapping[str, Any], reads: Sequence[str], bucket: int
-    ) -> BucketRows:
+    def read(cls, run_dir: str | Path, info: RunInfo, reads: Sequence[str], bucket: int) -> BucketRows:
         return cls(
             {t["topic"]: t for t in read_bucket(run_dir, info, TOPICS, bucket)},
             {name: by_topic(read_bucket(run_dir, info, SNAPSHOT_TABLES[name], bucket)) for name in reads},
@@ -106,7 +105,7 @@ class BucketRows:
 
 
 def topics_of_bucket(
-    sources: Mapping[str, str | Path], info: Mapping[str, Any], reads: Sequence[str], bucket: int
+    sources: Mapping[str, str | Path], info: RunInfo, reads: Sequence[str], bucket: int
 ) -> Iterator[tuple[Row, dict[str, list[Row]]]]:
     """Each topic of the bucket (the topics table's order) with its rows of every table of ``reads``;
     ``sources``: the run directory each table is read from (a sweep's points share all but their topics)."""
@@ -139,7 +138,7 @@ def write_part(path: Path, rows: list[Row], table: Table) -> None:
 
 
 def decide_bucket(
-    sources: Mapping[str, str | Path], info: Mapping[str, Any], reads: Sequence[str], rule: Rule, bucket: int,
+    sources: Mapping[str, str | Path], info: RunInfo, reads: Sequence[str], rule: Rule, bucket: int,
     tables: Sequence[str] = (),
 ) -> dict[str, list[Row]]:  # fmt: skip
     """``rule`` over every topic of the bucket: its rows per plan table (``tables`` present even when empty)."""
@@ -151,7 +150,7 @@ def decide_bucket(
 
 
 def _plan_bucket(
-    run_dir: str, info: Mapping[str, Any], rule: Rule, reads: Sequence[str], outputs: Sequence[Table],
+    run_dir: str, info: RunInfo, rule: Rule, reads: Sequence[str], outputs: Sequence[Table],
     tally: Tally, bucket: int,
 ) -> dict[str, Any]:  # fmt: skip
     sources = {name: run_dir for name in (TOPICS.name, *reads)}
@@ -163,7 +162,7 @@ def _plan_bucket(
 
 
 def plan_pass(
-    spark, run_dir: str | Path, info: Mapping[str, Any], *, rule: Rule, reads: Sequence[str],
+    spark, run_dir: str | Path, info: RunInfo, *, rule: Rule, reads: Sequence[str],
     outputs: Sequence[Table], tally: Tally,
 ) -> dict[str, Any]:  # fmt: skip
     """Plan the run in one Spark job: ``rule`` over every topic, ``outputs`` written, the tallies added up. The
@@ -175,7 +174,7 @@ def plan_pass(
         remove_tree(run.plan_table(table), within=run.path)
         run.plan_table(table).mkdir(parents=True)
     buckets = bucket_count(info)
-    path, frozen = str(run.path), dict(info)
+    path, frozen = str(run.path), info  # a frozen RunInfo: shipped to the tasks as it is
 
     def plan_buckets(batches: Iterator[Any]) -> Iterator[Any]:
         for batch in batches:
@@ -277,7 +276,7 @@ class BucketPlan:
 
 # A gate's checker: (bucket, the plan's rows of the bucket's topics, the run directory, the run's facts) -> rows per
 # check frame.
-Checker = Callable[[int, BucketPlan, str, Mapping[str, Any]], Mapping[str, list[Row]]]
+Checker = Callable[[int, BucketPlan, str, RunInfo], Mapping[str, list[Row]]]
 
 
 def _ipc(table: Any) -> bytes:
@@ -484,7 +483,7 @@ def _shipped_rows(rows: list[Row], expectations: Sequence[Expectation] | None) -
 
 
 def _checked_bucket(
-    bucket: int, plan: BucketPlan, checker: Checker, run_dir: str, info: Mapping[str, Any],
+    bucket: int, plan: BucketPlan, checker: Checker, run_dir: str, info: RunInfo,
     schemas: Mapping[str, Any], validated: Mapping[str, list[Expectation]],
 ) -> Any:  # fmt: skip
     """One bucket's check frames as :func:`check_pass`'s tasks send them: a row per frame (its row count, and the
@@ -516,7 +515,7 @@ def _checked_bucket(
 
 
 def check_pass(
-    spark, run_dir: str | Path, info: Mapping[str, Any], *, checker: Checker, frames: Sequence[Table],
+    spark, run_dir: str | Path, info: RunInfo, *, checker: Checker, frames: Sequence[Table],
     expectations: Mapping[str, list[Expectation]], routed: Sequence[Table] = (),
 ) -> CheckedFrames:  # fmt: skip
     """A gate's check frames in one Spark job: ``checker`` per bucket over the plan's rows of the bucket's topics and
@@ -539,7 +538,7 @@ def check_pass(
     import pyarrow as pa
 
     buckets = bucket_count(info)
-    path, frozen = str(RunDir(run_dir).path), dict(info)
+    path, frozen = str(RunDir(run_dir).path), info
     schemas = {table.name: table.arrow_schema() for table in (*frames, HOLD_CHECKS)}
     validated = {**expectations, HOLD_CHECKS.name: must_be_true("not_held")}
     names = {plan_table.name: plan_table.names for plan_table in routed}

@@ -8,9 +8,9 @@ buckets (the bytes deleted per namespace against the summary and the blast radiu
 from __future__ import annotations
 
 from collections.abc import Mapping
-from typing import Any
 
 from housekeeping.engine.contract import CURSORS, LEDGERS, NAMESPACES, table
+from housekeeping.engine.documents import RunInfo
 from housekeeping.engine.gate import (
     CheckFrame,
     Expectation,
@@ -51,9 +51,9 @@ NAMESPACE_CHECKS = table(
 )
 
 
-def check(topic: GateTopic, info: Mapping[str, Any]) -> Mapping[str, list[Row]]:
+def check(topic: GateTopic, info: RunInfo) -> Mapping[str, list[Row]]:
     facts = TopicFacts(topic.row, topic.rows[LEDGERS.name], topic.rows[CURSORS.name])
-    return check_topic(facts, topic.actions, int(info["asOfMs"]))
+    return check_topic(facts, topic.actions, int(info.as_of_ms))
 
 
 def expectations(spec: Mechanism) -> dict[str, list[Expectation]]:
@@ -67,9 +67,9 @@ def expectations(spec: Mechanism) -> dict[str, list[Expectation]]:
     }
 
 
-def namespaces(frames: CheckedFrames, run: RunDir, info: Mapping[str, Any]) -> list[CheckFrame]:
+def namespaces(frames: CheckedFrames, run: RunDir, info: RunInfo) -> list[CheckFrame]:
     """The bytes deleted per namespace, added up over the buckets: as the summary says, within the blast radius."""
-    max_share = float(info["maxDeletedShare"])
+    max_share = float(info.max_deleted_share)
     deleted: dict[str | None, int] = {}
     for row in frames.tables["namespace_deleted"].to_pylist():
         deleted[row["namespace"]] = deleted.get(row["namespace"], 0) + row["deletedBytes"]

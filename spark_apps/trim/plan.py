@@ -21,6 +21,7 @@ from pathlib import Path
 from typing import Any
 
 from housekeeping.engine.contract import ACTIONS, BLOCKERS, CURSORS, LEDGERS
+from housekeeping.engine.documents import RunInfo
 from housekeeping.engine.run_dir import RunDir
 from housekeeping.mechanisms.trim.actions import DELETE_LOCAL_COPY
 from housekeeping.mechanisms.trim.tables import TRIM_DECISIONS
@@ -37,9 +38,9 @@ OUTPUTS = (
 )
 
 
-def trim_topic(topic: Row, rows: Mapping[str, list[Row]], info: Mapping[str, Any]) -> dict[str, list[Row]]:
+def trim_topic(topic: Row, rows: Mapping[str, list[Row]], info: RunInfo) -> dict[str, list[Row]]:
     """The pass's rule: one topic's rows of trim's plan tables."""
-    plan = plan_topic(topic, rows[LEDGERS.name], rows[CURSORS.name], int(info["asOfMs"]))
+    plan = plan_topic(topic, rows[LEDGERS.name], rows[CURSORS.name], int(info.as_of_ms))
     return {TRIM_DECISIONS.name: plan.decisions, ACTIONS.name: plan.actions, BLOCKERS.name: plan.blockers}
 
 
@@ -56,11 +57,11 @@ def tally(decided: Mapping[str, list[Row]]) -> dict[str, Any]:
     }
 
 
-def sweep_topic(topic: Row, rows: Mapping[str, list[Row]], info: Mapping[str, Any]) -> dict[str, list[Row]]:
+def sweep_topic(topic: Row, rows: Mapping[str, list[Row]], info: RunInfo) -> dict[str, list[Row]]:
     """A policy sweep's measures of one topic: the bytes and ledgers this plan frees and the bytes it keeps, and on
     the local disk the bytes it frees (deleted ledgers and the local copies the offload-deletion lag lets go) and
     leaves, from the same decisions :func:`trim_topic` writes (holds included)."""
-    plan = plan_topic(topic, rows[LEDGERS.name], rows[CURSORS.name], int(info["asOfMs"]))
+    plan = plan_topic(topic, rows[LEDGERS.name], rows[CURSORS.name], int(info.as_of_ms))
     if not plan.decisions:
         return {}
     has_local = {r["ledgerId"]: not r["localDeleted"] for r in rows[LEDGERS.name]}
@@ -84,7 +85,7 @@ def sweep_points(spark, run_dirs: list[str | Path]) -> list[dict[str, dict[str, 
     return measure_pass(spark, run_dirs, rule=sweep_topic, reads=READS, measure=namespace_measures)
 
 
-def figures(totals: dict[str, Any], run: RunDir, info: Mapping[str, Any]) -> dict[str, Any]:
+def figures(totals: dict[str, Any], run: RunDir, info: RunInfo) -> dict[str, Any]:
     """The summary's figures: the buckets' tallies, zero where no bucket deleted anything."""
     return {
         "ledgersToDelete": totals.get("ledgersToDelete", 0),

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import pytest
 
+from housekeeping.engine.documents import RunInfo
 from spark_apps.backlog.rule import plan_topic
 from tests.conftest import topic_row
 from tests.expiry.test_rule import Entries, cursor, ledger
@@ -18,11 +19,13 @@ AS_OF = 1_000 * MIN
 T = "persistent://t/ns/x"
 
 
-def info(precise: bool = False, enabled: bool = True) -> dict:
-    return {
-        "asOfMs": AS_OF,
-        "broker": {"preciseTimeBasedBacklogQuotaCheck": precise, "backlogQuotaCheckEnabled": enabled},
-    }
+def info(precise: bool = False, enabled: bool = True) -> RunInfo:
+    return RunInfo(
+        run_id="r",
+        mechanism="backlog",
+        as_of_ms=AS_OF,
+        broker={"preciseTimeBasedBacklogQuotaCheck": precise, "backlogQuotaCheckEnabled": enabled},
+    )
 
 
 def ledgers() -> tuple[list[dict], Entries]:

@@ -258,7 +258,7 @@ def _planned_run(root: Path, run_id: str) -> Path:
 
     store = Store.open(root)
     info = snapshot_step(store, "compaction", run_id=run_id, as_of_ms=AS_OF_MS)
-    assert plan_and_gate_in_process(info.run_dir, "compaction", "local[2]")["success"]
+    assert plan_and_gate_in_process(info.run_dir, "compaction", "local[2]").success
     return info.run_dir
 
 
@@ -344,8 +344,8 @@ def test_the_gate_blocks_a_wrong_compacted_ledger_and_apply_refuses(
     part.with_name(f".{part.name}.crc").unlink(missing_ok=True)
     pq.write_table(pa.Table.from_pylist(rows, schema=table.schema), part)
     gate = validate_plan.run(spark, run_dir, "compaction")
-    assert not gate["success"]
-    assert failing in {f["kwargs"].get("column") for f in gate["failed"]}
+    assert not gate.success
+    assert failing in {f.kwargs.get("column") for f in gate.failed}
     with pytest.raises(PlanNotValidated):
         require_passed_gate(run_dir)
     assert _compacted_rows(root) == []

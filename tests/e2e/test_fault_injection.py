@@ -141,7 +141,7 @@ def _planned(store: Store, mechanism: str, run_id: str, compact_topics=()) -> Pa
         max_deleted_share=1.0,
         compact_topics=compact_topics,
     )
-    assert plan_and_gate_in_process(info.run_dir, mechanism, "local[2]")["success"]
+    assert plan_and_gate_in_process(info.run_dir, mechanism, "local[2]").success
     return info.run_dir
 
 

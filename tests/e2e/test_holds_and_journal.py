@@ -125,7 +125,7 @@ def test_a_namespace_hold_keeps_every_topic_it_covers_out_of_the_plan_and_apply(
 def test_a_hold_added_after_the_gate_still_wins_at_apply_and_is_journaled(generated, tmp_path, capsys):
     store = _copy_store(generated, tmp_path / "store")
     info = snapshot_step(store, "trim", run_id="late-hold", as_of_ms=parse_as_of(AS_OF))
-    assert plan_and_gate_in_process(info.run_dir, "trim", "local[2]")["success"]
+    assert plan_and_gate_in_process(info.run_dir, "trim", "local[2]").success
     actions = json.loads((info.run_dir / "plan" / "summary.json").read_text())
     assert actions["ledgersToDelete"] > 0
     planned = sorted(
@@ -173,7 +173,7 @@ def test_the_gate_rejects_a_plan_that_ignores_a_hold(generated, tmp_path, capsys
 
     store = _copy_store(generated, tmp_path / "store")
     info = snapshot_step(store, "trim", run_id="ignored-hold", as_of_ms=parse_as_of(AS_OF))
-    assert plan_and_gate_in_process(info.run_dir, "trim", "local[2]")["success"]
+    assert plan_and_gate_in_process(info.run_dir, "trim", "local[2]").success
     planned = {
         json.loads(line)["topic"]
         for p in (info.run_dir / "plan" / "actions").glob("part-*")
@@ -189,8 +189,8 @@ def test_the_gate_rejects_a_plan_that_ignores_a_hold(generated, tmp_path, capsys
     from housekeeping.mechanisms.steps import local_spark
 
     gate = validate_plan.run(local_spark("local[2]"), info.run_dir, "trim")
-    assert not gate["success"]
-    failed = {(f["frame"], f["kwargs"].get("column")) for f in gate["failed"]}
+    assert not gate.success
+    failed = {(f.frame, f.kwargs.get("column")) for f in gate.failed}
     assert failed == {("holds", "not_held")}
     before = export_manifest(store)
     with pytest.raises(PlanNotValidated):

@@ -218,7 +218,7 @@ def test_backfill_create_equals_the_decisions_made_one_by_one_and_again_changes_
     manual = generate_store(tmp_path / "manual", STORE_OPTIONS)  # default: SQLite in the store
     for i, as_of_ms in enumerate(as_ofs):
         info = snapshot_step(manual, "trim", run_id=f"manual-{i}", as_of_ms=as_of_ms, max_deleted_share=1.0)
-        assert plan_and_gate_in_process(info.run_dir, "trim", "local[2]")["success"]
+        assert plan_and_gate_in_process(info.run_dir, "trim", "local[2]").success
         apply_step(manual, info.run_dir, purge_grace_seconds=GRACE_SECONDS)
         purge_step(manual, info.run_dir)
     assert final == store_state(manual)

@@ -68,7 +68,7 @@ def test_a_subscription_created_at_earliest_after_the_snapshot_keeps_every_ledge
         tmp_path / "store", GenerateOptions(40, 7, 200, 12, 120, "2026-11-01T00:00:00Z", False), None
     )
     info = snapshot_step(store, "trim", run_id="probe", as_of_ms=AS_OF, actor="test")
-    assert plan_and_gate_in_process(info.run_dir, "trim", "local[2]")["success"]
+    assert plan_and_gate_in_process(info.run_dir, "trim", "local[2]").success
     trimmed = sorted(
         {a["topic"] for a in read_table(info.run_dir, "actions") if a["action"] == "delete_ledger"}
     )
@@ -135,7 +135,7 @@ def _store(tmp_path: Path, namespace_policies: dict, cursor: str | None, broker:
 def _plan(store: Store, mechanism: str, run_id: str, **values: object) -> Path:
     info = snapshot_step(store, mechanism, run_id=run_id, as_of_ms=AS_OF, actor="test", values=values)
     gate = plan_and_gate_in_process(info.run_dir, mechanism, "local[2]")
-    assert gate["success"], gate["failed"]
+    assert gate.success, gate.failed
     planned = {a["topic"] for a in read_table(info.run_dir, "actions")}
     assert set(TOPICS) <= planned, (
         f"{mechanism} must plan every topic of the store, planned {sorted(planned)}"

@@ -138,10 +138,12 @@ def test_prometheus_scrapes_the_stores_metrics_before_and_after_a_trim_apply(tmp
         # A real trim run (snapshot, Spark plan, Great Expectations gate, apply) with a day's grace: the deleted
         # ledgers leave the ledger list and wait for purge.
         run_dir = run_steps(store, "trim", AS_OF, "trim-1", grace=86_400)
-        from housekeeping.engine.apply import read_apply_result
+        from housekeeping.engine.documents import read_applied_run
 
         deleted = {
-            ns: v["bytes"] for ns, v in read_apply_result(run_dir)["perNamespace"].items() if v["bytes"]
+            ns: v["bytes"]
+            for ns, v in read_applied_run(run_dir).figures["perNamespace"].items()
+            if v["bytes"]
         }
         assert deleted, "the generated store has consumed ledgers past retention"
         after = stored_bytes(store)

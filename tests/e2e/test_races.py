@@ -33,7 +33,6 @@ from sqlalchemy import select
 from housekeeping.core.errors import HousekeepingError
 from housekeeping.core.positions import format_position
 from housekeeping.core.timeutil import format_ms, parse_as_of
-from housekeeping.engine.gate import describe_failures
 from housekeeping.mechanisms.steps import apply_step, plan_and_gate_in_process, snapshot_step
 from housekeeping.store import clients
 from housekeeping.store import metadata_schema as t
@@ -88,7 +87,7 @@ def _plan_all(store: Store, round_no: int, as_of_ms: int) -> dict[str, Path]:
             compact_topics=keyed if mechanism == "compaction" else (),
         )
         gate = plan_and_gate_in_process(info.run_dir, mechanism, "local[2]")
-        assert gate["success"], f"round {round_no} {mechanism}: {describe_failures(gate)}"
+        assert gate.success, f"round {round_no} {mechanism}: {gate.describe_failures()}"
         run_dirs[mechanism] = info.run_dir
     return run_dirs
 

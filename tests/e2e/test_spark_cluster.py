@@ -54,7 +54,7 @@ def test_trim_dag_runs_on_a_standalone_cluster_in_client_mode(
         as_of_ms=int(LOGICAL_DATE.timestamp() * 1000),
         max_deleted_share=1.0,
     )
-    assert plan_and_gate_in_process(info.run_dir, "trim", "local[2]")["success"]
+    assert plan_and_gate_in_process(info.run_dir, "trim", "local[2]").success
     expected = sorted(
         (a["topic"], a["ledgerId"])
         for a in read_table(info.run_dir, "actions")

@@ -203,6 +203,6 @@ def test_the_gate_reads_the_name_itself_when_the_snapshot_is_wrong(
     )
     _tamper(info.run_dir, _t(topic), **changes)
     document = plan_and_gate_in_process(info.run_dir, mechanism, "local[2]")
-    assert not document["success"]
-    failed = {f["kwargs"].get("column") for f in document["failed"]}
-    assert failing in failed, document["failed"]
+    assert not document.success
+    failed = {f.kwargs.get("column") for f in document.failed}
+    assert failing in failed, document.failed

@@ -84,7 +84,7 @@ def planned(tmp_path_factory):
         load_manifest(base / "store", write_manifest(base, manifest()))
         store = Store.open(base / "store")
         info = snapshot_step(store, "offload", run_id="faulty", as_of_ms=parse_as_of(AS_OF))
-        assert plan_and_gate_in_process(info.run_dir, "offload", "local[2]")["success"]
+        assert plan_and_gate_in_process(info.run_dir, "offload", "local[2]").success
         for name in ("store", "tier"):
             shutil.copytree(base / name, base / f"pristine-{name}")
         yield PlannedOffload(base)
@@ -178,7 +178,7 @@ def test_erasure_killed_after_uploading_a_redacted_object_converges_when_retried
     store = Store.open(tmp_path / "store")
     add_request(store, key="k3", topic=KEYED, reason="test", requested_at_ms=ERASE_AS_OF - 1, actor="test")
     info = snapshot_step(store, "erasure", run_id="faulty", as_of_ms=ERASE_AS_OF)
-    assert plan_and_gate_in_process(info.run_dir, "erasure", "local[2]")["success"]
+    assert plan_and_gate_in_process(info.run_dir, "erasure", "local[2]").success
     _killed_apply_step(store, info.run_dir, point)
     assert_no_orphans_and_no_dangling_metadata(store)
     apply_step(store, info.run_dir, purge_grace_seconds=0)

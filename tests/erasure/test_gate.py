@@ -46,7 +46,7 @@ def template(tmp_path_factory) -> Path:
         actor="t",
     )
     info = snapshot_step(store, "erasure", run_id="mutants", as_of_ms=parse_as_of(AS_OF))
-    assert plan_and_gate_in_process(info.run_dir, "erasure", "local[2]")["success"]
+    assert plan_and_gate_in_process(info.run_dir, "erasure", "local[2]").success
     return root
 
 
@@ -95,8 +95,8 @@ def _check_blocked(store: Store, run_dir: Path, failing: set[str]) -> None:
 
     before = export_manifest(store)
     document = validate_plan.run(local_spark("local[2]"), run_dir, "erasure")
-    assert not document["success"]
-    assert failing <= {f["kwargs"].get("column") for f in document["failed"]}, document["failed"]
+    assert not document.success
+    assert failing <= {f.kwargs.get("column") for f in document.failed}, document.failed
     with pytest.raises(PlanNotValidated):
         apply_step(store, run_dir, purge_grace_seconds=0)
     assert export_manifest(store) == before

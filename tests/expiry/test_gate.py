@@ -26,7 +26,7 @@ def test_gate_rejects_moves_past_an_unexpired_entry_or_on_protected_cursors(spar
         },
     )
     run_dir, gate, subs, _ = plan(store, tmp_path)
-    assert gate["success"] and subs[("x", "s")]["to"] == "1:1"
+    assert gate.success and subs[("x", "s")]["to"] == "1:1"
     actions = run_dir / "plan" / "actions"
     parts = table_parts(actions)
     original = "".join(parts.values())
@@ -51,6 +51,6 @@ def test_gate_rejects_moves_past_an_unexpired_entry_or_on_protected_cursors(spar
     for label, text in mutants.items():
         assert text != original, label
         rewrite_table(actions, [json.loads(line) for line in text.splitlines()])
-        assert not validate_plan.run(spark, run_dir, "expiry")["success"], label
+        assert not validate_plan.run(spark, run_dir, "expiry").success, label
     restore_table(parts)
-    assert validate_plan.run(spark, run_dir, "expiry")["success"]
+    assert validate_plan.run(spark, run_dir, "expiry").success

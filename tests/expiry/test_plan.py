@@ -87,7 +87,7 @@ def test_rule_edges(spark, tmp_path):
         },
     )
     run_dir, gate, subs, summary = plan(store, tmp_path)
-    assert gate["success"], gate["failed"]
+    assert gate.success, gate.failed
     assert subs[("boundary", "s")]["to"] == "1:1"
     assert subs[("shortcut", "s")]["to"] == "1:2"
     assert subs[("disorder", "s")]["to"] == "1:1", "never past the unexpired entry 1:2 (Pulsar may ack it)"
@@ -119,7 +119,7 @@ def test_reads_only_the_straddling_ledgers(spark, tmp_path):
     ledgers += [(9, [CUTOFF - 1, CUTOFF + 5, CUTOFF - 2], CUTOFF + 10), (10, [AS_OF - 1], None)]
     store = build(tmp_path, {"long": ledger_topic(ledgers, {"s": {"markDeletePosition": "1:-1"}})})
     _, gate, subs, summary = plan(store, tmp_path)
-    assert gate["success"]
+    assert gate.success
     assert subs[("long", "s")]["to"] == "9:0"
     assert summary["reads"]["ledgersRead"] == 1 and summary["reads"]["ledgersStored"] == 10
 
@@ -139,7 +139,7 @@ def test_apply_keeps_a_newer_ack_and_a_tampered_plan_is_refused(spark, tmp_path)
         },
     )
     run_dir, gate, subs, _ = plan(store, tmp_path)
-    assert gate["success"] and subs[("acked", "s")]["to"] == "1:9"
+    assert gate.success and subs[("acked", "s")]["to"] == "1:9"
     from sqlalchemy import update
 
     from housekeeping.store import metadata_schema as t
@@ -196,7 +196,7 @@ def test_a_damaged_ledger_the_search_reads_is_named_by_the_plan_and_by_the_gate(
         {"x": ledger_topic([(1, [CUTOFF - 2, CUTOFF + 1], None)], {"s": {"markDeletePosition": "1:-1"}})},
     )
     run_dir, gate, subs, _ = plan(store, tmp_path)
-    assert gate["success"] and subs[("x", "s")]["to"] == "1:0"
+    assert gate.success and subs[("x", "s")]["to"] == "1:0"
     part = sorted(store.ledger_dir(topic, 1).glob("*.parquet"))[0]
     good = part.read_bytes()
     part.write_bytes(b"PAR1 this is not a parquet file PAR1")

@@ -8,6 +8,7 @@ from __future__ import annotations
 import pytest
 
 from housekeeping.engine.contract import CURSORS, LEDGERS
+from housekeeping.engine.documents import RunInfo
 from spark_apps.expiry.rule import plan_topic
 from spark_apps.shared.rows import java_fixed, utc_millis
 from tests.conftest import NEVER_OFFLOADED, topic_row
@@ -18,10 +19,12 @@ T = "persistent://t/ns/x"
 AS_OF = 10_000_000_000
 TTL = 3600
 CUTOFF = AS_OF - TTL * 1000
-INFO = {
-    "asOfMs": AS_OF,
-    "broker": {"housekeepingExpiryGuardMinimumBacklog": 1000, "housekeepingExpiryGuardAgeFactor": 1.5},
-}
+INFO = RunInfo(
+    run_id="r",
+    mechanism="expiry",
+    as_of_ms=AS_OF,
+    broker={"housekeepingExpiryGuardMinimumBacklog": 1000, "housekeepingExpiryGuardAgeFactor": 1.5},
+)
 
 
 class Entries:

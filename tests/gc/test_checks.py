@@ -7,6 +7,7 @@ from __future__ import annotations
 import pytest
 
 from housekeeping.engine.contract import TOPICS
+from housekeeping.engine.documents import RunInfo
 from spark_apps.gc.checks import TopicFacts, check_topic, metadata_rows, namespace_rows
 from spark_apps.gc.rule import plan_topic
 from tests.conftest import NEVER_OFFLOADED
@@ -14,13 +15,15 @@ from tests.gc.test_plan import AS_OF, topic
 
 pytestmark = pytest.mark.unit
 
-INFO = {
-    "asOfMs": AS_OF,
-    "broker": {
+INFO = RunInfo(
+    run_id="r",
+    mechanism="gc",
+    as_of_ms=AS_OF,
+    broker={
         "brokerDeleteInactiveTopicsEnabled": True,
         "brokerDeleteInactivePartitionedTopicMetadataEnabled": True,
     },
-}
+)
 
 
 def row(name: str, **facts) -> dict:

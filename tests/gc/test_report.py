@@ -49,6 +49,7 @@ PARTS = [
     ],
 ]
 APPLIED = {
+    "runId": "r",
     "topicsDeleted": ["persistent://a/x/t1", "persistent://b/y/t7"],
     "skippedTopics": {"persistent://a/x/t2": "topic became active"},
 }
@@ -76,7 +77,7 @@ def _run(tmp_path: Path, parts: list[list[dict]]) -> Path:
     table.mkdir(parents=True)
     for index, rows in enumerate(parts):
         (table / f"part-{index:05d}.json").write_text("".join(json.dumps(r) + "\n" for r in rows))
-    (run.path / "plan" / "summary.json").write_text("{}")
+    (run.path / "plan" / "summary.json").write_text('{"mechanism": "gc", "runId": "r", "asOfMs": 10000}')
     write_json(run.apply_result, APPLIED)
     return run.path
 

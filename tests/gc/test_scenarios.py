@@ -197,7 +197,7 @@ def test_metadata_setting_off_and_clients_appearing_between_plan_and_apply(tmp_p
     for name in ("topic2", "racer-producer", "racer-subscription", "racer-policy"):
         clients.create_topic(store, _p(name), now_ms=T0)
     info = snapshot_step(store, "gc", run_id="race", as_of_ms=T0 + 60 * S, max_deleted_topic_share=1.0)
-    assert plan_and_gate_in_process(info.run_dir, "gc", "local[2]")["success"]
+    assert plan_and_gate_in_process(info.run_dir, "gc", "local[2]").success
 
     clients.connect_producer(store, _p("racer-producer"), now_ms=T0 + 61 * S)
     clients.subscribe(store, _p("racer-subscription"), "late", now_ms=T0 + 61 * S)

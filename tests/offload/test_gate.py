@@ -62,7 +62,7 @@ def planned_offload(tmp_path_factory):
         load_manifest(root / "store", write_manifest(root, manifest()))
         store = Store.open(root / "store")
         info = snapshot_step(store, "offload", run_id="mutate-offload", as_of_ms=parse_as_of(AS_OF))
-        assert plan_and_gate_in_process(info.run_dir, "offload", "local[2]")["success"]
+        assert plan_and_gate_in_process(info.run_dir, "offload", "local[2]").success
         assert sorted(a["ledgerId"] for a in read_table(info.run_dir, "actions")) == [2, 4]
         yield store, info.run_dir
 
@@ -115,8 +115,8 @@ def test_offload_gate_blocks_each_mutated_plan_and_nothing_changes(planned_offlo
             rows = [json.loads(line) for text in parts.values() for line in text.splitlines()]
             rewrite_table(run_dir / "plan" / "actions", edit(rows, run_dir))
             document = validate_plan.run(local_spark("local[2]"), run_dir, "offload")
-            assert not document["success"]
-            assert any(f["expectation"] == "expect_compound_columns_to_be_unique" for f in document["failed"])
+            assert not document.success
+            assert any(f.expectation == "expect_compound_columns_to_be_unique" for f in document.failed)
         finally:
             restore_table(parts)
         return

@@ -100,8 +100,8 @@ def test_the_lagged_delete_is_strict_ignores_cursors_and_keeps_the_ledger_readab
     cli_json(capsys, "plan", "trim", "--store", store, "--as-of", iso(OFFLOADED_AT + LAG + 1), "--format", "json",
         "--run-dir", str(run_dir))  # fmt: skip
     request = request_approval(run_dir, get_mechanism("trim"), ApprovalThresholds(bytes=0))
-    assert not request["required"], request["reasons"]
-    assert {k: request["measures"][k] for k in ("bytes", "ledgers", "local_copies", "local_copy_bytes")} == {
+    assert not request.required, request.reasons
+    assert {k: request.measures[k] for k in ("bytes", "ledgers", "local_copies", "local_copy_bytes")} == {
         "bytes": 0, "ledgers": 0, "local_copies": 2, "local_copy_bytes": 200
     }  # fmt: skip
     assert "2 local copies of offloaded ledgers deleted (200 B)" in request_markdown(request)

@@ -68,15 +68,15 @@ def test_the_unmutated_plan_passes(spark, planned):
     from housekeeping.engine import launcher
     from housekeeping.mechanisms.registry import get_mechanism
 
-    assert launcher.gate_in_process(spark, planned, get_mechanism("scrub"))["success"]
+    assert launcher.gate_in_process(spark, planned, get_mechanism("scrub")).success
 
 
 @pytest.mark.parametrize("mutant", list(MUTANTS), ids=list(MUTANTS))
 def test_every_unsafe_repair_is_blocked(spark, planned, mutant):
     mutate, check = MUTANTS[mutant]
     gate = _gate_with(spark, planned, mutate)
-    assert not gate["success"]
-    assert check in {f["kwargs"].get("column") for f in gate["failed"]}
+    assert not gate.success
+    assert check in {f.kwargs.get("column") for f in gate.failed}
 
 
 def test_bad_input_exits_2_naming_it_and_changes_nothing(capsys, store, tmp_path, monkeypatch):

@@ -14,7 +14,8 @@ from pathlib import Path
 import pytest
 
 from housekeeping.engine.contract import ACTIONS, topic_bucket
-from housekeeping.engine.run_dir import RunDir, read_run_info
+from housekeeping.engine.documents import read_run_info
+from housekeeping.engine.run_dir import RunDir
 from housekeeping.mechanisms.backlog.tables import EVICTION_STEPS
 from housekeeping.mechanisms.registry import get_mechanism
 from spark_apps.shared import topic_pass

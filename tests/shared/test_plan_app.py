@@ -32,7 +32,7 @@ def test_every_plan_module_is_the_skeleton_of_its_own_mechanism(name):
 
 def _app(executed: list) -> PlanApp:
     def execute(spark, run, info):
-        executed.append((spark, run.path, info["runId"]))
+        executed.append((spark, run.path, info.run_id))
         (run.plan_dir / "decisions").mkdir(parents=True)
         return {"ledgersToDelete": 3, "perNamespace": {"t/ns": {"ledgers": 3}}}
 
@@ -41,7 +41,9 @@ def _app(executed: list) -> PlanApp:
 
 def test_the_summary_says_which_plan_its_figures_are_of_and_is_written(tmp_path):
     RunDir(tmp_path).run_info.parent.mkdir()
-    RunDir(tmp_path).run_info.write_text(json.dumps({"runId": "r-1", "asOfMs": 1793577600000}))
+    RunDir(tmp_path).run_info.write_text(
+        json.dumps({"runId": "r-1", "mechanism": "trim", "asOfMs": 1793577600000})
+    )
     executed: list = []
     app = _app(executed)
     summary = app.run("the session", tmp_path)
@@ -53,7 +55,7 @@ def test_the_summary_says_which_plan_its_figures_are_of_and_is_written(tmp_path)
         "ledgersToDelete": 3,
         "perNamespace": {"t/ns": {"ledgers": 3}},
     }
-    assert read_summary(tmp_path) == summary
+    assert read_summary(tmp_path).as_json() == summary
 
 
 def test_a_run_directory_without_a_snapshot_is_refused_before_anything_is_planned(tmp_path):

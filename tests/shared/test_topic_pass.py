@@ -9,6 +9,7 @@ import pyarrow.parquet as pq
 import pytest
 
 from housekeeping.engine import contract
+from housekeeping.engine.documents import RunInfo
 from housekeeping.engine.parquet_rows import write_parquet
 from housekeeping.engine.run_dir import RunDir
 from spark_apps.shared.topic_pass import read_bucket
@@ -37,7 +38,7 @@ def run_dir(tmp_path):
 
 
 def topics_read(run_dir, bucket: int) -> list[str]:
-    rows = read_bucket(run_dir, {"snapshotBuckets": BUCKETS}, contract.CURSORS, bucket)
+    rows = read_bucket(run_dir, RunInfo("r", "trim", 0, snapshot_buckets=BUCKETS), contract.CURSORS, bucket)
     return [r["topic"] for r in rows]
 
 

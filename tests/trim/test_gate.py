@@ -98,7 +98,7 @@ def state(store: Store) -> tuple:
 def test_the_genuine_plan_passes(planned, spark):
     store, run_dir = planned
     assert [a["ledgerId"] for a in action_rows(run_dir) if a["action"] == "delete_ledger"] == [1, 2]
-    assert validate_plan.run(spark, run_dir, "trim")["success"]
+    assert validate_plan.run(spark, run_dir, "trim").success
 
 
 def delete(ledger_id: int, size: int = 6):
@@ -170,11 +170,9 @@ def test_corrupted_plan_is_blocked_and_nothing_changes(planned, spark, name):
     before = state(store)
     rewrite_actions(run_dir, edit)
     document = validate_plan.run(spark, run_dir, "trim")
-    assert not document["success"]
-    failed = {f["expectation"] for f in document["failed"]} | {
-        f["kwargs"].get("column") for f in document["failed"]
-    }
-    assert failing in failed, document["failed"]
+    assert not document.success
+    failed = {f.expectation for f in document.failed} | {f.kwargs.get("column") for f in document.failed}
+    assert failing in failed, document.failed
     with pytest.raises(PlanNotValidated):
         apply_plan(store, run_dir, TRIM, purge_grace_seconds=0)
     assert state(store) == before
@@ -185,12 +183,12 @@ def test_blast_radius_limit_blocks(tmp_path, spark):
     info = snapshot_step(store, "trim", run_id="t", as_of_ms=10_000, scope=None, max_deleted_share=0.05)
     plan_trim.run(spark, info.run_dir)
     document = validate_plan.run(spark, info.run_dir, "trim")
-    assert [f["kwargs"]["column"] for f in document["failed"]] == ["deleted_share"]
+    assert [f.kwargs["column"] for f in document.failed] == ["deleted_share"]
 
 
 def test_plan_changed_after_the_gate_is_refused(planned, spark):
     store, run_dir = planned
-    assert validate_plan.run(spark, run_dir, "trim")["success"]
+    assert validate_plan.run(spark, run_dir, "trim").success
     before = state(store)
     rewrite_actions(run_dir, lambda rows: rows + [delete(3)])
     with pytest.raises(PlanNotValidated, match="changed after the gate"):
@@ -200,7 +198,7 @@ def test_plan_changed_after_the_gate_is_refused(planned, spark):
 
 def test_apply_then_purge_removes_exactly_the_planned_ledgers(planned, spark):
     store, run_dir = planned
-    assert validate_plan.run(spark, run_dir, "trim")["success"]
+    assert validate_plan.run(spark, run_dir, "trim").success
     result = apply_plan(store, run_dir, TRIM, purge_grace_seconds=60)
     assert result.ledgers_deleted == 2 and result.counts["cursorsMoved"] == 1
     ledger_dir = store.ledger_dir(TOPIC, 1)
@@ -223,7 +221,7 @@ def test_topic_changed_since_the_snapshot_is_skipped_not_overwritten(planned, sp
     from housekeeping.store import metadata_schema as t
 
     store, run_dir = planned
-    assert validate_plan.run(spark, run_dir, "trim")["success"]
+    assert validate_plan.run(spark, run_dir, "trim").success
     with store.engine.begin() as conn:  # a writer touched the topic after the snapshot
         conn.execute(update(t.topics).where(t.topics.c.name == TOPIC).values(version=t.topics.c.version + 1))
     before = state(store)
@@ -235,7 +233,7 @@ def test_topic_changed_since_the_snapshot_is_skipped_not_overwritten(planned, sp
 
 def test_a_failure_inside_a_topics_transaction_changes_nothing(planned, spark, monkeypatch):
     store, run_dir = planned
-    assert validate_plan.run(spark, run_dir, "trim")["success"]
+    assert validate_plan.run(spark, run_dir, "trim").success
     before = state(store)
     calls = {"rows": 0}
 

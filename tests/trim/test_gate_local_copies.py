@@ -56,7 +56,7 @@ def planned_trim(tmp_path_factory):
         with write_transaction(store.engine) as conn:
             add_hold(conn, "t/held", reason="legal", actor="test")
         info = snapshot_step(store, "trim", run_id="mutate-local-copies", as_of_ms=AS_OF)
-        assert plan_and_gate_in_process(info.run_dir, "trim", "local[2]")["success"]
+        assert plan_and_gate_in_process(info.run_dir, "trim", "local[2]").success
         actions = read_table(info.run_dir, "actions")
         assert [(a["topic"], a["ledgerId"], a["action"]) for a in actions] == [
             (TOPIC, 1, "delete_local_copy")

@@ -152,7 +152,7 @@ def apply(
     run_dir = opened.run_dir(mechanism, run_id)
     values = {**options, "max_deleted_share": max_deleted_share}
     _, gate = plan_in_process(mechanism, opened, as_of, scope, run_dir, run_id, values)
-    if not gate["success"]:
+    if not gate.success:
         report_step(run_dir, dry_run=True)
     raise_if_rejected(gate, run_dir)
     result = apply_step(opened, run_dir)

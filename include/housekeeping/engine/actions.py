@@ -94,7 +94,7 @@ class PlanView:
         if self._last[0] != topic:  # a plan's actions come topic by topic: one topic's rows kept
             if self._snapshot is None:
                 from housekeeping.engine.contract import LEDGERS
-                from housekeeping.engine.run_dir import read_run_info
+                from housekeeping.engine.documents import read_run_info
                 from housekeeping.engine.snapshot_reads import BucketedSnapshot
 
                 columns = LEDGERS.select("topic", "ledgerId", "entries", "size")

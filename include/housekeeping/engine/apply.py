@@ -39,6 +39,7 @@ from housekeeping.core.policies import BrokerConfig
 from housekeeping.core.settings import Setting
 from housekeeping.engine.actions import PlansActions, TopicTally
 from housekeeping.engine.contract import ACTIONS, CURSORS, TOPICS, topic_bucket
+from housekeeping.engine.documents import AppliedRun, GateResult, RunInfo, read_run_info, write_document
 from housekeeping.engine.faults import checkpoint
 from housekeeping.engine.gate import require_passed_gate
 from housekeeping.engine.live import (
@@ -51,7 +52,7 @@ from housekeeping.engine.live import (
     topic_replaced,
 )
 from housekeeping.engine.plan import read_table
-from housekeeping.engine.run_dir import RunDir, iter_jsonl, read_json, read_run_info, write_json
+from housekeeping.engine.run_dir import RunDir, iter_jsonl
 from housekeeping.engine.snapshot_reads import BucketedSnapshot, SnapshotTopicLookup, snapshot_has_column
 from housekeeping.store import metadata_schema as t
 from housekeeping.store.holds import Hold, current_hold, hold_for, holds_for_this_transaction
@@ -94,7 +95,7 @@ class ApplyRun:
 
     store: Store
     run: RunDir
-    info: dict[str, Any]
+    info: RunInfo
     spec: PlansActions
     run_id: str
     purge_grace_seconds: int
@@ -115,7 +116,7 @@ class ApplyRun:
         detail: dict[str, Any] | None = None,
         actions: list[dict[str, Any]] | None = None,
         kinds_checked: bool = False,
-        gate: dict[str, Any] | None = None,
+        gate: GateResult | None = None,
     ) -> ApplyRun:
         """``actions``: the plan's actions table when the caller has read it already (read once: at 100,000
         topics a trim plan's rows are a few hundred MiB of Python objects); ``kinds_checked``: instead, the caller
@@ -126,14 +127,14 @@ class ApplyRun:
         run = RunDir(run_dir)
         gate = gate if gate is not None else require_passed_gate(run.path)
         info = read_run_info(run)
-        if Path(info["store"]).resolve() != store.root:
-            raise InputError(f"run {run} was planned on store {info['store']}, not on {store.root}")
-        if info["mechanism"] != spec.name:
-            raise InputError(f"run {run} is a {info['mechanism']} run, not a {spec.name} one")
+        if Path(info.store).resolve() != store.root:
+            raise InputError(f"run {run} was planned on store {info.store}, not on {store.root}")
+        if info.mechanism != spec.name:
+            raise InputError(f"run {run} is a {info.mechanism} run, not a {spec.name} one")
         # Journal key = run + the validated plan's digest: a retried apply of the same plan is a no-op, while a
         # re-snapshotted (different) plan of the same Airflow run is applied on its own merits.
-        run_id = f"{info['runId']}@{gate['planDigest'][:16]}"
-        actor = str(info.get("actor") or current_actor())
+        run_id = f"{info.run_id}@{str(gate.plan_digest)[:16]}"
+        actor = str(info.actor or current_actor())
         applying = cls(store, run, info, spec, run_id, purge_grace_seconds, actor)
         if not kinds_checked:
             if actions is not None:
@@ -176,7 +177,7 @@ class ApplyRun:
 
     @property
     def as_of_ms(self) -> int:
-        return int(self.info["asOfMs"])
+        return int(self.info.as_of_ms)
 
     @property
     def purge_after_ms(self) -> int:
@@ -213,7 +214,7 @@ class ApplyRun:
         if found is None:
             return None
         version, document, *incarnation = found
-        legacy = self.info.get("topicVersions")
+        legacy = self.info.legacy_topic_versions
         return TopicThen(
             int(legacy[topic]) if legacy and topic in legacy else int(version),
             incarnation[0] if incarnation else None,
@@ -375,7 +376,7 @@ class ApplyRun:
             actor=self.actor,
             detail=result,
         )
-        write_json(self.run.apply_result, result)
+        write_document(self.run.apply_result, AppliedRun.from_json(result))
         return result
 
 
@@ -557,9 +558,7 @@ def apply_plan(store: Store, run_dir: Path, spec: PlansActions, *, purge_grace_s
     # The gate's verdict first, then every row's kind and every topic against the snapshot, before anything else.
     gate = require_passed_gate(run.path)
     info = read_run_info(run)
-    plan = ActionParts.scan(
-        run, spec, snapshot_topic_versions(run, info), int(info.get("snapshotBuckets") or 0)
-    )
+    plan = ActionParts.scan(run, spec, snapshot_topic_versions(run, info), int(info.snapshot_buckets or 0))
     context = ApplyRun.open(
         store,
         run_dir,
@@ -582,11 +581,11 @@ def apply_plan(store: Store, run_dir: Path, spec: PlansActions, *, purge_grace_s
     return result
 
 
-def snapshot_topic_versions(run: RunDir, info: Mapping[str, Any]) -> TopicVersions:
+def snapshot_topic_versions(run: RunDir, info: RunInfo) -> TopicVersions:
     """The version of each topic when it was snapshotted, which apply compare-and-sets: the snapshot's topics
-    table (a bucket at a time), or the ``topicVersions`` of a run whose run.json carried them."""
-    if "topicVersions" in info:
-        return dict(info["topicVersions"])
+    table (a bucket at a time), or the versions a run whose run.json carried them recorded there."""
+    if info.legacy_topic_versions is not None:
+        return dict(info.legacy_topic_versions)
     return SnapshotTopicLookup(run, info, "version")
 
 
@@ -768,7 +767,3 @@ def _cursors_by_topic(read: Any) -> dict[str, tuple[CursorState, ...]]:
             )
         )
     return {topic: tuple(cursors) for topic, cursors in found.items()}
-
-
-def read_apply_result(run_dir: str | Path) -> dict[str, Any] | None:
-    return read_json(RunDir(run_dir).apply_result)

@@ -18,14 +18,20 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any
 
-from housekeeping.core.timeutil import format_ms
 from housekeeping.engine.actions import Changes, PlanView
 from housekeeping.engine.contract import ACTIONS, NAMESPACES
+from housekeeping.engine.documents import (
+    ApprovalDecision,
+    ApprovalRequest,
+    read_document,
+    read_run_info,
+    write_document,
+)
 from housekeeping.engine.mechanism import Mechanism
 from housekeeping.engine.plan import table_batches
 from housekeeping.engine.purge import due_for_purge, record_purge_due
 from housekeeping.engine.report import human_bytes, sparse_batch_rows
-from housekeeping.engine.run_dir import RunDir, read_json, read_run_info, write_json
+from housekeeping.engine.run_dir import RunDir, write_json
 from housekeeping.engine.snapshot_reads import read_snapshot_table
 from housekeeping.store.journal import journal
 from housekeeping.store.store import Store, write_transaction
@@ -137,12 +143,10 @@ def preview_purge(store: Store, run_dir: str | Path, *, dry_run: bool) -> dict[s
     ``approval/purge-due.json`` before apply and, unless a dry run, journaled topic by topic."""
     run = RunDir(run_dir)
     info = read_run_info(run)
-    due = due_for_purge(store, int(info["asOfMs"]))
+    due = due_for_purge(store, int(info.as_of_ms))
     write_json(run.purge_due, due)
     if not dry_run:
-        record_purge_due(
-            store, due, run_id=info["runId"], as_of_ms=int(info["asOfMs"]), actor=info.get("actor")
-        )
+        record_purge_due(store, due, run_id=info.run_id, as_of_ms=int(info.as_of_ms), actor=info.actor)
     return due
 
 
@@ -161,7 +165,7 @@ def request_approval(
     spec: Mechanism,
     thresholds: ApprovalThresholds,
     purge_due: dict[str, Any] | None = None,
-) -> dict[str, Any]:
+) -> ApprovalRequest:
     """Measure the plan (and, given, what its purge removes), write ``approval/request.json`` (and ``request.md``
     when approval is needed); returns the request (``required`` False: proceed)."""
     run = RunDir(run_dir)
@@ -170,33 +174,33 @@ def request_approval(
     reasons = over_thresholds(measures, thresholds) + purge_over_thresholds(
         purge_due or {"bytes": 0, "files": 0, "topics": 0}, thresholds
     )
-    request = {
-        "runId": info["runId"],
-        "mechanism": info["mechanism"],
-        "asOf": info["asOf"],
-        "required": bool(reasons),
-        "reasons": reasons,
-        "thresholds": asdict(thresholds),
-        "measures": asdict(measures),
-        "purge": {k: (purge_due or {}).get(k, 0) for k in ("files", "bytes", "topics")},
-        "dataDocs": str(run.data_docs_index) if run.data_docs_index.is_file() else None,
-        "planSummary": str(run.plan_summary),
-        "requestPage": str(run.approval_request_md) if reasons else None,
-    }
-    write_json(run.approval_request, request)
+    request = ApprovalRequest(
+        run_id=info.run_id,
+        mechanism=info.mechanism,
+        as_of=info.as_of,
+        required=bool(reasons),
+        reasons=tuple(reasons),
+        thresholds=asdict(thresholds),
+        measures=asdict(measures),
+        purge={k: int((purge_due or {}).get(k, 0)) for k in ("files", "bytes", "topics")},
+        data_docs=str(run.data_docs_index) if run.data_docs_index.is_file() else None,
+        plan_summary=str(run.plan_summary),
+        request_page=str(run.approval_request_md) if reasons else None,
+    )
+    write_document(run.approval_request, request)
     if reasons:
         run.approval_request_md.write_text(request_markdown(request), encoding="utf-8")
     return request
 
 
-def request_markdown(request: dict[str, Any]) -> str:
+def request_markdown(request: ApprovalRequest) -> str:
     """What the person sees in Airflow's Required Actions (and ``approval/request.md``)."""
-    m = request["measures"]
+    m = request.measures
     lines = [
-        f"**{request['mechanism']}** run `{request['runId']}` as of {request['asOf']} passed the gate and is over "
+        f"**{request.mechanism}** run `{request.run_id}` as of {request.as_of} passed the gate and is over "
         "the approval thresholds:",
         "",
-        *[f"- {reason}" for reason in request["reasons"]],
+        *[f"- {reason}" for reason in request.reasons],
         "",
         f"Plan: {m['ledgers']} ledgers and {m['topics']} topics deleted ({human_bytes(m['bytes'])}), "
         f"{m['cursors']} cursors moved.",
@@ -210,11 +214,11 @@ def request_markdown(request: dict[str, Any]) -> str:
         ),
         *(
             [
-                f"Purge after apply: {request['purge']['files']} files of {request['purge']['topics']} topics "
-                f"({human_bytes(request['purge']['bytes'])}) whose grace period has passed, listed in "
+                f"Purge after apply: {request.purge['files']} files of {request.purge['topics']} topics "
+                f"({human_bytes(request.purge['bytes'])}) whose grace period has passed, listed in "
                 "`approval/purge-due.json`; purged files cannot be restored."
             ]
-            if request.get("purge", {}).get("files")
+            if request.purge.get("files")
             else []
         ),
         "",
@@ -225,8 +229,8 @@ def request_markdown(request: dict[str, Any]) -> str:
             for ns, b in m["namespace_bytes"].items()
         ],
         "",
-        f"Gate report (Great Expectations Data Docs): `{request['dataDocs']}`  ",
-        f"Plan summary: `{request['planSummary']}`",
+        f"Gate report (Great Expectations Data Docs): `{request.data_docs}`  ",
+        f"Plan summary: `{request.plan_summary}`",
         "",
         "**Approve** applies the plan (deleted ledgers stay restorable until purge). **Reject** applies nothing; "
         "the run ends and the next run plans again. No answer in time counts as Reject.",
@@ -236,33 +240,32 @@ def request_markdown(request: dict[str, Any]) -> str:
 
 def record_decision(
     store: Store, run_dir: str | Path, *, approved: bool, decided_by: str | None, decided_at_ms: int
-) -> dict[str, Any]:
+) -> ApprovalDecision:
     """Journal the decision (in the store, with the run) and write ``approval/decision.json``. ``decided_by``
     None: nobody answered before the timeout (rejected)."""
     run = RunDir(run_dir)
     info = read_run_info(run)
-    request = read_json(run.approval_request) or {}
+    request = read_document(ApprovalRequest, run.approval_request)
     status = APPROVED if approved else (REJECTED if decided_by is not None else TIMED_OUT)
-    decision = {
-        "runId": info["runId"],
-        "mechanism": info["mechanism"],
-        "decision": status,
-        "decidedBy": decided_by or "nobody (timed out)",
-        "decidedAt": format_ms(decided_at_ms),
-        "decidedAtMs": decided_at_ms,
-        "reasons": request.get("reasons", []),
-    }
+    decision = ApprovalDecision(
+        run_id=info.run_id,
+        mechanism=info.mechanism,
+        decision=status,
+        decided_by=decided_by or "nobody (timed out)",
+        decided_at_ms=decided_at_ms,
+        reasons=request.reasons if request is not None else (),
+    )
     with write_transaction(store.engine) as conn:
         journal(
             conn,
-            run_id=info["runId"],
-            mechanism=info["mechanism"],
+            run_id=info.run_id,
+            mechanism=info.mechanism,
             topic=None,
             action="approval",
             status=status,
-            detail=decision,
-            as_of_ms=info["asOfMs"],
+            detail=decision.as_json(),
+            as_of_ms=info.as_of_ms,
             actor=decided_by or "approval timeout",
         )
-    write_json(run.approval_decision, decision)
+    write_document(run.approval_decision, decision)
     return decision

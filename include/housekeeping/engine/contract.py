@@ -2,7 +2,7 @@
 
 A run of a mechanism lives in one directory (``<store>/runs/<mechanism>/<run>/``)::
 
-    snapshot/run.json           the run's facts (RUN_INFO_KEYS)
+    snapshot/run.json           the run's facts (``documents.RunInfo``)
     snapshot/<table>.parquet    SNAPSHOT_TABLES: written by Python (housekeeping.engine.snapshot), read by Spark
                                 (a run snapshotted before 2026-11-26 has snapshot/<table>.jsonl: still read);
                                 a table with a topic column is clustered by topic: row group b holds whole
@@ -239,32 +239,6 @@ SNAPSHOT_TABLES: dict[str, Table] = {
 }
 # Every mechanism reads these; a mechanism's spec names the others it needs.
 BASE_SNAPSHOT_TABLES = ("topics", "ledgers", "cursors", "namespaces", "holds")
-
-# The keys of snapshot/run.json.
-RUN_INFO_KEYS = (
-    "runId",
-    "mechanism",
-    "asOfMs",
-    "asOf",
-    "scope",
-    "maxDeletedShare",
-    "maxDeletedTopicShare",
-    "compactTopics",
-    "scheduleIntervalMs",
-    "store",
-    "metadata",
-    "broker",
-    "takenAtWallClockMs",
-    "actor",
-    "snapshotTables",
-    "snapshotBuckets",
-    "fileGenerations",
-    "offloadTier",
-    "offloadEndpoint",
-    "tierLedgers",
-    "scrubMinAgeSeconds",
-)
-
 
 # --- plan tables (the planners write them; the gate, apply and the report read them) ------------------------
 

@@ -9,7 +9,6 @@ the offending rows) and says whether apply may run.
 from __future__ import annotations
 
 import functools
-import json
 import os
 import re
 import sys
@@ -22,8 +21,9 @@ from pathlib import Path
 from typing import Any
 
 from housekeeping.core.errors import GateRejected, PlanNotValidated
+from housekeeping.engine.documents import GateResult, Outcome, read_gate_result, write_document
 from housekeeping.engine.plan import plan_digest
-from housekeeping.engine.run_dir import RunDir, write_json
+from housekeeping.engine.run_dir import RunDir
 
 
 @dataclass(frozen=True)
@@ -251,7 +251,7 @@ def run_gate(
     checks: list[CheckFrame],
     materialize: Callable[[Any], Any] = lambda frame: frame,
     digest: Future[str] | None = None,
-) -> dict[str, Any]:
+) -> GateResult:
     """Validate the check frames, write ``gate/result.json`` and the Data Docs; the verdict. ``digest``: the plan's
     digest started before the checks (:func:`start_plan_digest`); without it, the plan's digest now."""
     # Every frame's queries first, then Great Expectations: in a gate process GX is still loading beside them.
@@ -270,7 +270,7 @@ def run_gate(
     except Exception:  # cosmetic only
         pass
     spark_source = pandas_source = None
-    outcomes: list[dict[str, Any]] = []
+    outcomes: list[Outcome] = []
     validations: list[tuple[str, Any]] = []
     for check, frame in zip(checks, frames, strict=True):
         if _is_spark(frame):
@@ -294,29 +294,27 @@ def run_gate(
         for item in result.results:
             config = item.expectation_config
             outcomes.append(
-                {
-                    "frame": check.name,
-                    "expectation": config.type,
-                    "kwargs": {k: v for k, v in config.kwargs.items() if k != "batch_id"},
-                    "success": bool(item.success),
-                    "rows": int(item.result.get("element_count", 0) or 0),
-                    "unexpectedCount": int(item.result.get("unexpected_count", 0) or 0),
-                    "unexpectedSample": item.result.get("partial_unexpected_list", [])[:10],
-                    "observed": item.result.get("observed_value"),
-                }
+                Outcome(
+                    frame=check.name,
+                    expectation=config.type,
+                    kwargs={k: v for k, v in config.kwargs.items() if k != "batch_id"},
+                    success=bool(item.success),
+                    rows=int(item.result.get("element_count", 0) or 0),
+                    unexpected_count=int(item.result.get("unexpected_count", 0) or 0),
+                    unexpected_sample=tuple(item.result.get("partial_unexpected_list", [])[:10]),
+                    observed=item.result.get("observed_value"),
+                )
             )
-    success = all(o["success"] for o in outcomes)
-    document = {
-        "mechanism": mechanism,
-        "success": success,
-        "planDigest": digest.result() if digest is not None else plan_digest(run_dir),
-        "expectations": outcomes,
-        "failed": [o for o in outcomes if not o["success"]],
-    }
+    document = GateResult(
+        mechanism=mechanism,
+        success=all(o.success for o in outcomes),
+        plan_digest=digest.result() if digest is not None else plan_digest(run_dir),
+        expectations=tuple(outcomes),
+    )
     run = RunDir(run_dir)
-    write_json(run.gate_result, document)
+    write_document(run.gate_result, document)
     try:
-        write_data_docs(run.data_docs_dir, mechanism, validations, success)
+        write_data_docs(run.data_docs_dir, mechanism, validations, document.success)
     except Exception as exc:  # the verdict stands without its pages; say so in the log
         print(f"gate: Great Expectations Data Docs not written: {exc!r}")
     return document
@@ -387,41 +385,30 @@ def write_data_docs(out_dir: Path, mechanism: str, validations: list[tuple[str, 
     return index
 
 
-def describe_failures(document: dict[str, Any]) -> str:
-    lines = []
-    for failure in document["failed"]:
-        column = failure["kwargs"].get("column") or failure["kwargs"].get("column_list")
-        lines.append(
-            f"  {failure['frame']}: {failure['expectation']}({column}) failed on "
-            f"{failure['unexpectedCount']} of {failure['rows']} rows; sample {failure['unexpectedSample'][:3]}"
-        )
-    return "\n".join(lines)
-
-
-def raise_if_rejected(document: dict[str, Any], run_dir: Path) -> None:
-    if not document["success"]:
+def raise_if_rejected(document: GateResult, run_dir: Path) -> None:
+    if not document.success:
         raise GateRejected(
-            f"gate rejected the {document['mechanism']} plan in {run_dir}; nothing was applied:\n"
-            + describe_failures(document)
+            f"gate rejected the {document.mechanism} plan in {run_dir}; nothing was applied:\n"
+            + document.describe_failures()
         )
 
 
-def require_passed_gate(run_dir: Path) -> dict[str, Any]:
+def require_passed_gate(run_dir: Path) -> GateResult:
     """Apply's precondition: the gate passed *this* plan, byte for byte."""
-    path = RunDir(run_dir).gate_result
-    if not path.is_file():
+    document = read_gate_result(run_dir)
+    if document is None:
         raise PlanNotValidated(
-            f"plan in {run_dir} was never validated by the gate ({path} is missing); refusing to apply"
+            f"plan in {run_dir} was never validated by the gate ({RunDir(run_dir).gate_result} is missing); "
+            "refusing to apply"
         )
-    document = json.loads(path.read_text(encoding="utf-8"))
-    if not document.get("success"):
+    if not document.success:
         raise PlanNotValidated(
-            f"the gate rejected the plan in {run_dir}; refusing to apply:\n" + describe_failures(document)
+            f"the gate rejected the plan in {run_dir}; refusing to apply:\n" + document.describe_failures()
         )
     current = plan_digest(run_dir)
-    if current != document.get("planDigest"):
+    if current != document.plan_digest:
         raise PlanNotValidated(
             f"plan in {run_dir} changed after the gate validated it (digest {current[:12]} != "
-            f"{str(document.get('planDigest'))[:12]}); refusing to apply"
+            f"{str(document.plan_digest)[:12]}); refusing to apply"
         )
     return document

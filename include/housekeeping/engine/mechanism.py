@@ -14,6 +14,7 @@ command group.
 from __future__ import annotations
 
 import importlib
+import importlib.util
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -92,10 +93,14 @@ class Mechanism:
     schedule: str
     tags: tuple[str, ...]
     task_ids: TaskIds
-    plan_app: str  # Spark app module (parse_args/main/run) that writes the plan
-    gate_checks: str  # module whose checks(spark, run_dir, spec) builds the gate's check frames
     actions: tuple[ActionKind, ...]  # the kinds its plans may hold (the gate and apply refuse any other)
-    report_template: Path  # its report's Jinja template
+    # Its Spark apps, by convention ``spark_apps.<name>.plan`` (parse_args/main/run: writes the plan) and
+    # ``spark_apps.<name>.gate`` (``checks(spark, run_dir, spec)``: the gate's check frames). By module name: the
+    # library never imports the apps (the launcher loads them when a run asks).
+    plan_app: str = ""
+    gate_checks: str = ""
+    # Its report page: ``report.md.j2`` in its package, else the engine's default page.
+    report_template: Path | None = None
     snapshot_tables: tuple[str, ...] = ()  # snapshot tables it reads beyond the base ones
     # A Spark app that applies its plans (the DAG runs it as a Spark step); None: ``apply`` below, in the task.
     apply_app: str | None = None
@@ -114,6 +119,15 @@ class Mechanism:
     recheck_reads_cursors: bool = False
 
     def __post_init__(self) -> None:
+        object.__setattr__(self, "plan_app", self.plan_app or f"spark_apps.{self.name}.plan")
+        object.__setattr__(self, "gate_checks", self.gate_checks or f"spark_apps.{self.name}.gate")
+        if self.report_template is None:
+            own = self.package_dir / "report.md.j2" if self.package_dir is not None else None
+            object.__setattr__(
+                self,
+                "report_template",
+                own if own is not None and own.is_file() else ENGINE_TEMPLATES / "report.md.j2",
+            )
         ids = [self.task_ids.plan, self.task_ids.validate, self.task_ids.apply, self.task_ids.report]
         if len(set(ids)) != len(ids) or "take_snapshot" in ids or "purge_pending_deletions" in ids:
             raise ValueError(
@@ -154,10 +168,30 @@ class Mechanism:
 
     # --- what it does differently (override) -----------------------------------------------------------------
     @property
+    def package(self) -> str:
+        """Its package in the library, by convention."""
+        return f"housekeeping.mechanisms.{self.name}"
+
+    @property
+    def package_dir(self) -> Path | None:
+        """Its package's folder (None: a mechanism declared outside a package of its own)."""
+        try:
+            spec = importlib.util.find_spec(self.package)
+        except ModuleNotFoundError:
+            return None
+        return Path(spec.origin).parent if spec is not None and spec.origin else None
+
+    @property
     def report_module(self) -> str:
         """Where its report is built, by convention: ``build_report(run_dir, *, dry_run)`` of the ``report`` module
         of its package (imported when a report is written, not when the DAGs are parsed)."""
-        return f"housekeeping.mechanisms.{self.name}.report"
+        return f"{self.package}.report"
+
+    @property
+    def has_own_report(self) -> bool:
+        """Its package has a report module; else the engine's default report is written
+        (``housekeeping.engine.report.plan_report``)."""
+        return self.package_dir is not None and (self.package_dir / "report.py").is_file()
 
     def build_report(self, run_dir: Path, *, dry_run: bool) -> dict[str, Any]:
         """The report's data (``report/report.json``), from the run directory: its report module's."""

@@ -19,7 +19,6 @@ of the original keys changes meaning.
 from __future__ import annotations
 
 import hashlib
-import json
 from collections.abc import Iterator, Sequence
 from pathlib import Path
 from typing import Any
@@ -27,6 +26,7 @@ from typing import Any
 from housekeeping.core.errors import InputError
 from housekeeping.core.timeutil import format_ms
 from housekeeping.engine.contract import ACTIONS, BLOCKERS, Table
+from housekeeping.engine.documents import GateResult, PlanSummary, require_document
 from housekeeping.engine.run_dir import RunDir, read_jsonl
 from housekeeping.engine.snapshot_reads import json_read_options
 
@@ -141,15 +141,13 @@ def table_batches(run_dir: Path, spec: Table) -> Iterator[Any]:
         yield from part_batches(part, spec)
 
 
-def read_summary(run_dir: Path) -> dict[str, Any]:
+def read_summary(run_dir: Path) -> PlanSummary:
     path = RunDir(run_dir).plan_summary
-    if not path.is_file():
-        raise InputError(f"run directory {run_dir} has no plan summary ({path})")
-    return json.loads(path.read_text(encoding="utf-8"))
+    return require_document(PlanSummary, path, f"run directory {run_dir} has no plan summary ({path})")
 
 
 def plan_document(
-    run_dir: Path, mechanism: str, as_of_ms: int, run_id: str, gate: dict[str, Any] | None = None
+    run_dir: Path, mechanism: str, as_of_ms: int, run_id: str, gate: GateResult | None = None
 ) -> dict[str, Any]:
     """What ``plan MECHANISM --format json`` prints (docs/cli.md), with the gate's verdict when ``gate`` (the
     gate's result document) is given; ``what-if`` prints its two plans in this shape too."""
@@ -157,15 +155,13 @@ def plan_document(
     def present(table, row: dict[str, Any]) -> dict[str, Any]:
         return {k: v for k, v in table.read_row(row, f"{run_dir} plan/{table.name}").items() if v is not None}
 
-    verdict = {} if gate is None else {"gate": {"success": gate["success"], "failed": gate["failed"]}}
+    verdict = {} if gate is None else {"gate": {"success": gate.success, "failed": gate.as_json()["failed"]}}
     return {
         "mechanism": mechanism,
         "asOf": format_ms(as_of_ms),
         "runId": run_id,
         "actions": [present(ACTIONS, row) for row in read_table(run_dir, ACTIONS.name)],
         "blockers": [present(BLOCKERS, row) for row in read_table(run_dir, BLOCKERS.name)],
-        "summary": {
-            k: v for k, v in read_summary(run_dir).items() if k not in ("mechanism", "runId", "asOfMs")
-        },
+        "summary": dict(read_summary(run_dir).figures),
         **verdict,
     }

@@ -13,9 +13,19 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from housekeeping.core.timeutil import format_ms
-from housekeeping.engine.contract import TOPICS
+from housekeeping.engine.contract import ACTIONS, TOPICS
+from housekeeping.engine.documents import (
+    ApprovalDecision,
+    ApprovalRequest,
+    RunInfo,
+    read_applied_run,
+    read_document,
+    read_gate_result,
+    read_purged_run,
+    read_run_info,
+)
 from housekeeping.engine.mechanism import Mechanism
-from housekeeping.engine.run_dir import RunDir, read_json, write_json_one_line_each
+from housekeeping.engine.run_dir import RunDir, write_json_one_line_each
 from housekeeping.engine.snapshot_reads import count_snapshot_rows, read_snapshot_columns, text_columns
 
 if TYPE_CHECKING:
@@ -286,44 +296,46 @@ def sparse_rows(table: Any) -> StreamedList:
     return StreamedList(table.num_rows, lambda: sparse_batch_rows(table.to_batches(max_chunksize=4096)))
 
 
-def run_section(run_dir: Path, info: dict[str, Any], dry_run: bool) -> dict[str, Any]:
+def run_section(run_dir: Path, info: RunInfo, dry_run: bool) -> dict[str, Any]:
     """What every mechanism's report starts with: the run, the gate's verdict, apply and purge results."""
     run = RunDir(run_dir)
-    gate = read_json(run.gate_result) or {"success": False, "expectations": [], "failed": []}
-    purge_result = read_json(run.purge_result)
+    gate = read_gate_result(run)
+    purged = read_purged_run(run)
+    applied = read_applied_run(run)
+    request = read_document(ApprovalRequest, run.approval_request)
+    decision = read_document(ApprovalDecision, run.approval_decision)
     return {
-        "mechanism": info["mechanism"],
-        "runId": info["runId"],
-        "asOf": info["asOf"],
-        "asOfMs": info["asOfMs"],
+        "mechanism": info.mechanism,
+        "runId": info.run_id,
+        "asOf": info.as_of,
+        "asOfMs": info.as_of_ms,
         "dryRun": dry_run,
-        "scope": info["scope"],
-        "store": info["store"],
+        "scope": info.scope,
+        "store": info.store,
         "topicsExamined": count_snapshot_rows(run, TOPICS),
         "gate": {
-            "success": bool(gate.get("success")),
-            "expectations": len(gate.get("expectations", [])),
-            "failed": gate.get("failed", []),
+            "success": gate is not None and gate.success,
+            "expectations": len(gate.expectations) if gate is not None else 0,
+            "failed": [o.as_json() for o in gate.failed] if gate is not None else [],
         },
-        "apply": read_json(run.apply_result),
+        "apply": applied.as_json() if applied is not None else None,
         # The approval step's request (thresholds, reasons) and decision (who, when); None without one.
         "approval": (
             None
-            if not run.approval_request.is_file()
-            else {"request": read_json(run.approval_request), "decision": read_json(run.approval_decision)}
+            if request is None
+            else {
+                "request": request.as_json(),
+                "decision": decision.as_json() if decision is not None else None,
+            }
         ),
         # nextPurgeAfter is always there (None when nothing waits: a purge that emptied the log).
         "purge": (
             dict(
-                purge_result,
-                nextPurgeAfter=(
-                    format_ms(purge_result["nextPurgeAfterMs"])
-                    if purge_result.get("nextPurgeAfterMs")
-                    else None
-                ),
+                purged.as_json(),
+                nextPurgeAfter=format_ms(purged.next_purge_after_ms) if purged.next_purge_after_ms else None,
             )
-            if purge_result
-            else purge_result
+            if purged is not None
+            else None
         ),
     }
 
@@ -350,8 +362,32 @@ def render_markdown(report: dict[str, Any], template: Path, search: Sequence[Pat
 
 def write_report(run_dir: Path, spec: Mechanism, *, dry_run: bool) -> Path:
     run = RunDir(run_dir)
-    report = spec.build_report(run.path, dry_run=dry_run)
+    report = (
+        spec.build_report(run.path, dry_run=dry_run)
+        if spec.has_own_report
+        else plan_report(run.path, spec, dry_run=dry_run)
+    )
     write_json_one_line_each(run.report_json, report)
     page = render_markdown(report, spec.report_template, spec.template_dirs)
     run.report_md.write_text(page, encoding="utf-8")
     return run.report_md
+
+
+def plan_report(run_dir: Path, spec: Mechanism, *, dry_run: bool) -> dict[str, Any]:
+    """The report of a mechanism without a report module of its own (``templates/report.md.j2``): the run's section,
+    its plan's rows by action kind and the plan's figures."""
+    from housekeeping.engine.plan import read_summary, table_batches
+
+    run = RunDir(run_dir)
+    rows: dict[str, int] = {}
+    for action in sparse_batch_rows(table_batches(run.path, ACTIONS)):
+        rows[action["action"]] = rows.get(action["action"], 0) + 1
+    return {
+        **run_section(run.path, read_run_info(run), dry_run),
+        "title": spec.title,
+        "actions": [
+            {"action": k.name, "description": k.description, "rows": rows.get(k.name, 0)}
+            for k in spec.actions
+        ],
+        "plan": dict(read_summary(run.path).figures),
+    }

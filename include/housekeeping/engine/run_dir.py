@@ -13,7 +13,6 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, TextIO
 
-from housekeeping.core.errors import InputError
 from housekeeping.engine.contract import Table
 from housekeeping.store.fs import remove_file
 
@@ -228,10 +227,3 @@ def iter_jsonl(path: Path) -> Iterator[dict[str, Any]]:
         for line in handle:
             if line.strip():
                 yield json.loads(line)
-
-
-def read_run_info(run_dir: str | Path | RunDir) -> dict[str, Any]:
-    path = RunDir(run_dir).run_info
-    if not path.is_file():
-        raise InputError(f"run directory {run_dir} has no snapshot ({path} is missing)")
-    return json.loads(path.read_text(encoding="utf-8"))

@@ -37,12 +37,12 @@ from housekeeping.core.errors import InputError
 from housekeeping.core.policies import BrokerConfig
 from housekeeping.core.scope import in_scope
 from housekeeping.core.settings import Setting
-from housekeeping.core.timeutil import format_ms
 from housekeeping.engine import contract
+from housekeeping.engine.documents import RunInfo, write_document
 from housekeeping.engine.faults import checkpoint
 from housekeeping.engine.parquet_rows import write_parquet
 from housekeeping.engine.request import RunRequest
-from housekeeping.engine.run_dir import RunDir, write_json
+from housekeeping.engine.run_dir import RunDir
 from housekeeping.engine.snapshot_tables import BUILDERS, Selection
 from housekeeping.store import metadata_schema as t
 from housekeeping.store.holds import load_holds
@@ -307,48 +307,40 @@ def _write_tables(
             BUILDERS[name](selection),
             buckets=buckets if "topic" in spec.names else None,
         )
-    write_json(run.run_info, run_info(store, request, selection, tables, buckets))
+    write_document(run.run_info, run_info(store, request, selection, tables, buckets))
     return len(selection.selected)
 
 
 def run_info(
     store: Store, request: RunRequest, selection: Selection, tables: Sequence[str], buckets: int
-) -> dict[str, Any]:
-    """``snapshot/run.json``: the run's facts (``contract.RUN_INFO_KEYS``)."""
+) -> RunInfo:
+    """``snapshot/run.json``: the run's facts."""
     state, selected = selection.state, selection.selected
-    return {
-        "runId": request.run_id,
-        "mechanism": request.mechanism.name,
-        "asOfMs": request.as_of_ms,
-        "asOf": format_ms(request.as_of_ms),
-        "scope": list(request.scope),
-        "maxDeletedShare": request.max_deleted_share,
+    return RunInfo(
+        run_id=request.run_id,
+        mechanism=request.mechanism.name,
+        as_of_ms=request.as_of_ms,
+        scope=tuple(request.scope),
+        max_deleted_share=request.max_deleted_share,
         # Every registered run option (gc: maxDeletedTopicShare; compaction: compactTopics, the topics the run's
         # params name for compaction whatever their backlog, as Pulsar's `topics compact`).
-        **request.run_info_options(),
-        "scheduleIntervalMs": request.schedule_interval_ms,
-        "store": str(store.root),
-        "metadata": store.safe_url,
-        # The broker settings the cursor mechanisms read (all of them, so a plan can be re-derived).
-        "broker": dict(selection.broker.settings),
-        "takenAtWallClockMs": int(time.time() * 1000),  # audit only; no rule reads it
+        options=request.run_info_options(),
+        schedule_interval_ms=request.schedule_interval_ms,
+        store=str(store.root),
+        metadata=store.safe_url,
+        broker=dict(selection.broker.settings),
+        taken_at_wall_clock_ms=int(time.time() * 1000),  # audit only; no rule reads it
         # Who started the run (journaled by apply): the Airflow DAG run, or the CLI user.
-        "actor": request.actor or current_actor(),
-        # The snapshot tables written (what the mechanism reads).
-        "snapshotTables": list(tables),
-        # The row groups each table with a topic column is clustered into (contract.topic_bucket).
-        "snapshotBuckets": buckets,
-        # Ledgers (raw or compacted) whose files key erasure rewrote: [topic, ledgerId, generation]; every other
-        # ledger's files are at generation 0 (``store.ledger_rel_path``).
-        "fileGenerations": [
-            [r.topic, r.ledger_id, r.files_generation] for r in state.generation_rows if r.topic in selected
-        ],
+        actor=request.actor or current_actor(),
+        snapshot_tables=tuple(tables),
+        snapshot_buckets=buckets,
+        file_generations=tuple(
+            (r.topic, r.ledger_id, r.files_generation) for r in state.generation_rows if r.topic in selected
+        ),
         # The object tier offloads go to (its URL and endpoint: no credentials); None: no offloader.
-        "offloadTier": store.tier.url if store.tier is not None else None,
-        "offloadEndpoint": store.tier.endpoint_url if store.tier is not None else None,
-        # Ledgers whose entries are only in the tier (their local copy deleted): [topic, ledgerId, attempt UUID];
-        # the Spark apps read them from their object (``spark_apps.shared.io.LedgerFiles``).
-        "tierLedgers": [
-            [r.topic, r.ledger_id, r.offload_uuid] for r in state.tier_rows if r.topic in selected
-        ],
-    }
+        offload_tier=store.tier.url if store.tier is not None else None,
+        offload_endpoint=store.tier.endpoint_url if store.tier is not None else None,
+        tier_ledgers=tuple(
+            (r.topic, r.ledger_id, r.offload_uuid) for r in state.tier_rows if r.topic in selected
+        ),
+    )

@@ -5,12 +5,13 @@ Python string."""
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from pathlib import Path
 from typing import Any
 
 from housekeeping.core.errors import InputError
 from housekeeping.engine.contract import TOPICS, Table, topic_bucket
+from housekeeping.engine.documents import RunInfo
 from housekeeping.engine.run_dir import RunDir, read_jsonl
 
 
@@ -177,7 +178,7 @@ class BucketedSnapshot:
     def __init__(
         self,
         run_dir: str | Path | RunDir,
-        info: Mapping[str, Any],
+        info: RunInfo,
         table: Table,
         index: Callable[[Any], Any],
         *,
@@ -187,7 +188,7 @@ class BucketedSnapshot:
 
         self._run, self._table, self._index, self._shared = RunDir(run_dir), table, index, shared
         self._path = snapshot_file(self._run, table)
-        self._buckets = int(info.get("snapshotBuckets") or 0)
+        self._buckets = int(info.snapshot_buckets or 0)
         if self._buckets and not is_json_lines(self._path):
             if pq.ParquetFile(self._path).metadata.num_row_groups != self._buckets:
                 self._buckets = 0  # rewritten by another writer: not clustered as run.json says
@@ -236,7 +237,7 @@ class SnapshotTopicLookup:
     :func:`snapshot_topic_values` gives them, read a bucket at a time (:class:`BucketedSnapshot`): a bucket's topics
     as a dict, not a dict of a million topics."""
 
-    def __init__(self, run_dir: str | Path | RunDir, info: Mapping[str, Any], *columns: str) -> None:
+    def __init__(self, run_dir: str | Path | RunDir, info: RunInfo, *columns: str) -> None:
         self._snapshot = BucketedSnapshot(
             run_dir,
             info,

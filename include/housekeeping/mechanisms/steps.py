@@ -10,12 +10,13 @@ from typing import Any
 
 from housekeeping.core.settings import Settings
 from housekeeping.engine import launcher
+from housekeeping.engine.documents import PurgedRun, read_run_info, write_document
 from housekeeping.engine.faults import checkpoint
 from housekeeping.engine.gate import start_loading_great_expectations
 from housekeeping.engine.mechanism import Mechanism
 from housekeeping.engine.purge import purge
 from housekeeping.engine.report import write_report
-from housekeeping.engine.run_dir import RunDir, read_run_info, write_json
+from housekeeping.engine.run_dir import RunDir
 from housekeeping.engine.snapshot import SnapshotInfo, take_snapshot
 from housekeeping.mechanisms.registry import build_request, get_mechanism
 from housekeeping.store.store import Store
@@ -23,7 +24,7 @@ from housekeeping.store.store import Store
 
 def mechanism_of(run_dir: Path) -> Mechanism:
     """The mechanism a run directory's ``run.json`` names."""
-    return get_mechanism(read_run_info(run_dir)["mechanism"])
+    return get_mechanism(read_run_info(run_dir).mechanism)
 
 
 def snapshot_step(
@@ -90,9 +91,9 @@ def apply_step(store: Store, run_dir: Path, *, purge_grace_seconds: int | None =
 
 def purge_step(store: Store, run_dir: Path) -> dict[str, Any]:
     info = read_run_info(run_dir)
-    purged = purge(store, as_of_ms=int(info["asOfMs"]), run_id=info["runId"], actor=info.get("actor"))
+    purged = purge(store, as_of_ms=int(info.as_of_ms), run_id=info.run_id, actor=info.actor)
     result = purged.to_json()
-    write_json(RunDir(run_dir).purge_result, result)
+    write_document(RunDir(run_dir).purge_result, PurgedRun.from_json(result))
     purged.raise_on_failures()
     return result
 

@@ -20,9 +20,20 @@ from housekeeping.core.errors import InputError, NotFound
 from housekeeping.core.names import NamespaceName, TopicName
 from housekeeping.core.timeutil import format_ms
 from housekeeping.engine.contract import ACTIONS
+from housekeeping.engine.documents import (
+    ApprovalDecision,
+    ApprovalRequest,
+    Document,
+    PlanSummary,
+    read_applied_run,
+    read_document,
+    read_gate_result,
+    read_purged_run,
+    read_run_info,
+)
 from housekeeping.engine.plan import table_batches
 from housekeeping.engine.report import sparse_batch_rows
-from housekeeping.engine.run_dir import RunDir, read_json, read_run_info
+from housekeeping.engine.run_dir import RunDir, read_json
 from housekeeping.observe.journal_view import JournalFilter, journal_entries
 from housekeeping.observe.metrics.exposition import store_metrics
 from housekeeping.store import metadata_schema as t
@@ -175,19 +186,19 @@ def runs(store: Store, mechanism: str | None = None, limit: int = 100) -> list[d
 
 def _run_row(run: RunDir) -> dict[str, Any]:
     info = read_run_info(run)
-    gate = read_json(run.gate_result)
-    decision = read_json(run.approval_decision)
-    applied = read_json(run.apply_result)
+    gate = read_gate_result(run)
+    decision = read_document(ApprovalDecision, run.approval_decision)
+    applied = read_applied_run(run)
     return {
-        "mechanism": info["mechanism"],
-        "runId": info["runId"],
+        "mechanism": info.mechanism,
+        "runId": info.run_id,
         "directory": run.path.name,
-        "asOf": info["asOf"],
-        "asOfMs": info["asOfMs"],
-        "takenAtMs": info.get("takenAtWallClockMs") or 0,
-        "actor": info.get("actor"),
-        "gate": None if gate is None else ("passed" if gate.get("success") else "rejected"),
-        "approval": (decision or {}).get("decision"),
+        "asOf": info.as_of,
+        "asOfMs": info.as_of_ms,
+        "takenAtMs": info.taken_at_wall_clock_ms or 0,
+        "actor": info.actor,
+        "gate": None if gate is None else ("passed" if gate.success else "rejected"),
+        "approval": decision.decision if decision is not None else None,
         "applied": applied is not None,
         "report": run.report_md.is_file(),
     }
@@ -208,22 +219,25 @@ def run_dir_of(store: Store, mechanism: str, run_dir_name: str) -> RunDir:
     return RunDir(path)
 
 
+def _json_of(document: Document | None) -> dict[str, Any] | None:
+    return None if document is None else document.as_json()
+
+
 def run_detail(store: Store, mechanism: str, run_dir_name: str) -> dict[str, Any]:
     """One run: its request, the plan per namespace (its summary), the gate's verdict and every expectation's
     outcome, the approval asked and decided, what purge was about to remove, what apply and purge did."""
     run = run_dir_of(store, mechanism, run_dir_name)
-    gate = read_json(run.gate_result)
     return {
         **_run_row(run),
-        "request": read_run_info(run),
-        "planSummary": read_json(run.plan_summary),
-        "gate": gate,
+        "request": read_run_info(run).as_json(),
+        "planSummary": _json_of(read_document(PlanSummary, run.plan_summary)),
+        "gate": _json_of(read_gate_result(run)),
         "dataDocs": run.data_docs_index.is_file(),
-        "approvalRequest": read_json(run.approval_request),
-        "approvalDecision": read_json(run.approval_decision),
+        "approvalRequest": _json_of(read_document(ApprovalRequest, run.approval_request)),
+        "approvalDecision": _json_of(read_document(ApprovalDecision, run.approval_decision)),
         "purgeDue": read_json(run.purge_due),
-        "applyResult": read_json(run.apply_result),
-        "purgeResult": read_json(run.purge_result),
+        "applyResult": _json_of(read_applied_run(run)),
+        "purgeResult": _json_of(read_purged_run(run)),
         "reportJson": run.report_json.is_file(),
     }
 

@@ -12,9 +12,10 @@ from pathlib import Path
 from typing import Any, Protocol
 
 from housekeeping.engine.contract import ACTIONS
+from housekeeping.engine.documents import read_applied_run, read_gate_result, read_purged_run, read_run_info
 from housekeeping.engine.plan import table_batches
 from housekeeping.engine.report import human_bytes, sparse_batch_rows
-from housekeeping.engine.run_dir import RunDir, read_json, read_run_info
+from housekeeping.engine.run_dir import RunDir, read_json
 from housekeeping.mechanisms.registry import get_mechanism
 
 
@@ -41,11 +42,11 @@ def run_figures(run_dir: str | Path, *, dry_run: bool | None = None) -> dict[str
     one, when the caller knows (the DAG does); else read from the run's report."""
     run = RunDir(run_dir)
     info = read_run_info(run)
-    spec = get_mechanism(info["mechanism"])
-    gate = read_json(run.gate_result)
-    applied = read_json(run.apply_result) or {}
-    purged = read_json(run.purge_result) or {}
-    applied_topics = set(applied.get("appliedTopics") or [])
+    spec = get_mechanism(info.mechanism)
+    gate = read_gate_result(run)
+    applied_run, purged_run = read_applied_run(run), read_purged_run(run)
+    applied = applied_run.figures if applied_run is not None else {}
+    applied_topics = set(applied_run.applied_topics if applied_run is not None else ())
     topics_deleted = len(applied.get("topicsDeleted") or [])
     # One pass over the plan's actions, a batch at a time, never a list of every action nor the report's JSON
     # parsed whole: a run of many topics would hold them all for a few figures.
@@ -67,15 +68,15 @@ def run_figures(run_dir: str | Path, *, dry_run: bool | None = None) -> dict[str
         "bytes_freed": float(applied_bytes),
         "cursors_moved": float(applied.get("cursorsMoved") or 0),
         "topics_deleted": float(topics_deleted),
-        "topics_skipped": float(len(applied.get("skippedTopics") or {})),
-        "bytes_purged": float(purged.get("bytesPurged") or 0),
+        "topics_skipped": float(len(applied_run.skipped_topics) if applied_run is not None else 0),
+        "bytes_purged": float(purged_run.bytes_purged if purged_run is not None else 0),
     }
     gauges = {
         "planned_actions": float(planned),
         "planned_bytes": float(planned_bytes),
-        "gate_passed": float(bool(gate and gate["success"])),
+        "gate_passed": float(gate is not None and gate.success),
         "dry_run": float(dry_run),
-        "as_of_timestamp_seconds": info["asOfMs"] / 1000,
+        "as_of_timestamp_seconds": info.as_of_ms / 1000,
     }
     return {"counters": counters, "gauges": gauges}
 
@@ -84,7 +85,7 @@ def emit_run_figures(
     run_dir: str | Path, stats: StatsClient, *, dry_run: bool | None = None
 ) -> dict[str, dict[str, float]]:
     """Send the run's figures through ``stats`` (Airflow's ``airflow.sdk.observability.stats``)."""
-    mechanism = read_run_info(run_dir)["mechanism"]
+    mechanism = read_run_info(run_dir).mechanism
     figures = run_figures(run_dir, dry_run=dry_run)
     for name, value in figures["counters"].items():
         if value:
@@ -98,16 +99,16 @@ def store_change(run_dir: str | Path) -> dict[str, Any] | None:
     """What an applied run changed in the store, as its Asset event's ``extra`` (the storage report's trigger);
     None when apply changed nothing (no topic applied), so such a run emits no event."""
     run = RunDir(run_dir)
-    applied = read_json(run.apply_result) or {}
-    if not applied.get("appliedTopics"):
+    applied = read_applied_run(run)
+    if applied is None or not applied.applied_topics:
         return None
     info = read_run_info(run)
     counters = run_figures(run, dry_run=False)["counters"]
     return {
-        "mechanism": info["mechanism"],
-        "runId": info["runId"],
-        "asOf": info["asOf"],
-        "topicsChanged": len(applied["appliedTopics"]),
+        "mechanism": info.mechanism,
+        "runId": info.run_id,
+        "asOf": info.as_of,
+        "topicsChanged": len(applied.applied_topics),
         **{name: int(counters[key]) for name, key in _EXTRA.items()},
     }
 

@@ -31,8 +31,9 @@ from sqlalchemy import func, select
 
 from housekeeping.core.settings import lag_objective, parse_lag_objectives
 from housekeeping.core.timeutil import format_ms
+from housekeeping.engine.documents import read_gate_result, read_run_info
 from housekeeping.engine.pages import bytes_formatter, pyplot, render, svg
-from housekeeping.engine.run_dir import RunDir, read_json, read_run_info, write_json
+from housekeeping.engine.run_dir import RunDir, read_json, write_json
 from housekeeping.observe.metrics.deletion_lag import read_deletion_lag
 from housekeeping.store import metadata_schema as t
 from housekeeping.store.store import LOCAL_COPY_KIND, RUNS_DIR, Store, read_transaction
@@ -281,12 +282,12 @@ def _runs(store: Store) -> list[dict[str, Any]]:
         info = read_run_info(run)
         runs.append(
             {
-                "runId": info["runId"],
-                "mechanism": info["mechanism"],
-                "asOf": info["asOf"],
-                "asOfMs": info["asOfMs"],
+                "runId": info.run_id,
+                "mechanism": info.mechanism,
+                "asOf": info.as_of,
+                "asOfMs": info.as_of_ms,
                 # Only to order runs of the same as-of (a rerun or a manual run beside a backfill): audit time.
-                "takenAtMs": info.get("takenAtWallClockMs") or 0,
+                "takenAtMs": info.taken_at_wall_clock_ms or 0,
                 "dir": run,
             }
         )
@@ -294,10 +295,10 @@ def _runs(store: Store) -> list[dict[str, Any]]:
     newest = {run["mechanism"]: run for run in runs}
     for run in newest.values():
         directory = run["dir"]
-        report, gate = read_json(directory.report_json), read_json(directory.gate_result)
+        report, gate = read_json(directory.report_json), read_gate_result(directory)
         run["report"] = report
         run["reportPath"] = str(directory.report_md) if report is not None else None
-        run["gate"] = None if gate is None else ("passed" if gate["success"] else "REJECTED")
+        run["gate"] = None if gate is None else ("passed" if gate.success else "REJECTED")
         run["dataDocs"] = str(directory.data_docs_index) if directory.data_docs_index.is_file() else None
     return runs
 

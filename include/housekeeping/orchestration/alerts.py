@@ -21,7 +21,8 @@ from typing import Any
 from airflow.sdk import BaseNotifier
 
 from housekeeping.engine.alerts import deliver
-from housekeeping.engine.run_dir import RunDir, read_json, read_run_info
+from housekeeping.engine.documents import read_gate_result, read_run_info
+from housekeeping.engine.run_dir import RunDir, read_json
 
 log = logging.getLogger(__name__)
 
@@ -70,21 +71,17 @@ def gate_failed_alert(run_dir: Path) -> dict[str, Any]:
     """The alert for a validate task that failed: the gate's failed expectations, or no verdict at all."""
     run = RunDir(run_dir)
     info = read_run_info(run)
-    result = read_json(run.gate_result)
+    result = read_gate_result(run)
     return {
         "alert": "gate_failed",
-        "runId": info["runId"],
-        "mechanism": info["mechanism"],
-        "asOf": info["asOf"],
+        "runId": info.run_id,
+        "mechanism": info.mechanism,
+        "asOf": info.as_of,
         "runDir": str(run_dir),
         "verdict": "rejected" if result is not None else "none (the gate app failed before a verdict)",
         "failed": [
-            {
-                "frame": f.get("frame"),
-                "expectation": f.get("expectation"),
-                "column": (f.get("kwargs") or {}).get("column"),
-            }
-            for f in (result or {}).get("failed", [])
+            {"frame": f.frame, "expectation": f.expectation, "column": f.kwargs.get("column")}
+            for f in (result.failed if result is not None else ())
         ],
     }
 
@@ -138,7 +135,7 @@ class GateFailedNotifier(BaseNotifier):
             snapshot = context["ti"].xcom_pull(task_ids="take_snapshot")
             run_dir = Path(snapshot["run_dir"])
             alert = gate_failed_alert(run_dir)
-            store = read_run_info(run_dir).get("store")
+            store = read_run_info(run_dir).store
             deliver(alert, store, gate_summary(alert), ALERT_FILES["gate_failed"])
         except Exception:  # the task has failed already; the alert must not hide why
             log.exception("gate-failed alert could not be raised")

@@ -60,11 +60,11 @@ class DeletionApprovalOperator(ApprovalOperator):
             return {"required": False, "why": "dry run"}
         thresholds = ApprovalThresholds.of(settings, dict(context["params"]))
         request = request_approval(snapshot["run_dir"], get_mechanism(self.mechanism), thresholds, due)
-        if not request["required"]:
+        if not request.required:
             self.log.info("APPROVAL: not needed, the plan and its purge are under every threshold")
             return {"required": False, "why": "under the approval thresholds"}
-        self.log.warning("APPROVAL REQUIRED: %s", "; ".join(request["reasons"]))
-        self.subject = f"Approve {self.mechanism} run {request['runId']}: {request['reasons'][0]}"
+        self.log.warning("APPROVAL REQUIRED: %s", "; ".join(request.reasons))
+        self.subject = f"Approve {self.mechanism} run {request.run_id}: {request.reasons[0]}"
         self.body = request_markdown(request)
         self.response_timeout = timedelta(seconds=settings.approval_timeout_seconds)
         return super().execute(context)

@@ -113,7 +113,7 @@ def stores(tmp_path_factory, spark):
     info = snapshot_step(
         store, "trim", run_id="live-trim", as_of_ms=earlier, actor="test", values={"max_deleted_share": 1.0}
     )
-    assert plan_and_gate_in_process(info.run_dir, "trim", "local[2]")["success"]
+    assert plan_and_gate_in_process(info.run_dir, "trim", "local[2]").success
     planned = sorted(
         {a["topic"] for a in read_table(info.run_dir, "actions") if a["action"] == "delete_ledger"}
     )

@@ -8,6 +8,7 @@ import pytest
 
 from housekeeping.engine.actions import PlanView
 from housekeeping.engine.contract import LEDGERS
+from housekeeping.engine.documents import RunInfo, write_document
 from housekeeping.engine.run_dir import RunDir
 from tests.conftest import record_snapshot_reads
 
@@ -21,7 +22,7 @@ def test_a_topics_ledgers_come_from_the_snapshot_in_ledger_order_and_an_unknown_
     run = RunDir(tmp_path / "run")
     path = run.snapshot_table(LEDGERS)
     path.parent.mkdir(parents=True)
-    run.run_info.write_text("{}")  # snapshotted unclustered: read whole
+    write_document(run.run_info, RunInfo("r", "trim", 0))  # snapshotted unclustered: read whole
     written = [("t/b", 7, 3, 30), ("t/a", 2, 1, 10), ("t/b", 5, 0, 0), ("t/a", 1, 4, 40), ("t/c", 9, 2, 20)]
     columns = ("topic", "ledgerId", "entries", "size")
     pq.write_table(
@@ -53,7 +54,7 @@ def test_a_snapshot_without_ledgers_gives_every_topic_none(tmp_path):
     run = RunDir(tmp_path / "run")
     path = run.snapshot_table(LEDGERS)
     path.parent.mkdir(parents=True)
-    run.run_info.write_text("{}")
+    write_document(run.run_info, RunInfo("r", "trim", 0))
     columns = LEDGERS.select("topic", "ledgerId", "entries", "size").arrow_schema()
     pq.write_table(columns.empty_table(), path)
     assert PlanView(run.path).ledgers("t/a") == []
@@ -62,7 +63,6 @@ def test_a_snapshot_without_ledgers_gives_every_topic_none(tmp_path):
 def test_a_clustered_snapshot_is_read_a_bucket_at_a_time_and_whole_when_asked_out_of_bucket_order(
     tmp_path, monkeypatch
 ):
-    import json
 
     from housekeeping.engine import contract
     from housekeeping.engine.parquet_rows import write_parquet
@@ -70,7 +70,7 @@ def test_a_clustered_snapshot_is_read_a_bucket_at_a_time_and_whole_when_asked_ou
     buckets = 4
     run = RunDir(tmp_path / "run")
     run.run_info.parent.mkdir(parents=True)
-    run.run_info.write_text(json.dumps({"snapshotBuckets": buckets}))
+    write_document(run.run_info, RunInfo("r", "trim", 0, snapshot_buckets=buckets))
     topics = [f"persistent://t/n/topic-{i}" for i in range(12)]
     rows = [
         {

@@ -39,7 +39,7 @@ def planned_trim(tmp_path_factory) -> tuple[Path, Path, Path]:
     generate_store(root, GenerateOptions(14, 3, 40, 5, 60, "2026-11-01T00:00:00Z", False), None)
     store = Store.open(root)
     info = snapshot_step(store, "trim", run_id="batches", as_of_ms=parse_as_of(AS_OF), max_deleted_share=1.0)
-    assert plan_and_gate_in_process(info.run_dir, "trim", "local[2]")["success"]
+    assert plan_and_gate_in_process(info.run_dir, "trim", "local[2]").success
     shutil.copytree(root, base / "pristine")
     return base / "pristine", root, info.run_dir
 

@@ -17,6 +17,7 @@ from housekeeping.engine.approval import (
     request_approval,
 )
 from housekeeping.engine.contract import ACTIONS, LEDGERS, NAMESPACES
+from housekeeping.engine.documents import document_json
 from housekeeping.engine.parquet_rows import write_parquet
 from housekeeping.engine.run_dir import RunDir, write_json
 from housekeeping.mechanisms.gc.actions import DELETE_TOPIC
@@ -124,18 +125,18 @@ def test_the_request_and_each_decision_are_recorded_in_the_run_and_the_journal(t
     )
     run = _run(tmp_path, ACTIONS_, {"acme/orders": 1000, "acme/audit": 1000})
     request = request_approval(run, MIXED, ApprovalThresholds(namespace_share=0.5))
-    assert request["required"] and request["reasons"] == [
-        "deletes 80.0% of acme/orders's stored bytes, over the threshold of 50.0%"
-    ]
+    assert request.required and request.reasons == (
+        "deletes 80.0% of acme/orders's stored bytes, over the threshold of 50.0%",
+    )
     page = run.approval_request_md.read_text()
     assert "| acme/orders | 800 B | 80.0% |" in page and "No answer in time counts as Reject" in page
-    assert not request_approval(run, MIXED, ApprovalThresholds(namespace_share=0.9))["required"]
+    assert not request_approval(run, MIXED, ApprovalThresholds(namespace_share=0.9)).required
 
     record_decision(store, run, approved=True, decided_by="ops-alice", decided_at_ms=AS_OF + 1000)
     record_decision(store, run, approved=False, decided_by="ops-bob", decided_at_ms=AS_OF + 2000)
     timed_out = record_decision(store, run, approved=False, decided_by=None, decided_at_ms=AS_OF + 3000)
-    assert timed_out["decision"] == "timed_out" and timed_out["decidedBy"] == "nobody (timed out)"
-    assert json.loads(run.approval_decision.read_text()) == timed_out
+    assert timed_out.decision == "timed_out" and timed_out.decided_by == "nobody (timed out)"
+    assert json.loads(run.approval_decision.read_text()) == document_json(timed_out)
     with read_transaction(store.engine) as conn:
         entries = [e for e in journal_entries(conn, run="r-1") if e["action"] == "approval"]
     assert [(e["status"], e["actor"]) for e in entries] == [
@@ -195,11 +196,9 @@ def test_what_purge_will_remove_is_written_and_journaled_before_it_and_a_large_p
     assert [(e["runId"], e["status"], e["detail"]["bytes"]) for e in entries] == [("r-1", "due", 300)]
 
     trim = get_mechanism("trim")
-    assert not request_approval(run, trim, ApprovalThresholds(bytes=900), due)["required"]  # plan 600 B
+    assert not request_approval(run, trim, ApprovalThresholds(bytes=900), due).required  # plan 600 B
     request = request_approval(run, trim, ApprovalThresholds(bytes=599), due)
-    assert request["reasons"] == [
-        "deletes 600 B (600 bytes), over the threshold of 599 B",
-    ]
+    assert request.reasons == ("deletes 600 B (600 bytes), over the threshold of 599 B",)
     request = request_approval(run, trim, ApprovalThresholds(bytes=299), due)
-    assert "its purge removes 300 B (1 files of 1 topics past their grace period)" in request["reasons"][-1]
+    assert "its purge removes 300 B (1 files of 1 topics past their grace period)" in request.reasons[-1]
     assert "Purge after apply: 1 files of 1 topics (300 B)" in run.approval_request_md.read_text()

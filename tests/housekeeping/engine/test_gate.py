@@ -53,14 +53,14 @@ def test_data_docs_pages_exist_per_frame_and_need_no_network(tmp_path, validatio
 def _outcomes(document: dict) -> list[tuple]:
     return sorted(
         (
-            o["frame"],
-            o["expectation"],
-            o["success"],
-            o["rows"],
-            o["unexpectedCount"],
-            tuple(o["unexpectedSample"]),
+            o.frame,
+            o.expectation,
+            o.success,
+            o.rows,
+            o.unexpected_count,
+            tuple(o.unexpected_sample),
         )
-        for o in document["expectations"]
+        for o in document.expectations
     )
 
 
@@ -102,7 +102,7 @@ def test_a_check_frame_over_the_driver_limit_is_validated_on_spark_with_the_same
     monkeypatch.setattr(gate, "PANDAS_ROWS", 3)
     on_spark = gate.run_gate(tmp_path / "spark", "trim", checks(), materialize=materialize)
     assert len(materialized) == 1
-    assert not on_driver["success"] and _outcomes(on_spark) == _outcomes(on_driver)
+    assert not on_driver.success and _outcomes(on_spark) == _outcomes(on_driver)
     # A frame marked as possibly large is computed once first, then validated where its size says.
     for limit, run in ((100, "first-driver"), (3, "first-spark")):
         monkeypatch.setattr(gate, "PANDAS_ROWS", limit)
@@ -113,7 +113,7 @@ def test_a_check_frame_over_the_driver_limit_is_validated_on_spark_with_the_same
             on_driver
         )
         assert len(materialized) == before + 1, "computed once, whatever its size"
-    assert [(o["expectation"], o["unexpectedCount"]) for o in on_driver["failed"]] == [
+    assert [(o.expectation, o.unexpected_count) for o in on_driver.failed] == [
         ("expect_compound_columns_to_be_unique", 2),
         ("expect_column_values_to_be_in_set", 1),
     ]
@@ -225,8 +225,8 @@ def test_gx_over_each_shares_offending_rows_gives_the_whole_frames_outcomes_and_
         documents[name] = gate.run_gate(
             tmp_path / name, "trim", [gate.CheckFrame("deletions", frame, expectations, rows=count)]
         )
-    assert not documents["whole"]["success"]
-    assert documents["offending"]["expectations"] == documents["whole"]["expectations"]
+    assert not documents["whole"].success
+    assert documents["offending"].expectations == documents["whole"].expectations
     page = (tmp_path / "offending" / "gate" / "data_docs" / "deletions.html").read_text()
     assert f"of {len(rows)} total rows" in re.sub(r"\s+", " ", re.sub(r"<[^>]+>", " ", page))
 
@@ -273,10 +273,10 @@ def test_the_gate_signs_the_plan_as_its_checks_began_so_a_plan_rewritten_under_i
         checked = digest.result() if digest is not None else gate.plan_digest(run_dir)
         part.write_text('{"topic": "t", "action": "delete_ledger", "ledgerId": 2}\n')  # while the checks run
         documents[name] = gate.run_gate(run_dir, "trim", passing_checks(), digest=digest)
-        assert documents[name]["success"]
+        assert documents[name].success
         if signed_at_start:
-            assert documents[name]["planDigest"] == checked
+            assert documents[name].plan_digest == checked
             with pytest.raises(PlanNotValidated, match="changed after the gate validated it"):
                 gate.require_passed_gate(run_dir)
         else:
-            assert gate.require_passed_gate(run_dir)["planDigest"] != checked, "the unchecked plan was signed"
+            assert gate.require_passed_gate(run_dir).plan_digest != checked, "the unchecked plan was signed"

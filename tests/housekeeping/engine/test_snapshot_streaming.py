@@ -6,6 +6,7 @@ such a store without entry files. Each shown on a small store against what it mu
 from __future__ import annotations
 
 import json
+from dataclasses import replace
 
 import pyarrow.parquet as pq
 import pytest
@@ -15,7 +16,8 @@ from housekeeping.core.errors import InputError
 from housekeeping.core.timeutil import parse_as_of
 from housekeeping.engine import contract
 from housekeeping.engine.apply import snapshot_topic_versions
-from housekeeping.engine.run_dir import RunDir, read_run_info
+from housekeeping.engine.documents import read_run_info
+from housekeeping.engine.run_dir import RunDir
 from housekeeping.engine.snapshot import read_store_state, snapshot_buckets, take_snapshot
 from housekeeping.engine.snapshot_reads import SnapshotTopicLookup, read_snapshot_table, snapshot_topic_values
 from housekeeping.mechanisms.registry import build_request
@@ -45,15 +47,15 @@ def test_a_streamed_snapshot_equals_the_snapshot_of_a_read_held_in_memory(store)
     streamed = _snapshot(store, "streamed")
     held = _snapshot(store, "held", state=read_store_state(store))
     info = read_run_info(streamed)
-    for name in info["snapshotTables"]:
+    for name in info.snapshot_tables:
         table = contract.SNAPSHOT_TABLES[name]
         assert pq.read_table(streamed.snapshot_table(table)).equals(
             pq.read_table(held.snapshot_table(table))
         ), name
     volatile = {"runId", "takenAtWallClockMs"}
     held_info = read_run_info(held)
-    assert {k: v for k, v in info.items() if k not in volatile} == {
-        k: v for k, v in held_info.items() if k not in volatile
+    assert {k: v for k, v in info.as_json().items() if k not in volatile} == {
+        k: v for k, v in held_info.as_json().items() if k not in volatile
     }
     # What the namespaces table says, counted here from the store's rows.
     manifest = export_manifest(store)
@@ -68,14 +70,16 @@ def test_a_streamed_snapshot_equals_the_snapshot_of_a_read_held_in_memory(store)
 def test_run_json_carries_no_topic_versions_and_apply_reads_them_from_the_topics_table(store):
     run = _snapshot(store, "versions")
     info = read_run_info(run)
-    assert "topicVersions" not in info and len(json.dumps(info)) < 5000
+    written = run.run_info.read_text()
+    assert "topicVersions" not in json.loads(written) and len(written) < 5000
+    assert info.legacy_topic_versions is None
     with store.engine.connect() as conn:
         versions = dict(conn.execute(select(t.topics.c.name, t.topics.c.version)).all())
     lookup = snapshot_topic_versions(run, info)
     assert {name: lookup[name] for name in versions} == versions
     assert "persistent://t/n/never" not in lookup
     # A run snapshotted when run.json still carried them applies with those.
-    older = {**info, "topicVersions": {sorted(versions)[0]: 7}}
+    older = replace(info, legacy_topic_versions={sorted(versions)[0]: 7})
     assert snapshot_topic_versions(run, older) == {sorted(versions)[0]: 7}
 
 
@@ -85,20 +89,18 @@ def test_a_lookup_reads_one_bucket_at_a_time_and_the_whole_table_once_when_asked
     run = _snapshot(store, "lookup")
     info = read_run_info(run)
     expected = snapshot_topic_values(run, "version", "policies")
-    by_bucket = sorted(
-        expected, key=lambda name: (contract.topic_bucket(name, info["snapshotBuckets"]), name)
-    )
+    by_bucket = sorted(expected, key=lambda name: (contract.topic_bucket(name, info.snapshot_buckets), name))
     reads = record_snapshot_reads(monkeypatch)
     lookup = SnapshotTopicLookup(run, info, "version", "policies")
     assert {name: lookup[name] for name in by_bucket} == {name: expected[name] for name in by_bucket}
-    buckets = {contract.topic_bucket(name, info["snapshotBuckets"]) for name in expected}
+    buckets = {contract.topic_bucket(name, info.snapshot_buckets) for name in expected}
     assert sorted(reads) == sorted([b] for b in buckets)  # each bucket's row group once, nothing else
     # Back to a bucket read before: the whole table, once, then every answer from it.
     reads.clear()
     assert {name: lookup[name] for name in sorted(expected)} == expected
     assert reads == [None]
     # Not clustered as run.json says (another writer's row groups): read whole at once.
-    unclustered = SnapshotTopicLookup(run, {**info, "snapshotBuckets": 1000}, "version")
+    unclustered = SnapshotTopicLookup(run, replace(info, snapshot_buckets=1000), "version")
     reads.clear()
     assert {name: unclustered[name] for name in by_bucket} == {n: v for n, (v, _) in expected.items()}
     assert reads == [None]
@@ -111,7 +113,7 @@ def test_a_bucket_holding_another_buckets_topic_is_bad_input_naming_the_file(sto
     table = pq.read_table(path)
     # The same rows, two row groups of the same size, but not split by bucket.
     pq.write_table(table, path, row_group_size=-(-table.num_rows // 2))
-    lookup = SnapshotTopicLookup(run, {**info, "snapshotBuckets": 2}, "version")
+    lookup = SnapshotTopicLookup(run, replace(info, snapshot_buckets=2), "version")
     names = table.column("topic").to_pylist()
     misplaced = next(n for n in names[: -(-len(names) // 2)] if contract.topic_bucket(n, 2) != 0)
     with pytest.raises(InputError, match=f"{path}: row group 0 holds topic {misplaced} of another bucket"):

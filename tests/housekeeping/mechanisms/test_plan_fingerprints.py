@@ -24,6 +24,8 @@ import pyarrow.parquet as pq
 import pytest
 
 from housekeeping.core.timeutil import parse_as_of
+from housekeeping.engine.documents import GateResult
+from housekeeping.engine.plan import read_summary
 from housekeeping.engine.run_dir import RunDir, read_jsonl
 from housekeeping.mechanisms.erasure.requests import add_request
 from housekeeping.mechanisms.steps import apply_step, plan_and_gate_in_process, snapshot_step
@@ -78,21 +80,22 @@ def _plan(run_dir: Path, root: Path) -> dict:
     for part_dir in sorted({p.parent for p in plan_dir.rglob("part-*")}):
         rows = [row for part in sorted(part_dir.glob("part-*")) for row in _part_rows(part)]
         tables[str(part_dir.relative_to(plan_dir))] = _rows(rows, root)
-    summary = json.loads((plan_dir / "summary.json").read_text())
+    # Read as its document (not its file): the schema version is the format's, not the plan's.
+    summary = read_summary(run_dir).as_json()
     return {"tables": tables, "summary": _canonical(summary, root)}
 
 
-def _verdict(gate: dict, root: Path) -> dict:
+def _verdict(gate: GateResult, root: Path) -> dict:
     return _canonical(
         {
-            "success": gate["success"],
+            "success": gate.success,
             "expectations": sorted(
                 (
                     {
                         k: e[k]
                         for k in ("expectation", "frame", "kwargs", "success", "unexpectedCount", "rows")
                     }
-                    for e in gate["expectations"]
+                    for e in (o.as_json() for o in gate.expectations)
                 ),
                 key=lambda e: json.dumps(e, sort_keys=True),
             ),
@@ -160,7 +163,7 @@ def chain(request, tmp_path_factory) -> dict[str, dict]:
                 gate = plan_and_gate_on_cluster(cluster, info.run_dir, mechanism)
             else:
                 gate = plan_and_gate_in_process(info.run_dir, mechanism, "local[2]")
-            assert gate["success"], f"{mechanism}: the gate blocked the generated store's plan"
+            assert gate.success, f"{mechanism}: the gate blocked the generated store's plan"
             plan = _plan(info.run_dir, root)
             apply_step(store, info.run_dir)
             parts[mechanism] = {

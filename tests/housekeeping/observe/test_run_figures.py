@@ -42,7 +42,9 @@ def _run(tmp_path, applied: dict | None) -> RunDir:
         {"topic": "persistent://a/b/u", "action": "delete_ledger", "ledgerId": 2, "bytes": 50, "reason": "r"},
     ]
     (actions / "part-00000.json").write_text("\n".join(json.dumps(r) for r in rows) + "\n")
-    write_json(run.gate_result, {"success": True})
+    write_json(
+        run.gate_result, {"mechanism": "trim", "success": True, "planDigest": None, "expectations": []}
+    )
     if applied is not None:
         write_json(run.apply_result, applied)
     return run
@@ -73,7 +75,13 @@ def test_an_apply_that_changed_the_store_carries_its_figures_and_one_that_change
 
 
 def test_a_run_reads_as_one_line(tmp_path):
-    run = _run(tmp_path, {"appliedTopics": ["persistent://a/b/t"], "ledgersDeleted": 1, "bytesDeleted": 600})
+    applied = {
+        "runId": "r-1",
+        "appliedTopics": ["persistent://a/b/t"],
+        "ledgersDeleted": 1,
+        "bytesDeleted": 600,
+    }
+    run = _run(tmp_path, applied)
     line = describe(run_figures(run, dry_run=False))
     assert line.startswith(
         "2 actions planned, gate passed; 1 ledgers and 0 topics deleted (600 B, 600 B freed)"

@@ -20,6 +20,7 @@ from pathlib import Path
 import pytest
 
 from housekeeping.core.timeutil import parse_as_of
+from housekeeping.engine.documents import read_gate_result
 from housekeeping.engine.plan import read_table
 from housekeeping.engine.run_dir import RunDir
 from housekeeping.mechanisms.registry import mechanism_names
@@ -45,10 +46,10 @@ def _canonical(rows: list[dict]) -> list[str]:
 
 
 def _verdict(run_dir: Path) -> list[tuple]:
-    document = json.loads(RunDir(run_dir).gate_result.read_text())
+    document = read_gate_result(run_dir)
     return sorted(
-        (o["frame"], o["expectation"], json.dumps(o["kwargs"], sort_keys=True), o["success"], o["rows"])
-        for o in document["expectations"]
+        (o.frame, o.expectation, json.dumps(o.kwargs, sort_keys=True), o.success, o.rows)
+        for o in document.expectations
     )
 
 

@@ -60,10 +60,7 @@ MECHANISM = Backlog(
         apply="apply_backlog_quota",
         report="write_backlog_report",
     ),
-    plan_app="spark_apps.backlog.plan",
-    gate_checks="spark_apps.backlog.gate",
     actions=(MOVE_CURSOR, FLAG_BACKLOG_QUOTA),
     snapshot_tables=("quota_states",),
-    report_template=Path(__file__).with_name("report.md.j2"),
     recheck_reads_cursors=True,
 )

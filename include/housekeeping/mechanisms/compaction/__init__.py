@@ -70,12 +70,9 @@ MECHANISM = Compaction(
         apply="apply_compaction",
         report="write_compaction_report",
     ),
-    plan_app="spark_apps.compaction.plan",
-    gate_checks="spark_apps.compaction.gate",
     apply_app="spark_apps.compaction.apply",
     actions=(REWRITE_COMPACTED,),
     snapshot_tables=("compacted_ledgers",),
-    report_template=Path(__file__).with_name("report.md.j2"),
     options=(COMPACT_TOPICS_OPTION,),
     fault_points=(
         "compaction_apply_after_stage",

@@ -9,9 +9,10 @@ from typing import Any
 
 from housekeeping.core.timeutil import format_ms
 from housekeeping.engine.contract import ACTIONS
+from housekeeping.engine.documents import read_run_info
 from housekeeping.engine.plan import read_summary, read_table
 from housekeeping.engine.report import run_section
-from housekeeping.engine.run_dir import RunDir, read_run_info
+from housekeeping.engine.run_dir import RunDir
 from housekeeping.mechanisms.compaction.tables import COMPACTION_DECISIONS, COMPACTION_DROPPED_KEYS
 
 
@@ -76,7 +77,7 @@ def build_report(run_dir: Path, *, dry_run: bool) -> dict[str, Any]:
         kinds[row["kind"]] += 1
     return {
         **report,
-        "plan": summary,
+        "plan": summary.as_json(),
         "compactedTopics": compacted,
         "notCompacted": [
             {"topic": r["topic"], "kind": r["kind"], "reason": r["reason"], "bytes": r["bytes"]}

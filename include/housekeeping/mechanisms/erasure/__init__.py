@@ -62,11 +62,8 @@ MECHANISM = KeyErasure(
         apply="apply_key_erasure",
         report="write_erasure_report",
     ),
-    plan_app="spark_apps.erasure.plan",
-    gate_checks="spark_apps.erasure.gate",
     actions=(REDACT_LEDGER, REDACT_COMPACTED, EXPEDITE_PURGE),
     snapshot_tables=("compacted_ledgers", "erasure_requests", "pending_files"),
-    report_template=Path(__file__).with_name("report.md.j2"),
     policy_driven=False,
     settings=(ERASURE_GRACE_SECONDS,),
     fault_points=(

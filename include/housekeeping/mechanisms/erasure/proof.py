@@ -24,8 +24,9 @@ from sqlalchemy import select, update
 
 from housekeeping.core.names import NamespaceName, TopicName, topic_dir_parts
 from housekeeping.core.timeutil import format_ms
+from housekeeping.engine.documents import RunInfo, read_run_info
 from housekeeping.engine.plan import read_table
-from housekeeping.engine.run_dir import RunDir, read_json, read_run_info, write_json
+from housekeeping.engine.run_dir import RunDir, read_json, write_json
 from housekeeping.mechanisms.erasure.requests import DONE, FAILED, HELD, PENDING
 from housekeeping.mechanisms.erasure.tables import ERASURE_DECISIONS, ERASURE_LEDGERS
 from housekeeping.store import metadata_schema as t
@@ -121,7 +122,7 @@ class _RunFacts:
     """What a proof reads of its run and the store, once for every request."""
 
     run: RunDir
-    info: dict[str, Any]
+    info: RunInfo
     ledgers: list[dict[str, Any]]  # the plan's rewritten ledgers
     applied: set[str]  # topics the run's apply switched (or had switched)
     waiting: dict[str, Any]  # pending deletions an erasure marked, by path and by tier object key
@@ -198,8 +199,8 @@ def _proof(
         "reason": request.reason,
         "requestedAt": format_ms(request.requested_at_ms),
         "requestedBy": request.requested_by,
-        "runId": facts.info["runId"],
-        "asOf": facts.info["asOf"],
+        "runId": facts.info.run_id,
+        "asOf": facts.info.as_of,
         "dryRun": dry_run,
         "state": state,
         "detail": detail,
@@ -299,26 +300,24 @@ def _purged(store: Store, request: Any) -> list[dict[str, Any]]:
     return out
 
 
-def _record(store: Store, request_id: int, state: str, detail: str, info: dict[str, Any]) -> None:
+def _record(store: Store, request_id: int, state: str, detail: str, info: RunInfo) -> None:
     with write_transaction(store.engine) as conn:
         conn.execute(
             update(t.erasure_requests)
             .where(t.erasure_requests.c.id == request_id)
-            .values(
-                state=state, state_detail=detail, run_id=info["runId"], updated_as_of_ms=int(info["asOfMs"])
-            )
+            .values(state=state, state_detail=detail, run_id=info.run_id, updated_as_of_ms=int(info.as_of_ms))
         )
         request = conn.execute(
             select(t.erasure_requests).where(t.erasure_requests.c.id == request_id)
         ).first()
         journal(
             conn,
-            run_id=info["runId"],
+            run_id=info.run_id,
             mechanism="erasure",
             topic=request.target if request.scope == "topic" else None,
             action="erase_request",
             status=state,
             detail={"requestId": request_id, "keyDigest": request.key_sha256, "detail": detail},
-            as_of_ms=int(info["asOfMs"]),
-            actor=str(info.get("actor") or "housekeeping"),
+            as_of_ms=int(info.as_of_ms),
+            actor=str(info.actor or "housekeeping"),
         )

@@ -6,9 +6,9 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
+from housekeeping.engine.documents import read_run_info
 from housekeeping.engine.plan import read_summary, read_table
 from housekeeping.engine.report import run_section
-from housekeeping.engine.run_dir import read_run_info
 from housekeeping.mechanisms.erasure.tables import ERASURE_DECISIONS, ERASURE_LEDGERS
 
 
@@ -28,10 +28,10 @@ def build_report(run_dir: Path, *, dry_run: bool) -> dict[str, Any]:
     proofs = []
     if report["gate"]["success"]:
         # The run's store (its metadata URL from HOUSEKEEPING_METADATA_URL, as every step opens it).
-        proofs = prove(Store.open(info["store"]), Path(run_dir), dry_run=dry_run or report["apply"] is None)
+        proofs = prove(Store.open(info.store), Path(run_dir), dry_run=dry_run or report["apply"] is None)
     return {
         **report,
-        "plan": read_summary(run_dir),
+        "plan": read_summary(run_dir).as_json(),
         "decisions": decisions,
         "ledgers": [
             {

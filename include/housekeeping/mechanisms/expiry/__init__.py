@@ -59,10 +59,7 @@ MECHANISM = Expiry(
         apply="apply_message_expiry",
         report="write_expiry_report",
     ),
-    plan_app="spark_apps.expiry.plan",
-    gate_checks="spark_apps.expiry.gate",
     actions=(MOVE_CURSOR,),
-    report_template=Path(__file__).with_name("report.md.j2"),
     sweeps=("ttl",),
     recheck_reads_cursors=True,
 )

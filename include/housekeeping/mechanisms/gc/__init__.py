@@ -5,8 +5,6 @@ package: the mechanism with its run option and setting (here), its action kinds 
 
 from __future__ import annotations
 
-from pathlib import Path
-
 from housekeeping.core.settings import Setting
 from housekeeping.engine.mechanism import Mechanism, RunOption, TaskIds
 from housekeeping.mechanisms.gc.actions import DELETE_PARTITIONED_METADATA, DELETE_TOPIC, REFRESH_LAST_ACTIVE
@@ -51,11 +49,8 @@ MECHANISM = Mechanism(
         apply="apply_inactive_topic_gc",
         report="write_gc_report",
     ),
-    plan_app="spark_apps.gc.plan",
-    gate_checks="spark_apps.gc.gate",
     actions=(DELETE_TOPIC, REFRESH_LAST_ACTIVE, DELETE_PARTITIONED_METADATA),
     snapshot_tables=("partitioned_topics",),
-    report_template=Path(__file__).with_name("report.md.j2"),
     options=(TOPIC_SHARE_OPTION,),
     settings=(MAX_DELETED_TOPIC_SHARE,),
 )

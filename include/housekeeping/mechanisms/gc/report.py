@@ -9,6 +9,7 @@ from typing import Any
 
 from housekeeping.core.timeutil import format_ms
 from housekeeping.engine.contract import NAMESPACES
+from housekeeping.engine.documents import read_run_info
 from housekeeping.engine.plan import plan_table_parts, read_part_arrow, read_summary, read_table_arrow
 from housekeeping.engine.report import (
     StreamedList,
@@ -17,7 +18,6 @@ from housekeeping.engine.report import (
     sparse_rows,
     topics_ascending,
 )
-from housekeeping.engine.run_dir import read_run_info
 from housekeeping.engine.snapshot_reads import read_snapshot_table
 from housekeeping.mechanisms.gc.tables import GC_DECISIONS
 
@@ -95,7 +95,7 @@ def build_report(run_dir: Path, *, dry_run: bool) -> dict[str, Any]:
     namespaces_seen = {r["namespace"]: r["topicCount"] for r in read_snapshot_table(run_dir, NAMESPACES)}
     return {
         **report,
-        "plan": summary,
+        "plan": summary.as_json(),
         "namespaces": [
             {"namespace": ns, **v, "namespaceTopics": namespaces_seen.get(ns, 0)}
             for ns, v in sorted(per_namespace.items())

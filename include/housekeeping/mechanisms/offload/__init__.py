@@ -39,10 +39,7 @@ MECHANISM = Offload(
         apply="apply_ledger_offload",
         report="write_offload_report",
     ),
-    plan_app="spark_apps.offload.plan",
-    gate_checks="spark_apps.offload.gate",
     actions=(OFFLOAD_LEDGER,),
-    report_template=Path(__file__).with_name("report.md.j2"),
     sweeps=("offload-threshold",),
     fault_points=(
         "offload_apply_after_prepare",  # the attempt's UUID recorded, nothing uploaded

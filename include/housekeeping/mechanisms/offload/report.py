@@ -7,6 +7,7 @@ from pathlib import Path
 from typing import Any
 
 from housekeeping.engine.contract import BLOCKERS
+from housekeeping.engine.documents import read_run_info
 from housekeeping.engine.plan import read_summary
 from housekeeping.engine.report import (
     DECISION_COLUMNS,
@@ -16,7 +17,6 @@ from housekeeping.engine.report import (
     plan_rows,
     run_section,
 )
-from housekeeping.engine.run_dir import read_run_info
 from housekeeping.mechanisms.offload.tables import OFFLOAD_DECISIONS
 
 
@@ -43,7 +43,7 @@ def build_report(run_dir: Path, *, dry_run: bool) -> dict[str, Any]:
     ]
     return {
         **report,
-        "plan": summary,
+        "plan": summary.as_json(),
         "offloader": summary.get("offloader"),
         "why": summary.get("why"),
         "namespaces": namespaces,

@@ -66,10 +66,7 @@ MECHANISM = StoreScrub(
         apply="apply_scrub_repair",
         report="write_scrub_report",
     ),
-    plan_app="spark_apps.scrub.plan",
-    gate_checks="spark_apps.scrub.gate",
     actions=(DELETE_ORPHAN,),
-    report_template=Path(__file__).with_name("report.md.j2"),
     options=(MIN_AGE_OPTION,),
     settings=(MIN_AGE,),
     fault_points=("scrub_apply_between_orphans",),  # one orphan recorded and committed, the next not started

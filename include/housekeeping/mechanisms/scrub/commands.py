@@ -115,7 +115,7 @@ def run_scrub(
     spark = launcher.local_spark(settings.spark_master)
     launcher.plan_in_process(spark, run_dir, mechanism)
     gate = launcher.gate_in_process(spark, run_dir, mechanism)
-    if not gate["success"]:
+    if not gate.success:
         write_report(run_dir, mechanism, dry_run=True)
     raise_if_rejected(gate, run_dir)
     summary = read_summary(run_dir)
@@ -133,7 +133,7 @@ def run_scrub(
         "runDir": str(run_dir),
         "report": str(report),
         "clean": summary["clean"],
-        "summary": summary,
+        "summary": summary.as_json(),
         "findings": findings,
         "repair": repaired,
     }

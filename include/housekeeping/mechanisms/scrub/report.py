@@ -7,9 +7,9 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from housekeeping.core.timeutil import format_ms
+from housekeeping.engine.documents import PlanSummary, read_document, read_run_info
 from housekeeping.engine.plan import read_summary, read_table
 from housekeeping.engine.report import run_section
-from housekeeping.engine.run_dir import read_json, read_run_info
 from housekeeping.mechanisms.scrub.tables import ERROR_KINDS, FINDINGS
 from housekeeping.store.store import RUNS_DIR
 
@@ -31,7 +31,7 @@ def build_report(run_dir: Path, *, dry_run: bool) -> dict[str, Any]:
     kinds = [{"kind": kind, **summary["perKind"][kind]} for kind in KIND_ORDER if kind in summary["perKind"]]
     return {
         **report,
-        "plan": summary,
+        "plan": summary.as_json(),
         "wallClock": format_ms(summary["wallClockMs"]),
         "minAgeSeconds": summary["minAgeSeconds"],
         "tier": summary.get("tier"),
@@ -47,9 +47,9 @@ def latest_scrub(store: Store, as_of_ms: int) -> dict[str, Any] | None:
     """The newest completed scrub's plan summary (its plan written) made at or before ``as_of_ms``; None: none yet."""
     found = []
     for summary_path in (store.root / RUNS_DIR / "scrub").glob("*/plan/summary.json"):
-        summary = read_json(summary_path)
-        if summary and summary.get("mechanism") == "scrub" and int(summary["asOfMs"]) <= as_of_ms:
-            found.append(((int(summary["asOfMs"]), int(summary["wallClockMs"])), summary))
+        summary = read_document(PlanSummary, summary_path)
+        if summary is not None and summary.mechanism == "scrub" and summary.as_of_ms <= as_of_ms:
+            found.append(((summary.as_of_ms, int(summary["wallClockMs"])), summary.as_json()))
     return max(found, key=lambda f: f[0])[1] if found else None
 
 

@@ -8,9 +8,10 @@ from typing import Any
 
 from housekeeping.core.timeutil import format_ms
 from housekeeping.engine.contract import Table
+from housekeeping.engine.documents import read_run_info
 from housekeeping.engine.plan import read_summary, read_table
 from housekeeping.engine.report import run_section
-from housekeeping.engine.run_dir import RunDir, read_run_info
+from housekeeping.engine.run_dir import RunDir
 
 TEMPLATES = Path(__file__).with_name("templates")  # cursor_common.md.j2, which their templates include
 
@@ -38,12 +39,12 @@ def cursor_report(run_dir: Path, subscriptions_table: Table, *, dry_run: bool) -
     info = read_run_info(run)
     summary = read_summary(run.path)
     subscriptions = sorted(
-        (_subscription(row, int(info["asOfMs"])) for row in read_table(run.path, subscriptions_table.name)),
+        (_subscription(row, int(info.as_of_ms)) for row in read_table(run.path, subscriptions_table.name)),
         key=lambda r: (r["decision"] != "move", r["topic"], r["subscription"]),
     )
     report = run_section(run.path, info, dry_run)
     report.update(
-        plan=summary,
+        plan=summary.as_json(),
         namespaces=[{"namespace": ns, **v} for ns, v in sorted(summary["perNamespace"].items())],
         totals={
             "cursors": summary["cursorsToMove"],

@@ -5,7 +5,6 @@ Spark apps are ``spark_apps/trim``."""
 
 from __future__ import annotations
 
-from pathlib import Path
 from typing import Any
 
 from housekeeping.engine.live import Narrowed, TopicNow, TopicThen
@@ -35,10 +34,7 @@ MECHANISM = Trim(
         apply="apply_ledger_trim",
         report="write_trim_report",
     ),
-    plan_app="spark_apps.trim.plan",
-    gate_checks="spark_apps.trim.gate",
     actions=(DELETE_LEDGER, MOVE_CURSOR, DELETE_LOCAL_COPY),
-    report_template=Path(__file__).with_name("report.md.j2"),
     sweeps=("retention-time", "retention-size", "offload-deletion-lag"),
     recheck_reads_cursors=True,
 )

@@ -8,6 +8,7 @@ from pathlib import Path
 from typing import Any
 
 from housekeeping.engine.contract import ACTIONS, BLOCKERS, NAMESPACES
+from housekeeping.engine.documents import read_run_info
 from housekeeping.engine.plan import read_summary, table_batches
 from housekeeping.engine.report import (
     DECISION_COLUMNS,
@@ -19,7 +20,6 @@ from housekeeping.engine.report import (
     run_section,
     sparse_rows,
 )
-from housekeeping.engine.run_dir import read_run_info
 from housekeeping.engine.snapshot_reads import read_snapshot_table
 from housekeeping.mechanisms.trim.actions import DELETE_LOCAL_COPY
 from housekeeping.mechanisms.trim.tables import TRIM_DECISIONS
@@ -50,7 +50,7 @@ def build_report(run_dir: Path, *, dry_run: bool) -> dict[str, Any]:
     top_blockers = _top_blockers(run_dir, 25)
     return {
         **report,
-        "plan": summary,
+        "plan": summary.as_json(),
         "namespaces": namespaces,
         "totals": {
             "ledgers": sum(n["ledgers"] for n in namespaces),

@@ -14,7 +14,8 @@ from sqlalchemy import select
 from housekeeping.core.scope import in_scope
 from housekeeping.core.settings import lag_objective
 from housekeeping.engine.contract import ACTIONS
-from housekeeping.engine.run_dir import RunDir, read_json, read_jsonl, read_run_info
+from housekeeping.engine.documents import read_gate_result, read_run_info
+from housekeeping.engine.run_dir import RunDir, read_jsonl
 from housekeeping.mechanisms.registry import MECHANISMS
 from housekeeping.observe.metrics.families import Families, Family, StoreView, namespace_of, seconds
 from housekeeping.store import metadata_schema as t
@@ -39,9 +40,9 @@ def runs_and_lag(view: StoreView, objectives: Mapping[str, int]) -> list[Family]
         newest.setdefault(run.mechanism, run)
     for mechanism, run in sorted(newest.items()):
         last_plan.set((mechanism,), seconds(run.as_of_ms))
-        gate = read_json(run.run.gate_result)
+        gate = read_gate_result(run.run)
         if gate is not None:
-            last_gate.set((mechanism,), 1.0 if gate["success"] else 0.0)
+            last_gate.set((mechanism,), 1.0 if gate.success else 0.0)
 
     lag = deletion_lag(
         runs, view.stored_ids, view.pending, view.holds, as_of_ms=view.as_of_ms, namespaces=view.namespaces
@@ -105,15 +106,11 @@ def _runs(store: Store, as_of_ms: int) -> list[PlanRun]:
             info = read_run_info(run)
         except Exception:  # a run directory being written, or not ours: no evidence
             continue
-        if (
-            info.get("mechanism") not in MECHANISMS
-            or info["asOfMs"] > as_of_ms
-            or not run.plan_summary.is_file()
-        ):
+        if info.mechanism not in MECHANISMS or info.as_of_ms > as_of_ms or not run.plan_summary.is_file():
             continue
-        plan_run = PlanRun(run, info["mechanism"], info["asOfMs"], tuple(info.get("scope") or ()))
+        plan_run = PlanRun(run, info.mechanism, info.as_of_ms, tuple(info.scope or ()))
         # takenAtWallClockMs only orders reruns of one as-of (audit time, no decision reads it).
-        found.append(((info["asOfMs"], info.get("takenAtWallClockMs") or 0, str(run.path)), plan_run))
+        found.append(((info.as_of_ms, info.taken_at_wall_clock_ms or 0, str(run.path)), plan_run))
     return [run for _, run in sorted(found, key=lambda f: f[0], reverse=True)]
 
 
