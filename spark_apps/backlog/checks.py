@@ -36,7 +36,7 @@ from spark_apps.shared.move_checks import (
     entries_expired,
     position,
 )
-from spark_apps.shared.rows import Row, compare, holds, struct_key
+from spark_apps.shared.rows import Row, struct_key
 from spark_apps.shared.topic_names import name_facts
 
 EVICTION_POLICY = "consumer_backlog_eviction"
@@ -65,9 +65,9 @@ def estimated_backlog(facts: TopicFacts, ledger_id: int | None, entry_id: int | 
     total = 0
     for ledger in facts.ledgers:
         size, entries = ledger["size"], ledger["entries"]
-        if compare(ledger["ledgerId"], ">", ledger_id) is True:
+        if ledger_id is not None and ledger["ledgerId"] > ledger_id:
             total += size
-        elif compare(ledger["ledgerId"], "==", ledger_id) is True:
+        elif ledger["ledgerId"] == ledger_id:
             if entries <= 0 or entry_id is None:
                 consumed = 0
             elif entries == entry_id + 1:
@@ -158,11 +158,11 @@ def move_rows(
             cutoff = None if limit is None else int(info.as_of_ms) - int(limit * 0.9) * 1000
             justified = entries_expired(facts, move, cutoff, read)
         else:
-            justified = bool(own) and (
-                compare(own[-1]["toLedger"], "==", to_l) is True
-                and compare(own[-1]["toEntry"], "==", to_e) is True
-                and compare(own[0]["fromLedger"], "==", from_l) is True
-                and compare(own[0]["fromEntry"], "==", from_e) is True
+            justified = (
+                bool(own)
+                and None not in (from_l, from_e, to_l, to_e)
+                and (own[-1]["toLedger"], own[-1]["toEntry"]) == (to_l, to_e)
+                and (own[0]["fromLedger"], own[0]["fromEntry"]) == (from_l, from_e)
             )
         rows.append(
             {
@@ -184,7 +184,7 @@ def _size_step_ok(facts: TopicFacts, step: Row, backlog: int | None, limit: int 
     over the limit itself)."""
     acked_from = facts.entries_at_or_before(step["fromLedger"], step["fromEntry"])
     acked_to = facts.entries_at_or_before(step["toLedger"], step["toEntry"])
-    if None in (backlog, limit, acked_from, acked_to) or not backlog:
+    if None in (backlog, limit, acked_from, acked_to, step["step"]) or not backlog:
         return False
     target = limit * 0.9
     expected_skip = int((backlog - target) / backlog * (facts.entries - acked_from))
@@ -210,14 +210,16 @@ def _mark_delete_accepted(facts: TopicFacts, step: Row) -> bool:
         own is not None
         and step["fromEntry"] is not None
         and step["fromEntry"] + 1 >= own["entries"]
-        and compare(step["toLedger"], "==", after_last) is True
+        and after_last is not None
+        and step["toLedger"] == after_last
     )
 
 
 def _time_step_ok(facts: TopicFacts, step: Row, as_of_ms: int, limit: int | None) -> bool:
     """A time step moves to the start of the next ledger, past a ledger closed longer ago than the limit, to a
     mark-delete the cursor accepts."""
-    later = [r["ledgerId"] for r in facts.ledgers if compare(r["ledgerId"], ">", step["fromLedger"]) is True]
+    after = step["fromLedger"]
+    later = [r["ledgerId"] for r in facts.ledgers if after is not None and r["ledgerId"] > after]
     start = facts.by_id.get(step["fromLedger"])
     closed = None if start is None else start["closedAtMs"]
     old_enough = start is None or (
@@ -226,7 +228,7 @@ def _time_step_ok(facts: TopicFacts, step: Row, as_of_ms: int, limit: int | None
     return (
         step["toEntry"] == -1
         and later != []
-        and compare(step["toLedger"], "==", min(later)) is True
+        and step["toLedger"] == min(later)
         and old_enough
         and _mark_delete_accepted(facts, step)
     )
@@ -242,7 +244,9 @@ def step_rows(facts: TopicFacts, steps: list[Row], as_of_ms: int) -> list[Row]:
     rows = []
     for step in steps:
         positions = dict(durable)
-        earlier_steps = (s for s in steps if compare(s["step"], "<", step["step"]) is True)
+        earlier_steps = (
+            s for s in steps if None not in (s["step"], step["step"]) and s["step"] < step["step"]
+        )
         for earlier in sorted(earlier_steps, key=lambda s: s["step"]):
             if earlier["cursor"] in positions:
                 positions[earlier["cursor"]] = (earlier["toLedger"], earlier["toEntry"])
@@ -257,10 +261,10 @@ def step_rows(facts: TopicFacts, steps: list[Row], as_of_ms: int) -> list[Row]:
                 "topic": step["topic"],
                 "step": step["step"],
                 "cursor": step["cursor"],
-                "not_compaction_subscription": holds(compare(step["cursor"], "!=", COMPACTION_SUBSCRIPTION)),
+                "not_compaction_subscription": step["cursor"] not in (None, COMPACTION_SUBSCRIPTION),
                 "step_starts_where_cursor_is": own is not None
-                and compare(own[0], "==", step["fromLedger"]) is True
-                and compare(own[1], "==", step["fromEntry"]) is True,
+                and None not in (*own, step["fromLedger"], step["fromEntry"])
+                and own == (step["fromLedger"], step["fromEntry"]),
                 "size_step_moves_the_slowest_cursor": (not is_size)
                 or (slowest is not None and from_key <= slowest),
                 "not_same_cursor_twice_in_a_row": (not is_size)
@@ -272,7 +276,8 @@ def step_rows(facts: TopicFacts, steps: list[Row], as_of_ms: int) -> list[Row]:
                 "step_follows_the_quota_rule": (
                     _size_step_ok(facts, step, backlog, facts.value("sizeQuotaLimitBytes"))
                     if is_size
-                    else _time_step_ok(facts, step, as_of_ms, facts.value("timeQuotaLimitSeconds"))
+                    else step["quotaType"] == "message_age"
+                    and _time_step_ok(facts, step, as_of_ms, facts.value("timeQuotaLimitSeconds"))
                 ),
             }
         )
@@ -290,7 +295,8 @@ def flag_rows(state: QuotaState, flags: list[Row]) -> list[Row]:
                 "topic_in_snapshot": state.known,
                 "exceeded_flag_only_for_producer_policies": flag["exceeded"] is False
                 or flag["policy"] in PRODUCER_POLICIES,
-                "flag_matches_rederived_quota_state": holds(compare(flag["exceeded"], "==", rederived)),
+                "flag_matches_rederived_quota_state": None not in (flag["exceeded"], rederived)
+                and flag["exceeded"] == rederived,
             }
         )
     return rows

@@ -23,7 +23,7 @@ from spark_apps.shared.move_checks import (
     entries_expired,
     position,
 )
-from spark_apps.shared.rows import Row, compare, holds
+from spark_apps.shared.rows import Row
 
 EXPIRY_CHECKS = (
     *MOVE_COMMON_CHECKS,
@@ -41,8 +41,10 @@ def guard_allows(facts: TopicFacts, move: Row, info: RunInfo, read: Entries) -> 
     acked = facts.entries_at_or_before(*position(move["from"]))
     consumers = None if cursor is None else cursor["consumers"]
     backlog = None if acked is None else facts.entries - acked
-    guarded = compare(consumers, ">", 0) is True and compare(
-        backlog, "<", int(broker["housekeepingExpiryGuardMinimumBacklog"])
+    guarded = (
+        None not in (consumers, backlog)
+        and consumers > 0
+        and backlog < int(broker["housekeepingExpiryGuardMinimumBacklog"])
     )
     if not guarded:
         return True
@@ -74,7 +76,7 @@ def check_topic(facts: TopicFacts, actions: list[Row], info: RunInfo, read: Entr
                 "from": move["from"],
                 "to": move["to"],
                 **common_move_checks(facts, move, allow_ledger_start=False),
-                "ttl_enabled": holds(compare(ttl, ">", 0)),
+                "ttl_enabled": ttl is not None and ttl > 0,
                 "acknowledged_entries_expired": entries_expired(facts, move, cutoff_ms, read),
                 "consumer_guard_allows": guard_allows(facts, move, info, read),
             }

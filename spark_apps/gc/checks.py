@@ -15,7 +15,8 @@ Across buckets (the driver, ``spark_apps.gc.gate``): every ``delete_partitioned_
 its metadata is in the snapshot and the plan deletes as many of its partitions as exist; per namespace, the share of
 its topics deleted is within the run's limit and topics and bytes reconcile with the planner's summary.
 
-Unknowns read as SQL reads them: the check fails.
+Unknowns (a topic the snapshot lacks, a fact it does not know, a null the plan holds) fail the check that needs
+them: each check is a plain boolean, true only when what it needs is known.
 """
 
 from __future__ import annotations
@@ -25,7 +26,7 @@ from typing import Any
 
 from housekeeping.engine.documents import RunInfo
 from housekeeping.mechanisms.gc.actions import DELETE_PARTITIONED_METADATA, DELETE_TOPIC, REFRESH_LAST_ACTIVE
-from spark_apps.shared.rows import Row, both, compare, either, holds
+from spark_apps.shared.rows import Row
 from spark_apps.shared.topic_names import name_facts, retention_default_fits
 
 NO_SUBSCRIPTIONS, CAUGHT_UP = "delete_when_no_subscriptions", "delete_when_subscriptions_caught_up"
@@ -82,10 +83,6 @@ class TopicFacts:
         return None
 
 
-def _not(value: bool | None) -> bool | None:
-    return None if value is None else not value
-
-
 def deletion_rows(facts: TopicFacts, deletions: list[Row], info: RunInfo) -> list[Row]:
     as_of_ms, enabled = int(info.as_of_ms), bool(info.broker["brokerDeleteInactiveTopicsEnabled"])
     rows = []
@@ -101,24 +98,20 @@ def deletion_rows(facts: TopicFacts, deletions: list[Row], info: RunInfo) -> lis
                 "topic_in_snapshot": facts.topic is not None,
                 "gc_enabled_on_broker": enabled,
                 "not_system_topic": names["isSystemTopic"] is False,
-                "retention_default_fits_the_name": holds(
-                    retention_default_fits(facts.topic, names["isSystemTopicName"])
+                "retention_default_fits_the_name": retention_default_fits(
+                    facts.topic, names["isSystemTopicName"]
                 ),
-                "delete_while_inactive": holds(facts.value("deleteWhileInactive")),
-                "no_connected_clients": holds(
-                    both(
-                        compare(facts.value("producers"), "==", 0), compare(facts.value("consumers"), "==", 0)
-                    )
-                ),
-                "no_subscription_keeps_it_active": holds(_not(facts.subscriptions_keep_it_active())),
-                "inactive_for_at_least_the_limit": holds(
-                    compare(idle, ">=", None if max_inactive is None else max_inactive * 1000)
-                ),
-                "retention_time_does_not_keep_it": holds(
-                    both(compare(retention, ">=", 0), compare(idle, ">=", retention))
-                ),
-                "bytes_match_snapshot": holds(compare(facts.stored_bytes or 0, "==", action["bytes"])),
-                "last_active_matches_snapshot": holds(compare(action["lastActiveMs"], "==", last_active)),
+                "delete_while_inactive": facts.value("deleteWhileInactive") is True,
+                "no_connected_clients": facts.topic is not None
+                and facts.topic["producers"] == 0
+                and facts.topic["consumers"] == 0,
+                "no_subscription_keeps_it_active": facts.subscriptions_keep_it_active() is False,
+                "inactive_for_at_least_the_limit": None not in (idle, max_inactive)
+                and idle >= max_inactive * 1000,
+                "retention_time_does_not_keep_it": None not in (retention, idle) and 0 <= retention <= idle,
+                "bytes_match_snapshot": action["bytes"] == (facts.stored_bytes or 0),
+                "last_active_matches_snapshot": last_active is not None
+                and action["lastActiveMs"] == last_active,
             }
         )
     return rows
@@ -128,16 +121,20 @@ def refresh_rows(facts: TopicFacts, refreshes: list[Row], deletions: list[Row], 
     as_of_ms, enabled = int(info.as_of_ms), bool(info.broker["brokerDeleteInactiveTopicsEnabled"])
     last_active = facts.value("lastActiveMs")
     clients = None if facts.topic is None else facts.topic["producers"] + facts.topic["consumers"]
-    active = either(compare(clients, ">", 0), facts.subscriptions_keep_it_active(), last_active is None)
+    active = (
+        (clients is not None and clients > 0)
+        or facts.subscriptions_keep_it_active() is True
+        or last_active is None
+    )
     rows = []
     for action in refreshes:
-        not_system = holds(_not(name_facts(action["topic"])["isSystemTopic"]))
+        not_system = name_facts(action["topic"])["isSystemTopic"] is False
         row = {
             "topic": action["topic"],
             "topic_in_snapshot": facts.topic is not None,
-            "gc_applies_to_topic": holds(both(enabled, facts.value("deleteWhileInactive"), not_system)),
-            "topic_is_active_or_unknown": holds(active),
-            "new_value_is_as_of": holds(compare(action["lastActiveMs"], "==", as_of_ms)),
+            "gc_applies_to_topic": enabled and facts.value("deleteWhileInactive") is True and not_system,
+            "topic_is_active_or_unknown": active,
+            "new_value_is_as_of": action["lastActiveMs"] == as_of_ms,
             "moves_last_active_forward": last_active is None or last_active < as_of_ms,
         }
         # One row per deletion of the same topic (a join), each failing; one passing row without any.
@@ -187,7 +184,7 @@ def metadata_rows(
                 "partitionedTopic": parent,
                 "metadata_deletion_enabled": enabled,
                 "metadata_in_snapshot": metadata is not None,
-                "no_partition_left": holds(both(compare(count, ">=", 1), compare(count, "==", existing))),
+                "no_partition_left": None not in (count, existing) and 1 <= count == existing,
             }
         )
     return rows

@@ -21,7 +21,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from housekeeping.mechanisms.gc.actions import DELETE_PARTITIONED_METADATA, DELETE_TOPIC, REFRESH_LAST_ACTIVE
-from spark_apps.shared.rows import Row, both, compare, keep_held, text, utc_second, whole
+from spark_apps.shared.rows import Row, keep_held, text, utc_second, whole
 
 NO_SUBSCRIPTIONS = "delete_when_no_subscriptions"
 CAUGHT_UP = "delete_when_subscriptions_caught_up"
@@ -62,21 +62,21 @@ def gc_kind(topic: Row, facts: dict[str, Any], inactive_for: int | None, gc_enab
     mode = topic["inactiveDeleteMode"]
     by_mode = facts["subscriptions"] > 0 if mode == NO_SUBSCRIPTIONS else facts["backlogSubscriptions"] > 0
     max_inactive = topic["maxInactiveSeconds"]
-    within_limit = compare(inactive_for, "<", None if max_inactive is None else max_inactive * 1000)
+    within_limit = None not in (inactive_for, max_inactive) and inactive_for < max_inactive * 1000
     retention = topic["retentionTimeMs"]
     checks = (
         (not gc_enabled, "gc_disabled"),
         (topic["isSystemTopic"], "system_topic"),
         (topic["deleteWhileInactive"] is False, "delete_while_inactive_off"),
-        (both(by_mode, compare(mode, "==", NO_SUBSCRIPTIONS)), "subscriptions"),
+        (by_mode and mode == NO_SUBSCRIPTIONS, "subscriptions"),
         (by_mode, "backlog"),
         (facts["clients"] > 0, "connected_clients"),
         (topic["lastActiveMs"] is None, "last_active_unknown"),
         (within_limit, "inactive_less_than_limit"),
-        (compare(retention, "<", 0), "retention_time_infinite"),
-        (compare(inactive_for, "<", retention), "retention_time"),
+        (retention < 0, "retention_time_infinite"),
+        (inactive_for is not None and inactive_for < retention, "retention_time"),
     )
-    return next((kind for holds, kind in checks if holds is True), "inactive")
+    return next((kind for keeps, kind in checks if keeps), "inactive")
 
 
 def gc_reason(kind: str, topic: Row, facts: dict[str, Any], inactive_for: int | None) -> str:

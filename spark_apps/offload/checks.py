@@ -9,14 +9,14 @@ ledgers older than it.
 - selection: every ledger the rule selects is planned (nothing the policy asks for is left out silently).
 - actions: only offload_ledger, on topics of the snapshot.
 
-Unknowns read as SQL reads them: the check fails.
+Unknowns (a ledger the snapshot lacks, a null the plan holds) fail the check that needs them.
 """
 
 from __future__ import annotations
 
 from housekeeping.mechanisms.offload.actions import OFFLOAD_LEDGER
 from spark_apps.offload.units import threshold_ms
-from spark_apps.shared.rows import Row, holds
+from spark_apps.shared.rows import Row
 
 OFFLOAD_CHECKS = (
     "ledger_in_snapshot",
@@ -82,7 +82,7 @@ def check_topic(
                 "not_empty": ledger is not None and ledger["entries"] > 0,
                 "entries_stored": ledger is not None and ledger["entriesStored"],
                 "not_offloaded_yet": ledger is not None and not ledger["offloadComplete"],
-                "offloader_applies": rule is not None and holds(topic is not None and topic["offloader"]),
+                "offloader_applies": rule is not None and topic is not None and topic["offloader"] is True,
                 "threshold_selects_it": rule is not None and rule["thresholdSelects"],
             }
         )

@@ -5,7 +5,8 @@ planners' arithmetic; nothing of it is used here), each check a boolean expected
 Common to every move: the cursor exists and is durable, is not the compaction subscription, its topic is not a
 system topic (read from the name here, ``topic_names``), ``from`` is its mark-delete in the snapshot, ``to`` is
 strictly after ``from``, is a real entry and not past the topic's last entry. Unknowns (a topic, ledger or cursor
-the snapshot lacks, a position that does not parse) read as SQL reads them: the check fails.
+the snapshot lacks, a position that does not parse, a null the plan holds) fail the check that needs them: each
+check is a plain boolean, true only when what it needs is known.
 """
 
 from __future__ import annotations
@@ -15,7 +16,7 @@ from typing import Any
 
 from housekeeping.core.names import COMPACTION_SUBSCRIPTION
 from housekeeping.engine.contract import table
-from spark_apps.shared.rows import Row, both, compare, holds, struct_key
+from spark_apps.shared.rows import Row, struct_key
 from spark_apps.shared.topic_names import name_facts
 
 MOVE_COMMON_CHECKS = (
@@ -75,10 +76,10 @@ class TopicFacts:
         if not self.ledgers:
             return None
         count = 0
-        for ledger in self.ledgers:
-            if compare(ledger["ledgerId"], "<", ledger_id):
+        for ledger in self.ledgers if ledger_id is not None else ():
+            if ledger["ledgerId"] < ledger_id:
                 count += ledger["entries"]
-            elif compare(ledger["ledgerId"], "==", ledger_id):
+            elif ledger["ledgerId"] == ledger_id:
                 count += ledger["entries"] if entry_id is None else min(entry_id + 1, ledger["entries"])
         return count
 
@@ -97,7 +98,7 @@ def common_move_checks(facts: TopicFacts, move: Row, *, allow_ledger_start: bool
     (from_l, from_e), (to_l, to_e) = position(move["from"]), position(move["to"])
     to_ledger = facts.by_id.get(to_l)
     to_entries = None if to_ledger is None else to_ledger["entries"]
-    valid_entry = both(compare(to_e, ">=", 0), compare(to_e, "<", to_entries))
+    valid_entry = to_e is not None and to_entries is not None and 0 <= to_e < to_entries
     # (L, -1) acknowledges only entries of ledgers before L, all written, so it is never past the end while L is
     # one of the topic's ledgers, even an empty current ledger after a roll.
     before_a_listed_ledger = allow_ledger_start and to_e == -1 and to_ledger is not None
@@ -106,13 +107,11 @@ def common_move_checks(facts: TopicFacts, move: Row, *, allow_ledger_start: bool
     return {
         "cursor_in_snapshot": durable is not None,
         "cursor_is_durable": durable is True,
-        "not_compaction_subscription": holds(compare(move["subscription"], "!=", COMPACTION_SUBSCRIPTION)),
+        "not_compaction_subscription": move["subscription"] not in (None, COMPACTION_SUBSCRIPTION),
         "not_system_topic": name_facts(move["topic"])["isSystemTopic"] is False,
-        "from_is_current_mark_delete": holds(
-            both(compare(from_l, "==", mark_delete[0]), compare(from_e, "==", mark_delete[1]))
-        ),
+        "from_is_current_mark_delete": cursor is not None and (from_l, from_e) == mark_delete,
         "moves_forward": struct_key(to_l, to_e) > struct_key(from_l, from_e),
-        "to_is_an_entry_of_a_listed_ledger": valid_entry is True or before_a_listed_ledger,
+        "to_is_an_entry_of_a_listed_ledger": valid_entry or before_a_listed_ledger,
         "not_past_last_entry": struct_key(to_l, to_e) <= struct_key(*facts.last) or before_a_listed_ledger,
     }
 

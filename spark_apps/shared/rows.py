@@ -4,7 +4,6 @@ by topic reads as one decided by Spark. No pyspark: the unit tests call the rule
 
 from __future__ import annotations
 
-import operator
 from datetime import UTC, datetime, timedelta
 from decimal import ROUND_HALF_UP, Decimal
 from typing import Any
@@ -71,54 +70,6 @@ def json_lines(rows: list[Row]) -> bytes:
     import orjson
 
     return b"".join(orjson.dumps({k: v for k, v in row.items() if v is not None}) + b"\n" for row in rows)
-
-
-# SQL's three-valued logic (None: unknown), for checks that must read as the Spark expressions they replace: a
-# comparison with an unknown is unknown, and a check that is unknown fails (``coalesce(check, false)``).
-
-
-def both(*values: bool | None) -> bool | None:
-    """SQL ``AND``: false if any is false, else unknown if any is unknown."""
-    return _decided(values, False)
-
-
-def either(*values: bool | None) -> bool | None:
-    """SQL ``OR``: true if any is true, else unknown if any is unknown."""
-    return _decided(values, True)
-
-
-def _decided(values: tuple[bool | None, ...], decisive: bool) -> bool | None:
-    """``decisive`` if any value is it, else unknown if any is unknown, else the other truth value."""
-    unknown = False
-    for value in values:
-        if value is decisive:
-            return decisive
-        if value is None:
-            unknown = True
-    return None if unknown else not decisive
-
-
-# The comparisons by their SQL spelling (the checks call them per ledger: one is computed, not all six).
-_COMPARISONS = {
-    "==": operator.eq,
-    "!=": operator.ne,
-    "<": operator.lt,
-    "<=": operator.le,
-    ">": operator.gt,
-    ">=": operator.ge,
-}
-
-
-def compare(left: Any, op: str, right: Any) -> bool | None:
-    """``left op right`` for op in ``== != < <= > >=``; unknown when either side is."""
-    if left is None or right is None:
-        return None
-    return _COMPARISONS[op](left, right)
-
-
-def holds(value: bool | None) -> bool:
-    """``coalesce(value, false)``: a check that cannot be shown true fails."""
-    return value is True
 
 
 def struct_key(*fields: Any) -> tuple:

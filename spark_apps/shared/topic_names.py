@@ -86,17 +86,16 @@ def retention_default_fits_name() -> Column:
     )
 
 
-def retention_default_fits(topic: dict | None, system_topic_name: bool | None) -> bool | None:
-    """:func:`retention_default_fits_name` over one topic's snapshot row (None: the snapshot lacks the topic) and
-    the name's ``isSystemTopicName``; None when a fact is missing."""
+def retention_default_fits(topic: dict | None, system_topic_name: bool | None) -> bool:
+    """:func:`retention_default_fits_name` over one topic's snapshot row and the name's ``isSystemTopicName``; false
+    when the snapshot lacks the topic (None: what cannot be shown fails)."""
     from housekeeping.core.policies import SYSTEM_TOPIC_RETENTION_SOURCE
-    from spark_apps.shared.rows import both, compare, either
 
-    source = None if topic is None else topic["retentionSource"]
-    system_default = compare(source, "==", SYSTEM_TOPIC_RETENTION_SOURCE)
+    if topic is None:
+        return False
+    source = topic["retentionSource"]
+    system_default = source == SYSTEM_TOPIC_RETENTION_SOURCE
     if system_topic_name:
-        topic_level = None if source is None else source.startswith("topic ")
-        retention = (None, None) if topic is None else (topic["retentionTimeMs"], topic["retentionSizeBytes"])
-        zero = both(compare(retention[0], "==", 0), compare(retention[1], "==", 0))
-        return either(topic_level, both(system_default, zero))
-    return None if system_default is None else not system_default
+        zero = topic["retentionTimeMs"] == 0 and topic["retentionSizeBytes"] == 0
+        return source.startswith("topic ") or (system_default and zero)
+    return not system_default

@@ -15,8 +15,8 @@ durable cursor of its topic, not against "the slowest" one.
 - namespaces: the bytes deleted per namespace, added up by the gate (``namespace_frame``) to reconcile with the
   planner's summary and the blast-radius limit.
 
-Unknowns (a topic, ledger or cursor the snapshot lacks, a position that does not parse) read as SQL reads them: the
-check fails.
+Unknowns (a topic, ledger or cursor the snapshot lacks, a position that does not parse, a null the plan holds) fail
+the check that needs them: each check is a plain boolean, true only when what it needs is known.
 """
 
 from __future__ import annotations
@@ -26,7 +26,7 @@ from typing import Any
 
 from housekeeping.mechanisms.shared.cursors import MOVE_CURSOR
 from housekeeping.mechanisms.trim.actions import DELETE_LEDGER, DELETE_LOCAL_COPY
-from spark_apps.shared.rows import Row, both, compare, either, holds, struct_key
+from spark_apps.shared.rows import Row, struct_key
 from spark_apps.shared.topic_names import name_facts, retention_default_fits
 
 DELETION_CHECKS = (
@@ -96,38 +96,45 @@ def deletion_rows(facts: TopicFacts, deletions: list[Row], as_of_ms: int) -> lis
             system_topic_name = name_facts(action["topic"])["isSystemTopicName"]
         ledger_id = action["ledgerId"]
         ledger = facts.ledgers.get(ledger_id)
-        size, entries = (None, None) if ledger is None else (ledger["size"], ledger["entries"])
         closed = None if ledger is None else ledger["closedAtMs"]
         planned_up_to += 1
-        bytes_up_to += size or 0
+        bytes_up_to += 0 if ledger is None else ledger["size"]
 
-        def pins(mark: tuple[int, int], ledger_id=ledger_id, entries=entries) -> bool:
-            on_it = compare(mark[0], "==", ledger_id)
-            not_freed = either(
-                compare(mark[1], "!=", None if entries is None else entries - 1),
-                compare(ledger_id, "==", facts.current),
-            )
-            return either(compare(mark[0], "<", ledger_id), both(on_it, not_freed)) is True
+        def pins(mark: tuple[int, int], ledger_id=ledger_id, ledger=ledger) -> bool:
+            """The mark-delete is before the ledger, or on it without freeing it: short of its last entry, or on
+            the current ledger (never freed)."""
+            if ledger_id is None or mark[0] > ledger_id:
+                return False
+            if mark[0] < ledger_id:
+                return True
+            return (ledger is not None and mark[1] != ledger["entries"] - 1) or ledger_id == facts.current
 
         retention_ms, retention_bytes = facts.value("retentionTimeMs"), facts.value("retentionSizeBytes")
-        age = None if closed is None else as_of_ms - closed
-        expired = both(compare(retention_ms, ">=", 0), compare(age, ">", retention_ms))
+        expired = (
+            retention_ms is not None
+            and retention_ms >= 0
+            and closed is not None
+            and as_of_ms - closed > retention_ms
+        )
         remaining = None if facts.total is None else facts.total - bytes_up_to
-        over_quota = both(compare(retention_bytes, ">=", 0), compare(remaining, ">=", retention_bytes))
+        over_quota = (
+            retention_bytes is not None
+            and retention_bytes >= 0
+            and remaining is not None
+            and remaining >= retention_bytes
+        )
         rows.append(
             {
                 "topic": action["topic"],
                 "ledgerId": ledger_id,
                 "ledger_in_snapshot": ledger is not None,
-                "bytes_match_snapshot": holds(compare(action["bytes"], "==", size)),
-                "not_current_ledger": holds(compare(ledger_id, "!=", facts.current)),
+                "bytes_match_snapshot": ledger is not None and action["bytes"] == ledger["size"],
+                "not_current_ledger": None not in (ledger_id, facts.current) and ledger_id != facts.current,
                 "ledger_is_closed": closed is not None,
                 "no_durable_cursor_pins_it": not any(pins(m) for m in facts.durable_marks),
-                "contiguous_oldest_prefix": holds(compare(facts.rank.get(ledger_id), "==", planned_up_to)),
-                "retention_allows_delete": holds(either(expired, over_quota)),
-                "retention_default_fits_the_name": holds(
-                    retention_default_fits(facts.topic, system_topic_name)
-                ),
+                "contiguous_oldest_prefix": facts.rank.get(ledger_id) == planned_up_to,
+                "retention_allows_delete": expired or over_quota,
+                "retention_default_fits_the_name": retention_default_fits(facts.topic, system_topic_name),
             }
         )
     return rows
@@ -147,7 +154,7 @@ def cursor_move_rows(facts: TopicFacts, moves: list[Row], deletions: list[Row]) 
         # L:-1 ("nothing of ledger L") acknowledges only entries of older ledgers, all written: never past the end
         # as long as L is one of the topic's ledgers. Pulsar's advanceCursorsIfNecessary produces it when the last
         # deleted ledger is empty (a ledger rolled with no entry).
-        before_a_ledger = both(compare(to_e, "==", -1), compare(to_l, "<=", facts.current))
+        before_a_ledger = to_e == -1 and None not in (to_l, facts.current) and to_l <= facts.current
         rows.append(
             {
                 "topic": move["topic"],
@@ -155,26 +162,22 @@ def cursor_move_rows(facts: TopicFacts, moves: list[Row], deletions: list[Row]) 
                 "from": move["from"],
                 "to": move["to"],
                 "cursor_in_snapshot": durable is not None,
-                "from_is_current_mark_delete": holds(
-                    both(compare(from_l, "==", md[0]), compare(from_e, "==", md[1]))
-                ),
+                "from_is_current_mark_delete": cursor is not None and (from_l, from_e) == md,
                 "cursor_is_non_durable": durable is False,
                 "moves_forward": struct_key(to_l, to_e) > struct_key(from_l, from_e),
-                "to_is_end_of_deleted_range": holds(
-                    both(compare(to_l, "==", last_deleted), compare(to_e, "==", end_entry))
-                ),
-                "not_past_last_entry": struct_key(to_l, to_e) <= struct_key(*facts.end)
-                or before_a_ledger is True,
+                "to_is_end_of_deleted_range": end_entry is not None
+                and (to_l, to_e) == (last_deleted, end_entry),
+                "not_past_last_entry": struct_key(to_l, to_e) <= struct_key(*facts.end) or before_a_ledger,
             }
         )
     return rows
 
 
-def _lag_passed(facts: TopicFacts, ledger: Row | None, as_of_ms: int) -> bool | None:
+def _lag_passed(facts: TopicFacts, ledger: Row | None, as_of_ms: int) -> bool:
+    """The offload-deletion lag is set (>= 0) and has passed since the ledger's offload, strictly."""
     lag = facts.value("offloadDeletionLagMs")
     offloaded = None if ledger is None else ledger["offloadedAtMs"]
-    age = None if offloaded is None else as_of_ms - offloaded
-    return both(compare(lag, ">=", 0), compare(age, ">", lag))
+    return lag is not None and lag >= 0 and offloaded is not None and as_of_ms - offloaded > lag
 
 
 def local_copy_rows(facts: TopicFacts, copies: list[Row], deletions: list[Row], as_of_ms: int) -> list[Row]:
@@ -186,16 +189,14 @@ def local_copy_rows(facts: TopicFacts, copies: list[Row], deletions: list[Row], 
             "topic": copy["topic"],
             "ledgerId": copy["ledgerId"],
             "ledger_in_snapshot": ledger is not None,
-            "offload_complete": holds(None if ledger is None else ledger["offloadComplete"]),
+            "offload_complete": ledger is not None and ledger["offloadComplete"],
             "local_copy_present": ledger is not None and ledger["localDeleted"] is False,
-            "offload_time_matches_snapshot": holds(
-                compare(copy["offloadedAtMs"], "==", None if ledger is None else ledger["offloadedAtMs"])
-            ),
-            "offloader_applies": holds(facts.value("offloader")),
-            "deletion_lag_passed": holds(_lag_passed(facts, ledger, as_of_ms)),
-            "bytes_match_snapshot": holds(
-                compare(copy["bytes"], "==", None if ledger is None else ledger["size"])
-            ),
+            "offload_time_matches_snapshot": ledger is not None
+            and ledger["offloadedAtMs"] is not None
+            and copy["offloadedAtMs"] == ledger["offloadedAtMs"],
+            "offloader_applies": facts.value("offloader") is True,
+            "deletion_lag_passed": _lag_passed(facts, ledger, as_of_ms),
+            "bytes_match_snapshot": ledger is not None and copy["bytes"] == ledger["size"],
         }
         # One row per retention deletion of the same ledger (a join), each failing; one passing row without any.
         also = deleted.count(copy["ledgerId"]) if copy["ledgerId"] is not None else 0
@@ -206,15 +207,12 @@ def local_copy_rows(facts: TopicFacts, copies: list[Row], deletions: list[Row], 
 def local_copy_selection_rows(facts: TopicFacts, planned: list[Row], as_of_ms: int) -> list[Row]:
     """One row per local copy the lag lets go on an unheld topic: ``planned`` is false for one the plan leaves out
     (a deletion of the ledger by retention counts as planned)."""
-    if facts.topic is None or not holds(facts.value("offloader")) or facts.value("heldBy") is not None:
+    if facts.topic is None or facts.value("offloader") is not True or facts.value("heldBy") is not None:
         return []
     in_plan = [p["ledgerId"] for p in planned]
     rows = []
     for ledger_id, ledger in sorted(facts.ledgers.items()):
-        due = both(
-            ledger["offloadComplete"], not ledger["localDeleted"], _lag_passed(facts, ledger, as_of_ms)
-        )
-        if due is True:
+        if ledger["offloadComplete"] and not ledger["localDeleted"] and _lag_passed(facts, ledger, as_of_ms):
             times = in_plan.count(ledger_id)
             rows.extend(
                 [{"topic": ledger["topic"], "ledgerId": ledger_id, "planned": times > 0}] * max(times, 1)

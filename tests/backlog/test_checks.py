@@ -223,3 +223,29 @@ def test_the_planners_plans_pass_every_check_on_random_topics(seed):
             plan.actions,
             plan.steps,
         )
+
+
+def test_a_null_in_any_planned_row_fails_a_check_and_never_raises():
+    """The checks are plain booleans: a null the plan holds in a move, an eviction step or a quota flag (a tampered
+    row) makes the check that reads it false."""
+    kinds = set()
+    for columns in (SIZE, TIME, {"sizeQuotaLimitBytes": 200}):
+        facts, plan, entries = planned(columns, [cursor("a", "1:-1"), cursor("b", "2:3")])
+        moves = [a for a in plan.actions if a["action"] == "move_cursor"]
+        flags = [a for a in plan.actions if a["action"] != "move_cursor"]
+        tampered = [
+            *(("move", i, c) for i in range(len(moves)) for c in ("subscription", "from", "to", "quotaType")),
+            *(
+                ("step", i, c)
+                for i in range(len(plan.steps))
+                for c in ("step", "cursor", "quotaType", "fromLedger", "fromEntry", "toLedger", "toEntry")
+            ),
+            *(("flag", i, c) for i in range(len(flags)) for c in ("quotaType", "exceeded")),
+        ]
+        for kind, i, column in tampered:
+            rows = {"move": list(moves), "step": list(plan.steps), "flag": list(flags)}
+            rows[kind][i] = {**rows[kind][i], column: None}
+            checked = check_topic(facts, rows["move"] + rows["flag"], rows["step"], info(), entries)
+            assert any(failing(checked).values()), (columns, kind, column)
+            kinds.add(kind)
+    assert kinds == {"move", "step", "flag"}

@@ -85,3 +85,14 @@ def test_a_move_on_a_system_topic_fails_by_its_name():
         facts, [move("2:0", topic_name=system)], INFO, Entries({lid: ts for lid, (ts, _) in STAMPS.items()})
     )["cursor_moves"]
     assert "not_system_topic" in failing(row)
+
+
+@pytest.mark.parametrize("column", ["subscription", "from", "to"])
+def test_a_null_in_a_planned_move_fails_a_check_and_never_raises(column):
+    """The checks are plain booleans: a null the plan holds (a tampered row) makes the check that reads it false."""
+    ledgers = [ledger(lid, ts, closed) for lid, (ts, closed) in STAMPS.items()]
+    entries = Entries({lid: ts for lid, (ts, _) in STAMPS.items()})
+    cursors = [cursor("s", "1:-1"), cursor("t", "1:1", consumers=1)]
+    (action,) = plan_topic(topic(), ledgers, cursors, INFO, entries).actions
+    (row,) = checked([{**action, column: None}], cursors)
+    assert failing(row), column

@@ -94,3 +94,14 @@ def test_namespaces_reconcile_with_the_summary():
         for r in namespace_rows({"t/ns": (1, 80)}, {"t/ns": 4}, {"t/ns": {"topics": 1, "bytes": 79}})
     }
     assert not rows["t/ns"]["summary_reconciles"]
+
+
+@pytest.mark.parametrize("column", ["bytes", "lastActiveMs"])
+def test_a_null_in_a_planned_row_fails_a_check_and_never_raises(column):
+    """The checks are plain booleans: a null the plan holds (a tampered row) makes the check that reads it false."""
+    idle = row("idle")
+    delete = plan_topic(idle, [], [], AS_OF, True).actions[0]
+    refresh = {"topic": idle["topic"], "action": "refresh_last_active", "lastActiveMs": AS_OF}
+    for action in (delete, refresh):
+        if column in action:
+            assert failing(check_topic(TopicFacts(idle, [], []), [{**action, column: None}], INFO)), action

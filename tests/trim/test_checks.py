@@ -130,3 +130,15 @@ def test_a_hold_on_the_topic_its_namespace_or_its_partitioned_topic_covers_its_a
     rows = hold_check_rows(actions, [{"target": "persistent://t/ns/p"}])
     assert [(r["topic"], r["not_held"]) for r in rows] == [(T, True), (partition, False)]
     assert [r["heldByTarget"] for r in hold_check_rows(actions, [{"target": "t/ns"}])] == ["t/ns", "t/ns"]
+
+
+@pytest.mark.parametrize("column", ["ledgerId", "bytes", "subscription", "from", "to"])
+def test_a_null_in_a_planned_row_fails_a_check_and_never_raises(column):
+    """The checks are plain booleans: a null the plan holds (a tampered row) makes the check that reads it false."""
+    cursors = [("s", True, 2, 9), ("r", False, 1, 3)]
+    actions = genuine(cursors)
+    rows = [i for i, action in enumerate(actions) if column in action]
+    assert rows, column
+    for i in rows:
+        broken = [*actions[:i], {**actions[i], column: None}, *actions[i + 1 :]]
+        assert failing(checked(broken, cursors=cursors)), (actions[i], column)
