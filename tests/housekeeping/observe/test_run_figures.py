@@ -50,14 +50,12 @@ def _run(tmp_path, applied: dict | None) -> RunDir:
     return run
 
 
+# One of the run's two planned topics applied.
+APPLIED = {"runId": "r-1", "appliedTopics": ["persistent://a/b/t"], "ledgersDeleted": 1, "bytesDeleted": 600}
+
+
 def test_an_apply_that_changed_the_store_carries_its_figures_and_one_that_changed_nothing_none(tmp_path):
-    applied = {
-        "runId": "r-1",
-        "appliedTopics": ["persistent://a/b/t"],
-        "ledgersDeleted": 1,
-        "bytesDeleted": 600,
-    }
-    run = _run(tmp_path, applied)
+    run = _run(tmp_path, APPLIED)
     assert store_change(run) == {
         "mechanism": "trim",
         "runId": "r-1",
@@ -75,13 +73,7 @@ def test_an_apply_that_changed_the_store_carries_its_figures_and_one_that_change
 
 
 def test_a_run_reads_as_one_line(tmp_path):
-    applied = {
-        "runId": "r-1",
-        "appliedTopics": ["persistent://a/b/t"],
-        "ledgersDeleted": 1,
-        "bytesDeleted": 600,
-    }
-    run = _run(tmp_path, applied)
+    run = _run(tmp_path, APPLIED)
     line = describe(run_figures(run, dry_run=False))
     assert line.startswith(
         "2 actions planned, gate passed; 1 ledgers and 0 topics deleted (600 B, 600 B freed)"
