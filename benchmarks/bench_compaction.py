@@ -201,7 +201,7 @@ def main(argv: list[str] | None = None) -> int:
     started = time.perf_counter()
     gate = launcher.gate_in_process(spark, info.run_dir, spec)
     timings["spark_gate"] = time.perf_counter() - started
-    assert gate["success"], gate["failed"]
+    assert gate.success, gate.describe_failures()
     started = time.perf_counter()
     result = launcher.apply_in_process(spark, info.run_dir, spec, store, 3600)
     timings["spark_apply"] = time.perf_counter() - started

@@ -82,7 +82,7 @@ def main(argv: list[str] | None = None) -> int:
     started = time.perf_counter()
     gate = launcher.gate_in_process(spark, info.run_dir, spec)
     timings["spark_gate"] = time.perf_counter() - started
-    assert gate["success"], gate["failed"]
+    assert gate.success, gate.describe_failures()
     started = time.perf_counter()
     result = apply_step(store, info.run_dir, purge_grace_seconds=0)
     timings["apply"] = time.perf_counter() - started

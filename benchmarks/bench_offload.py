@@ -55,7 +55,7 @@ def timed_read(spark, store, as_of_ms: int, run_dir: Path) -> tuple[float, int, 
     from pyspark.sql import functions as F
 
     from housekeeping.engine.contract import LEDGERS
-    from housekeeping.engine.run_dir import read_run_info
+    from housekeeping.engine.documents import read_run_info
     from housekeeping.engine.snapshot_reads import read_snapshot_columns
     from housekeeping.mechanisms.steps import snapshot_step
     from spark_apps.shared.io import LedgerFiles, entry_columns
@@ -125,7 +125,7 @@ def run_tier(kind: str, args, base: Path, spark) -> dict:
 
         started = time.perf_counter()
         info = snapshot_step(store, "offload", run_id="bench", as_of_ms=as_of_ms)
-        assert plan_and_gate_in_process(info.run_dir, "offload", "local[2]", spark)["success"]
+        assert plan_and_gate_in_process(info.run_dir, "offload", "local[2]", spark).success
         planned_s = time.perf_counter() - started
         started = time.perf_counter()
         result = apply_step(store, info.run_dir)

@@ -162,7 +162,7 @@ def main(argv: list[str] | None = None) -> int:
             for k in ("ledgersToDelete", "ledgersToOffload", "cursorsToMove", "entriesToAcknowledge", "reads")
             if k in summary
         },
-        "gatePassed": gate["success"],
+        "gatePassed": gate.success,
     }
     print(json.dumps(result, indent=2))
     if args.json:
