@@ -238,12 +238,14 @@ def restore(
     topic: Annotated[str, typer.Argument(help="persistent://tenant/namespace/topic")],
     store: StoreOpt,
     ledger: Annotated[int | None, typer.Option("--ledger", help="only this ledger id")] = None,
-    as_of: Annotated[str, typer.Option("--as-of")] = "1970-01-01T00:00:00Z",
+    as_of: Annotated[
+        str | None, typer.Option("--as-of", help="the restore's time in the journal (default: now)")
+    ] = None,
     metadata_url: MetadataOpt = None,
 ) -> None:
     """Put a topic's pending-deleted ledgers back (within the grace period, before purge)."""
     from housekeeping.core.names import TopicName
-    from housekeeping.core.timeutil import parse_as_of
+    from housekeeping.core.timeutil import parse_as_of, wall_clock_ms
     from housekeeping.engine.restore import restore as restore_ledgers
 
     TopicName.parse(topic)
@@ -251,7 +253,7 @@ def restore(
         open_store(store, metadata_url),
         topic,
         ledger_id=ledger,
-        as_of_ms=parse_as_of(as_of),
+        as_of_ms=parse_as_of(as_of) if as_of is not None else wall_clock_ms(),
         run_id=f"cli-restore-{uuid.uuid4().hex[:8]}",
     )
     emit({"topic": topic, "restoredLedgers": restored}, "json")

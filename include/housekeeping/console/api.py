@@ -4,7 +4,6 @@ what is wrong (400; 404 for a run or file that does not exist) and changes nothi
 
 from __future__ import annotations
 
-import time
 import uuid
 from typing import Annotated, Any
 
@@ -13,6 +12,7 @@ from pydantic import BaseModel, Field
 
 from housekeeping.console.access import Editor, Reader, actor_of
 from housekeeping.console.store import ConsoleSettings, ConsoleStore
+from housekeeping.core.timeutil import wall_clock_ms
 from housekeeping.observe.journal_view import JournalFilter
 
 router = APIRouter(prefix="/api/v1")
@@ -30,15 +30,14 @@ class HoldBody(BaseModel):
     reason: str = Field(min_length=1, max_length=2000)
 
 
-def _now_ms() -> int:
-    return int(time.time() * 1000)
-
-
 @router.get("/namespaces")
 def get_namespaces(user: Reader, store: ConsoleStore, settings: ConsoleSettings) -> dict[str, Any]:
     from housekeeping.observe.console import namespaces
 
-    return {"asOf": _now_ms(), "namespaces": namespaces(store, _now_ms(), settings.deletion_lag_objectives)}
+    return {
+        "asOf": wall_clock_ms(),
+        "namespaces": namespaces(store, wall_clock_ms(), settings.deletion_lag_objectives),
+    }
 
 
 @router.get("/pending-deletions")
@@ -60,7 +59,7 @@ def post_restore(user: Editor, store: ConsoleStore, body: Annotated[RestoreBody,
         store,
         topic,
         ledger_id=body.ledgerId,
-        as_of_ms=0,
+        as_of_ms=wall_clock_ms(),  # a person's action: its time is when it was done
         run_id=f"console-restore-{uuid.uuid4().hex[:8]}",
         actor=actor_of(user),
     )
@@ -153,7 +152,7 @@ def get_forecast(
     from housekeeping.observe.capacity.record import read_record
 
     options = ForecastOptions.parse(horizon, window, backtest, name=lambda option: option)
-    record = read_record(store, parse_as_of(as_of) if as_of else _now_ms())
+    record = read_record(store, parse_as_of(as_of) if as_of else wall_clock_ms())
     return forecast(
         record,
         horizon_s=options.horizon_s,

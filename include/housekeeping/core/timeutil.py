@@ -2,9 +2,16 @@
 
 from __future__ import annotations
 
+import time
 from datetime import UTC, datetime
 
 from housekeeping.core.errors import InputError
+
+
+def wall_clock_ms() -> int:
+    """The clock now, in epoch milliseconds: for audit columns and the time of a person's action (a hold, a restore),
+    never for a rule's decision."""
+    return int(time.time() * 1000)
 
 
 def parse_as_of(text: str) -> int:

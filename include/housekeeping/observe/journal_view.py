@@ -102,6 +102,19 @@ def _streamed(conn: Any, statement: Any) -> Iterator[Any]:
         result.close()
 
 
+def _target(row: Any, detail: Any) -> str | None:
+    """What the entry acted on, for people: a hold's namespace or topic, the ledgers a restore brought back
+    (``topic:ledger``), else its topic."""
+    if not isinstance(detail, dict):
+        return row.topic
+    if row.mechanism == "hold" and detail.get("target"):
+        return str(detail["target"])
+    ledgers = detail.get("ledgers") if row.mechanism == "restore" else None
+    if ledgers and row.topic:
+        return ", ".join(f"{row.topic}:{ledger}" for ledger in ledgers)
+    return row.topic
+
+
 def _entry(row: Any) -> dict[str, Any]:
     detail = json.loads(row.detail)
     why = detail.get("why") or detail.get("reason") if isinstance(detail, dict) else None
@@ -113,6 +126,7 @@ def _entry(row: Any) -> dict[str, Any]:
         "runId": row.run_id,
         "mechanism": row.mechanism,
         "topic": row.topic,
+        "target": _target(row, detail),
         "action": row.action,
         "status": row.status,
         "why": why,
@@ -128,7 +142,7 @@ def format_text(entries: list[dict[str, Any]]) -> str:
     for e in entries:
         lines.append(
             f"{e['recordedAt']}  as-of {e['asOf']}  {e['actor']}  {e['mechanism']} {e['action']} "
-            f"{e['status']}  {e['topic'] or '(run)'}  run {e['runId']}"
+            f"{e['status']}  {e['target'] or '(run)'}  run {e['runId']}"
         )
         if e["why"]:
             lines.append(f"    why: {e['why']}")

@@ -17,7 +17,6 @@ and, for a partitioned topic's name, each of its partitions ``<name>-partition-<
 
 from __future__ import annotations
 
-import time
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
@@ -25,6 +24,7 @@ from sqlalchemy import bindparam, select, text
 
 from housekeeping.core.errors import InputError
 from housekeeping.core.names import NamespaceName, TopicName
+from housekeeping.core.timeutil import wall_clock_ms
 from housekeeping.store import metadata_schema as t
 
 if TYPE_CHECKING:
@@ -133,7 +133,7 @@ def add_hold(conn: Any, target: str, *, reason: str, actor: str) -> Hold:
     existing = conn.execute(select(t.holds).where(t.holds.c.target == canonical)).first()
     if existing is not None:
         raise InputError(f"{canonical} is already held ({existing.created_by}: {existing.reason})")
-    hold = Hold(canonical, scope, reason.strip(), actor, int(time.time() * 1000))  # wall clock: audit only
+    hold = Hold(canonical, scope, reason.strip(), actor, wall_clock_ms())  # when it was placed, for people
     conn.execute(
         t.holds.insert().values(
             target=hold.target,
@@ -189,7 +189,7 @@ def _journal_hold(conn: Any, hold: Hold, status: str, actor: str) -> None:
 
     from housekeeping.store.journal import journal
 
-    # Logical time 0: a hold is not a decision made for a logical time (recordedAt says when).
+    # A person's action: its logical time is when they placed or removed the hold.
     journal(
         conn,
         run_id=f"hold-{uuid.uuid4().hex[:8]}",
@@ -198,6 +198,6 @@ def _journal_hold(conn: Any, hold: Hold, status: str, actor: str) -> None:
         action="hold",
         status=status,
         detail={**hold.to_json(), "why": hold.reason},
-        as_of_ms=0,
+        as_of_ms=hold.created_at_ms if status == "hold_added" else wall_clock_ms(),
         actor=actor,
     )

@@ -5,12 +5,12 @@ hold change; ``housekeeping journal`` reads it back (``housekeeping.observe.jour
 from __future__ import annotations
 
 import json
-import time
 from typing import Any
 
 from sqlalchemy import and_, insert, select
 
 from housekeeping.core.actor import current_actor
+from housekeeping.core.timeutil import wall_clock_ms
 from housekeeping.store import metadata_schema as t
 from housekeeping.store.store import Store, write_transaction
 
@@ -32,10 +32,6 @@ PLAN_ROW_KEYS = (
 def plan_rows(actions: list[dict[str, Any]]) -> list[dict[str, Any]]:
     """The plan rows a journal entry came from (its ``why``), without the mechanism-specific extras."""
     return [{k: a.get(k) for k in PLAN_ROW_KEYS if a.get(k) is not None} for a in actions]
-
-
-def _wall_ms() -> int:
-    return int(time.time() * 1000)  # audit column only; never used in a decision
 
 
 def journal(conn: Any, **fields: Any) -> None:
@@ -65,7 +61,7 @@ def journal_row(
         "status": status,
         "detail": json.dumps(detail, sort_keys=True, default=str),
         "as_of_ms": as_of_ms,
-        "recorded_at_ms": _wall_ms(),
+        "recorded_at_ms": wall_clock_ms(),  # audit column only; never used in a decision
     }
 
 

@@ -453,8 +453,20 @@ def test_every_page_in_a_browser_and_restore_and_a_hold_done_there(server, store
         ]
 
         page.goto(f"{base}journal?topic={topic}")
-        assert "restore_ledgers" in page.inner_text("#journal") and "admin" in page.inner_text("#journal")
+        journal = page.inner_text("#journal")
+        assert "restore_ledgers" in journal and "admin" in journal
+        # The restore names the ledger it brought back, at the time it was done (not the epoch).
+        assert f"{topic}:{ledger}" in journal and "1970-01-01" not in journal, journal
         page.screenshot(path=str(SHOTS / "console-06-journal.png"), full_page=True)
+        page.set_viewport_size({"width": 1440, "height": 900})
+        page.goto(f"{base}journal?mechanism=hold")
+        journal = page.inner_text("#journal")
+        assert "globex/tables" in journal and "incident 7" in journal and "1970-01-01" not in journal, journal
+        # The table fits the page: nothing runs off its right edge.
+        assert page.evaluate("document.documentElement.scrollWidth <= window.innerWidth"), (
+            "the journal runs off"
+        )
+        page.screenshot(path=str(SHOTS / "console-06b-journal-holds.png"), full_page=True)
 
         # The hold removed again with the page's button.
         page.goto(f"{base}holds")

@@ -104,3 +104,44 @@ def test_the_old_keyword_form_still_filters(store):
 def test_a_bad_topic_or_namespace_is_refused_naming_it(field, value, named):
     with pytest.raises(InputError, match=named):
         JournalFilter(**{field: value})
+
+
+def test_a_hold_and_a_restore_name_their_target_at_the_time_they_were_done(tmp_path, capsys):
+    """A hold's entry names the held namespace, a restore's the ledgers it brought back; both carry the time the
+    person acted as their as-of (the epoch before), in JSON and in the text journal."""
+    from housekeeping.core.timeutil import parse_as_of, wall_clock_ms
+    from housekeeping.engine.restore import restore
+    from housekeeping.observe.journal_view import format_text
+    from housekeeping.store import metadata_schema as t
+    from housekeeping.store.holds import lift_hold, place_hold
+    from housekeeping.store.store import Store, record_pending_deletion
+    from tests.conftest import topic_body
+
+    topic = "persistent://t/ns/a"
+    opened = load_manifest(
+        tmp_path / "store",
+        write_manifest(
+            tmp_path,
+            {"namespaces": {"t/ns": {}}, "topics": {topic: topic_body([(1, 2, 20, 5), (2, 0, 0, None)])}},
+        ),
+    )
+    before = wall_clock_ms()
+    place_hold(opened, "t/ns", reason="incident 7", actor="bob")
+    lift_hold(opened, "t/ns", actor="bob")
+    with write_transaction(opened.engine) as conn:
+        stored = conn.execute(t.ledgers.select().where(t.ledgers.c.ledger_id == 1)).one()
+        conn.execute(t.ledgers.delete().where(t.ledgers.c.ledger_id == 1))
+        record_pending_deletion(conn, dict(stored._mapping), run_id="r", as_of_ms=10, purge_after_ms=10**13)
+    assert restore(
+        Store.open(opened.root), topic, as_of_ms=wall_clock_ms(), run_id="restore-1", actor="alice"
+    ) == [1]
+    with read_transaction(opened.engine) as conn:
+        entries = [e for e in journal_entries(conn) if e["mechanism"] in ("hold", "restore")]
+    assert [(e["action"], e["status"], e["target"]) for e in entries] == [
+        ("hold", "hold_added", "t/ns"),
+        ("hold", "hold_removed", "t/ns"),
+        ("restore_ledgers", "restored", f"{topic}:1"),
+    ]
+    assert all(parse_as_of(e["asOf"]) >= before - 1000 for e in entries), entries
+    text = format_text(entries)
+    assert "1970" not in text and f"{topic}:1  run restore-1" in text and "t/ns  run hold-" in text
