@@ -49,13 +49,10 @@ ForceOpt = Annotated[
 
 
 def _now(at: str | None) -> int:
-    from housekeeping.core.timeutil import parse_as_of
+    from housekeeping.core.timeutil import parse_as_of, wall_clock_ms
 
-    if at is not None:
-        return parse_as_of(at)
-    import time
-
-    return int(time.time() * 1000)  # the moment of a client's change, journaled; never a decision's "now"
+    # The moment of a client's change, journaled; never a decision's "now".
+    return parse_as_of(at) if at is not None else wall_clock_ms()
 
 
 def _actor() -> str:

@@ -251,10 +251,10 @@ class PlanSummary(Document):
 
     def __getitem__(self, key: str) -> Any:
         """A figure by its name (the reports read them as the summary's JSON names them)."""
-        return self.as_json()[key]
+        return self.figures[key]
 
     def get(self, key: str, default: Any = None) -> Any:
-        return self.as_json().get(key, default)
+        return self.figures.get(key, default)
 
 
 @migration("plan-summary", 1)

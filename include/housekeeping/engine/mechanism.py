@@ -122,7 +122,8 @@ class Mechanism:
         object.__setattr__(self, "plan_app", self.plan_app or f"spark_apps.{self.name}.plan")
         object.__setattr__(self, "gate_checks", self.gate_checks or f"spark_apps.{self.name}.gate")
         if self.report_template is None:
-            own = self.package_dir / "report.md.j2" if self.package_dir is not None else None
+            folder = self.package_dir
+            own = folder / "report.md.j2" if folder is not None else None
             object.__setattr__(
                 self,
                 "report_template",
