@@ -280,6 +280,7 @@ def _cli_cases(store: Store, tmp_path: Path) -> list[tuple[str, list[str], str]]
         ("store path is a file", ["plan", "trim", "--store", str(not_a_dir), "--as-of", AS_OF], "a-file"),
         ("empty store directory", ["plan", "trim", "--store", str(empty), "--as-of", AS_OF], "empty-store"),
         ("scope matching nothing", [*plan, "--scope", "nobody/*"], "nobody/*"),
+        ("scope that is a path", [*plan, "--scope", "acme/*,../../etc"], "scope item '../../etc'"),
         (
             "blast-radius share out of range",
             ["apply", "trim", "--store", root, "--as-of", AS_OF, "--max-deleted-share", "1.5"],
@@ -321,6 +322,7 @@ CLI_KINDS = [
     "store path is a file",
     "empty store directory",
     "scope matching nothing",
+    "scope that is a path",
     "blast-radius share out of range",
     "compact topic that does not exist",
     "restore a hostile name",
@@ -373,6 +375,8 @@ def test_dag_params_that_fail_the_schema_are_refused(airflow_db):
         {"as_of": "2026-11-02T00:00:00"},  # no timezone
         {"as_of": "yesterday"},
         {"scope": ["acme/*"]},
+        {"scope": "../../etc"},
+        {"scope": "acme/orders/topic"},  # a topic without its persistent:// scheme
         {"max_deleted_share": 7},
     ]
     dag_ids = {registry.get_mechanism(name).dag_id for name in registry.mechanism_names()}

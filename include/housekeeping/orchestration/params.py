@@ -17,9 +17,12 @@ def scope_param() -> Any:
     from airflow.sdk import Param
 
     # Nullable: the UI trigger form treats a plain "string" param as required and refuses an empty one.
+    from housekeeping.core.scope import SCOPE_PATTERN
+
     return Param(
         None,
         type=["null", "string"],
+        pattern=SCOPE_PATTERN,
         title="Scope",
         description="Comma-separated globs: a tenant (acme), a namespace (acme/orders) or topics "
         "(persistent://acme/orders/*). Empty = all topics.",

@@ -148,7 +148,10 @@ def check_against_store(
 ) -> None:
     """:func:`check_request`, then the overlay and every sweep point against the store by ``load``'s rules: what
     the policy_what_if DAG's first task checks, so bad input fails there in one line, before Spark starts."""
+    from housekeeping.core.scope import parse_scope
+
     check_request(mechanism, overlay, sweep)
+    parse_scope(scope)
     base = overlay or PolicyOverlay()
     if overlay is not None:
         overlay.validate_against(store)
