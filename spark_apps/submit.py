@@ -20,8 +20,33 @@ def main(argv: list[str]) -> int:
     interrupt_connect_work_on_sigterm()
     try:
         return importlib.import_module(argv[0]).main(argv[1:])
+    except Exception as error:
+        record_failure(argv, error)
+        raise
     finally:
         stop_connect_session()
+
+
+def record_failure(argv: list[str], error: Exception) -> None:
+    """The app's error as its run's step failure (``failures/<step>.json``), so the console gives the cause and not
+    the exit code the task saw. The step is the task's (``HOUSEKEEPING_STEP``, set by the DAG), else the app's."""
+    import os
+    import time
+
+    from housekeeping.core.errors import InputError
+    from housekeeping.engine.documents import record_step_failure
+
+    if "--run-dir" not in argv[:-1]:
+        return
+    run_dir = argv[argv.index("--run-dir") + 1]
+    step = os.environ.get("HOUSEKEEPING_STEP") or argv[0].rsplit(".", 1)[-1]
+    message = f"{type(error).__name__}: {error}" if not isinstance(error, InputError) else str(error)
+    try:
+        record_step_failure(
+            run_dir, step, message, refused=isinstance(error, InputError), at_ms=int(time.time() * 1000)
+        )
+    except OSError as unwritable:  # the error itself is what the task reports; this is only its explanation
+        print(f"could not record the failure in {run_dir}: {unwritable}", file=sys.stderr)
 
 
 if __name__ == "__main__":

@@ -17,7 +17,7 @@ pytestmark = pytest.mark.unit
 README = REPO / "README.md"
 # Set by the project for its own processes, never by an operator: the fault point a test kills a process at, and the
 # SQL settings a Connect task hands to the app it launches.
-INTERNAL_SETTINGS = {"HOUSEKEEPING_FAULT_POINT", "HOUSEKEEPING_CONNECT_SQL_CONF"}
+INTERNAL_SETTINGS = {"HOUSEKEEPING_FAULT_POINT", "HOUSEKEEPING_CONNECT_SQL_CONF", "HOUSEKEEPING_STEP"}
 SETTING = re.compile(r"HOUSEKEEPING_[A-Z][A-Z0-9_]*[A-Z0-9]")
 
 

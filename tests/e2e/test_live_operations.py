@@ -246,3 +246,84 @@ def test_a_what_if_asked_in_the_console_runs_the_dag_and_shows_its_report(airflo
     (run,) = live.runs(dag_id="policy_what_if")
     assert run["state"] == "success" and run["conf"]["sweep"] == "retention-time=1d,7d"
     assert store_state(live.store) == before
+
+
+def test_the_runs_page_tells_each_run_apart_and_says_why_and_the_form_refuses_a_bad_scope(
+    airflow_with_schedules,
+):
+    """The console's Runs (page and API) after the module's runs: the form's dry run, the preview Airflow made at
+    unpause (with why), the future as-of refused at its first task (with the guard's words), the purge a person
+    rejected, the run that applied; a run's page says DRY RUN or PREVIEW in its header. Then the trigger form with a
+    scope that is a path: Airflow refuses it on the form, and no run is created."""
+    from playwright.sync_api import sync_playwright
+
+    from tests.housekeeping.console.test_api import SHOTS
+
+    live, ui = airflow_with_schedules, ui_driver()
+    rows = _call(live, "GET", "/housekeeping/api/v1/runs", params={"mechanism": "trim"}).json()["runs"]
+    by_run = {row["dagRunId"]: row for row in rows if row["dagId"] == TRIM}
+    assert set(by_run) == {r["dag_run_id"] for r in live.runs()}, "every DAG run Airflow knows, and only once"
+    states = {}
+    for row in by_run.values():
+        states.setdefault(row["state"], []).append(row)
+    assert {"dry_run", "previewed", "refused", "rejected", "applied"} <= set(states), states
+    (refused,) = states["refused"]
+    assert (
+        refused["reason"].startswith("take_snapshot: bad input:")
+        and "later than the clock" in refused["reason"]
+    )
+    assert refused["directory"] is None and refused["asOf"] is None
+    assert all("started" in r["reason"] and "after its slot" in r["reason"] for r in states["previewed"])
+    assert all(r["dryRun"] for r in states["dry_run"] + states["previewed"])
+    assert any(r["reason"].startswith("approval rejected by") for r in states["rejected"]), states["rejected"]
+    (applied,) = states["applied"]
+    assert applied["bytesReclaimed"] > 0 and not applied["dryRun"] and applied["durationSeconds"] > 0
+    refused_only = _call(live, "GET", "/housekeeping/api/v1/runs", params={"state": "refused"}).json()["runs"]
+    assert [r["dagRunId"] for r in refused_only] == [refused["dagRunId"]]
+    bad = _call(live, "GET", "/housekeeping/api/v1/runs", params={"state": "sleeping"})
+    assert bad.status_code == 422 and "state" in bad.text
+
+    before = {r["dag_run_id"] for r in live.runs()}
+    SHOTS.mkdir(parents=True, exist_ok=True)
+    with sync_playwright() as playwright:
+        browser = playwright.chromium.launch(executable_path="/usr/bin/chromium", args=ui.CHROMIUM_ARGS)
+        page = browser.new_page(viewport={"width": 1440, "height": 1000})
+        ui.login(page, live.url, live.user, live.password)
+        page.goto(f"{live.url}/housekeeping/runs")
+        row = page.locator("#runs tr[data-state=refused]")
+        assert (
+            row.count() == 1 and "REFUSED" in row.inner_text() and "later than the clock" in row.inner_text()
+        )
+        assert page.locator("#runs tr[data-state=previewed]").count() == len(states["previewed"])
+        page.screenshot(path=str(SHOTS / "console-09-runs-states.png"), full_page=True)
+        dry = states["dry_run"][0]
+        page.goto(f"{live.url}/housekeeping/runs/trim/{dry['directory']}")
+        assert page.locator("h1 #intent").inner_text() == "DRY RUN"
+        assert "Nothing was applied or purged" in page.inner_text("main")
+        preview = states["previewed"][0]
+        page.goto(f"{live.url}/housekeeping/runs/trim/{preview['directory']}")
+        assert page.locator("h1 #intent").inner_text() == "PREVIEW" and "after its slot" in page.inner_text(
+            "main"
+        )
+        page.screenshot(path=str(SHOTS / "console-10-preview-run.png"))
+        # The Airflow UI's tab on the refused run says why, not "has not taken its snapshot (yet)".
+        page.goto(f"{live.url}/housekeeping/dag-runs/{TRIM}/{refused['dagRunId']}")
+        assert "Refused before its snapshot" in page.inner_text(
+            "body"
+        ) and "later than the clock" in page.inner_text("body")
+
+        form = ui.open_trigger_form(page, live.url, TRIM)
+        ui.fill_trigger_form(form, as_of=None, scope="../../etc", dry_run=True)
+        form.get_by_role("button", name="Trigger").last.click()
+        page.get_by_text("Failed to Trigger Dag").wait_for(timeout=30_000)
+        page.screenshot(path=str(SHOTS / "console-11-form-refuses-scope.png"), full_page=True)
+        browser.close()
+    # What the form was told (the REST trigger it calls): the param and the rule it broke.
+    refused_by_api = _call(
+        live,
+        "POST",
+        f"/api/v2/dags/{TRIM}/dagRuns",
+        json={"logical_date": None, "conf": {"scope": "../../etc"}},
+    )
+    assert refused_by_api.status_code == 400 and "scope" in refused_by_api.text, refused_by_api.text
+    assert {r["dag_run_id"] for r in live.runs()} == before, "the form created a run with a bad scope"

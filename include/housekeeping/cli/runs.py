@@ -19,6 +19,7 @@ from typing import TYPE_CHECKING, Annotated, Any
 import typer
 
 from housekeeping.cli.common import AsOfOpt, ScopeOpt, emit
+from housekeeping.engine.documents import Intent
 from housekeeping.mechanisms.registry import mechanism_names, run_options, what_if_mechanisms
 from housekeeping.store.command_line import FormatOpt, MetadataOpt, StoreOpt, check_format, open_store
 
@@ -64,6 +65,7 @@ def plan_in_process(
     run_dir: Path,
     run_id: str,
     values: dict[str, Any],
+    intent: Intent,
 ) -> tuple[int, dict[str, Any]]:
     """Snapshot (the run request from ``values``), plan and gate on the in-process Spark: (as-of, verdict). The
     snapshot is read on a thread while Spark starts (the JVM's launch), a cold run's two longest waits at once;
@@ -91,6 +93,7 @@ def plan_in_process(
             scope=scope,
             settings=settings,
             run_dir=run_dir,
+            intent=intent,
         )
         spark = start_local_spark(settings.spark_master)
         taken.result()
@@ -119,7 +122,9 @@ def plan(
         target = run_dir or Path(tmp)
         run_id = f"cli-plan-{uuid.uuid4().hex[:8]}"
         opened = open_store(store, metadata_url)
-        as_of_ms, gate = plan_in_process(mechanism, opened, as_of, scope, target, run_id, options)
+        as_of_ms, gate = plan_in_process(
+            mechanism, opened, as_of, scope, target, run_id, options, Intent.PLAN
+        )
         emit(plan_document(target, mechanism, as_of_ms, run_id, gate), fmt)
 
 
@@ -151,7 +156,7 @@ def apply(
     opened = open_store(store, metadata_url)
     run_dir = opened.run_dir(mechanism, run_id)
     values = {**options, "max_deleted_share": max_deleted_share}
-    _, gate = plan_in_process(mechanism, opened, as_of, scope, run_dir, run_id, values)
+    _, gate = plan_in_process(mechanism, opened, as_of, scope, run_dir, run_id, values, Intent.APPLY)
     if not gate.success:
         report_step(run_dir, dry_run=True)
     raise_if_rejected(gate, run_dir)

@@ -7,13 +7,16 @@ from __future__ import annotations
 import uuid
 from typing import Annotated, Any
 
+from airflow.api_fastapi.common.db.common import SessionDep
 from fastapi import APIRouter, Body, Depends, Query
 from pydantic import BaseModel, Field
 
 from housekeeping.console.access import Editor, Reader, actor_of
+from housekeeping.console.runs import MAX_RUNS
 from housekeeping.console.store import ConsoleSettings, ConsoleStore
 from housekeeping.core.timeutil import wall_clock_ms
 from housekeeping.observe.journal_view import JournalFilter
+from housekeeping.observe.run_states import RunState
 
 router = APIRouter(prefix="/api/v1")
 
@@ -105,12 +108,16 @@ def get_journal(
 def get_runs(
     user: Reader,
     store: ConsoleStore,
+    session: SessionDep,
     mechanism: str | None = None,
-    limit: Annotated[int, Query(ge=1, le=1000)] = 100,
+    state: RunState | None = None,
+    limit: Annotated[int, Query(ge=1, le=MAX_RUNS)] = 100,
 ) -> dict[str, Any]:
-    from housekeeping.observe.console import runs
+    """Every run of every housekeeping DAG Airflow knows (refused and failed ones too) and the command line's runs,
+    newest first, each with its state and, when it did not do its work, why."""
+    from housekeeping.console.runs import RunsQuery, run_rows
 
-    return {"runs": runs(store, mechanism, limit)}
+    return {"runs": run_rows(store, session, RunsQuery(mechanism or None, state, limit))}
 
 
 @router.get("/runs/{mechanism}/{run_id}")

@@ -8,12 +8,14 @@ import time
 from pathlib import Path
 from typing import TYPE_CHECKING, Annotated, Any
 
+from airflow.api_fastapi.common.db.common import SessionDep
 from fastapi import APIRouter, Depends, Query, Request
 from fastapi.responses import FileResponse, HTMLResponse
 
 from housekeeping.console.access import Reader, actor_of
 from housekeeping.console.store import ConsoleSettings, ConsoleStore
 from housekeeping.observe.journal_view import JournalFilter
+from housekeeping.observe.run_states import RunState
 
 if TYPE_CHECKING:
     from housekeeping.store.store import Store
@@ -109,14 +111,27 @@ def capacity_file(user: Reader, store: ConsoleStore, name: str) -> FileResponse:
 
 @router.get("/runs", response_class=HTMLResponse)
 def runs_page(
-    request: Request, user: Reader, store: ConsoleStore, mechanism: str | None = None
+    request: Request,
+    user: Reader,
+    store: ConsoleStore,
+    session: SessionDep,
+    mechanism: str | None = None,
+    state: str | None = None,
 ) -> HTMLResponse:
+    """Every run of every housekeeping DAG with its state (refused and failed ones with why) and the command
+    line's runs."""
+    from housekeeping.console.runs import RunsQuery, run_rows
+    from housekeeping.core.errors import InputError
     from housekeeping.mechanisms.registry import mechanism_names
-    from housekeeping.observe.console import runs
 
+    try:
+        wanted = RunState(state) if state else None
+    except ValueError:
+        raise InputError(f"state {state!r} is not one of {', '.join(RunState)}") from None
+    rows = run_rows(store, session, RunsQuery(mechanism or None, wanted, 200))
     return render(
-        "runs.html", request, user, runs=runs(store, mechanism or None, 200), mechanisms=mechanism_names(),
-        mechanism=mechanism or "",
+        "runs.html", request, user, runs=rows, mechanisms=mechanism_names(), mechanism=mechanism or "",
+        states=list(RunState), state=state or "",
     )  # fmt: skip
 
 
@@ -173,6 +188,14 @@ def dag_run_page(
                        message=f"{dag_id} is not a housekeeping DAG: nothing of the store to show.")  # fmt: skip
     directory = store.run_dir(spec.name, f"{dag_id}__{run_id}").name
     if not (store.run_dir(spec.name, f"{dag_id}__{run_id}") / "snapshot" / "run.json").is_file():
+        from housekeeping.engine.documents import read_step_failures
+
+        failures = read_step_failures(store.run_dir(spec.name, f"{dag_id}__{run_id}"))
+        if failures:
+            failure = failures[-1]
+            return render("message.html", request, user,
+                          title=f"{'Refused' if failure.refused else 'Failed'} before its snapshot",
+                          message=f"{dag_id} run {run_id}: {failure.step}: {failure.message}")  # fmt: skip
         return render("message.html", request, user, title="No run directory yet",
                        message=f"{dag_id} run {run_id} has not taken its snapshot (yet).")  # fmt: skip
     return run_page(request, user, store, spec.name, directory, topic=None, kind=None, offset=0)

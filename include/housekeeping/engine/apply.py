@@ -42,6 +42,7 @@ from housekeeping.engine.contract import ACTIONS, CURSORS, TOPICS, topic_bucket
 from housekeeping.engine.documents import AppliedRun, GateResult, RunInfo, read_run_info, write_document
 from housekeeping.engine.faults import checkpoint
 from housekeeping.engine.gate import require_passed_gate
+from housekeeping.engine.guards import refuse_applying
 from housekeeping.engine.live import (
     CursorState,
     Narrowed,
@@ -127,6 +128,7 @@ class ApplyRun:
         run = RunDir(run_dir)
         gate = gate if gate is not None else require_passed_gate(run.path)
         info = read_run_info(run)
+        refuse_applying(info, run)
         if Path(info.store).resolve() != store.root:
             raise InputError(f"run {run} was planned on store {info.store}, not on {store.root}")
         if info.mechanism != spec.name:

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
+from enum import StrEnum
 from pathlib import Path
 from typing import Any, ClassVar, TypeVar
 
@@ -86,6 +87,8 @@ def read_document(cls: type[D], path: Path) -> D | None:
         return cls.from_json(migrate(cls, raw, path))
     except KeyError as missing:
         raise InputError(f"{path}: a {cls.KIND} document without {missing}") from None
+    except ValueError as bad:  # a value outside its type (an intent no version wrote)
+        raise InputError(f"{path}: a {cls.KIND} document with a bad value: {bad}") from None
 
 
 def require_document(cls: type[D], path: Path, missing: str) -> D:
@@ -99,6 +102,19 @@ def require_document(cls: type[D], path: Path, missing: str) -> D:
 # --- snapshot/run.json ------------------------------------------------------------------------------------------
 
 
+class Intent(StrEnum):
+    """What a run was started to do, recorded at its snapshot: only an ``apply`` run may change the store (apply
+    refuses the others), and the console tells a dry run, a preview and a plan apart by it."""
+
+    APPLY = "apply"  # plan, gate, approval, apply and purge
+    DRY_RUN = "dry_run"  # asked for: plan, gate and report only
+    PREVIEW = (
+        "preview"  # a scheduled run that started late: a dry run whatever its form said (``preview_reason``)
+    )
+    PLAN = "plan"  # the CLI's plan command
+    WHAT_IF = "what_if"  # a what-if's or sweep's plans under a policy overlay
+
+
 @dataclass(frozen=True)
 class RunInfo(Document):
     """The run's facts, written by the snapshot and read by every later step: what was asked (mechanism, as-of,
@@ -106,7 +122,7 @@ class RunInfo(Document):
     files and ledgers are."""
 
     KIND: ClassVar[str] = "run"
-    VERSION: ClassVar[int] = 2
+    VERSION: ClassVar[int] = 3
 
     run_id: str
     mechanism: str
@@ -134,6 +150,9 @@ class RunInfo(Document):
     tier_ledgers: tuple[tuple[str, int, str], ...] = ()
     # Version 1 only: the topics' versions, before the snapshot's topics table carried them.
     legacy_topic_versions: Mapping[str, int] | None = None
+    # What the run was started to do (None: not recorded, a run before version 3) and, for a preview, why.
+    intent: Intent | None = None
+    preview_reason: str | None = None
 
     _FIELDS: ClassVar[dict[str, str]] = {
         "runId": "run_id",
@@ -153,6 +172,8 @@ class RunInfo(Document):
         "offloadTier": "offload_tier",
         "offloadEndpoint": "offload_endpoint",
         "tierLedgers": "tier_ledgers",
+        "intent": "intent",
+        "previewReason": "preview_reason",
     }
     # Written for people reading the file; derived, never read back.
     _DERIVED: ClassVar[frozenset[str]] = frozenset({"asOf"})
@@ -164,6 +185,12 @@ class RunInfo(Document):
     def option(self, key: str, default: Any = None) -> Any:
         """A run option's value by its run.json key; ``default`` when the run did not record it."""
         return self.options.get(key, default)
+
+    @property
+    def applies(self) -> bool:
+        """Whether the run was started to change the store (a run from before intents were recorded: yes, as it
+        was then read)."""
+        return self.intent in (None, Intent.APPLY)
 
     def as_json(self) -> dict[str, Any]:
         values = {key: getattr(self, name) for key, name in self._FIELDS.items()}
@@ -196,6 +223,7 @@ class RunInfo(Document):
                     (str(t), int(ledger), str(u)) for t, ledger, u in known.get("tier_ledgers") or ()
                 ),
                 "broker": dict(known.get("broker") or {}),
+                "intent": Intent(known["intent"]) if known.get("intent") is not None else None,
             },
             options=options,
             legacy_topic_versions=(
@@ -211,6 +239,13 @@ def _run_v1(document: dict[str, Any]) -> dict[str, Any]:
     """Version 1 had no ``schemaVersion``; its optional keys (absent from the oldest runs) are read with their
     defaults, so the step only keeps what it had. ``topicVersions`` stays: it is read as ``legacy_topic_versions``
     (version 2 never writes it: the snapshot's topics table has the versions)."""
+    return document
+
+
+@migration("run", 2)
+def _run_v2(document: dict[str, Any]) -> dict[str, Any]:
+    """Version 2 did not record the run's intent: it reads as None (not known), which apply takes as version 2 did:
+    the DAG's dry run never reached apply (its task is skipped), the CLI's plan has no apply step."""
     return document
 
 
@@ -563,3 +598,63 @@ def _purge_result_v1(document: dict[str, Any]) -> dict[str, Any]:
 
 def read_purged_run(run_dir: str | Path | RunDir) -> PurgedRun | None:
     return read_document(PurgedRun, RunDir(run_dir).purge_result)
+
+
+# --- failures/<step>.json ---------------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class StepFailure(Document):
+    """Why a step of the run ended without doing its work, written when it ended so (the DAG's failure callback, a
+    Spark app's last error): ``refused`` when the step refused its input (a future as-of, a bad param, a run not
+    started to apply), else it failed. The console's Runs page gives this as the run's reason."""
+
+    KIND: ClassVar[str] = "step-failure"
+    VERSION: ClassVar[int] = 1
+
+    step: str
+    refused: bool
+    message: str
+    at_wall_clock_ms: int  # audit only
+
+    def as_json(self) -> dict[str, Any]:
+        return {
+            "step": self.step,
+            "refused": self.refused,
+            "message": self.message,
+            "atWallClockMs": self.at_wall_clock_ms,
+        }
+
+    @classmethod
+    def from_json(cls, document: Mapping[str, Any]) -> StepFailure:
+        return cls(
+            step=str(document["step"]),
+            refused=bool(document["refused"]),
+            message=str(document["message"]),
+            at_wall_clock_ms=int(document["atWallClockMs"]),
+        )
+
+
+# The longest reason kept: a traceback's last line, not the traceback.
+MAX_FAILURE_MESSAGE = 2000
+
+
+def record_step_failure(
+    run_dir: str | Path | RunDir, step: str, message: str, *, refused: bool, at_ms: int
+) -> Path:
+    """``failures/<step>.json`` of the run (the run directory is made when the step failed before the snapshot)."""
+    path = RunDir(run_dir).step_failure(step)
+    text = " ".join(str(message).split())
+    write_document(path, StepFailure(step, refused, text[:MAX_FAILURE_MESSAGE], at_ms))
+    return path
+
+
+def read_step_failures(run_dir: str | Path | RunDir) -> tuple[StepFailure, ...]:
+    """Every failure the run's steps recorded, oldest first."""
+    folder = RunDir(run_dir).failures_dir
+    found = (
+        [read_document(StepFailure, path) for path in sorted(folder.glob("*.json"))]
+        if folder.is_dir()
+        else []
+    )
+    return tuple(sorted((f for f in found if f is not None), key=lambda f: (f.at_wall_clock_ms, f.step)))

@@ -10,6 +10,8 @@ whether a run may act at all, from facts about the request, and refuse or downgr
   is unpaused, for a slot already past; a run that starts more than ``HOUSEKEEPING_SCHEDULED_START_TOLERANCE_SECONDS``
   after its slot was not asked for at its time (an unpause, a scheduler that was down, a previous run that overran),
   so it plans, checks and reports as a dry run; the next slot applies. Manual runs and backfills are what they say.
+- **Only a run started to apply applies.** The run's intent is recorded at its snapshot; apply refuses a dry run's,
+  a preview's, a plan's or a what-if's run directory.
 """
 
 from __future__ import annotations
@@ -19,6 +21,7 @@ import time
 from housekeeping.core.errors import InputError
 from housekeeping.core.settings import Setting
 from housekeeping.core.timeutil import format_ms
+from housekeeping.engine.documents import RunInfo
 
 CLOCK_SKEW = Setting(
     "HOUSEKEEPING_CLOCK_SKEW_SECONDS",
@@ -52,6 +55,18 @@ def refuse_acting_in_the_future(as_of_ms: int, *, param: str = "as_of") -> None:
     """:func:`refuse_future_as_of` against this machine's clock and ``HOUSEKEEPING_CLOCK_SKEW_SECONDS``: what an
     applying or purging command or task calls before it changes anything."""
     refuse_future_as_of(as_of_ms, int(time.time() * 1000), int(CLOCK_SKEW.read()), param=param)
+
+
+def refuse_applying(info: RunInfo, run_dir: object) -> None:
+    """Only a run started to apply may change the store: a dry run's, a preview's, a plan's or a what-if's run
+    directory handed to apply (a retried or misrouted task, a hand-run command) is refused naming it."""
+    if info.applies:
+        return
+    why = f" ({info.preview_reason})" if info.preview_reason else ""
+    raise InputError(
+        f"run {run_dir} was started as a {info.intent} run{why}: it applies nothing; trigger a run without "
+        "dry run to apply"
+    )
 
 
 def late_scheduled_start(slot_ms: int, started_ms: int, tolerance_seconds: int) -> str | None:

@@ -8,6 +8,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
+from housekeeping.engine.documents import Intent
 from housekeeping.engine.mechanism import Mechanism, RunOption
 
 
@@ -25,6 +26,9 @@ class RunRequest:
     # The DAG's data interval (time between scheduled runs), for compaction's apache/pulsar#11211 warning.
     schedule_interval_ms: int | None = None
     actor: str | None = None  # who started the run (journaled by apply); None: this process's user
+    # What the run was started to do: only an apply run may change the store. A preview says why.
+    intent: Intent = Intent.APPLY
+    preview_reason: str | None = None
     extra: Mapping[str, Any] = field(default_factory=dict)
 
     def option(self, name: str) -> Any:

@@ -122,6 +122,14 @@ class RunDir:
         """What purge is about to remove, written before apply (the approval step): ``due``, ``held``, ``bytes``."""
         return self.approval_dir / "purge-due.json"
 
+    # failures: why a step of the run failed or was refused (``documents.StepFailure``), one per step
+    @property
+    def failures_dir(self) -> Path:
+        return self.path / "failures"
+
+    def step_failure(self, step: str) -> Path:
+        return self.failures_dir / f"{step}.json"
+
     # report
     @property
     def report_dir(self) -> Path:

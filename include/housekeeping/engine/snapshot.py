@@ -343,4 +343,6 @@ def run_info(
         tier_ledgers=tuple(
             (r.topic, r.ledger_id, r.offload_uuid) for r in state.tier_rows if r.topic in selected
         ),
+        intent=request.intent,
+        preview_reason=request.preview_reason,
     )

@@ -12,6 +12,7 @@ from housekeeping.core.errors import InputError
 from housekeeping.core.scope import parse_scope
 from housekeeping.core.settings import Setting, Settings
 from housekeeping.engine.actions import ActionKind
+from housekeeping.engine.documents import Intent
 from housekeeping.engine.faults import FAULT_POINTS
 from housekeeping.engine.mechanism import Mechanism, RunOption, mechanism_sequence
 from housekeeping.engine.request import RunRequest
@@ -120,6 +121,8 @@ def build_request(
     scope: Any = None,
     schedule_interval_ms: int | None = None,
     actor: str | None = None,
+    intent: Intent = Intent.APPLY,
+    preview_reason: str | None = None,
 ) -> RunRequest:
     """The run request every front end builds the same way: ``values`` are what the person gave, by the names of
     the trigger form's params and the CLI's keywords (``max_deleted_share`` and every run option; None: not
@@ -140,4 +143,6 @@ def build_request(
         options=tuple((option, option.resolve(values.get(option.name))) for option in run_options()),
         schedule_interval_ms=schedule_interval_ms,
         actor=actor,
+        intent=Intent(intent),
+        preview_reason=preview_reason,
     )

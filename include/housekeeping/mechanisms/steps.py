@@ -10,7 +10,7 @@ from typing import Any
 
 from housekeeping.core.settings import Settings
 from housekeeping.engine import launcher
-from housekeeping.engine.documents import PurgedRun, read_run_info, write_document
+from housekeeping.engine.documents import Intent, PurgedRun, read_run_info, write_document
 from housekeeping.engine.faults import checkpoint
 from housekeeping.engine.gate import start_loading_great_expectations
 from housekeeping.engine.mechanism import Mechanism
@@ -40,6 +40,8 @@ def snapshot_step(
     actor: str | None = None,
     schedule_interval_ms: int | None = None,
     policy_overlay: Any = None,
+    intent: Intent = Intent.APPLY,
+    preview_reason: str | None = None,
     **options: Any,
 ) -> SnapshotInfo:
     """The run's request (``registry.build_request``: ``values`` and ``options`` by param name, e.g.
@@ -53,6 +55,8 @@ def snapshot_step(
         scope=scope,
         schedule_interval_ms=schedule_interval_ms,
         actor=actor,
+        intent=intent,
+        preview_reason=preview_reason,
     )
     return take_snapshot(store, request, run_dir=run_dir, policy_overlay=policy_overlay)
 

@@ -179,12 +179,12 @@ def runs(store: Store, mechanism: str | None = None, limit: int = 100) -> list[d
     for name in names:
         folder = store.root / RUNS_DIR / name
         for run_json in folder.glob("*/snapshot/run.json") if folder.is_dir() else ():
-            found.append(_run_row(RunDir(run_json.parent.parent)))
+            found.append(run_row(RunDir(run_json.parent.parent)))
     found.sort(key=lambda r: (r["asOfMs"], r["takenAtMs"], r["runId"]), reverse=True)
     return found[: max(1, min(limit, MAX_PAGE))]
 
 
-def _run_row(run: RunDir) -> dict[str, Any]:
+def run_row(run: RunDir) -> dict[str, Any]:
     info = read_run_info(run)
     gate = read_gate_result(run)
     decision = read_document(ApprovalDecision, run.approval_decision)
@@ -228,7 +228,7 @@ def run_detail(store: Store, mechanism: str, run_dir_name: str) -> dict[str, Any
     outcome, the approval asked and decided, what purge was about to remove, what apply and purge did."""
     run = run_dir_of(store, mechanism, run_dir_name)
     return {
-        **_run_row(run),
+        **run_row(run),
         "request": read_run_info(run).as_json(),
         "planSummary": _json_of(read_document(PlanSummary, run.plan_summary)),
         "gate": _json_of(read_gate_result(run)),

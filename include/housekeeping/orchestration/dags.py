@@ -77,6 +77,37 @@ def record_spark_apply(context: Any, result: Any = None) -> None:
     record_store_change(context, context["ti"].xcom_pull(task_ids="take_snapshot")["run_dir"])
 
 
+def record_failed_step(context: Any) -> None:
+    """Every housekeeping task's ``on_failure_callback`` (its last try): why it failed, as the run's step failure
+    (``failures/<task>.json``), unless the step's Spark app recorded its own error already. "Refused" is a step that
+    refused its input (the snapshot's bad input and future as-of, apply's run not started to apply)."""
+    import time
+
+    from housekeeping.core.errors import InputError
+    from housekeeping.core.settings import Settings
+    from housekeeping.engine.documents import read_step_failures, record_step_failure
+    from housekeeping.mechanisms.registry import MECHANISMS
+    from housekeeping.store.store import Store
+
+    ti, error = context["ti"], context.get("exception")
+    spec = next((m for m in MECHANISMS.values() if m.dag_id == ti.dag_id), None)
+    if spec is None:
+        return
+    run_dir = Store.of_settings(Settings.from_env()).run_dir(spec.name, f"{ti.dag_id}__{ti.run_id}")
+    started = getattr(ti, "start_date", None)
+    recorded = {failure.step: failure for failure in read_step_failures(run_dir)}.get(ti.task_id)
+    if (
+        recorded is not None
+        and started is not None
+        and recorded.at_wall_clock_ms >= started.timestamp() * 1000
+    ):
+        return  # the step's Spark app recorded its own error during this try
+    message = str(error) if error is not None else "the task failed without an error (killed, or timed out)"
+    refused = isinstance(error, InputError) or message.startswith("bad input:")
+    record_step_failure(run_dir, ti.task_id, message, refused=refused, at_ms=int(time.time() * 1000))
+    print(f"{'REFUSED' if refused else 'FAILED'}: {ti.task_id}: {message}")
+
+
 def run_deadline(spec: Mechanism) -> Any:
     """The DAG's Deadline Alert (None when ``HOUSEKEEPING_RUN_DEADLINE_SECONDS`` is unset or 0): a run not finished
     that long after it was queued is reported through the project's alert sinks
@@ -132,6 +163,7 @@ def spark_submit(task_id: str, app: str, args: list[str], mechanism: str, **oper
 
     python = sys.executable
     env_vars = {
+        "HOUSEKEEPING_STEP": task_id,  # the step a failure of the app is recorded under (spark_apps/submit.py)
         "PATH": f"{Path(python).parent}{os.pathsep}{os.environ.get('PATH', '')}",
         "PYSPARK_PYTHON": os.environ.get("PYSPARK_PYTHON") or python,
         "PYSPARK_DRIVER_PYTHON": os.environ.get("PYSPARK_DRIVER_PYTHON") or python,
@@ -218,6 +250,7 @@ def run_preview_reason(params: Any, context: dict[str, Any]) -> str | None:
 def _take_snapshot(spec: Mechanism, context: dict[str, Any]) -> dict[str, Any]:
     from housekeeping.core.settings import Settings
     from housekeeping.core.timeutil import format_ms
+    from housekeeping.engine.documents import Intent
     from housekeeping.engine.guards import refuse_acting_in_the_future
     from housekeeping.mechanisms.steps import snapshot_step
     from housekeeping.store.store import Store
@@ -244,6 +277,8 @@ def _take_snapshot(spec: Mechanism, context: dict[str, Any]) -> dict[str, Any]:
         settings=settings,
         actor=actor,
         schedule_interval_ms=interval,
+        intent=Intent.PREVIEW if preview else Intent.DRY_RUN if dry_run else Intent.APPLY,
+        preview_reason=preview,
     )
     print(
         f"SNAPSHOT: {info.topic_count} topics as of {format_ms(as_of_ms)}{' (dry run)' if dry_run else ''}: {info.run_dir}"
@@ -272,7 +307,7 @@ def gate_steps(spec: Mechanism):
         ["--run-dir", RUN_DIR_TEMPLATE, "--mechanism", spec.name],
         spec.name,
         retries=0,
-        on_failure_callback=[GateFailedNotifier()],
+        on_failure_callback=[GateFailedNotifier(), record_failed_step],
     )
     # Between the gate and apply: a person says yes to a plan over the approval thresholds.
     approve = DeletionApprovalOperator(task_id=ids.approve, mechanism=spec.name, retries=0)
@@ -383,6 +418,7 @@ def build_housekeeping_dag(mechanism: str, *, doc_md: str, defaults: DagDefaults
             "retry_delay": defaults.retry_delay,
             "retry_exponential_backoff": defaults.retry_exponential_backoff,
             "max_retry_delay": defaults.max_retry_delay,
+            "on_failure_callback": [record_failed_step],
         },
         render_template_as_native_obj=False,
     ) as dag:

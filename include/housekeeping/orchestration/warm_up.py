@@ -43,6 +43,7 @@ def warm_up(
     directory they all see. ``wait_s``: how long to wait for a server that is still starting."""
     from housekeeping.core.timeutil import parse_as_of
     from housekeeping.engine import launcher
+    from housekeeping.engine.documents import Intent
     from housekeeping.mechanisms.registry import get_mechanism, mechanism_names
     from housekeeping.mechanisms.steps import plan_and_gate_in_process, snapshot_step
     from housekeeping.store.generate import DEFAULT_REFERENCE, GenerateOptions, generate_store
@@ -83,6 +84,7 @@ def warm_up(
                         run_id=f"warm-up-{round_number}-{name}",
                         as_of_ms=as_of_ms,
                         run_dir=run_dir,
+                        intent=Intent.PLAN,
                     )
                     plan_and_gate_in_process(run_dir, name, url, spark)
                     took[name] = round(time.perf_counter() - begun, 2)

@@ -251,6 +251,7 @@ def run_sweep(
     from housekeeping.core.settings import Settings
     from housekeeping.core.timeutil import format_ms, parse_as_of
     from housekeeping.engine import launcher
+    from housekeeping.engine.documents import Intent
     from housekeeping.engine.snapshot import read_store_state, take_snapshot
     from housekeeping.mechanisms.registry import build_request, get_mechanism
 
@@ -264,7 +265,12 @@ def run_sweep(
         for index, overlay in enumerate(overlays):
             run_dir = Path(tmp) / f"point-{index}"
             request = build_request(
-                spec, run_id=f"sweep-{index}", as_of_ms=as_of_ms, settings=settings, scope=scope
+                spec,
+                run_id=f"sweep-{index}",
+                as_of_ms=as_of_ms,
+                settings=settings,
+                scope=scope,
+                intent=Intent.WHAT_IF,
             )
             take_snapshot(
                 store,

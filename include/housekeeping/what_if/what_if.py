@@ -80,6 +80,7 @@ def what_if(
     directory, never under the store."""
     from housekeeping.core.settings import Settings
     from housekeeping.core.timeutil import format_ms, parse_as_of
+    from housekeeping.engine.documents import Intent
     from housekeeping.engine.plan import plan_document
     from housekeeping.engine.snapshot import read_store_state, take_snapshot
     from housekeeping.mechanisms.registry import build_request, get_mechanism
@@ -101,7 +102,13 @@ def what_if(
                 run_id = f"what-if-{side}-{uuid.uuid4().hex[:8]}"
                 run_dir = Path(tmp) / spec.name / side
                 request = build_request(
-                    spec, run_id=run_id, as_of_ms=as_of_ms, settings=settings, values=values, scope=scope
+                    spec,
+                    run_id=run_id,
+                    as_of_ms=as_of_ms,
+                    settings=settings,
+                    values=values,
+                    scope=scope,
+                    intent=Intent.WHAT_IF,
                 )
                 take_snapshot(store, request, run_dir=run_dir, policy_overlay=policy_overlay, state=state)
                 gate = plan_and_gate_in_process(run_dir, spec.name, settings.spark_master, spark)

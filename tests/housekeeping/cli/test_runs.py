@@ -10,6 +10,7 @@ import pytest
 
 from housekeeping.cli import runs
 from housekeeping.core.errors import InputError
+from housekeeping.engine.documents import Intent
 from housekeeping.mechanisms import steps
 
 pytestmark = pytest.mark.unit
@@ -40,7 +41,9 @@ def test_the_snapshot_is_read_while_spark_starts(monkeypatch, tmp_path):
     monkeypatch.setattr(steps, "snapshot_step", snapshot)
     monkeypatch.setattr(steps, "start_local_spark", start_spark)
     monkeypatch.setattr(steps, "plan_and_gate_in_process", plan_and_gate)
-    _, verdict = runs.plan_in_process("trim", None, "2026-11-01T00:00:00Z", None, tmp_path, "r", {})
+    _, verdict = runs.plan_in_process(
+        "trim", None, "2026-11-01T00:00:00Z", None, tmp_path, "r", {}, Intent.PLAN
+    )
     assert verdict == {"success": True, "spark": "session", "mechanism": "trim"}
     assert seen["snapshot"] == tmp_path and seen["snapshot thread"] != threading.main_thread().name
 
@@ -57,5 +60,7 @@ def test_bad_input_the_snapshot_meets_is_raised_once_spark_is_up(monkeypatch, tm
         steps, "plan_and_gate_in_process", lambda *a, **k: pytest.fail("planned on bad input")
     )
     with pytest.raises(InputError, match="scope 'persistent://nope/\\*' matches no topic"):
-        runs.plan_in_process("trim", None, "2026-11-01T00:00:00Z", "persistent://nope/*", tmp_path, "r", {})
+        runs.plan_in_process(
+            "trim", None, "2026-11-01T00:00:00Z", "persistent://nope/*", tmp_path, "r", {}, Intent.PLAN
+        )
     assert started, "Spark was started beside the snapshot"

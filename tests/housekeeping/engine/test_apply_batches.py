@@ -6,14 +6,17 @@ from __future__ import annotations
 
 import json
 import shutil
+from dataclasses import replace
 from pathlib import Path
 
 import pytest
 from sqlalchemy import select, update
 
+from housekeeping.core.errors import InputError
 from housekeeping.core.timeutil import parse_as_of
 from housekeeping.engine.apply import apply_plan
 from housekeeping.engine.contract import ACTIONS
+from housekeeping.engine.documents import Intent, read_run_info, write_document
 from housekeeping.engine.run_dir import RunDir
 from housekeeping.mechanisms.registry import get_mechanism
 from housekeeping.mechanisms.steps import plan_and_gate_in_process, snapshot_step
@@ -222,3 +225,24 @@ def test_a_topic_not_in_the_snapshot_is_refused_before_any_part_is_applied(plann
         _apply(store, run_dir, monkeypatch, 1)
     after = _state(store)
     assert (after[0], after[1], after[3]) == (before[0], before[1], before[3]), "nothing applied"
+
+
+@pytest.mark.parametrize("intent", [Intent.DRY_RUN, Intent.PREVIEW, Intent.PLAN, Intent.WHAT_IF])
+def test_a_run_not_started_to_apply_is_refused_by_apply_and_nothing_changes(
+    planned_trim, monkeypatch, intent
+):
+    """A dry run's (or a preview's, a plan's, a what-if's) run directory handed to apply, as a misrouted or hand-run
+    step would: refused naming the run and its intent, before anything is journaled."""
+    store, run_dir = _restore(planned_trim)
+    info = read_run_info(run_dir)
+    reason = "started 2220 s after its slot" if intent is Intent.PREVIEW else None
+    write_document(RunDir(run_dir).run_info, replace(info, intent=intent, preview_reason=reason))
+    before = _state(store)
+    with pytest.raises(InputError, match=rf"was started as a {intent} run.*it applies nothing") as refused:
+        _apply(store, run_dir, monkeypatch, 500)
+    assert str(run_dir) in str(refused.value) and (reason is None or reason in str(refused.value))
+    assert _state(store) == before
+    assert not RunDir(run_dir).apply_result.exists()
+    # The same directory started to apply does apply.
+    write_document(RunDir(run_dir).run_info, replace(info, intent=Intent.APPLY))
+    assert _apply(store, run_dir, monkeypatch, 500)["appliedTopics"]

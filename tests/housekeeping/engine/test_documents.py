@@ -20,6 +20,7 @@ from housekeeping.engine.documents import (
     ApprovalDecision,
     ApprovalRequest,
     GateResult,
+    Intent,
     Outcome,
     PlanSummary,
     PurgedRun,
@@ -64,8 +65,10 @@ def test_a_version_1_run_directory_reads_as_the_current_types(v1_run):
     # The run options are the keys no field names: every mechanism's, as the snapshot recorded them.
     assert info.option("maxDeletedTopicShare") == 0.5 and info.option("compactTopics") == []
     assert info.option("unknown", "absent") == "absent"
-    # Written again by this version: the same facts, now with a version.
-    assert {k: v for k, v in document_json(info).items() if k != SCHEMA_KEY} == raw
+    # Written again by this version: the same facts, now with a version and an intent not known (version 3).
+    written = document_json(info)
+    assert (written.pop("intent"), written.pop("previewReason"), written.pop(SCHEMA_KEY)) == (None, None, 3)
+    assert written == raw and info.applies
 
     summary = read_summary(v1_run.path)
     assert summary.as_json() == _raw(v1_run, v1_run.plan_summary)
@@ -130,6 +133,7 @@ def test_the_oldest_run_json_reads_with_its_defaults_and_the_topic_versions_it_c
             "r-1", "gc", 1_793_491_200_000, scope=("acme",), options={"maxDeletedTopicShare": 0.5},
             broker={"ttlDurationDefaultInSeconds": 0}, snapshot_tables=("topics",), snapshot_buckets=4,
             file_generations=(("persistent://a/b/t", 3, 1),), tier_ledgers=(("persistent://a/b/t", 2, "u-1"),),
+            intent=Intent.PREVIEW, preview_reason="started 2220 s after its slot",
         ),
         PlanSummary("trim", "r-1", 5, {"ledgersToDelete": 3, "perNamespace": {"a/b": {"ledgers": 3}}}),
         GateResult(
@@ -149,8 +153,28 @@ def test_the_oldest_run_json_reads_with_its_defaults_and_the_topic_versions_it_c
 def test_each_document_is_written_with_its_version_and_read_back_equal(tmp_path, document):
     path = tmp_path / "document.json"
     write_document(path, document)
-    assert json.loads(path.read_text())[SCHEMA_KEY] == document.VERSION == 2
+    assert (
+        json.loads(path.read_text())[SCHEMA_KEY]
+        == document.VERSION
+        == (3 if isinstance(document, RunInfo) else 2)
+    )
     assert read_document(type(document), path) == document
+
+
+def test_a_version_2_run_json_reads_with_its_intent_not_known(v1_run):
+    """Version 2 did not record what the run was started to do: read as not known, which apply takes as version 2
+    did; version 3 records it, and only an apply run applies."""
+    raw = {**_raw(v1_run, v1_run.run_info), SCHEMA_KEY: 2}
+    v1_run.run_info.write_text(json.dumps(raw), encoding="utf-8")
+    info = read_run_info(v1_run)
+    assert (info.intent, info.preview_reason, info.applies) == (None, None, True)
+    for intent in Intent:
+        assert replace(info, intent=intent).applies == (intent is Intent.APPLY)
+    v1_run.run_info.write_text(json.dumps({**raw, SCHEMA_KEY: 3, "intent": "dry_run"}), encoding="utf-8")
+    assert read_run_info(v1_run).intent is Intent.DRY_RUN
+    v1_run.run_info.write_text(json.dumps({**raw, SCHEMA_KEY: 3, "intent": "apply-maybe"}), encoding="utf-8")
+    with pytest.raises(InputError, match=rf"{v1_run.run_info}"):
+        read_run_info(v1_run)
 
 
 def test_a_newer_document_or_one_missing_a_key_is_refused_naming_the_file(v1_run):
