@@ -13,6 +13,13 @@ AIRFLOW_PORT="${AIRFLOW_PORT:-8080}"
 export AIRFLOW__API__PORT="$AIRFLOW_PORT"
 export AIRFLOW__CORE__EXECUTION_API_SERVER_URL="http://localhost:$AIRFLOW_PORT/execution/"
 mkdir -p "$AIRFLOW_HOME"
+# Safe defaults (docs/deployment.md, "Approval of unusual deletions"): each DAG's first apply on the store, and a plan
+# over these conservative thresholds, waits for a person in Required Actions. The same values as docker-compose.yaml.
+export HOUSEKEEPING_APPROVAL_FIRST_APPLY="${HOUSEKEEPING_APPROVAL_FIRST_APPLY:-true}"
+export HOUSEKEEPING_APPROVAL_BYTES="${HOUSEKEEPING_APPROVAL_BYTES-53687091200}"
+export HOUSEKEEPING_APPROVAL_NAMESPACE_SHARE="${HOUSEKEEPING_APPROVAL_NAMESPACE_SHARE-0.5}"
+export HOUSEKEEPING_APPROVAL_TOPICS="${HOUSEKEEPING_APPROVAL_TOPICS-100}"
+export HOUSEKEEPING_APPROVAL_CURSORS="${HOUSEKEEPING_APPROVAL_CURSORS-1000}"
 if [ ! -d "$HOUSEKEEPING_STORE_ROOT" ]; then
   housekeeping generate --store "$HOUSEKEEPING_STORE_ROOT" --topics 40 --seed 7
 fi

@@ -100,6 +100,9 @@ def test_every_housekeeping_setting_of_compose_is_read_by_the_code(monkeypatch):
             sentinel, text = 0.321, "0.321"
         elif typing.get_origin(kind) is dict:
             sentinel, text = {"*": 4321}, '{"*": 4321}'
+        elif kind is bool:  # the opposite of its default
+            sentinel = not getattr(Settings.from_env(), ENV_FIELDS[name])
+            text = str(sentinel).lower()
         else:
             sentinel = text = f"sentinel-{name.lower()}"
         monkeypatch.setenv(name, text)

@@ -5,8 +5,9 @@ housekeeping DAGs paused at creation as in `make airflow`). No preview deletes:
   Airflow then also creates the DAG's latest scheduled run at once; it starts after its slot, so it previews too.
   The store is unchanged by both runs;
 - a manual run that would apply with an as-of later than the clock fails at its first task, the store unchanged;
-- a run whose purge would remove more bytes than the approval threshold waits for a person, lists what purge would
-  remove, and a Reject leaves every pending deletion restorable;
+- the DAG's first apply on the store waits for a person (approved here); a run whose purge would remove more bytes
+  than the approval threshold waits too, lists what purge would remove, and a Reject leaves every pending deletion
+  restorable;
 - a run not finished within its deadline (here 15 s) is alerted by the DAG's Deadline Alert.
 
 And the console's policy what-if in the browser: a sweep the store's policies refuse is named on the form and runs
@@ -57,6 +58,8 @@ def airflow_with_schedules(tmp_path_factory, postgres_server, spark_connect_serv
         # The purge approval is answered by the test: on a loaded machine the harness's short timeout (its own
         # tests of an unanswered request) could expire first and race the answer.
         HOUSEKEEPING_APPROVAL_TIMEOUT_SECONDS="900",
+        # As make airflow and compose ship it: the first apply of the DAG on the store asks a person.
+        HOUSEKEEPING_APPROVAL_FIRST_APPLY="true",
     ) as live:
         yield live
 
@@ -145,12 +148,48 @@ def test_a_run_that_would_apply_in_the_future_fails_at_its_first_task(airflow_wi
     assert store_state(live.store) == before
 
 
-def test_a_purge_over_the_approval_threshold_waits_for_a_person_and_reject_keeps_everything(
+def _answered(live, conf: dict, option: str) -> tuple[str, str]:
+    """A manual run with ``conf`` that waits for a person at its approval step, answered ``option`` through
+    Airflow's REST API as the Required Actions page answers: (run id, its final state)."""
+    for attempt in (1, 2):
+        run_id = _trigger(live, conf)
+        waits = ui_driver().wait_for_task(
+            live.api(), TRIM, run_id, "approve_ledger_trim", {"awaiting_input"}, 600
+        )
+        assert waits == "awaiting_input", (run_id, waits, live.failed_tasks(run_id))
+        answered = _call(
+            live,
+            "PATCH",
+            f"/api/v2/dags/{TRIM}/dagRuns/{run_id}/taskInstances/approve_ledger_trim/-1/hitlDetails",
+            json={"chosen_options": [option]},
+        )
+        assert answered.status_code == 200, answered.text
+        state = _wait(live, run_id)["state"]
+        if state == "success" or attempt == 2:
+            return run_id, state
+        # Airflow's scheduler can fail a task that deferred seconds after it started (the executor's event read
+        # while it still saw the task queued): only that is run again, once; anything else fails here.
+        assert live.lost_to_the_scheduler_race(run_id, "approve_ledger_trim"), live.failed_tasks(run_id)
+    raise AssertionError("unreachable")
+
+
+def test_the_first_apply_waits_for_a_person_and_a_purge_over_the_threshold_too_and_reject_keeps_everything(
     airflow_with_schedules,
 ):
+    """HOUSEKEEPING_APPROVAL_FIRST_APPLY (make airflow and compose ship it on): the DAG's first apply on this store
+    waits for a person, who approves it; later, a run whose purge would remove more than the bytes threshold waits
+    too, and a Reject leaves every pending deletion restorable."""
     live = airflow_with_schedules
-    first = _trigger(live, {"as_of": "2026-11-02T00:00:00Z"})
-    assert _wait(live, first)["state"] == "success", live.failed_tasks(first)
+    before = store_state(live.store)
+    first, state = _answered(live, {"as_of": "2026-11-02T00:00:00Z"}, "Approve")
+    assert state == "success", live.failed_tasks(first)
+    request = json.loads(
+        (live.store.run_dir("trim", f"{TRIM}__{first}") / "approval" / "request.json").read_text()
+    )
+    assert request["required"] and request["reasons"][0].startswith("the first trim apply on this store"), (
+        request
+    )
+    assert _tasks(live, first)["apply_ledger_trim"] == "success" and store_state(live.store) != before
 
     def waiting() -> int:
         with live.store.engine.connect() as conn:
@@ -160,31 +199,15 @@ def test_a_purge_over_the_approval_threshold_waits_for_a_person_and_reject_keeps
 
     assert waiting() > 0, "the first run deleted ledgers, waiting for their grace period"
     count = waiting()
-    for attempt in (1, 2):
-        # Two hours later their grace (an hour) has passed: this run's purge would remove them.
-        second = _trigger(live, {"as_of": "2026-11-02T02:00:00Z", "approval_bytes": 1})
-        waits = ui_driver().wait_for_task(
-            live.api(), TRIM, second, "approve_ledger_trim", {"awaiting_input"}, 600
-        )
-        assert waits == "awaiting_input"
-        run_dir = live.store.run_dir("trim", f"{TRIM}__{second}")
-        request = (run_dir / "approval" / "request.json").read_text()
-        assert "its purge removes" in request and (run_dir / "approval" / "purge-due.json").is_file()
-        answered = _call(
-            live,
-            "PATCH",
-            f"/api/v2/dags/{TRIM}/dagRuns/{second}/taskInstances/approve_ledger_trim/-1/hitlDetails",
-            json={"chosen_options": ["Reject"]},
-        )
-        assert answered.status_code == 200, answered.text
-        state = _wait(live, second)["state"]
-        if state == "success" or attempt == 2:
-            break
-        # Airflow's scheduler can fail a task that deferred seconds after it started (the executor's event read
-        # while it still saw the task queued): only that is run again, once; anything else fails here.
-        assert live.lost_to_the_scheduler_race(second, "approve_ledger_trim"), live.failed_tasks(second)
-        assert waiting() == count, "a run that failed at its approval removed nothing"
+    # Two hours later their grace (an hour) has passed: this run's purge would remove them. Not the first apply
+    # any more: only the purge's bytes ask.
+    second, state = _answered(live, {"as_of": "2026-11-02T02:00:00Z", "approval_bytes": 1}, "Reject")
     assert state == "success", live.failed_tasks(second)
+    run_dir = live.store.run_dir("trim", f"{TRIM}__{second}")
+    request = json.loads((run_dir / "approval" / "request.json").read_text())
+    assert all("first" not in reason for reason in request["reasons"]), request["reasons"]
+    assert any("its purge removes" in reason for reason in request["reasons"]), request["reasons"]
+    assert (run_dir / "approval" / "purge-due.json").is_file()
     tasks = _tasks(live, second)
     assert tasks["apply_ledger_trim"] == "skipped" and tasks["purge_pending_deletions"] == "skipped", tasks
     assert waiting() == count, "a rejected purge removed nothing"
@@ -315,7 +338,7 @@ def test_the_runs_page_tells_each_run_apart_and_says_why_and_the_form_refuses_a_
         form = ui.open_trigger_form(page, live.url, TRIM)
         ui.fill_trigger_form(form, as_of=None, scope="../../etc", dry_run=True)
         form.get_by_role("button", name="Trigger").last.click()
-        page.get_by_text("Failed to Trigger Dag").wait_for(timeout=30_000)
+        page.get_by_text("Failed to Trigger Dag").first.wait_for(timeout=30_000)
         page.screenshot(path=str(SHOTS / "console-11-form-refuses-scope.png"), full_page=True)
         browser.close()
     # What the form was told (the REST trigger it calls): the param and the rule it broke.

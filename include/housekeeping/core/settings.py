@@ -22,6 +22,8 @@
 | HOUSEKEEPING_APPROVAL_TOPICS      | (none)                           | ... deleting more topics                    |
 | HOUSEKEEPING_APPROVAL_CURSORS     | (none)                           | ... moving more cursors                     |
 | HOUSEKEEPING_APPROVAL_TIMEOUT_SECONDS | 86400                        | unanswered that long: rejected              |
+| HOUSEKEEPING_APPROVAL_FIRST_APPLY | false                            | a mechanism's first apply on a store that   |
+|                                   |                                  | changes anything waits for a person         |
 | HOUSEKEEPING_OFFLOAD_URL          | (none: no offloader)             | the object tier: s3://bucket/prefix or a    |
 |                                   |                                  | directory (housekeeping.store.tier)         |
 | HOUSEKEEPING_OFFLOAD_ENDPOINT_URL | (AWS)                            | the tier's S3 endpoint (MinIO, a test       |
@@ -64,6 +66,17 @@ def _optional(name: str, kind: type) -> int | float | None:
         ) from None
 
 
+def _bool(name: str, default: bool) -> bool:
+    raw = (os.environ.get(name) or "").strip().lower()
+    if raw == "":
+        return default
+    if raw in ("true", "1", "yes", "on"):
+        return True
+    if raw in ("false", "0", "no", "off"):
+        return False
+    raise InputError(f"environment variable {name}={raw!r} is not true or false")
+
+
 def _int(name: str, default: int) -> int:
     raw = os.environ.get(name)
     try:
@@ -87,6 +100,7 @@ ENV_FIELDS = {
     "HOUSEKEEPING_APPROVAL_TOPICS": "approval_topics",
     "HOUSEKEEPING_APPROVAL_CURSORS": "approval_cursors",
     "HOUSEKEEPING_APPROVAL_TIMEOUT_SECONDS": "approval_timeout_seconds",
+    "HOUSEKEEPING_APPROVAL_FIRST_APPLY": "approval_first_apply",
     "HOUSEKEEPING_CAPACITY_BUDGETS": "capacity_budgets",
 }
 # Hourly trim and purge keep deletable data waiting under about two hours; six leaves room for a slow run.
@@ -204,6 +218,8 @@ class Settings:
     approval_topics: int | None = None
     approval_cursors: int | None = None
     approval_timeout_seconds: int = 86400
+    # A mechanism's first apply on a store (one that changes anything) waits for a person.
+    approval_first_apply: bool = False
     # Physical bytes per tenant and tier the capacity forecast measures against (housekeeping.observe.capacity).
     capacity_budgets: dict[str, dict[str, int]] = field(default_factory=dict)
 
@@ -224,6 +240,7 @@ class Settings:
             approval_topics=_optional("HOUSEKEEPING_APPROVAL_TOPICS", int),
             approval_cursors=_optional("HOUSEKEEPING_APPROVAL_CURSORS", int),
             approval_timeout_seconds=_int("HOUSEKEEPING_APPROVAL_TIMEOUT_SECONDS", 86400),
+            approval_first_apply=_bool("HOUSEKEEPING_APPROVAL_FIRST_APPLY", False),
             capacity_budgets=parse_capacity_budgets(os.environ.get("HOUSEKEEPING_CAPACITY_BUDGETS")),
         )
         if settings.purge_grace_seconds < 0:

@@ -47,6 +47,8 @@ class ApprovalThresholds:
     namespace_share: float | None = None
     topics: int | None = None
     cursors: int | None = None
+    # The first apply of the mechanism on the store that would change anything asks a person.
+    first_apply: bool = False
 
     @classmethod
     def of(cls, settings: Any, params: dict[str, Any] | None = None) -> ApprovalThresholds:
@@ -64,6 +66,7 @@ class ApprovalThresholds:
             namespace_share=pick(settings.approval_namespace_share, params.get("approval_namespace_share")),
             topics=pick(settings.approval_topics, params.get("approval_topics")),
             cursors=pick(settings.approval_cursors, params.get("approval_cursors")),
+            first_apply=bool(getattr(settings, "approval_first_apply", False)),
         )
 
 
@@ -150,6 +153,22 @@ def preview_purge(store: Store, run_dir: str | Path, *, dry_run: bool) -> dict[s
     return due
 
 
+def first_apply_reasons(
+    measures: PlanMeasures, thresholds: ApprovalThresholds, mechanism: str, applied_before: bool
+) -> list[str]:
+    """Why a first apply needs approval: the setting asks for it, the mechanism never finished an apply on this
+    store, and this plan would change something (an empty first plan asks nobody)."""
+    changes = (
+        measures.ledgers or measures.topics or measures.cursors or measures.bytes or measures.local_copies
+    )
+    if not thresholds.first_apply or applied_before or not changes:
+        return []
+    return [
+        f"the first {mechanism} apply on this store (HOUSEKEEPING_APPROVAL_FIRST_APPLY): a person looks at what it "
+        "will do before it first deletes or moves anything"
+    ]
+
+
 def purge_over_thresholds(due: dict[str, Any], thresholds: ApprovalThresholds) -> list[str]:
     """Why the purge needs approval: it removes more bytes than the bytes threshold."""
     if thresholds.bytes is not None and due["bytes"] > thresholds.bytes:
@@ -165,14 +184,19 @@ def request_approval(
     spec: Mechanism,
     thresholds: ApprovalThresholds,
     purge_due: dict[str, Any] | None = None,
+    *,
+    applied_before: bool = True,
 ) -> ApprovalRequest:
     """Measure the plan (and, given, what its purge removes), write ``approval/request.json`` (and ``request.md``
-    when approval is needed); returns the request (``required`` False: proceed)."""
+    when approval is needed); returns the request (``required`` False: proceed). ``applied_before``: whether the
+    mechanism finished an apply on this store before (``store.journal.has_finished_apply``)."""
     run = RunDir(run_dir)
     info = read_run_info(run)
     measures = measure_plan(run, spec)
-    reasons = over_thresholds(measures, thresholds) + purge_over_thresholds(
-        purge_due or {"bytes": 0, "files": 0, "topics": 0}, thresholds
+    reasons = (
+        first_apply_reasons(measures, thresholds, info.mechanism, applied_before)
+        + over_thresholds(measures, thresholds)
+        + purge_over_thresholds(purge_due or {"bytes": 0, "files": 0, "topics": 0}, thresholds)
     )
     request = ApprovalRequest(
         run_id=info.run_id,

@@ -21,6 +21,7 @@ from housekeeping.engine.approval import (
     request_approval,
     request_markdown,
 )
+from housekeeping.store.journal import has_finished_apply
 from housekeeping.store.store import Store
 
 
@@ -59,7 +60,14 @@ class DeletionApprovalOperator(ApprovalOperator):
             self.log.info("dry run: nothing will be applied or purged, nothing to approve")
             return {"required": False, "why": "dry run"}
         thresholds = ApprovalThresholds.of(settings, dict(context["params"]))
-        request = request_approval(snapshot["run_dir"], get_mechanism(self.mechanism), thresholds, due)
+        store = Store.of_settings(settings)
+        request = request_approval(
+            snapshot["run_dir"],
+            get_mechanism(self.mechanism),
+            thresholds,
+            due,
+            applied_before=not thresholds.first_apply or has_finished_apply(store, self.mechanism),
+        )
         if not request.required:
             self.log.info("APPROVAL: not needed, the plan and its purge are under every threshold")
             return {"required": False, "why": "under the approval thresholds"}

@@ -41,9 +41,11 @@ def housekeeping_params(spec: Mechanism) -> dict[str, Any]:
             False,
             type="boolean",
             title="Dry run",
-            description='Plan, gate and report only; apply and purge nothing. "Unpause on trigger" also starts '
-            "this DAG's schedule: the scheduled run Airflow then creates at once for a past slot is a dry run too "
-            "(it starts late), and the next scheduled run applies.",
+            description="On: plan, gate and report only; nothing is applied or purged. OFF (the default): this run "
+            "APPLIES its checked plan (deletes ledgers and topics, restorable until purge, and moves cursors) and "
+            "purges what is past its grace period, after a person's approval where the deployment asks for one. "
+            '"Unpause on trigger" also starts this DAG\'s schedule: the scheduled run Airflow then creates at once '
+            "for a past slot is a dry run too (it starts late), and the next scheduled run applies.",
         ),
         "scope": scope_param(),
         "as_of": Param(

@@ -12,7 +12,7 @@ from sqlalchemy import and_, insert, select
 from housekeeping.core.actor import current_actor
 from housekeeping.core.timeutil import wall_clock_ms
 from housekeeping.store import metadata_schema as t
-from housekeeping.store.store import Store, write_transaction
+from housekeeping.store.store import Store, read_transaction, write_transaction
 
 # quotaType: which backlog quota a cursor move (an eviction) or a quota flag was for; bytesReplaced: the compacted
 # ledger a rewrite replaced (with ``bytes``, what it frees: ``ActionKind.freed_bytes`` counts journaled rows too).
@@ -112,6 +112,24 @@ def _journal_run(
         as_of_ms=as_of_ms,
         actor=actor,
     )
+
+
+def has_finished_apply(store: Store, mechanism: str) -> bool:
+    """Whether an apply of ``mechanism`` ever finished on this store (its run's ``finished`` journal row)."""
+    with read_transaction(store.engine) as conn:
+        found = conn.execute(
+            select(t.journal.c.id)
+            .where(
+                and_(
+                    t.journal.c.mechanism == mechanism,
+                    t.journal.c.action == "apply",
+                    t.journal.c.status == "finished",
+                    t.journal.c.topic.is_(None),
+                )
+            )
+            .limit(1)
+        ).first()
+    return found is not None
 
 
 def finish_run(

@@ -23,6 +23,7 @@ from housekeeping.engine.run_dir import RunDir, write_json
 from housekeeping.mechanisms.gc.actions import DELETE_TOPIC
 from housekeeping.mechanisms.registry import get_mechanism
 from housekeeping.observe.journal_view import journal_entries
+from housekeeping.store.journal import begin_run, finish_run, has_finished_apply
 from housekeeping.store.manifest.load import load_manifest
 from housekeeping.store.store import read_transaction
 from tests.conftest import topic_body, write_manifest
@@ -53,7 +54,8 @@ def _run(tmp_path, actions: list[dict], stored: dict[str, int]) -> RunDir:
     )
     table = run.plan_table(ACTIONS)
     table.mkdir(parents=True)
-    (table / "part-00000.json").write_text("\n".join(json.dumps(a) for a in actions) + "\n")
+    if actions:  # an empty plan has no part
+        (table / "part-00000.json").write_text("\n".join(json.dumps(a) for a in actions) + "\n")
     return run
 
 
@@ -202,3 +204,56 @@ def test_what_purge_will_remove_is_written_and_journaled_before_it_and_a_large_p
     request = request_approval(run, trim, ApprovalThresholds(bytes=299), due)
     assert "its purge removes 300 B (1 files of 1 topics past their grace period)" in request.reasons[-1]
     assert "Purge after apply: 1 files of 1 topics (300 B)" in run.approval_request_md.read_text()
+
+
+def test_the_first_apply_of_a_mechanism_on_a_store_asks_a_person_once_it_has_something_to_do(tmp_path):
+    """``HOUSEKEEPING_APPROVAL_FIRST_APPLY``: the mechanism never finished an apply on this store and the plan changes
+    something: a person is asked, whatever the thresholds; after the mechanism's first finished apply, or for an
+    empty plan, or with the setting off, nobody is."""
+    store = load_manifest(
+        tmp_path / "store",
+        write_manifest(
+            tmp_path,
+            {
+                "namespaces": {"acme/orders": {}},
+                "topics": {"persistent://acme/orders/a": topic_body([(1, 1, 10, None)])},
+            },
+        ),
+    )
+    first = ApprovalThresholds(first_apply=True)
+    run = _run(tmp_path, ACTIONS_, {"acme/orders": 1000, "acme/audit": 1000})
+    assert not has_finished_apply(store, "trim")
+    request = request_approval(run, MIXED, first, applied_before=has_finished_apply(store, "trim"))
+    assert request.required and request.reasons[0].startswith("the first trim apply on this store")
+    assert not request_approval(run, MIXED, ApprovalThresholds(), applied_before=False).required
+    cursor_only = _run(tmp_path / "cursor-only", ACTIONS_[3:], {"acme/orders": 1000})
+    assert request_approval(cursor_only, MIXED, first, applied_before=False).required, "a cursor move changes"
+    empty = _run(tmp_path / "empty", [], {"acme/orders": 1000})
+    assert not request_approval(empty, MIXED, first, applied_before=False).required
+
+    begin_run(store, run_id="r-0", mechanism="trim", as_of_ms=AS_OF, actor="ops", detail={})
+    assert not has_finished_apply(store, "trim"), "a run that started and never finished is not an apply"
+    finish_run(store, run_id="r-0", mechanism="trim", as_of_ms=AS_OF, actor="ops", detail={})
+    assert has_finished_apply(store, "trim") and not has_finished_apply(store, "gc")
+    assert not request_approval(run, MIXED, first, applied_before=has_finished_apply(store, "trim")).required
+    assert ApprovalThresholds.of(SimpleNamespace(
+        approval_bytes=None, approval_namespace_share=None, approval_topics=None, approval_cursors=None,
+        approval_first_apply=True,
+    )).first_apply  # fmt: skip
+
+
+def test_make_airflow_and_compose_ship_the_same_safe_defaults():
+    """Out of the box, both deployments ask a person before a DAG's first apply and past conservative thresholds."""
+    import re
+
+    from tests.conftest import REPO
+
+    script = (REPO / "scripts" / "airflow-standalone.sh").read_text()
+    compose = (REPO / "docker-compose.yaml").read_text()
+    shipped = dict(re.findall(r'export (HOUSEKEEPING_APPROVAL_[A-Z_]+)="\$\{\1:?-([^}]*)\}"', script))
+    in_compose = dict(re.findall(r"(HOUSEKEEPING_APPROVAL_[A-Z_]+): \$\{\1:?-([^}]*)\}", compose))
+    assert shipped["HOUSEKEEPING_APPROVAL_FIRST_APPLY"] == "true"
+    assert {k: v for k, v in in_compose.items() if k != "HOUSEKEEPING_APPROVAL_TIMEOUT_SECONDS"} == shipped
+    assert all(
+        shipped[f"HOUSEKEEPING_APPROVAL_{name}"] for name in ("BYTES", "NAMESPACE_SHARE", "TOPICS", "CURSORS")
+    )
