@@ -22,9 +22,14 @@ router = APIRouter(prefix="/api/v1")
 
 
 class RestoreBody(BaseModel):
-    topic: str = Field(description="persistent://tenant/namespace/topic")
+    """One topic's deletions (or one ledger of it), or every deletion of one run still pending."""
+
+    topic: str | None = Field(default=None, description="persistent://tenant/namespace/topic")
     ledgerId: int | None = Field(
         default=None, ge=0, description="only this ledger (default: all of the topic)"
+    )
+    runId: str | None = Field(
+        default=None, description="every deletion of this run still waiting for purge (as GET runs names it)"
     )
 
 
@@ -45,28 +50,48 @@ def get_namespaces(user: Reader, store: ConsoleStore, settings: ConsoleSettings)
 
 @router.get("/pending-deletions")
 def get_pending_deletions(
-    user: Reader, store: ConsoleStore, topic: str | None = None, namespace: str | None = None
+    user: Reader,
+    store: ConsoleStore,
+    topic: str | None = None,
+    namespace: str | None = None,
+    run: str | None = None,
 ) -> dict[str, Any]:
     from housekeeping.observe.console import pending_deletions
 
-    return {"pendingDeletions": pending_deletions(store, topic=topic, namespace=namespace)}
+    return {"pendingDeletions": pending_deletions(store, topic=topic, namespace=namespace, run=run or None)}
 
 
 @router.post("/restore")
 def post_restore(user: Editor, store: ConsoleStore, body: Annotated[RestoreBody, Body()]) -> dict[str, Any]:
-    from housekeeping.engine.restore import restore
-    from housekeeping.observe.console import check_topic
+    from housekeeping.core.errors import InputError
+    from housekeeping.engine.restore import restore, restore_run
+    from housekeeping.observe.console import RUN_ID, check_topic
 
+    if (body.topic is None) == (body.runId is None):
+        raise InputError("restore takes a topic (and optionally its ledgerId) or a runId, one of the two")
+    facts = {
+        "as_of_ms": wall_clock_ms(),  # a person's action: its time is when it was done
+        "run_id": f"console-restore-{uuid.uuid4().hex[:8]}",
+        "actor": actor_of(user),
+    }
+    if body.runId is not None:
+        if body.ledgerId is not None:
+            raise InputError("ledgerId restores one ledger of a topic: give the topic, not a runId")
+        if not RUN_ID.match(body.runId):
+            raise InputError(f"runId {body.runId!r} is not a run's id")
+        done = restore_run(store, body.runId, **facts)
+        count = sum(len(ledgers) for ledgers in done["restored"].values())
+        summary = f"restored {count} ledgers of {len(done['restored'])} topics deleted by {body.runId}"
+        if done["failed"]:
+            summary += f"; {len(done['failed'])} could not be restored (see failed)"
+        return {"runId": body.runId, **done, "summary": summary}
     topic = check_topic(body.topic)
-    restored = restore(
-        store,
-        topic,
-        ledger_id=body.ledgerId,
-        as_of_ms=wall_clock_ms(),  # a person's action: its time is when it was done
-        run_id=f"console-restore-{uuid.uuid4().hex[:8]}",
-        actor=actor_of(user),
-    )
-    return {"topic": topic, "restoredLedgers": restored}
+    restored = restore(store, topic, ledger_id=body.ledgerId, **facts)
+    return {
+        "topic": topic,
+        "restoredLedgers": restored,
+        "summary": f"restored {len(restored)} ledgers of {topic}",
+    }
 
 
 @router.get("/holds")
@@ -80,7 +105,11 @@ def get_holds(user: Reader, store: ConsoleStore) -> dict[str, Any]:
 def post_hold(user: Editor, store: ConsoleStore, body: Annotated[HoldBody, Body()]) -> dict[str, Any]:
     from housekeeping.store.holds import place_hold
 
-    return place_hold(store, body.target, reason=body.reason, actor=actor_of(user)).to_json()
+    hold = place_hold(store, body.target, reason=body.reason, actor=actor_of(user)).to_json()
+    return {
+        **hold,
+        "summary": f"held {hold['target']}: nothing there is deleted or purged until it is removed",
+    }
 
 
 @router.delete("/holds")
@@ -89,7 +118,8 @@ def delete_hold(
 ) -> dict[str, Any]:
     from housekeeping.store.holds import lift_hold
 
-    return lift_hold(store, target, actor=actor_of(user)).to_json()
+    hold = lift_hold(store, target, actor=actor_of(user)).to_json()
+    return {**hold, "summary": f"removed the hold on {hold['target']}"}
 
 
 @router.get("/journal")

@@ -155,7 +155,10 @@ def run_page(
     detail = run_detail(store, mechanism, run_id)
     spec = get_mechanism(mechanism)
     actions = run_actions(store, mechanism, run_id, topic=topic or None, kind=kind or None, offset=offset)
+    from housekeeping.observe.console import pending_deletions
+
     report = store.run_dir(mechanism, run_id) / "report" / "report.md"
+    pending = [p for p in pending_deletions(store, run=detail["runId"]) if p["restorable"]]
     airflow_run = (
         detail["runId"].removeprefix(f"{spec.dag_id}__")
         if detail["runId"].startswith(f"{spec.dag_id}__")
@@ -172,6 +175,7 @@ def run_page(
         kind=kind or "",
         report=report.read_text(encoding="utf-8") if report.is_file() else None,
         airflow_run=airflow_run,
+        pending=pending,
     )
 
 
@@ -216,11 +220,15 @@ def pending_page(
     store: ConsoleStore,
     topic: str | None = None,
     namespace: str | None = None,
+    run: str | None = None,
 ) -> HTMLResponse:
     from housekeeping.observe.console import pending_deletions
 
-    rows = pending_deletions(store, topic=topic or None, namespace=namespace or None)
-    return render("pending.html", request, user, rows=rows, topic=topic or "", namespace=namespace or "")
+    rows = pending_deletions(store, topic=topic or None, namespace=namespace or None, run=run or None)
+    return render(
+        "pending.html", request, user, rows=rows, topic=topic or "", namespace=namespace or "", run=run or "",
+        restorable=[r for r in rows if r["restorable"]],
+    )  # fmt: skip
 
 
 @router.get("/holds", response_class=HTMLResponse)

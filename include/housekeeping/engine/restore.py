@@ -43,6 +43,59 @@ def restore(
     return _restore_ledgers(store, topic, ledger_id, as_of_ms, run_id, actor)
 
 
+def deleted_by(run: str, deleting_run_id: str) -> bool:
+    """Whether a pending deletion's ``run_id`` is ``run``'s: the run's own id, or its journal key (apply's
+    ``<run id>@<plan digest>``)."""
+    return deleting_run_id == run or deleting_run_id.startswith(f"{run}@")
+
+
+def restore_run(
+    store: Store, run: str, *, as_of_ms: int, run_id: str, actor: str | None = None
+) -> dict[str, Any]:
+    """Put back every deletion of one run still waiting for purge: each topic it deleted whole (inactive-topic GC)
+    comes back whole, each ledger (and local copy) it deleted goes back into its topic. Topic by topic, each its own
+    transaction as one restore is: ``{"restored": {topic: [ledger ids]}, "failed": {topic: why}}``; a run with
+    nothing pending is bad input naming it (nothing changed)."""
+    p, d = t.pending_deletions.c, t.deleted_topics.c
+    with write_transaction(store.engine) as conn:
+        whole = sorted(
+            {
+                r.topic
+                for r in conn.execute(select(d.topic, d.run_id).where(d.status == "pending"))
+                if deleted_by(run, r.run_id)
+            }
+        )
+        ledgers: dict[str, list[int]] = {}
+        for row in conn.execute(
+            select(p.topic, p.ledger_id, p.run_id, p.kind, p.erased_by)
+            .where(and_(p.status == "pending", p.kind.in_(("ledger", LOCAL_COPY_KIND, ORPHAN_KIND))))
+            .order_by(p.topic, p.ledger_id)
+        ):
+            if deleted_by(run, row.run_id) and row.topic not in whole and not row.erased_by:
+                ledgers.setdefault(row.topic, []).append(row.ledger_id)
+    if not whole and not ledgers:
+        raise InputError(f"nothing to restore for run {run!r}: none of its deletions waits for purge")
+    restored: dict[str, list[int]] = {}
+    failed: dict[str, str] = {}
+    for topic in whole:
+        try:
+            restored[topic] = restore_topic(store, topic, as_of_ms=as_of_ms, run_id=run_id, actor=actor)
+        except InputError as refused:
+            failed[topic] = str(refused)
+    for topic, ids in ledgers.items():
+        done: list[int] = []
+        for ledger_id in sorted(set(ids)):
+            try:
+                done += restore(
+                    store, topic, ledger_id=ledger_id, as_of_ms=as_of_ms, run_id=run_id, actor=actor
+                )
+            except InputError as refused:
+                failed[f"{topic}:{ledger_id}"] = str(refused)
+        if done:
+            restored[topic] = sorted(set(done))
+    return {"restored": dict(sorted(restored.items())), "failed": dict(sorted(failed.items()))}
+
+
 def restore_orphans(
     store: Store,
     topic: str,

@@ -114,10 +114,15 @@ def _number(value: float | None) -> int | float | None:
 
 
 def pending_deletions(
-    store: Store, *, topic: str | None = None, namespace: str | None = None
+    store: Store, *, topic: str | None = None, namespace: str | None = None, run: str | None = None
 ) -> list[dict[str, Any]]:
     """Every deletion waiting for purge (a ledger, a local copy, a replaced compacted ledger, an orphan; a topic GC
-    deleted whole), with its due time, whether a hold keeps it, and whether restore brings it back."""
+    deleted whole), with its due time, whether a hold keeps it, and whether restore brings it back; of one topic,
+    namespace or deleting run."""
+    from housekeeping.engine.restore import deleted_by
+
+    if run is not None and not RUN_ID.match(run):
+        raise InputError(f"run {run!r} is not a run's id")
     topic = check_topic(topic) if topic else None
     namespace = check_namespace(namespace) if namespace else None
     p, d = t.pending_deletions.c, t.deleted_topics.c
@@ -129,6 +134,9 @@ def pending_deletions(
         rows = conn.execute(query.order_by(p.purge_after_ms, p.topic, p.ledger_id)).all()
         topics = conn.execute(deleted.order_by(d.topic)).all()
         holds = load_holds(conn)
+    if run is not None:
+        rows = [row for row in rows if deleted_by(run, row.run_id)]
+        topics = [row for row in topics if deleted_by(run, row.run_id)]
     out = []
     for row in rows:
         if namespace and str(TopicName.parse(row.topic).namespace_name) != namespace:

@@ -189,6 +189,18 @@ def test_nobody_gets_in_without_a_token_and_a_viewer_reads_but_cannot_change(ser
         ("POST", "/restore", {"topic": "persistent://acme/../etc"}, 400, "persistent://acme/../etc"),
         ("POST", "/restore", {"topic": "persistent://acme/orders/no-such-topic"}, 400, "no-such-topic"),
         ("POST", "/restore", {"topic": "persistent://acme/orders/t", "ledgerId": -1}, 422, "ledgerId"),
+        ("POST", "/restore", {}, 400, "a topic (and optionally its ledgerId) or a runId"),
+        (
+            "POST",
+            "/restore",
+            {"topic": "persistent://acme/orders/t", "runId": "live-trim"},
+            400,
+            "one of the two",
+        ),
+        ("POST", "/restore", {"runId": "live-trim", "ledgerId": 3}, 400, "give the topic, not a runId"),
+        ("POST", "/restore", {"runId": "../../etc"}, 400, "../../etc"),
+        ("POST", "/restore", {"runId": "no-such-run"}, 400, "nothing to restore for run 'no-such-run'"),
+        ("GET", "/pending-deletions?run=../x", None, 400, "../x"),
         ("POST", "/holds", {"target": "../../etc", "reason": "x"}, 400, "../../etc"),
         ("POST", "/holds", {"target": "nobody/here", "reason": "x"}, 400, "nobody/here"),
         ("POST", "/holds", {"target": "acme/orders", "reason": ""}, 422, "reason"),
@@ -426,16 +438,53 @@ def test_every_page_in_a_browser_and_restore_and_a_hold_done_there(server, store
         page.locator("#store-changed").scroll_into_view_if_needed()
         page.screenshot(path=str(SHOTS / "console-03b-run-store-changed.png"))
 
-        # Restore one ledger from the pending deletions page.
+        def ledgers_of(topic: str) -> list[int]:
+            code, out, err = run_cli(capsys, "inspect", "--store", str(store), "--format", "json")
+            assert code == 0, err
+            return [entry["ledgerId"] for entry in json.loads(out)["topics"][topic]["ledgers"]]
+
+        # Restore one ledger from the pending deletions page: it asks first; "Cancel" changes nothing.
         page.goto(f"{base}pending")
         button = page.locator("button", has_text="Restore ledger").first
         topic, ledger = button.get_attribute("data-topic"), int(button.get_attribute("data-ledger"))
         page.screenshot(path=str(SHOTS / "console-04-pending.png"), full_page=True)
+        asked: list[str] = []
+        page.once("dialog", lambda dialog: (asked.append(dialog.message), dialog.dismiss()))
         button.click()
-        page.locator("#message.ok").wait_for(timeout=30_000)
-        code, out, err = run_cli(capsys, "inspect", "--store", str(store), "--format", "json")
-        assert code == 0, err
-        assert ledger in [entry["ledgerId"] for entry in json.loads(out)["topics"][topic]["ledgers"]]
+        page.wait_for_timeout(1000)
+        assert asked and f"ledger {ledger} of {topic}" in asked[0], asked
+        assert ledger not in ledgers_of(topic), "a cancelled restore changed the store"
+        page.once("dialog", lambda dialog: dialog.accept())
+        button.click()
+        # What was done is said on the page read again after it.
+        page.wait_for_load_state("load")
+        page.locator("#message.ok", has_text=f"restored 1 ledgers of {topic}").wait_for(timeout=30_000)
+        assert ledger in ledgers_of(topic)
+
+        # A whole run's deletions restored in one confirmed action, from its run page.
+        page.goto(f"{base}runs")
+        page.locator("a", has_text="live-trim").first.click()
+        page.locator("#run-pending a").click()
+        bulk = page.locator("#restore-run")
+        run_id, count = bulk.get_attribute("data-run"), int(bulk.get_attribute("data-count"))
+        waiting = [
+            p for p in _pending(server, server.token("admin")) if p["deletedBy"].startswith(f"{run_id}@")
+        ]
+        assert count == len(waiting) > 1, (count, len(waiting))
+        page.screenshot(path=str(SHOTS / "console-04b-pending-of-a-run.png"), full_page=True)
+        asked.clear()
+        page.once("dialog", lambda dialog: (asked.append(dialog.message), dialog.accept()))
+        bulk.click()
+        page.wait_for_load_state("load")
+        page.locator("#message.ok", has_text=f"deleted by {run_id}").wait_for(timeout=60_000)
+        assert f"{count} deletions" in asked[0], asked
+        assert f"restored {count} ledgers" in page.inner_text("#message")
+        page.screenshot(path=str(SHOTS / "console-04c-run-restored.png"), full_page=True)
+        for item in waiting:
+            assert item["ledgerId"] in ledgers_of(item["topic"]), item
+        assert not [
+            p for p in _pending(server, server.token("admin")) if p["deletedBy"].startswith(f"{run_id}@")
+        ]
 
         # A hold added with the page's form.
         page.goto(f"{base}holds")
@@ -468,10 +517,11 @@ def test_every_page_in_a_browser_and_restore_and_a_hold_done_there(server, store
         )
         page.screenshot(path=str(SHOTS / "console-06b-journal-holds.png"), full_page=True)
 
-        # The hold removed again with the page's button.
+        # The hold removed again with the page's button, after saying yes.
         page.goto(f"{base}holds")
+        page.once("dialog", lambda dialog: dialog.accept())
         page.locator("button", has_text="Remove").first.click()
-        page.locator("#message.ok").wait_for(timeout=30_000)
+        page.locator("#message.ok", has_text="removed the hold on globex/tables").wait_for(timeout=30_000)
         browser.close()
     code, out, err = run_cli(capsys, "hold", "list", "--store", str(store))
     assert json.loads(out)["holds"] == []
