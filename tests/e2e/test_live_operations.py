@@ -265,6 +265,24 @@ def test_a_what_if_asked_in_the_console_runs_the_dag_and_shows_its_report(airflo
         frame.locator("#actions").wait_for(timeout=60_000)
         assert trim_run in frame.locator("h1").inner_text()
         page.screenshot(path=str(SHOTS / "console-08-dag-run-tab.png"), full_page=True)
+        # Its links leave the sandboxed frame and land on Airflow's pages, and Back returns.
+        frame.locator("a", has_text="take_snapshot").click()
+        page.wait_for_url(f"**/dags/{TRIM}/runs/**/tasks/take_snapshot", timeout=30_000)
+        page.get_by_text("Logs", exact=True).first.wait_for(timeout=60_000)
+        page.screenshot(path=str(SHOTS / "console-08b-task-log-from-the-console.png"))
+        page.go_back()
+        page.frame_locator("iframe").locator("#actions").wait_for(timeout=60_000)
+        # From Browse -> Storage housekeeping: a run's page, its "the DAG run" link and its Data Docs.
+        page.goto(f"{live.url}/plugin/housekeeping")
+        console = page.frame_locator("iframe")
+        console.locator("header a", has_text="Runs").click()
+        console.locator(f"#runs tr[data-run='{TRIM}__{trim_run}'] a").click()
+        console.locator("a", has_text="the DAG run").click()
+        page.wait_for_url(f"**/dags/{TRIM}/runs/*", timeout=30_000)
+        assert "/tasks/" not in page.url and "/plugin/" not in page.url, page.url
+        page.go_back()
+        page.frame_locator("iframe").locator("#data-docs").click()
+        page.wait_for_url("**/gate/data_docs/index.html", timeout=30_000)
         browser.close()
     (run,) = live.runs(dag_id="policy_what_if")
     assert run["state"] == "success" and run["conf"]["sweep"] == "retention-time=1d,7d"

@@ -65,7 +65,7 @@ def get_pending_deletions(
 def post_restore(user: Editor, store: ConsoleStore, body: Annotated[RestoreBody, Body()]) -> dict[str, Any]:
     from housekeeping.core.errors import InputError
     from housekeeping.engine.restore import restore, restore_run
-    from housekeeping.observe.console import RUN_ID, check_topic
+    from housekeeping.observe.console import check_run_name, check_topic
 
     if (body.topic is None) == (body.runId is None):
         raise InputError("restore takes a topic (and optionally its ledgerId) or a runId, one of the two")
@@ -77,9 +77,7 @@ def post_restore(user: Editor, store: ConsoleStore, body: Annotated[RestoreBody,
     if body.runId is not None:
         if body.ledgerId is not None:
             raise InputError("ledgerId restores one ledger of a topic: give the topic, not a runId")
-        if not RUN_ID.match(body.runId):
-            raise InputError(f"runId {body.runId!r} is not a run's id")
-        done = restore_run(store, body.runId, **facts)
+        done = restore_run(store, check_run_name(body.runId), **facts)
         count = sum(len(ledgers) for ledgers in done["restored"].values())
         summary = f"restored {count} ledgers of {len(done['restored'])} topics deleted by {body.runId}"
         if done["failed"]:

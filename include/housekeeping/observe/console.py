@@ -59,6 +59,17 @@ NAMESPACE_FIGURES: dict[str, tuple[str, str | None]] = {
 # Kinds of pending deletion restore puts back (a replaced compacted ledger or an abandoned tier object it does not).
 RESTORABLE_KINDS = ("ledger", LOCAL_COPY_KIND, ORPHAN_KIND)
 RUN_ID = re.compile(r"^[A-Za-z0-9_.+-]{1,300}$")
+# A run's id as the journal and the pending deletions record it (an Airflow run id has ':' and '+'); compared, never
+# made a path.
+RUN_NAME = re.compile(r"^[A-Za-z0-9_.+:@-]{1,500}$")
+
+
+def check_run_name(run: str) -> str:
+    if not RUN_NAME.match(run):
+        raise InputError(f"run {run!r} is not a run's id")
+    return run
+
+
 MAX_PAGE = 1000
 
 
@@ -121,8 +132,7 @@ def pending_deletions(
     namespace or deleting run."""
     from housekeeping.engine.restore import deleted_by
 
-    if run is not None and not RUN_ID.match(run):
-        raise InputError(f"run {run!r} is not a run's id")
+    run = check_run_name(run) if run is not None else None
     topic = check_topic(topic) if topic else None
     namespace = check_namespace(namespace) if namespace else None
     p, d = t.pending_deletions.c, t.deleted_topics.c
