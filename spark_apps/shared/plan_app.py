@@ -12,7 +12,6 @@ to its app."""
 from __future__ import annotations
 
 import argparse
-import json
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -55,11 +54,30 @@ class PlanApp:
         return summary.as_json()
 
     def main(self, argv: list[str] | None = None) -> int:
-        """Plan one run in a Spark application named after the mechanism; print the plan's summary."""
+        """Plan one run in a Spark application named after the mechanism; say what it planned in one line (the
+        whole summary is ``plan/summary.json``)."""
         args = self.parse_args(argv)
         summary = self.run(get_spark(f"housekeeping-plan-{self.mechanism}"), args.run_dir)
-        print(json.dumps(summary, sort_keys=True))
+        print(describe_plan(summary, RunDir(args.run_dir).plan_summary))
         return 0
+
+
+def describe_plan(summary: dict[str, Any], where: Path) -> str:
+    """A plan's figures as one line a person reads in a task log: each top-level figure, bytes in human units,
+    per-namespace tables counted."""
+    from housekeeping.engine.report import human_bytes
+
+    said = []
+    for key, value in sorted(summary.items()):
+        if key in ("mechanism", "runId", "asOfMs"):
+            continue
+        if isinstance(value, dict):
+            said.append(f"{key}: {len(value)} entries")
+        elif isinstance(value, bool) or not isinstance(value, int | float):
+            said.append(f"{key}={value}")
+        else:
+            said.append(f"{key}={human_bytes(value) if 'ytes' in key else value}")
+    return f"PLAN: {summary.get('mechanism')} run {summary.get('runId')}: {', '.join(said)} ({where})"
 
 
 def topic_pass_plan(

@@ -70,3 +70,19 @@ def test_the_command_line_requires_the_run_directory(capsys):
         _app([]).parse_args([])
     assert "--run-dir" in capsys.readouterr().err
     assert _app([]).parse_args(["--run-dir", "x"]).run_dir == "x"
+
+
+def test_a_plan_is_said_in_one_line_with_bytes_in_human_units():
+    from pathlib import Path
+
+    from spark_apps.shared.plan_app import describe_plan
+
+    line = describe_plan(
+        {"mechanism": "trim", "runId": "r-1", "asOfMs": 5, "ledgersToDelete": 39, "bytesToDelete": 172_339,
+         "perNamespace": {"a/b": {}, "c/d": {}}, "warning": None},
+        Path("/s/runs/trim/r-1/plan/summary.json"),
+    )  # fmt: skip
+    assert line == (
+        "PLAN: trim run r-1: bytesToDelete=168.3 KiB, ledgersToDelete=39, perNamespace: 2 entries, warning=None "
+        "(/s/runs/trim/r-1/plan/summary.json)"
+    )

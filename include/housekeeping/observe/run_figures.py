@@ -12,7 +12,13 @@ from pathlib import Path
 from typing import Any, Protocol
 
 from housekeeping.engine.contract import ACTIONS
-from housekeeping.engine.documents import read_applied_run, read_gate_result, read_purged_run, read_run_info
+from housekeeping.engine.documents import (
+    PurgedRun,
+    read_applied_run,
+    read_gate_result,
+    read_purged_run,
+    read_run_info,
+)
 from housekeeping.engine.plan import table_batches
 from housekeeping.engine.report import human_bytes, sparse_batch_rows
 from housekeeping.engine.run_dir import RunDir, read_json
@@ -134,3 +140,26 @@ _EXTRA = {
     "bytesFreed": "bytes_freed",
     "cursorsMoved": "cursors_moved",
 }
+
+
+def describe_purge(result: dict[str, Any]) -> str:
+    """What a purge did, as one line a person reads in a task log."""
+    from housekeeping.core.timeutil import format_ms
+
+    purged = PurgedRun.from_json(result)
+    kept = [
+        f"{len(items)} {what}"
+        for what, items in (
+            ("held by a hold", purged.held),
+            ("kept by retention", purged.retained),
+            ("refused", purged.refused),
+            ("failed (retried by the next purge)", purged.failed),
+        )
+        if items
+    ]
+    due = f", the next due at {format_ms(purged.next_purge_after_ms)}" if purged.next_purge_after_ms else ""
+    return (
+        f"{len(purged.purged)} files of {len(purged.topics_purged)} topics removed "
+        f"({human_bytes(purged.bytes_purged)}); {purged.waiting} still wait for their grace period{due}"
+        + (f"; {', '.join(kept)}" if kept else "")
+    )

@@ -214,7 +214,7 @@ def snapshot_task(spec: Mechanism, defaults: DagDefaults):
     from the params as the CLI builds it from its options (``registry.build_request``), then the snapshot."""
     from airflow.sdk import get_current_context, task
 
-    @task(task_id="take_snapshot", retries=defaults.retries)
+    @task(task_id="take_snapshot", retries=defaults.retries, show_return_value_in_logs=False)
     def take_snapshot() -> dict[str, Any]:
         from airflow.sdk.exceptions import AirflowFailException
 
@@ -339,7 +339,12 @@ def apply_steps(spec: Mechanism, snapshot: Any) -> tuple[Any, Any]:
         gate >> applied
         return gate, applied
 
-    @task(task_id=spec.task_ids.apply, pool=DELETING_POOL, outlets=[store_alias()])
+    @task(
+        task_id=spec.task_ids.apply,
+        pool=DELETING_POOL,
+        outlets=[store_alias()],
+        show_return_value_in_logs=False,
+    )
     def apply_plan(snapshot_info: dict[str, Any]) -> dict[str, Any]:
         from airflow.sdk import get_current_context
         from airflow.sdk.exceptions import AirflowSkipException
@@ -363,20 +368,24 @@ def purge_and_report(spec: Mechanism, snapshot: Any) -> tuple[Any, Any]:
     through Airflow's metrics path, and the mechanism's notifiers)."""
     from airflow.sdk import TriggerRule, task
 
-    @task(task_id="purge_pending_deletions", pool=DELETING_POOL)
+    @task(task_id="purge_pending_deletions", pool=DELETING_POOL, show_return_value_in_logs=False)
     def purge_pending(snapshot_info: dict[str, Any]) -> dict[str, Any]:
         from airflow.sdk.exceptions import AirflowSkipException
 
         from housekeeping.core.settings import Settings
         from housekeeping.mechanisms.steps import purge_step
+        from housekeeping.observe.run_figures import describe_purge
         from housekeeping.store.store import Store
 
         if snapshot_info["dry_run"]:
             raise AirflowSkipException("dry run: nothing is purged")
-        return purge_step(Store.of_settings(Settings.from_env()), Path(snapshot_info["run_dir"]))
+        result = purge_step(Store.of_settings(Settings.from_env()), Path(snapshot_info["run_dir"]))
+        print(f"PURGED: {describe_purge(result)}")
+        return result
 
     @task(
         task_id=spec.task_ids.report,
+        show_return_value_in_logs=False,
         trigger_rule=TriggerRule.NONE_FAILED,
         on_success_callback=list(spec.report_notifiers()) or None,
     )
@@ -540,7 +549,7 @@ def build_policy_what_if_dag(doc_md: str):
         default_args={"owner": DEFAULT_OWNER, "retries": 0},
     ) as dag:
 
-        @task(task_id="prepare_what_if")
+        @task(task_id="prepare_what_if", show_return_value_in_logs=False)
         def prepare_what_if() -> dict[str, Any]:
             """Checks the form before Spark starts and writes the request the Spark step reads."""
             return prepare_what_if_request(get_current_context())

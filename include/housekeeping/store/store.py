@@ -163,12 +163,16 @@ def write_transaction(engine: Engine) -> Iterator[Connection]:
             yield connection
 
 
+def _quiet_alembic() -> None:
+    # Its per-connection INFO lines ("Context impl PostgresqlImpl.", "Will assume transactional DDL.") say nothing
+    # an operator reads in a task's log.
+    logging.getLogger("alembic").setLevel(logging.WARNING)
+
+
 def _alembic_config():
     from alembic.config import Config
 
-    # Its per-connection INFO lines ("Context impl SQLiteImpl.") say nothing an operator reads in a task's log.
-    logging.getLogger("alembic").setLevel(logging.WARNING)
-
+    _quiet_alembic()
     config = Config()
     config.set_main_option("script_location", str(Path(__file__).parent / "migrations"))
     return config
@@ -187,6 +191,7 @@ def schema_revision(connection: Connection) -> str | None:
     """The revision a metadata database is at (None: never migrated)."""
     from alembic.runtime.migration import MigrationContext
 
+    _quiet_alembic()
     return MigrationContext.configure(connection).get_current_revision()
 
 

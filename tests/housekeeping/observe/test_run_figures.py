@@ -10,7 +10,7 @@ import pytest
 from housekeeping.engine.contract import LEDGERS, NAMESPACES
 from housekeeping.engine.parquet_rows import write_parquet
 from housekeeping.engine.run_dir import RunDir, write_json
-from housekeeping.observe.run_figures import describe, run_figures, store_change
+from housekeeping.observe.run_figures import describe, describe_purge, run_figures, store_change
 
 pytestmark = pytest.mark.unit
 
@@ -94,3 +94,15 @@ def test_a_missed_deadline_names_the_run_from_what_airflow_passes():
     assert (alert["dagId"], alert["runId"], alert["state"], alert["deadlineSeconds"]) == (
         "consumed_ledger_trim", "manual__x", "running", 10800,
     )  # fmt: skip
+
+
+def test_a_purge_reads_as_one_line():
+    line = describe_purge(
+        {"purged": ["persistent://a/b/t:1", "persistent://a/b/t:2"], "topicsPurged": ["persistent://a/b/t"],
+         "bytesPurged": 3072, "waiting": 4, "nextPurgeAfterMs": 1_793_577_600_000, "held": ["persistent://a/c/u:7"],
+         "refused": [], "failed": {}, "retained": {}}
+    )  # fmt: skip
+    assert line == (
+        "2 files of 1 topics removed (3.0 KiB); 4 still wait for their grace period, the next due at "
+        "2026-11-02T00:00:00.000Z; 1 held by a hold"
+    )
