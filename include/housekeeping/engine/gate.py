@@ -320,31 +320,60 @@ def run_gate(
     return document
 
 
-# Data Docs pages load Bootstrap, jQuery, Font Awesome and Vega from CDNs. Here they are written to read
-# offline: those tags are dropped and a small stylesheet of our own is inlined (the validation results are
-# plain HTML tables; what the CDN scripts add is sorting and collapsing).
+# Data Docs pages load Bootstrap, jQuery, Font Awesome and Vega from CDNs and their logo from a web bucket. Here they
+# are written to read offline: those tags are dropped, and with them every script (the pages' own scripts call
+# jQuery: they would only fail), a small stylesheet of our own is inlined (the validation results are plain HTML
+# tables; what the CDN scripts add is sorting and collapsing), the logo is Great Expectations' own image from its
+# package, inlined, and the links to a Data Docs site around the pages (there is none) lead to our index.
 _EXTERNAL_TAGS = re.compile(
     r"<link\b[^>]*\bhref=\"(?:https?:)?//[^\"]*\"[^>]*>"
     r"|<script\b[^>]*\bsrc=\"(?:https?:)?//[^\"]*\"[^>]*>\s*</script>"
-    r"|<img\b[^>]*\bsrc=\"(?:https?:)?//[^\"]*\"[^>]*>"
     r"|<link\b[^>]*rel=\"shortcut icon\"[^>]*>",
     re.IGNORECASE,
 )
 _EXTERNAL_LINKS = re.compile(r"\bhref=\"(?:https?:)?//[^\"]*\"", re.IGNORECASE)
+_WEB_IMAGES = re.compile(r"<img\b[^>]*\bsrc=\"(?:https?:)?//[^\"]*\"[^>]*>", re.IGNORECASE)
+_SCRIPTS = re.compile(r"<script\b[^>]*>.*?</script>", re.IGNORECASE | re.DOTALL)
+_EXTERNAL_CSS_URLS = re.compile(r"url\((['\"]?)(?:https?:)?//[^)'\"]*\1\)", re.IGNORECASE)
+_SITE_LINKS = re.compile(r"\bhref=\"(?:\.\./)+[^\"]*\"")
 _OFFLINE_CSS = """<style>
 body { font-family: system-ui, sans-serif; margin: 1.5em; color: #222; }
 table { border-collapse: collapse; margin: 0.5em 0; } th, td { border: 1px solid #ddd; padding: 0.3em 0.6em; }
 .card { border: 1px solid #ddd; border-radius: 6px; margin: 0.8em 0; padding: 0.5em 1em; }
 .text-danger, .fa-times { color: #c0392b; } .text-success, .fa-check-circle { color: #1e8449; }
 .d-none, .modal, .navbar-toggler, form, footer { display: none; }
+.sticky > .card:first-child, [data-toggle="collapse"] { display: none; } /* filters and toggles need scripts */
 .fas.fa-check-circle::before { content: "\\2714  passed"; } .fas.fa-times::before { content: "\\2718  failed"; }
 </style>"""
 
 
+@functools.cache
+def _logo_data() -> str:
+    """Great Expectations' logo from its package, as a data URL (the pages name a copy on the web)."""
+    import base64
+
+    import great_expectations
+
+    logo = Path(great_expectations.__file__).parent / "render/view/static/images/logo-long.png"
+    return "data:image/png;base64," + base64.b64encode(logo.read_bytes()).decode("ascii")
+
+
+def _web_image(tag: str) -> str:
+    """The page's logo from the web, as the packaged logo; any other image from the web, dropped."""
+    if "logo" not in tag.lower():
+        return ""
+    return re.sub(r'\bsrc="[^"]*"', f'src="{_logo_data()}"', tag, count=1)
+
+
 def offline_html(html: str) -> str:
-    """A Data Docs page that needs no network: CDN tags removed, external links made inert, our CSS inlined."""
+    """A Data Docs page that needs no network: CDN tags and scripts removed, external links made inert, the logo
+    inlined, links to the (absent) site around it led to the index, our CSS inlined."""
     html = _EXTERNAL_TAGS.sub("", html)
+    html = _WEB_IMAGES.sub(lambda found: _web_image(found.group(0)), html)
+    html = _SCRIPTS.sub("", html)
+    html = _EXTERNAL_CSS_URLS.sub(lambda _: f"url('{_logo_data()}')", html)
     html = _EXTERNAL_LINKS.sub('href="#"', html)
+    html = _SITE_LINKS.sub('href="index.html"', html)
     return html.replace("</head>", f"{_OFFLINE_CSS}</head>", 1)
 
 
@@ -377,6 +406,8 @@ def write_data_docs(out_dir: Path, mechanism: str, validations: list[tuple[str, 
         "<!doctype html><html><head><meta charset='utf-8'><title>Gate: "
         f"{html_escape(mechanism)}</title>{_OFFLINE_CSS}</head><body>"
         f"<h1>Great Expectations gate: {html_escape(mechanism)} ({'passed' if success else 'REJECTED'})</h1>"
+        # From the console (runs/<mechanism>/<run>/files/gate/data_docs/), the run's page.
+        "<p><a id='back-to-run' href='../../../'>the run in the housekeeping console</a></p>"
         "<table><tr><th>checked frame (suite)</th><th>result</th><th>expectations</th></tr>"
         + "".join(rows)
         + "</table></body></html>",

@@ -429,6 +429,30 @@ def test_every_page_in_a_browser_and_restore_and_a_hold_done_there(server, store
         assert "passed" in page.inner_text("body") and page.locator("#actions tr").count() > 1
         page.screenshot(path=str(SHOTS / "console-03-run.png"), full_page=True)
 
+        # Its Data Docs read offline: no request leaves the server, no script error, the logo is there.
+        errors: list[str] = []
+        outside: list[str] = []
+        page.on("pageerror", lambda error: errors.append(str(error)))
+        page.on(
+            "request",
+            lambda r: outside.append(r.url) if not r.url.startswith((server.url, "data:")) else None,
+        )
+        page.locator("#data-docs").click()
+        page.wait_for_url("**/gate/data_docs/index.html")
+        page.locator("a", has_text="deletions").first.click()
+        page.wait_for_load_state("load")
+        logo = page.locator(".navbar-brand a img")
+        assert logo.get_attribute("src").startswith("data:image/png;base64,")
+        assert page.evaluate("document.querySelector('.navbar-brand a img').naturalWidth") > 0, (
+            "the logo is drawn"
+        )
+        page.screenshot(path=str(SHOTS / "console-03c-data-docs.png"))
+        page.locator(".navbar-brand a").click()
+        page.wait_for_url("**/gate/data_docs/index.html")
+        page.locator("#back-to-run").click()
+        page.locator("#actions").wait_for()
+        assert errors == [] and outside == [], (errors, outside)
+
         # A run that found the store changed since its snapshot says which topics it left alone, and why.
         page.goto(f"{base}runs")
         page.locator("a", has_text="live-trim").first.click()

@@ -44,6 +44,12 @@ def test_data_docs_pages_exist_per_frame_and_need_no_network(tmp_path, validatio
     assert set(pages) == {"index.html", "cursor_moves.html", "deletions.html"}
     for name, html in pages.items():
         assert not EXTERNAL.search(html), f"{name} loads something from the network"
+        # No script (the pages' own call jQuery, which is not there), no stylesheet URL on the web, no link out of
+        # the pages to a Data Docs site that does not exist.
+        assert "<script" not in html and not re.search(r"url\((['\"]?)(https?:)?//", html), name
+        assert not re.search(r'href="\.\./', html), name
+    assert "url('data:image/png;base64," in pages["deletions.html"], "the dark theme's logo is inlined"
+    assert re.search(r'<img[^>]*src="data:image/png;base64,', pages["deletions.html"]), "the logo is inlined"
     assert "REJECTED" in pages["index.html"] and 'href="deletions.html"' in pages["index.html"]
     deletions = pages["deletions.html"]
     assert "Expectation Validation Result" in deletions and "values must belong to this set" in deletions
