@@ -4,6 +4,7 @@ console's cookie carries, so a page changes nothing by itself and a forged cross
 
 from __future__ import annotations
 
+import re
 import time
 from pathlib import Path
 from typing import TYPE_CHECKING, Annotated, Any
@@ -11,6 +12,7 @@ from typing import TYPE_CHECKING, Annotated, Any
 from airflow.api_fastapi.common.db.common import SessionDep
 from fastapi import APIRouter, Depends, Query, Request
 from fastapi.responses import FileResponse, HTMLResponse
+from markupsafe import Markup
 
 from housekeeping.console.access import Reader, actor_of
 from housekeeping.console.store import ConsoleSettings, ConsoleStore
@@ -22,6 +24,25 @@ if TYPE_CHECKING:
 
 router = APIRouter()
 TEMPLATES = Path(__file__).with_name("templates")
+# A duration the plans write in seconds ("closed 3074513 s before as-of"), as a person reads it beside the figure.
+SECONDS = re.compile(r"\b(\d{2,}) s\b")
+
+
+def human_seconds(text: str) -> str:
+    """``text`` with each duration of ten seconds or more written in seconds followed by its days and hours:
+    "3074513 s" -> "3074513 s (35d 13h)". For the page only: the plan's reasons stay as the plan wrote them."""
+    from housekeeping.core.timeutil import format_duration_ms
+
+    return SECONDS.sub(
+        lambda found: f"{found.group(0)} ({format_duration_ms(int(found.group(1)) * 1000)})", text
+    )
+
+
+def markdown_html(text: str) -> Markup:
+    """A report's Markdown as HTML (CommonMark and tables; raw HTML in it is shown as text, never run)."""
+    from markdown_it import MarkdownIt
+
+    return Markup(MarkdownIt("commonmark", {"html": False}).enable("table").render(human_seconds(text)))
 
 
 def render(name: str, request: Request, user: Any, **context: Any) -> HTMLResponse:
@@ -40,6 +61,7 @@ def render(name: str, request: Request, user: Any, **context: Any) -> HTMLRespon
         "-" if seconds is None else format_duration_ms(int(seconds * 1000))
     )
     env.filters["ms"] = format_ms
+    env.filters["seconds"] = human_seconds
     base = str(request.url_for("store_page")).rstrip("/") + "/"
     page = env.get_template(name).render(
         base=base, page=name.removesuffix(".html"), user=actor_of(user), **context
@@ -173,7 +195,7 @@ def run_page(
         actions=actions,
         topic=topic or "",
         kind=kind or "",
-        report=report.read_text(encoding="utf-8") if report.is_file() else None,
+        report=markdown_html(report.read_text(encoding="utf-8")) if report.is_file() else None,
         airflow_run=airflow_run,
         pending=pending,
     )

@@ -291,13 +291,17 @@ def run_actions(
 
 
 def run_file(store: Store, mechanism: str, run_dir_name: str, relative: str) -> Path:
-    """A file of the run's report or gate Data Docs (``report/...``, ``gate/data_docs/...``), resolved inside the
-    run directory; anything else, or outside it, is bad input."""
+    """A file of the run's report or gate Data Docs (``report/...``, ``gate/data_docs/...``), or its plan summary,
+    approval request and purge list, resolved inside the run directory; anything else, or outside it, is bad
+    input."""
     run = run_dir_of(store, mechanism, run_dir_name)
     allowed = (run.report_dir.resolve(), run.data_docs_dir.resolve())
+    files = {p.resolve() for p in (run.plan_summary, run.approval_request_md, run.purge_due, run.gate_result)}
     path = (run.path / relative).resolve()
-    if not any(base in path.parents for base in allowed) or not path.is_file():
-        raise NotFound(f"no report or Data Docs file {relative!r} in run {run_dir_name}")
+    if not (any(base in path.parents for base in allowed) or path in files) or not path.is_file():
+        raise NotFound(
+            f"no report, Data Docs, plan summary or approval file {relative!r} in run {run_dir_name}"
+        )
     return path
 
 

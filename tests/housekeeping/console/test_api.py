@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import shutil
 import subprocess
 import time
@@ -259,10 +260,15 @@ def test_files_are_served_only_from_inside_a_run_directory(server, tokens, store
     report = server.call("GET", f"{files}/report/report.md", admin)
     assert report.status_code == 200 and "trim" in report.text.lower()
     assert server.call("GET", f"{files}/gate/data_docs/index.html", admin).status_code == 200
+    # The files the approval request links to: the plan's summary.
+    summary = server.call("GET", f"{files}/plan/summary.json", admin)
+    assert summary.status_code == 200 and summary.json()["mechanism"] == "trim"
     for hostile in (
         "../../../metadata.db",
         "report/../../../metadata.db",
         "snapshot/run.json",
+        "plan/actions",
+        "plan/summary.json/../../snapshot/run.json",
         "%2e%2e/apply",
     ):
         response = server.call("GET", f"{files}/{hostile}", admin)
@@ -428,6 +434,16 @@ def test_every_page_in_a_browser_and_restore_and_a_hold_done_there(server, store
         page.locator("#actions").wait_for()
         assert "passed" in page.inner_text("body") and page.locator("#actions tr").count() > 1
         page.screenshot(path=str(SHOTS / "console-03-run.png"), full_page=True)
+        # The report is read as a page, not as Markdown; the reasons' seconds come with their days and hours.
+        assert (
+            page.locator("#report h1, #report h2").count() > 0 and page.locator("#report table").count() > 0
+        )
+        assert "|---" not in page.inner_text("#report") and "## " not in page.inner_text("#report")
+        assert re.search(r"\d+ s \((\d+d|\d+h)", page.inner_text("#actions")), page.inner_text("#actions")[
+            :600
+        ]
+        page.locator("#report").scroll_into_view_if_needed()
+        page.screenshot(path=str(SHOTS / "console-03d-run-report.png"))
 
         # Its Data Docs read offline: no request leaves the server, no script error, the logo is there.
         errors: list[str] = []
