@@ -396,6 +396,23 @@ def test_a_person_rejects_or_approves_a_large_deletion_in_required_actions(
         # answer before that meets an Airflow 3.3 race (the resumed task is marked failed, "finished with state
         # success, but the task instance's state attribute is queued"; nothing is applied: docs/deployment.md).
         time.sleep(10)
+        if request_shot is not None:
+            # The request links to the run in the console, its Data Docs and its plan summary (not server paths).
+            from urllib.parse import quote
+
+            page.goto(
+                f"{live_airflow.url}/dags/{TRIM}/runs/{quote(run_id, safe='')}/tasks/{APPROVE_TASK}/required_actions"
+            )
+            console = page.locator("a", has_text="The run in the housekeeping console").first
+            console.wait_for(timeout=60_000)
+            links = [console.get_attribute("href")] + [
+                page.locator("a", has_text=text).first.get_attribute("href")
+                for text in ("Gate report (Great Expectations Data Docs)", "plan summary")
+            ]
+            assert links[0] == f"/housekeeping/runs/trim/{TRIM}__{run_id}".replace(":", "_"), links
+            for link in links:
+                assert page.request.get(f"{live_airflow.url}{link}").status == 200, link
+            assert str(store.root) not in page.inner_text("body"), "a server path in the request"
         if choice is not None:
             ui.answer_required_action(
                 page, live_airflow.url, TRIM, run_id, APPROVE_TASK, choice, "Approve trim run", request_shot

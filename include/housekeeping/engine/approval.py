@@ -217,9 +217,25 @@ def request_approval(
     return request
 
 
-def request_markdown(request: ApprovalRequest) -> str:
-    """What the person sees in Airflow's Required Actions (and ``approval/request.md``)."""
+def request_markdown(request: ApprovalRequest, console: str | None = None) -> str:
+    """What the person sees in Airflow's Required Actions (and ``approval/request.md``). ``console``: the
+    console's URL path (``/housekeeping``); the gate report, the plan and the run are then links to it, else the
+    files' paths on the server."""
     m = request.measures
+    if console is not None:
+        run = (
+            f"{console.rstrip('/')}/runs/{request.mechanism}/{Path(request.plan_summary).parent.parent.name}"
+        )
+        where = [
+            f"[The run in the housekeeping console]({run}): its plan per namespace, every action with its reason, "
+            f"the gate's expectations. [Gate report (Great Expectations Data Docs)]({run}/files/gate/data_docs/"
+            f"index.html), [plan summary]({run}/files/plan/summary.json).",
+        ]
+    else:
+        where = [
+            f"Gate report (Great Expectations Data Docs): `{request.data_docs}`  ",
+            f"Plan summary: `{request.plan_summary}`",
+        ]
     lines = [
         f"**{request.mechanism}** run `{request.run_id}` as of {request.as_of} passed the gate and is over "
         "the approval thresholds:",
@@ -253,8 +269,7 @@ def request_markdown(request: ApprovalRequest) -> str:
             for ns, b in m["namespace_bytes"].items()
         ],
         "",
-        f"Gate report (Great Expectations Data Docs): `{request.data_docs}`  ",
-        f"Plan summary: `{request.plan_summary}`",
+        *where,
         "",
         "**Approve** applies the plan (deleted ledgers stay restorable until purge). **Reject** applies nothing; "
         "the run ends and the next run plans again. No answer in time counts as Reject.",

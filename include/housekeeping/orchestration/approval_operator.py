@@ -25,6 +25,16 @@ from housekeeping.store.journal import has_finished_apply
 from housekeeping.store.store import Store
 
 
+def console_path() -> str:
+    """The console's URL path in this Airflow (under ``[api] base_url``'s path, if any)."""
+    from urllib.parse import urlparse
+
+    from airflow.configuration import conf
+
+    base = urlparse(conf.get("api", "base_url", fallback="") or "").path.rstrip("/")
+    return f"{base}/housekeeping"
+
+
 class DeletionApprovalOperator(ApprovalOperator):
     """``approve_<...>``: the approval step of one mechanism's DAG."""
 
@@ -73,7 +83,7 @@ class DeletionApprovalOperator(ApprovalOperator):
             return {"required": False, "why": "under the approval thresholds"}
         self.log.warning("APPROVAL REQUIRED: %s", "; ".join(request.reasons))
         self.subject = f"Approve {self.mechanism} run {request.run_id}: {request.reasons[0]}"
-        self.body = request_markdown(request)
+        self.body = request_markdown(request, console=console_path())
         self.response_timeout = timedelta(seconds=settings.approval_timeout_seconds)
         return super().execute(context)
 

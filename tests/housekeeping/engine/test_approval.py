@@ -15,6 +15,7 @@ from housekeeping.engine.approval import (
     over_thresholds,
     record_decision,
     request_approval,
+    request_markdown,
 )
 from housekeeping.engine.contract import ACTIONS, LEDGERS, NAMESPACES
 from housekeeping.engine.documents import document_json
@@ -132,6 +133,11 @@ def test_the_request_and_each_decision_are_recorded_in_the_run_and_the_journal(t
     )
     page = run.approval_request_md.read_text()
     assert "| acme/orders | 800 B | 80.0% |" in page and "No answer in time counts as Reject" in page
+    # In Airflow's Required Actions the request links to the console, not to paths on the server.
+    linked = request_markdown(request, console="/airflow/housekeeping/")
+    assert "[The run in the housekeeping console](/airflow/housekeeping/runs/trim/run)" in linked
+    assert "(/airflow/housekeeping/runs/trim/run/files/gate/data_docs/index.html)" in linked
+    assert str(tmp_path) not in linked and str(tmp_path) in page
     assert not request_approval(run, MIXED, ApprovalThresholds(namespace_share=0.9)).required
 
     record_decision(store, run, approved=True, decided_by="ops-alice", decided_at_ms=AS_OF + 1000)
