@@ -148,22 +148,53 @@ def test_a_run_that_would_apply_in_the_future_fails_at_its_first_task(airflow_wi
     assert store_state(live.store) == before
 
 
-def _answered(live, conf: dict, option: str) -> tuple[str, str]:
+def _answer_in_the_console(live, run_id: str, option: str) -> None:
+    """As a person answers from the console: the header says a run waits, the Runs page's button, a yes."""
+    from playwright.sync_api import sync_playwright
+
+    from tests.housekeeping.console.test_api import SHOTS
+
+    ui = ui_driver()
+    with sync_playwright() as playwright:
+        browser = playwright.chromium.launch(executable_path="/usr/bin/chromium", args=ui.CHROMIUM_ARGS)
+        page = browser.new_page(viewport={"width": 1440, "height": 1000})
+        ui.login(page, live.url, live.user, live.password)
+        page.goto(f"{live.url}/housekeeping/")
+        page.locator("#waiting", has_text="1 run waits for approval").wait_for(timeout=30_000)
+        page.locator("#waiting").click()
+        row = page.locator(f"#runs tr[data-run='{TRIM}__{run_id}']")
+        assert "waiting for approval" in row.inner_text() and "the first trim apply" in row.inner_text()
+        page.screenshot(path=str(SHOTS / "console-12-waiting-for-approval.png"), full_page=True)
+        asked: list[str] = []
+        page.once("dialog", lambda dialog: (asked.append(dialog.message), dialog.accept()))
+        row.locator("button", has_text=option).click()
+        page.wait_for_load_state("load")
+        page.locator("#message.ok", has_text="approved: apply runs").wait_for(timeout=30_000)
+        assert asked and run_id in asked[0], asked
+        browser.close()
+
+
+def _answered(live, conf: dict, option: str, *, in_console: bool = False) -> tuple[str, str]:
     """A manual run with ``conf`` that waits for a person at its approval step, answered ``option`` through
-    Airflow's REST API as the Required Actions page answers: (run id, its final state)."""
+    Airflow's REST API as the Required Actions page answers, or in the console: (run id, its final state)."""
     for attempt in (1, 2):
         run_id = _trigger(live, conf)
         waits = ui_driver().wait_for_task(
             live.api(), TRIM, run_id, "approve_ledger_trim", {"awaiting_input"}, 600
         )
         assert waits == "awaiting_input", (run_id, waits, live.failed_tasks(run_id))
-        answered = _call(
-            live,
-            "PATCH",
-            f"/api/v2/dags/{TRIM}/dagRuns/{run_id}/taskInstances/approve_ledger_trim/-1/hitlDetails",
-            json={"chosen_options": [option]},
-        )
-        assert answered.status_code == 200, answered.text
+        if in_console:
+            # As a person would: not within the seconds it takes the executor to report that the task parked.
+            time.sleep(10)
+            _answer_in_the_console(live, run_id, option)
+        else:
+            answered = _call(
+                live,
+                "PATCH",
+                f"/api/v2/dags/{TRIM}/dagRuns/{run_id}/taskInstances/approve_ledger_trim/-1/hitlDetails",
+                json={"chosen_options": [option]},
+            )
+            assert answered.status_code == 200, answered.text
         state = _wait(live, run_id)["state"]
         if state == "success" or attempt == 2:
             return run_id, state
@@ -181,8 +212,18 @@ def test_the_first_apply_waits_for_a_person_and_a_purge_over_the_threshold_too_a
     too, and a Reject leaves every pending deletion restorable."""
     live = airflow_with_schedules
     before = store_state(live.store)
-    first, state = _answered(live, {"as_of": "2026-11-02T00:00:00Z"}, "Approve")
+    first, state = _answered(live, {"as_of": "2026-11-02T00:00:00Z"}, "Approve", in_console=True)
     assert state == "success", live.failed_tasks(first)
+    # Approved in the console, seen by Airflow: the task's answer is the console user's, and journaled as theirs.
+    detail = _call(
+        live, "GET", f"/api/v2/dags/{TRIM}/dagRuns/{first}/taskInstances/approve_ledger_trim/-1/hitlDetails"
+    )
+    assert detail.status_code == 200 and detail.json()["chosen_options"] == ["Approve"], detail.text
+    assert detail.json()["responded_by_user"]["name"] == live.user, detail.text
+    decision = json.loads(
+        (live.store.run_dir("trim", f"{TRIM}__{first}") / "approval" / "decision.json").read_text()
+    )
+    assert (decision["decision"], decision["decidedBy"]) == ("approved", live.user)
     request = json.loads(
         (live.store.run_dir("trim", f"{TRIM}__{first}") / "approval" / "request.json").read_text()
     )

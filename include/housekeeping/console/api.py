@@ -5,7 +5,7 @@ what is wrong (400; 404 for a run or file that does not exist) and changes nothi
 from __future__ import annotations
 
 import uuid
-from typing import Annotated, Any
+from typing import Annotated, Any, Literal
 
 from airflow.api_fastapi.common.db.common import SessionDep
 from fastapi import APIRouter, Body, Depends, Query
@@ -31,6 +31,14 @@ class RestoreBody(BaseModel):
     runId: str | None = Field(
         default=None, description="every deletion of this run still waiting for purge (as GET runs names it)"
     )
+
+
+class ApprovalBody(BaseModel):
+    """A person's answer to a housekeeping run waiting for approval (its DAG's approval step)."""
+
+    dagId: str = Field(min_length=1, max_length=250)
+    dagRunId: str = Field(min_length=1, max_length=250)
+    decision: Literal["approve", "reject"]
 
 
 class HoldBody(BaseModel):
@@ -90,6 +98,33 @@ def post_restore(user: Editor, store: ConsoleStore, body: Annotated[RestoreBody,
         "restoredLedgers": restored,
         "summary": f"restored {len(restored)} ledgers of {topic}",
     }
+
+
+@router.post("/approvals")
+def post_approval(user: Editor, session: SessionDep, body: Annotated[ApprovalBody, Body()]) -> dict[str, Any]:
+    """Approve or reject a run waiting at its approval step, as Airflow's Required Actions page does (the same
+    Airflow code answers; the approval step then journals who decided)."""
+    from airflow.api_fastapi.core_api.datamodels.hitl import UpdateHITLDetailPayload
+    from airflow.api_fastapi.core_api.routes.public.hitl import update_hitl_detail
+    from airflow.providers.standard.operators.hitl import ApprovalOperator
+
+    from housekeeping.core.errors import InputError
+    from housekeeping.mechanisms.registry import MECHANISMS
+
+    spec = next((m for m in MECHANISMS.values() if m.dag_id == body.dagId), None)
+    if spec is None:
+        raise InputError(f"dagId {body.dagId!r} is not a housekeeping DAG with an approval step")
+    option = ApprovalOperator.APPROVE if body.decision == "approve" else ApprovalOperator.REJECT
+    update_hitl_detail(
+        dag_id=spec.dag_id,
+        dag_run_id=body.dagRunId,
+        task_id=spec.task_ids.approve,
+        update_hitl_detail_payload=UpdateHITLDetailPayload(chosen_options=[option]),
+        user=user,
+        session=session,
+    )
+    what = "approved: apply runs" if body.decision == "approve" else "rejected: nothing is applied"
+    return {**body.model_dump(), "summary": f"{spec.dag_id} run {body.dagRunId} {what}"}
 
 
 @router.get("/holds")

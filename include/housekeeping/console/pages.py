@@ -42,7 +42,9 @@ def markdown_html(text: str) -> Markup:
     """A report's Markdown as HTML (CommonMark and tables; raw HTML in it is shown as text, never run)."""
     from markdown_it import MarkdownIt
 
-    return Markup(MarkdownIt("commonmark", {"html": False}).enable("table").render(human_seconds(text)))
+    html = MarkdownIt("commonmark", {"html": False}).enable("table").render(human_seconds(text))
+    # Under the page's own headings: the report's h1 is the page's h3.
+    return Markup(re.sub(r"<(/?)h([1-4])>", lambda m: f"<{m.group(1)}h{int(m.group(2)) + 2}>", html))
 
 
 def render(name: str, request: Request, user: Any, **context: Any) -> HTMLResponse:

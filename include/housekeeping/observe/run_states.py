@@ -80,14 +80,11 @@ class RunRecord:
         failures = read_step_failures(run)
         if not run.run_info.is_file():
             return cls(failures=failures)
-        from housekeeping.observe.run_figures import store_change
-
         info = read_run_info(run)
         gate = read_gate_result(run)
         request = read_document(ApprovalRequest, run.approval_request)
         decision = read_document(ApprovalDecision, run.approval_decision)
         applied = read_applied_run(run)
-        change = store_change(run) if applied is not None else None
         return cls(
             snapshot=True,
             intent=info.intent,
@@ -100,7 +97,8 @@ class RunRecord:
             decided_by=decision.decided_by if decision is not None else None,
             applied=applied is not None,
             topics_changed=len(applied.applied_topics) if applied is not None else 0,
-            bytes_reclaimed=int(change["bytesDeleted"]) if change is not None else (0 if applied else None),
+            # What apply counted (no pass over the plan: a runs page lists many runs).
+            bytes_reclaimed=int(applied.figures.get("bytesDeleted") or 0) if applied is not None else None,
             failures=failures,
         )
 

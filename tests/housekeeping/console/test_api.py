@@ -156,6 +156,7 @@ def test_nobody_gets_in_without_a_token_and_a_viewer_reads_but_cannot_change(ser
         ("GET", f"{API}/journal"),
         ("GET", f"{API}/runs"),
         ("POST", f"{API}/restore"),
+        ("POST", f"{API}/approvals"),
         ("POST", f"{API}/holds"),
         ("DELETE", f"{API}/holds?target=acme/orders"),
         ("GET", f"{API}/forecast"),
@@ -178,6 +179,12 @@ def test_nobody_gets_in_without_a_token_and_a_viewer_reads_but_cannot_change(ser
         ("POST", f"{API}/restore", {"topic": pending[0]["topic"]}),
         ("POST", f"{API}/holds", {"target": "acme/orders", "reason": "audit"}),
         ("DELETE", f"{API}/holds?target=acme/orders", None),
+        ("POST", f"{API}/restore", {"runId": "live-trim"}),
+        (
+            "POST",
+            f"{API}/approvals",
+            {"dagId": "consumed_ledger_trim", "dagRunId": "r", "decision": "approve"},
+        ),
     ]:
         response = server.call(method, path, viewer, json=body)
         assert response.status_code == 403 and "viewer" in response.json()["detail"], (path, response.text)
@@ -191,6 +198,27 @@ def test_nobody_gets_in_without_a_token_and_a_viewer_reads_but_cannot_change(ser
         ("POST", "/restore", {"topic": "persistent://acme/orders/no-such-topic"}, 400, "no-such-topic"),
         ("POST", "/restore", {"topic": "persistent://acme/orders/t", "ledgerId": -1}, 422, "ledgerId"),
         ("POST", "/restore", {}, 400, "a topic (and optionally its ledgerId) or a runId"),
+        (
+            "POST",
+            "/approvals",
+            {"dagId": "storage_report", "dagRunId": "r", "decision": "approve"},
+            400,
+            "storage_report",
+        ),
+        (
+            "POST",
+            "/approvals",
+            {"dagId": "consumed_ledger_trim", "dagRunId": "r", "decision": "maybe"},
+            422,
+            "decision",
+        ),
+        (
+            "POST",
+            "/approvals",
+            {"dagId": "consumed_ledger_trim", "dagRunId": "no-such-run", "decision": "reject"},
+            404,
+            None,
+        ),
         (
             "POST",
             "/restore",
@@ -436,7 +464,7 @@ def test_every_page_in_a_browser_and_restore_and_a_hold_done_there(server, store
         page.screenshot(path=str(SHOTS / "console-03-run.png"), full_page=True)
         # The report is read as a page, not as Markdown; the reasons' seconds come with their days and hours.
         assert (
-            page.locator("#report h1, #report h2").count() > 0 and page.locator("#report table").count() > 0
+            page.locator("#report h3, #report h4").count() > 0 and page.locator("#report table").count() > 0
         )
         assert "|---" not in page.inner_text("#report") and "## " not in page.inner_text("#report")
         assert re.search(r"\d+ s \((\d+d|\d+h)", page.inner_text("#actions")), page.inner_text("#actions")[
