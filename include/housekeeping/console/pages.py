@@ -51,6 +51,7 @@ def render(name: str, request: Request, user: Any, **context: Any) -> HTMLRespon
     from jinja2 import Environment, FileSystemLoader, StrictUndefined, select_autoescape
 
     from housekeeping.core.timeutil import format_duration_ms, format_ms
+    from housekeeping.engine.pages import byte_hours
     from housekeeping.engine.report import human_bytes
 
     env = Environment(
@@ -64,6 +65,7 @@ def render(name: str, request: Request, user: Any, **context: Any) -> HTMLRespon
     )
     env.filters["ms"] = format_ms
     env.filters["seconds"] = human_seconds
+    env.filters["byte_hours"] = byte_hours
     base = str(request.url_for("store_page")).rstrip("/") + "/"
     page = env.get_template(name).render(
         base=base, page=name.removesuffix(".html"), user=actor_of(user), **context
@@ -117,6 +119,40 @@ def _capacity_summary(store: Store) -> dict[str, Any] | None:
 
 
 CAPACITY_FILES = ("index.html", "usage.json", "usage-tenant.csv", "usage-namespace.csv", "forecast.json")
+
+
+@router.get("/capacity", response_class=HTMLResponse)
+def capacity_page(
+    request: Request, user: Reader, store: ConsoleStore, report: str | None = None
+) -> HTMLResponse:
+    """Every capacity report the store holds (a day's, a backfill's), newest first, one of them shown (the newest
+    unless ``report`` names another); before the first, what writes one."""
+    from housekeeping.observe.capacity.report import list_reports
+
+    reports = list_reports(store)
+    chosen = (
+        next((r for r in reports if r["dir"] == report), None)
+        if report
+        else (reports[0] if reports else None)
+    )
+    if report and chosen is None:
+        from housekeeping.core.errors import NotFound
+
+        raise NotFound(
+            f"no capacity report {report!r} (the reports: {', '.join(r['dir'] for r in reports[:5])} ...)"
+        )
+    return render("capacity.html", request, user, reports=reports, chosen=chosen)
+
+
+@router.get("/capacity/{report}/{name}")
+def capacity_report_file(user: Reader, store: ConsoleStore, report: str, name: str) -> FileResponse:
+    """A file of one capacity report (its page, JSON and CSV), by the report's directory."""
+    from housekeeping.core.errors import NotFound
+    from housekeeping.observe.capacity.report import REPORT_DIR, list_reports
+
+    if name not in CAPACITY_FILES or report not in {r["dir"] for r in list_reports(store)}:
+        raise NotFound(f"no capacity report file {report}/{name}")
+    return FileResponse(store.root / REPORT_DIR / report / name)
 
 
 @router.get("/capacity/{name}")

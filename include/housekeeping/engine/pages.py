@@ -43,6 +43,11 @@ def svg(figure: Any) -> str:
     return text[text.index("<svg") :]
 
 
+def byte_hours(value: float) -> str:
+    """Byte-hours as a person reads them: the bytes held for one hour that add up to them ("3.2 GiB·h")."""
+    return f"{human_bytes(value)}·h"
+
+
 def render(template: Path, out_dir: Path, **context: Any) -> str:
     """A page from its template (beside the module that writes the page), with ``human`` (bytes) and ``relative``
     (a path from the page's directory) filters; undefined names are errors."""
@@ -54,6 +59,7 @@ def render(template: Path, out_dir: Path, **context: Any) -> str:
         autoescape=select_autoescape(["html", "j2"]),
     )
     env.filters["human"] = human_bytes
+    env.filters["byte_hours"] = byte_hours
     env.filters["duration"] = lambda seconds: format_duration_ms(int(seconds * 1000))
     env.filters["relative"] = lambda path: os.path.relpath(path, out_dir) if path else None
     return env.get_template(template.name).render(**context)

@@ -315,6 +315,13 @@ def test_the_capacity_figures_through_the_api_equal_the_clis_and_the_newest_repo
     viewer, store = tokens["viewer"], stores[0]
     assert server.call("GET", f"{API}/capacity-report", viewer).status_code == 404
     assert server.call("GET", "/housekeeping/capacity/index.html", viewer).status_code == 404
+    # Before the first report, the Capacity tab says what writes one (a page, not a JSON error).
+    empty = server.call("GET", "/housekeeping/capacity", viewer)
+    assert (
+        empty.status_code == 200
+        and "No capacity report yet" in empty.text
+        and "capacity_report" in empty.text
+    )
     forecast = server.call("GET", f"{API}/forecast?as_of={AS_OF}&horizon=14d", viewer)
     assert forecast.status_code == 200, forecast.text
     assert forecast.json() == cli_json(
@@ -327,7 +334,19 @@ def test_the_capacity_figures_through_the_api_equal_the_clis_and_the_newest_repo
         capsys, "usage", "--store", str(store), "--from", "2026-11-01T00:00:00Z", "--to",
         "2026-11-02T00:00:00Z", "--by", "tenant", "--tier", "local",
     )  # fmt: skip
+    # A backfilled day and the newest: both can be read.
+    write_capacity_report(Store.open(store), parse_as_of(AS_OF) - 86_400_000, horizon_s=30 * 86_400)
     write_capacity_report(Store.open(store), parse_as_of(AS_OF), horizon_s=30 * 86_400)
+    tab = server.call("GET", "/housekeeping/capacity", viewer)
+    assert tab.status_code == 200 and "2 reports" in tab.text and "2026-11-02T00-00-00.000Z" in tab.text
+    older = server.call("GET", "/housekeeping/capacity?report=2026-11-01T00-00-00.000Z", viewer)
+    assert older.status_code == 200 and "As of <strong>2026-11-01T00:00:00.000Z</strong>" in older.text
+    day = server.call("GET", "/housekeeping/capacity/2026-11-01T00-00-00.000Z/index.html", viewer)
+    assert day.status_code == 200 and "·h" in day.text, "byte-hours in human units"
+    for hostile in ("?report=..", "/..%2F..%2Fruns/index.html", "/2026-11-01T00-00-00.000Z/latest.json"):
+        assert server.call("GET", f"/housekeeping/capacity{hostile}", viewer).status_code in (400, 404), (
+            hostile
+        )
     report = server.call("GET", f"{API}/capacity-report", viewer)
     assert report.status_code == 200 and report.json()["asOf"] == "2026-11-02T00:00:00.000Z"
     for name in ("index.html", "usage-tenant.csv", "forecast.json"):
@@ -452,9 +471,13 @@ def test_every_page_in_a_browser_and_restore_and_a_hold_done_there(server, store
 
         page.locator("#capacity-usage").scroll_into_view_if_needed()
         page.screenshot(path=str(SHOTS / "console-02a-store-capacity.png"))
-        page.goto(f"{base}capacity/index.html")
-        page.locator("#limits").wait_for()
+        page.locator("header a", has_text="Capacity").click()
+        assert page.locator("select[name=report] option").count() == 2, "the newest and the backfilled day"
+        page.frame_locator("#capacity-report").locator("#limits, #no-limit-met").first.wait_for()
         page.screenshot(path=str(SHOTS / "console-09-capacity-report.png"), full_page=True)
+        page.select_option("select[name=report]", "2026-11-01T00-00-00.000Z")
+        page.wait_for_url("**/capacity?report=2026-11-01T00-00-00.000Z")
+        assert "2026-11-01T00:00:00.000Z" in page.inner_text("main")
 
         page.goto(f"{base}runs")
         page.screenshot(path=str(SHOTS / "console-02b-runs.png"), full_page=True)

@@ -75,6 +75,16 @@ def write_capacity_report(
     return page
 
 
+def list_reports(store: Store) -> list[dict[str, Any]]:
+    """Every capacity report written (each as-of's directory with its page), newest as-of first."""
+    root = store.root / REPORT_DIR
+    found = []
+    for page in root.glob("*/index.html") if root.is_dir() else ():
+        forecast = read_json(page.parent / "forecast.json") or {}
+        found.append({"dir": page.parent.name, "asOf": forecast.get("asOf") or page.parent.name})
+    return sorted(found, key=lambda r: r["dir"], reverse=True)
+
+
 def read_latest(store: Store) -> dict[str, Any] | None:
     """The newest capacity report: its as-of, its directory, its usage and forecast documents; None before one."""
     latest = read_json(store.root / REPORT_DIR / LATEST)
