@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import json
 import time
+from contextlib import contextmanager
 from datetime import UTC, datetime, timedelta
 
 import httpx
@@ -86,6 +87,22 @@ def _call(live, method: str, path: str, **kwargs) -> httpx.Response:
     )
 
 
+@contextmanager
+def _signed_in(live, width: int = 1400):
+    """A headless Chromium page signed in to the live Airflow as its admin."""
+    from playwright.sync_api import sync_playwright
+
+    ui = ui_driver()
+    with sync_playwright() as playwright:
+        browser = playwright.chromium.launch(executable_path="/usr/bin/chromium", args=ui.CHROMIUM_ARGS)
+        page = browser.new_page(viewport={"width": width, "height": 1000})
+        ui.login(page, live.url, live.user, live.password)
+        try:
+            yield page
+        finally:
+            browser.close()
+
+
 def _trigger(live, conf: dict) -> str:
     """A manual run of the trim DAG (unpaused first: a paused DAG runs nothing; its scheduled runs preview here)."""
     assert _call(live, "PATCH", f"/api/v2/dags/{TRIM}", json={"is_paused": False}).status_code == 200
@@ -95,22 +112,17 @@ def _trigger(live, conf: dict) -> str:
 
 
 def test_a_dry_run_from_the_form_with_unpause_on_trigger_deletes_nothing(airflow_with_schedules):
-    from playwright.sync_api import sync_playwright
 
     live, ui = airflow_with_schedules, ui_driver()
     before = store_state(live.store)
     api = live.api()
     assert api.get(f"/api/v2/dags/{TRIM}")["is_paused"], "the DAG starts paused, as in make airflow"
-    with sync_playwright() as playwright:
-        browser = playwright.chromium.launch(executable_path="/usr/bin/chromium", args=ui.CHROMIUM_ARGS)
-        page = browser.new_page(viewport={"width": 1400, "height": 1000})
-        ui.login(page, live.url, live.user, live.password)
+    with _signed_in(live) as page:
         form = ui.open_trigger_form(page, live.url, TRIM)
         assert "Unpause" in form.inner_text(), "the form offers to unpause the DAG"
         ui.fill_trigger_form(form, as_of=None, scope=None, dry_run=True)
         form.get_by_role("button", name="Trigger").last.click()
         ui.look_away(page)
-        browser.close()
 
     deadline = time.monotonic() + 120
     while not (manual_runs := live.runs("manual")):
@@ -150,15 +162,9 @@ def test_a_run_that_would_apply_in_the_future_fails_at_its_first_task(airflow_wi
 
 def _answer_in_the_console(live, run_id: str, option: str) -> None:
     """As a person answers from the console: the header says a run waits, the Runs page's button, a yes."""
-    from playwright.sync_api import sync_playwright
-
     from tests.housekeeping.console.test_api import SHOTS
 
-    ui = ui_driver()
-    with sync_playwright() as playwright:
-        browser = playwright.chromium.launch(executable_path="/usr/bin/chromium", args=ui.CHROMIUM_ARGS)
-        page = browser.new_page(viewport={"width": 1440, "height": 1000})
-        ui.login(page, live.url, live.user, live.password)
+    with _signed_in(live, 1440) as page:
         page.goto(f"{live.url}/housekeeping/")
         page.locator("#waiting", has_text="1 run waits for approval").wait_for(timeout=30_000)
         page.locator("#waiting").click()
@@ -171,7 +177,6 @@ def _answer_in_the_console(live, run_id: str, option: str) -> None:
         page.wait_for_load_state("load")
         page.locator("#message.ok", has_text="approved: apply runs").wait_for(timeout=30_000)
         assert asked and run_id in asked[0], asked
-        browser.close()
 
 
 def _answered(live, conf: dict, option: str, *, in_console: bool = False) -> tuple[str, str]:
@@ -271,17 +276,13 @@ def test_a_run_past_its_deadline_is_alerted(airflow_with_schedules):
 
 
 def test_a_what_if_asked_in_the_console_runs_the_dag_and_shows_its_report(airflow_with_schedules):
-    from playwright.sync_api import sync_playwright
 
     from tests.housekeeping.console.test_api import SHOTS
 
-    live, ui = airflow_with_schedules, ui_driver()
+    live = airflow_with_schedules
     before = store_state(live.store)
     SHOTS.mkdir(parents=True, exist_ok=True)
-    with sync_playwright() as playwright:
-        browser = playwright.chromium.launch(executable_path="/usr/bin/chromium", args=ui.CHROMIUM_ARGS)
-        page = browser.new_page(viewport={"width": 1400, "height": 1000})
-        ui.login(page, live.url, live.user, live.password)
+    with _signed_in(live) as page:
         page.goto(f"{live.url}/housekeeping/what-if")
         # 30 minutes is not above acme/metrics' 1800 s backlog quota: refused on the form, nothing runs.
         page.fill("input[name=sweep]", "retention-time=30m")
@@ -324,7 +325,6 @@ def test_a_what_if_asked_in_the_console_runs_the_dag_and_shows_its_report(airflo
         page.go_back()
         page.frame_locator("iframe").locator("#data-docs").click()
         page.wait_for_url("**/gate/data_docs/index.html", timeout=30_000)
-        browser.close()
     (run,) = live.runs(dag_id="policy_what_if")
     assert run["state"] == "success" and run["conf"]["sweep"] == "retention-time=1d,7d"
     assert store_state(live.store) == before
@@ -337,7 +337,6 @@ def test_the_runs_page_tells_each_run_apart_and_says_why_and_the_form_refuses_a_
     unpause (with why), the future as-of refused at its first task (with the guard's words), the purge a person
     rejected, the run that applied; a run's page says DRY RUN or PREVIEW in its header. Then the trigger form with a
     scope that is a path: Airflow refuses it on the form, and no run is created."""
-    from playwright.sync_api import sync_playwright
 
     from tests.housekeeping.console.test_api import SHOTS
 
@@ -367,10 +366,7 @@ def test_the_runs_page_tells_each_run_apart_and_says_why_and_the_form_refuses_a_
 
     before = {r["dag_run_id"] for r in live.runs()}
     SHOTS.mkdir(parents=True, exist_ok=True)
-    with sync_playwright() as playwright:
-        browser = playwright.chromium.launch(executable_path="/usr/bin/chromium", args=ui.CHROMIUM_ARGS)
-        page = browser.new_page(viewport={"width": 1440, "height": 1000})
-        ui.login(page, live.url, live.user, live.password)
+    with _signed_in(live, 1440) as page:
         page.goto(f"{live.url}/housekeeping/runs")
         row = page.locator("#runs tr[data-state=refused]")
         assert (
@@ -399,7 +395,6 @@ def test_the_runs_page_tells_each_run_apart_and_says_why_and_the_form_refuses_a_
         form.get_by_role("button", name="Trigger").last.click()
         page.get_by_text("Failed to Trigger Dag").first.wait_for(timeout=30_000)
         page.screenshot(path=str(SHOTS / "console-11-form-refuses-scope.png"), full_page=True)
-        browser.close()
     # What the form was told (the REST trigger it calls): the param and the rule it broke.
     refused_by_api = _call(
         live,

@@ -60,6 +60,20 @@ def _run(tmp_path, actions: list[dict], stored: dict[str, int]) -> RunDir:
     return run
 
 
+def _store(tmp_path):
+    """A store of one topic, acme/orders/a: where decisions are journaled."""
+    return load_manifest(
+        tmp_path / "store",
+        write_manifest(
+            tmp_path,
+            {
+                "namespaces": {"acme/orders": {}},
+                "topics": {"persistent://acme/orders/a": topic_body([(1, 1, 10, None)])},
+            },
+        ),
+    )
+
+
 ACTIONS_ = [
     {
         "topic": "persistent://acme/orders/a",
@@ -116,16 +130,7 @@ def test_params_only_tighten_the_settings():
 
 
 def test_the_request_and_each_decision_are_recorded_in_the_run_and_the_journal(tmp_path):
-    store = load_manifest(
-        tmp_path / "store",
-        write_manifest(
-            tmp_path,
-            {
-                "namespaces": {"acme/orders": {}},
-                "topics": {"persistent://acme/orders/a": topic_body([(1, 1, 10, None)])},
-            },
-        ),
-    )
+    store = _store(tmp_path)
     run = _run(tmp_path, ACTIONS_, {"acme/orders": 1000, "acme/audit": 1000})
     request = request_approval(run, MIXED, ApprovalThresholds(namespace_share=0.5))
     assert request.required and request.reasons == (
@@ -216,16 +221,7 @@ def test_the_first_apply_of_a_mechanism_on_a_store_asks_a_person_once_it_has_som
     """``HOUSEKEEPING_APPROVAL_FIRST_APPLY``: the mechanism never finished an apply on this store and the plan changes
     something: a person is asked, whatever the thresholds; after the mechanism's first finished apply, or for an
     empty plan, or with the setting off, nobody is."""
-    store = load_manifest(
-        tmp_path / "store",
-        write_manifest(
-            tmp_path,
-            {
-                "namespaces": {"acme/orders": {}},
-                "topics": {"persistent://acme/orders/a": topic_body([(1, 1, 10, None)])},
-            },
-        ),
-    )
+    store = _store(tmp_path)
     first = ApprovalThresholds(first_apply=True)
     run = _run(tmp_path, ACTIONS_, {"acme/orders": 1000, "acme/audit": 1000})
     assert not has_finished_apply(store, "trim")
