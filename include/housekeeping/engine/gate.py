@@ -406,11 +406,11 @@ def write_data_docs(out_dir: Path, mechanism: str, validations: list[tuple[str, 
         "<!doctype html><html><head><meta charset='utf-8'><title>Gate: "
         f"{html_escape(mechanism)}</title>{_OFFLINE_CSS}</head><body>"
         f"<h1>Great Expectations gate: {html_escape(mechanism)} ({'passed' if success else 'REJECTED'})</h1>"
-        # From the console (runs/<mechanism>/<run>/files/gate/data_docs/), the run's page.
-        "<p><a id='back-to-run' href='../../../'>the run in the housekeeping console</a></p>"
         "<table><tr><th>checked frame (suite)</th><th>result</th><th>expectations</th></tr>"
         + "".join(rows)
-        + "</table></body></html>",
+        + "</table>"
+        # From the console (runs/<mechanism>/<run>/files/gate/data_docs/), the run's page.
+        "<p><a id='back-to-run' href='../../../'>the run in the housekeeping console</a></p></body></html>",
         encoding="utf-8",
     )
     return index

@@ -162,7 +162,11 @@ def spark_submit(task_id: str, app: str, args: list[str], mechanism: str, **oper
     from housekeeping.orchestration.spark_operator import SparkAppOperator
 
     python = sys.executable
+    log_settings = Path(__file__).with_name("spark-log4j2.properties")
     env_vars = {
+        # The driver's JVM options of spark-submit, beside (not instead of) spark.driver.extraJavaOptions.
+        "SPARK_SUBMIT_OPTS": f"{os.environ.get('SPARK_SUBMIT_OPTS', '')} "
+        f"-Dlog4j2.configurationFile=file:{log_settings}".strip(),
         "HOUSEKEEPING_STEP": task_id,  # the step a failure of the app is recorded under (spark_apps/submit.py)
         "PATH": f"{Path(python).parent}{os.pathsep}{os.environ.get('PATH', '')}",
         "PYSPARK_PYTHON": os.environ.get("PYSPARK_PYTHON") or python,

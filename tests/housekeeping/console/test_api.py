@@ -5,6 +5,7 @@ change nothing, and a hold and a restore through the API equal the CLI's, journa
 
 from __future__ import annotations
 
+import csv
 import json
 import os
 import re
@@ -449,6 +450,8 @@ def test_every_page_in_a_browser_and_restore_and_a_hold_done_there(server, store
 
     from playwright.sync_api import sync_playwright
 
+    from housekeeping.engine.report import human_bytes
+
     spec = importlib.util.spec_from_file_location("trigger_from_ui", REPO / "scripts" / "trigger_from_ui.py")
     ui = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(ui)
@@ -533,6 +536,26 @@ def test_every_page_in_a_browser_and_restore_and_a_hold_done_there(server, store
             code, out, err = run_cli(capsys, "inspect", "--store", str(store), "--format", "json")
             assert code == 0, err
             return [entry["ledgerId"] for entry in json.loads(out)["topics"][topic]["ledgers"]]
+
+        # Every table sorts, filters and exports what it shows: the pending deletions by size, of one topic, as CSV.
+        page.goto(f"{base}pending")
+        shown = _pending(server, server.token("admin"))
+        heading = page.locator("#pending th", has_text="bytes")
+        heading.click()
+        heading.click()  # largest first
+        sizes = [p["bytes"] for p in shown if p["bytes"] is not None]
+        cells = page.locator("#pending tr td:nth-child(5)").all_inner_texts()
+        assert cells[0] == human_bytes(max(sizes)) and cells[-1] == human_bytes(min(sizes)), cells
+        topic_one = shown[0]["topic"]
+        page.fill(".table-filter", topic_one)
+        wanted = sum(p["topic"] == topic_one for p in shown)
+        assert page.locator(".table-count").inner_text() == f"{wanted} of {len(shown)} rows"
+        with page.expect_download() as download:
+            page.click(".table-csv")
+        exported = list(csv.reader(download.value.path().read_text().splitlines()))
+        assert exported[0][:3] == ["due", "topic", "ledger"] and len(exported) == wanted + 1, exported[:3]
+        assert {row[1] for row in exported[1:]} == {topic_one}
+        page.screenshot(path=str(SHOTS / "console-04a-pending-sorted-filtered.png"), full_page=True)
 
         # Restore one ledger from the pending deletions page: it asks first; "Cancel" changes nothing.
         page.goto(f"{base}pending")
