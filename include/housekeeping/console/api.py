@@ -56,6 +56,23 @@ def get_namespaces(user: Reader, store: ConsoleStore, settings: ConsoleSettings)
     }
 
 
+@router.get("/namespaces/{tenant}/{namespace}")
+def get_namespace(
+    user: Reader,
+    store: ConsoleStore,
+    tenant: str,
+    namespace: str,
+    search: str | None = None,
+    offset: Annotated[int, Query(ge=0)] = 0,
+    limit: Annotated[int, Query(ge=1, le=1000)] = 100,
+) -> dict[str, Any]:
+    """One namespace: its policies in force and their sources, a page of its topics (ledgers, subscriptions), the
+    holds on it, the runs that touched it."""
+    from housekeeping.observe.browse import namespace_view
+
+    return namespace_view(store, f"{tenant}/{namespace}", search=search or None, offset=offset, limit=limit)
+
+
 @router.get("/pending-deletions")
 def get_pending_deletions(
     user: Reader,

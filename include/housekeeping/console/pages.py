@@ -169,6 +169,22 @@ def capacity_file(user: Reader, store: ConsoleStore, name: str) -> FileResponse:
     return FileResponse(store.root / REPORT_DIR / latest["dir"] / name)
 
 
+@router.get("/namespaces/{tenant}/{namespace}", response_class=HTMLResponse)
+def namespace_page(
+    request: Request,
+    user: Reader,
+    store: ConsoleStore,
+    tenant: str,
+    namespace: str,
+    search: str | None = None,
+    offset: Annotated[int, Query(ge=0)] = 0,
+) -> HTMLResponse:
+    from housekeeping.observe.browse import namespace_view
+
+    view = namespace_view(store, f"{tenant}/{namespace}", search=search or None, offset=offset, limit=100)
+    return render("namespace.html", request, user, view=view, search=search or "")
+
+
 @router.get("/runs", response_class=HTMLResponse)
 def runs_page(
     request: Request,

@@ -236,6 +236,9 @@ def test_nobody_gets_in_without_a_token_and_a_viewer_reads_but_cannot_change(ser
         ("POST", "/holds", {"target": "acme/orders", "reason": ""}, 422, "reason"),
         ("DELETE", "/holds?target=acme/orders", None, 400, "acme/orders is not held"),
         ("GET", "/pending-deletions?namespace=../../etc", None, 400, "../../etc"),
+        ("GET", "/namespaces/nobody/here", None, 404, "nobody/here"),
+        ("GET", "/namespaces/acme/or%20ders", None, 400, "acme/or ders"),
+        ("GET", "/namespaces/acme/orders?limit=5000", None, 422, "limit"),
         ("GET", "/journal?topic=persistent://a/b/c/d", None, 400, "persistent://a/b/c/d"),
         ("GET", "/runs?mechanism=compaktion", None, 400, "compaktion"),
         ("GET", "/runs/trim/..%2F..%2Fmetadata.db", None, 404, None),
@@ -471,6 +474,34 @@ def test_every_page_in_a_browser_and_restore_and_a_hold_done_there(server, store
         page.goto(base)
         assert page.locator("#namespaces tr").count() > 2
         page.screenshot(path=str(SHOTS / "console-02-store.png"), full_page=True)
+
+        # A namespace from the store page: its policies and where they come from, its topics with their
+        # subscriptions, found by name and paged.
+        page.locator("#namespaces a", has_text="public/default").click()
+        page.locator("#policies").wait_for()
+        policies = page.inner_text("#policies")
+        assert "retention" in policies and "broker" in policies, policies
+        topics = page.locator("#topics tr").count() - 1
+        view = server.call("GET", f"{API}/namespaces/public/default", server.token("admin")).json()
+        assert topics == len(view["topics"]["rows"]) == view["topics"]["total"] > 1
+        with_subscription = next(r for r in view["topics"]["rows"] if r["subscriptions"])
+        sub = with_subscription["subscriptions"][0]
+        row = page.locator("#topics tr", has_text=with_subscription["topic"])
+        assert sub["name"] in row.inner_text() and sub["markDelete"] in row.inner_text()
+        page.screenshot(path=str(SHOTS / "console-02c-namespace.png"), full_page=True)
+        page.fill("input[name=search]", "sensor-feed")
+        page.click("form button")
+        page.wait_for_url("**search=sensor-feed**")
+        assert page.locator("#topics tr").count() - 1 == sum(
+            "sensor-feed" in r["topic"] for r in view["topics"]["rows"]
+        )
+        paged = server.call(
+            "GET", f"{API}/namespaces/public/default?limit=2&offset=2", server.token("admin")
+        ).json()
+        assert [r["topic"] for r in paged["topics"]["rows"]] == [
+            r["topic"] for r in view["topics"]["rows"][2:4]
+        ]
+        page.goto(base)
 
         page.locator("#capacity-usage").scroll_into_view_if_needed()
         page.screenshot(path=str(SHOTS / "console-02a-store-capacity.png"))
