@@ -13,6 +13,7 @@ from housekeeping.observe.run_states import AirflowRun, RunRecord, RunState, cla
 if TYPE_CHECKING:
     from sqlalchemy.orm import Session
 
+    from housekeeping.engine.mechanism import Mechanism
     from housekeeping.store.store import Store
 
 MAX_RUNS = 500
@@ -89,7 +90,7 @@ def run_rows(store: Store, session: Session, query: RunsQuery) -> list[dict[str,
         if (found["mechanism"], found["directory"]) in seen or found["directory"].startswith("warm-up"):
             continue
         spec = get_mechanism(found["mechanism"])
-        rows.append(_row(spec, RunDir(store.run_dir(spec.name, found["directory"])), None))
+        rows.append(_row(spec, RunDir(store.run_dir(spec.name, found["directory"])), None, found))
     # Newest first; a run not started yet (queued) first of all.
     rows.sort(key=lambda row: row["startedMs"] if row["startedMs"] is not None else 2**62, reverse=True)
     if query.state is not None:
@@ -97,12 +98,17 @@ def run_rows(store: Store, session: Session, query: RunsQuery) -> list[dict[str,
     return rows[:limit]
 
 
-def _row(spec: Any, run_dir: RunDir, run: AirflowRun | None) -> dict[str, Any]:
+def _row(
+    spec: Mechanism, run_dir: RunDir, run: AirflowRun | None, listed: dict[str, Any] | None = None
+) -> dict[str, Any]:
+    """``listed``: the run directory's row when the store's listing read it already."""
     from housekeeping.observe.console import run_row
 
     record = RunRecord.read(run_dir)
     verdict = classify(run, record, spec.task_ids.approve, spec.task_ids.apply)
-    if record.snapshot:
+    if listed is not None:
+        row = listed
+    elif record.snapshot:
         row = run_row(run_dir)
     else:  # refused or failed before its snapshot: the run id it would have had
         row = {"mechanism": spec.name, "runId": f"{run.dag_id}__{run.run_id}" if run else run_dir.path.name,

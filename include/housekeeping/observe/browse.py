@@ -51,20 +51,21 @@ def namespace_view(
     policies = json.loads(row.policies)
     broker = store.broker_config()
     effective = resolve_policies(f"persistent://{name}/-", {}, name, policies, broker)
+    plain = effective.to_json()
     return {
         "namespace": name,
         "policies": policies,
         "effective": {
-            "retention": {**effective.to_json()["retention"], "source": effective.retention_source},
+            "retention": {**plain["retention"], "source": effective.retention_source},
             "messageTtlSeconds": {
                 "value": effective.message_ttl_seconds,
                 "source": effective.message_ttl_source,
             },
             "inactiveTopicPolicies": {
-                **effective.to_json()["inactive_topic_policies"],
+                **plain["inactive_topic_policies"],
                 "source": effective.inactive_topic_policies_source,
             },
-            "backlogQuotas": effective.to_json()["backlog_quotas"],
+            "backlogQuotas": plain["backlog_quotas"],
         },
         "topics": {
             "total": total,

@@ -58,7 +58,8 @@ class DeletionApprovalOperator(ApprovalOperator):
 
         snapshot = self._snapshot(context)
         settings = Settings.from_env()
-        due = preview_purge(Store.of_settings(settings), snapshot["run_dir"], dry_run=snapshot["dry_run"])
+        store = Store.of_settings(settings)
+        due = preview_purge(store, snapshot["run_dir"], dry_run=snapshot["dry_run"])
         self.log.info(
             "PURGE DUE: %d files of %d topics, %d bytes past their grace period (%d held back by holds)",
             due["files"],
@@ -70,7 +71,6 @@ class DeletionApprovalOperator(ApprovalOperator):
             self.log.info("dry run: nothing will be applied or purged, nothing to approve")
             return {"required": False, "why": "dry run"}
         thresholds = ApprovalThresholds.of(settings, dict(context["params"]))
-        store = Store.of_settings(settings)
         request = request_approval(
             snapshot["run_dir"],
             get_mechanism(self.mechanism),

@@ -81,10 +81,9 @@ def record_failed_step(context: Any) -> None:
     """Every housekeeping task's ``on_failure_callback`` (its last try): why it failed, as the run's step failure
     (``failures/<task>.json``), unless the step's Spark app recorded its own error already. "Refused" is a step that
     refused its input (the snapshot's bad input and future as-of, apply's run not started to apply)."""
-    import time
-
     from housekeeping.core.errors import InputError
     from housekeeping.core.settings import Settings
+    from housekeeping.core.timeutil import wall_clock_ms
     from housekeeping.engine.documents import read_step_failures, record_step_failure
     from housekeeping.mechanisms.registry import MECHANISMS
     from housekeeping.store.store import Store
@@ -104,7 +103,7 @@ def record_failed_step(context: Any) -> None:
         return  # the step's Spark app recorded its own error during this try
     message = str(error) if error is not None else "the task failed without an error (killed, or timed out)"
     refused = isinstance(error, InputError) or message.startswith("bad input:")
-    record_step_failure(run_dir, ti.task_id, message, refused=refused, at_ms=int(time.time() * 1000))
+    record_step_failure(run_dir, ti.task_id, message, refused=refused, at_ms=wall_clock_ms())
     print(f"{'REFUSED' if refused else 'FAILED'}: {ti.task_id}: {message}")
 
 
