@@ -600,9 +600,9 @@ def test_every_page_in_a_browser_and_restore_and_a_hold_done_there(server, store
         assert asked and f"ledger {ledger} of {topic}" in asked[0], asked
         assert ledger not in ledgers_of(topic), "a cancelled restore changed the store"
         page.once("dialog", lambda dialog: dialog.accept())
-        button.click()
+        with page.expect_navigation():  # the page is read again after the change
+            button.click()
         # What was done is said on the page read again after it.
-        page.wait_for_load_state("load")
         page.locator("#message.ok", has_text=f"restored 1 ledgers of {topic}").wait_for(timeout=30_000)
         assert ledger in ledgers_of(topic)
 
@@ -619,8 +619,8 @@ def test_every_page_in_a_browser_and_restore_and_a_hold_done_there(server, store
         page.screenshot(path=str(SHOTS / "console-04b-pending-of-a-run.png"), full_page=True)
         asked.clear()
         page.once("dialog", lambda dialog: (asked.append(dialog.message), dialog.accept()))
-        bulk.click()
-        page.wait_for_load_state("load")
+        with page.expect_navigation():
+            bulk.click()
         page.locator("#message.ok", has_text=f"deleted by {run_id}").wait_for(timeout=60_000)
         assert f"{count} deletions" in asked[0], asked
         assert f"restored {count} ledgers" in page.inner_text("#message")
