@@ -1,6 +1,6 @@
 """``housekeeping``: the command-line contract (documented in docs/cli.md; keep it stable). The commands are in one
 module per group (``store_commands``, ``runs``, ``metrics``, ``capacity``, ``holds``, ``journal``, ``spark_connect``,
-``admin``: the ``topics``, ``namespaces`` and ``topic-policies`` groups); a mechanism's
+``simulate``, ``admin``: the ``topics``, ``namespaces`` and ``topic-policies`` groups); a mechanism's
 own group comes from its package (``Mechanism.command_group``: ``housekeeping erase``).
 
 Exit codes: 0 success; 1 unexpected failure; 2 bad input (nothing changed); 3 the gate rejected the plan
@@ -11,7 +11,17 @@ from __future__ import annotations
 
 import typer
 
-from housekeeping.cli import admin, capacity, holds, journal, metrics, runs, spark_connect, store_commands
+from housekeeping.cli import (
+    admin,
+    capacity,
+    holds,
+    journal,
+    metrics,
+    runs,
+    simulate,
+    spark_connect,
+    store_commands,
+)
 from housekeeping.core.errors import HousekeepingError
 from housekeeping.core.process_exit import skip_garbage_collection_at_exit
 from housekeeping.mechanisms.registry import MECHANISMS
@@ -22,7 +32,7 @@ app = typer.Typer(
     pretty_exceptions_enable=False,
     help="Pulsar-style storage housekeeping over a store of topics (ledgers in Parquet, metadata in SQL).",
 )
-for group in (store_commands, runs, metrics, capacity):
+for group in (store_commands, runs, metrics, capacity, simulate):
     app.registered_commands.extend(group.commands.registered_commands)
 for mechanism in MECHANISMS.values():
     own = mechanism.command_group()

@@ -164,6 +164,7 @@ def publish(store: Store, topic: str, messages: Iterable[Mapping[str, Any]], *, 
     ledger; returns their positions. Needs a connected producer. One writer per topic (as a broker owns a
     topic): the ledger file is rewritten whole and renamed, then the metadata commits."""
     import pyarrow as pa
+    import pyarrow.compute as pc
 
     from housekeeping.store.entries import ENTRY_SCHEMA, read_ledger, write_ledger
 
@@ -179,7 +180,13 @@ def publish(store: Store, topic: str, messages: Iterable[Mapping[str, Any]], *, 
                 f"topic {topic} ledger {ledger.ledger_id}: entries are metadata only; cannot append"
             )
         ledger_dir = store.ledger_dir(topic, ledger.ledger_id, ledger.files_generation)
-        existing = read_ledger(ledger_dir) if ledger.entries > 0 else None
+        # Only the entries the metadata committed: a publish whose commit failed after its file was written left
+        # entries there that are not the topic's (their positions are this publish's to give).
+        existing = (
+            read_ledger(ledger_dir).filter(pc.field("entryId") < ledger.entries)
+            if ledger.entries > 0
+            else None
+        )
         values = [None if m.get("value") is None else str(m["value"]).encode() for m in batch]
         publish_times = [int(m.get("publishTime", now_ms)) for m in batch]
         first = ledger.entries

@@ -158,3 +158,28 @@ def test_a_reader_never_finds_the_open_ledger_gone_while_the_writer_appends(stor
     assert len(seen) > 10 and seen == sorted(seen), "each read sees a whole ledger, growing"
     assert read_ledger(ledger_dir).num_rows == 151
     assert [p.name for p in ledger_dir.iterdir()] == ["part-00000.parquet"], "no temporary file left behind"
+
+
+def test_a_publish_whose_metadata_never_committed_leaves_no_entry_behind(store, monkeypatch):
+    """The file is rewritten before the metadata commits; when the commit fails (the database went away), the
+    entries the file got are not the topic's: the next publish writes its own at the positions the metadata gives
+    and nothing of the failed one is read back (before, the failed publish's entries stayed in the file and the next
+    one's were written after them: two entries at one position)."""
+    from sqlalchemy.exc import OperationalError
+
+    clients.connect_producer(store, TOPIC, now_ms=T0)
+    first = clients.publish(store, TOPIC, [{"value": "a"}, {"value": "b"}], now_ms=T0 + 1)
+
+    def database_gone(*args, **kwargs):
+        raise OperationalError("UPDATE topics", {}, Exception("server closed the connection unexpectedly"))
+
+    with monkeypatch.context() as patch:
+        patch.setattr(clients, "_touch", database_gone)
+        with pytest.raises(InputError, match="cannot be used: server closed the connection"):
+            clients.publish(store, TOPIC, [{"value": "lost-1"}, {"value": "lost-2"}], now_ms=T0 + 2)
+    again = clients.publish(store, TOPIC, [{"value": "c"}], now_ms=T0 + 3)
+    ledger_id = int(first[0].split(":")[0])
+    assert again == [f"{ledger_id}:2"]
+    table = read_ledger(store.ledger_dir(TOPIC, ledger_id, 0)).sort_by("entryId")
+    assert table.column("entryId").to_pylist() == [0, 1, 2]
+    assert table.column("value").to_pylist() == [b"a", b"b", b"c"]
