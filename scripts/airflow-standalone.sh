@@ -36,8 +36,30 @@ if [ "$HOUSEKEEPING_SPARK_CONN_ID" = spark_connect_local ]; then
   export HOUSEKEEPING_SPARK_CONNECT_BUSY_FILE="$HOUSEKEEPING_SPARK_CONNECT_STATE/dag-run-started"
   housekeeping spark-connect warm-up --url "sc://localhost:$HOUSEKEEPING_SPARK_CONNECT_PORT" \
     >"$HOUSEKEEPING_SPARK_CONNECT_STATE/warm-up.log" 2>&1 &
-  trap 'housekeeping spark-connect stop --state-dir "$HOUSEKEEPING_SPARK_CONNECT_STATE" >/dev/null' EXIT
 fi
+# A living demo store: its clients at a gentle rate while Airflow runs (docs/cli.md, "Simulate"), so the store page,
+# the scheduled runs and the capacity report show a store that moves. Producers on 12 topics, ledgers rolling every
+# 2-15 minutes, one subscription each (a quarter stuck: acme/metrics' backlog fills toward its 64 KiB quota and is
+# evicted; a quarter lagging), and now and then a subscription created, removed or replayed. No policy changes,
+# topic deletions or holds: those stay the operator's. HOUSEKEEPING_DEMO_LOAD=false starts Airflow without it.
+DEMO_LOAD_PID=
+if [ "${HOUSEKEEPING_DEMO_LOAD:-true}" = true ]; then
+  housekeeping simulate --store "$HOUSEKEEPING_STORE_ROOT" --duration 365d --rate 2 --batch 2 --topics 12 \
+    --subscriptions 1 --stuck-share 0.25 --lagging-share 0.25 --max-lag 50 \
+    --ops-per-minute 0.5 --ops subscribe,unsubscribe,reset-cursor --payload-bytes 512 \
+    --ledger-max-entries 300 --ledger-min-rollover 2m --ledger-max-rollover 15m --progress 5m \
+    >"$AIRFLOW_HOME/demo-load.log" 2>&1 &
+  DEMO_LOAD_PID=$!
+  echo "Demo load: housekeeping simulate on the store (log: $AIRFLOW_HOME/demo-load.log)"
+fi
+stop_helpers() {
+  # SIGTERM: the simulation disconnects its clients before it exits.
+  if [ -n "$DEMO_LOAD_PID" ]; then kill "$DEMO_LOAD_PID" 2>/dev/null && wait "$DEMO_LOAD_PID" 2>/dev/null; fi
+  if [ "$HOUSEKEEPING_SPARK_CONN_ID" = spark_connect_local ]; then
+    housekeeping spark-connect stop --state-dir "$HOUSEKEEPING_SPARK_CONNECT_STATE" >/dev/null
+  fi
+}
+trap stop_helpers EXIT
 echo "Airflow UI: http://localhost:$AIRFLOW_PORT  user: admin  password: see $AIRFLOW_HOME/simple_auth_manager_passwords.json.generated"
 echo "Store: $HOUSEKEEPING_STORE_ROOT   (DAGs start paused: unpause consumed_ledger_trim or trigger it with a dry run)"
 airflow standalone
