@@ -32,7 +32,7 @@ def record_failure(argv: list[str], error: Exception) -> None:
     the exit code the task saw. The step is the task's (``HOUSEKEEPING_STEP``, set by the DAG), else the app's."""
     import os
 
-    from housekeeping.core.errors import InputError
+    from housekeeping.core.errors import InputError, StoreUnavailable
     from housekeeping.core.timeutil import wall_clock_ms
     from housekeeping.engine.documents import record_step_failure
 
@@ -43,7 +43,11 @@ def record_failure(argv: list[str], error: Exception) -> None:
     message = f"{type(error).__name__}: {error}" if not isinstance(error, InputError) else str(error)
     try:
         record_step_failure(
-            run_dir, step, message, refused=isinstance(error, InputError), at_ms=wall_clock_ms()
+            run_dir,
+            step,
+            message,
+            refused=isinstance(error, InputError) and not isinstance(error, StoreUnavailable),
+            at_ms=wall_clock_ms(),
         )
     except OSError as unwritable:  # the error itself is what the task reports; this is only its explanation
         print(f"could not record the failure in {run_dir}: {unwritable}", file=sys.stderr)

@@ -15,6 +15,13 @@ class InputError(HousekeepingError):
     exit_code = 2
 
 
+class StoreUnavailable(InputError):
+    """The store's metadata database cannot be reached, or stayed locked past the lock timeout: the transaction
+    rolled back, nothing changed. The command line answers it as bad input naming the database (exit 2, as it always
+    has); a DAG task retries it, since the same request may succeed once the database is back (a restart, a
+    fail-over), where bad input never would."""
+
+
 class NotFound(InputError):
     """A named thing is not in the store (a run, a pending deletion): bad input that names what is missing."""
 

@@ -11,7 +11,7 @@ from __future__ import annotations
 import json
 import os
 import sys
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -39,6 +39,7 @@ STORE_ALIAS_NAME = "housekeeping_store_changes"
 # run (apache/airflow#73428), and both are how a run is previewed and tested; the scheduler's runs are unaffected,
 # and the compose deployment sets it.
 RUN_DEADLINE = "HOUSEKEEPING_RUN_DEADLINE_SECONDS"
+RETRY_DELAY = "HOUSEKEEPING_TASK_RETRY_DELAY_SECONDS"
 # The XCom of the snapshot task that every later task reads (the run directory, dry run).
 RUN_DIR_TEMPLATE = "{{ ti.xcom_pull(task_ids='take_snapshot')['run_dir'] }}"
 
@@ -81,7 +82,7 @@ def record_failed_step(context: Any) -> None:
     """Every housekeeping task's ``on_failure_callback`` (its last try): why it failed, as the run's step failure
     (``failures/<task>.json``), unless the step's Spark app recorded its own error already. "Refused" is a step that
     refused its input (the snapshot's bad input and future as-of, apply's run not started to apply)."""
-    from housekeeping.core.errors import InputError
+    from housekeeping.core.errors import InputError, StoreUnavailable
     from housekeeping.core.settings import Settings
     from housekeeping.core.timeutil import wall_clock_ms
     from housekeeping.engine.documents import read_step_failures, record_step_failure
@@ -102,9 +103,21 @@ def record_failed_step(context: Any) -> None:
     ):
         return  # the step's Spark app recorded its own error during this try
     message = str(error) if error is not None else "the task failed without an error (killed, or timed out)"
-    refused = isinstance(error, InputError) or message.startswith("bad input:")
+    refused = (
+        isinstance(error, InputError) and not isinstance(error, StoreUnavailable)
+    ) or message.startswith("bad input:")
     record_step_failure(run_dir, ti.task_id, message, refused=refused, at_ms=wall_clock_ms())
     print(f"{'REFUSED' if refused else 'FAILED'}: {ti.task_id}: {message}")
+
+
+def task_retry_delay() -> timedelta:
+    """The first retry's delay of every housekeeping task: ``HOUSEKEEPING_TASK_RETRY_DELAY_SECONDS`` (default 120)."""
+    from housekeeping.core.errors import InputError
+
+    raw = os.environ.get(RETRY_DELAY) or "120"
+    if not raw.isdigit() or int(raw) < 1:
+        raise InputError(f"{RETRY_DELAY}={raw!r} must be a whole number of seconds, at least 1")
+    return timedelta(seconds=int(raw))
 
 
 def run_deadline(spec: Mechanism) -> Any:
@@ -138,7 +151,8 @@ class DagDefaults:
 
     start_date: datetime = datetime(2026, 1, 1, tzinfo=UTC)
     retries: int = 2
-    retry_delay: timedelta = timedelta(minutes=2)
+    # HOUSEKEEPING_TASK_RETRY_DELAY_SECONDS when the DAG files are parsed (the soak retries within its minutes).
+    retry_delay: timedelta = field(default_factory=lambda: task_retry_delay())
     # Each retry waits twice as long as the one before (2, then 4 min), at most max_retry_delay: a Spark
     # cluster that lost a worker or a database failing over gets time to come back.
     retry_exponential_backoff: float = 2.0
@@ -221,11 +235,13 @@ def snapshot_task(spec: Mechanism, defaults: DagDefaults):
     def take_snapshot() -> dict[str, Any]:
         from airflow.sdk.exceptions import AirflowFailException
 
-        from housekeeping.core.errors import InputError
+        from housekeeping.core.errors import InputError, StoreUnavailable
 
         context = get_current_context()
         try:
             return _take_snapshot(spec, context)
+        except StoreUnavailable:
+            raise  # the database away for a while: the task's retries are for this
         except InputError as exc:
             # Bad input is not worth a retry: one line naming the param and the rule, and nothing changed.
             raise AirflowFailException(f"bad input: {exc}") from None
@@ -408,10 +424,14 @@ def purge_and_report(spec: Mechanism, snapshot: Any) -> tuple[Any, Any]:
     return purge_pending(snapshot), write_report(snapshot)
 
 
-def build_housekeeping_dag(mechanism: str, *, doc_md: str, defaults: DagDefaults = DagDefaults()):
+def build_housekeeping_dag(mechanism: str, *, doc_md: str, defaults: DagDefaults | None = None):
     from airflow.sdk import DAG
 
     from housekeeping.mechanisms.registry import get_mechanism
+
+    defaults = (
+        defaults or DagDefaults()
+    )  # read when the DAG file is parsed, not when this module was imported
 
     spec = get_mechanism(mechanism)
     with DAG(
@@ -592,7 +612,7 @@ def prepare_what_if_request(context: dict[str, Any]) -> dict[str, Any]:
 
     from airflow.sdk.exceptions import AirflowFailException
 
-    from housekeeping.core.errors import InputError
+    from housekeeping.core.errors import InputError, StoreUnavailable
     from housekeeping.core.settings import Settings
     from housekeeping.core.timeutil import format_ms
     from housekeeping.store.store import Store
@@ -607,6 +627,8 @@ def prepare_what_if_request(context: dict[str, Any]) -> dict[str, Any]:
     try:
         overlay = PolicyOverlay.from_document(policies, "the policies param") if policies else None
         check_against_store(store, params["mechanism"], overlay, sweep, params.get("scope") or None)
+    except StoreUnavailable:
+        raise  # the database away for a while: the task's retries are for this
     except InputError as exc:
         # Bad input fails here, in one line naming the param and the rule, before any Spark step.
         raise AirflowFailException(f"bad input: {exc}") from None

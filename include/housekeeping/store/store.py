@@ -32,7 +32,7 @@ from sqlalchemy import bindparam, create_engine, event, insert, select
 from sqlalchemy.engine import Connection, Engine, make_url
 from sqlalchemy.exc import OperationalError
 
-from housekeeping.core.errors import InputError, PathOutsideStore
+from housekeeping.core.errors import InputError, PathOutsideStore, StoreUnavailable
 from housekeeping.core.names import TopicName, topic_dir_parts
 from housekeeping.core.policies import BrokerConfig, read_broker_conf
 from housekeeping.core.settings import Settings
@@ -136,12 +136,12 @@ def _named_database_errors(engine: Engine) -> Iterator[None]:
         where = engine.url.render_as_string(hide_password=True)
         detail = str(exc.orig).splitlines()[0] if exc.orig is not None else str(exc).splitlines()[0]
         if "locked" in detail or "busy" in detail or "lock timeout" in detail:
-            raise InputError(
+            raise StoreUnavailable(
                 f"metadata database {where} is locked by another process (waited "
                 f"{lock_timeout_ms() / 1000:g} s, HOUSEKEEPING_DB_LOCK_TIMEOUT_SECONDS); nothing was changed "
                 f"by this transaction: {detail}"
             ) from exc
-        raise InputError(f"metadata database {where} cannot be used: {detail}") from exc
+        raise StoreUnavailable(f"metadata database {where} cannot be used: {detail}") from exc
 
 
 @contextmanager

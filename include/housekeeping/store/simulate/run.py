@@ -359,11 +359,13 @@ class Simulation:
         except InputError:
             self._forget_if_gone(topic)
             raise
-        self.latencies.append((time.perf_counter() - began) * 1000)
+        latency = (time.perf_counter() - began) * 1000
+        self.latencies.append(latency)
         self.log.event(
             "publish",
             now,
             topic=topic.name,
+            ms=round(latency, 3),
             entries=[[p, checksum(m["value"])] for p, m in zip(positions, messages, strict=True)],
         )
         parsed = [parse_position(p, topic.name) for p in positions]
