@@ -5,7 +5,7 @@ VENV := .venv
 PY := $(VENV)/bin/python
 STAMP := $(VENV)/.installed
 
-.PHONY: setup demo test test-fast lint airflow clean
+.PHONY: setup demo test test-fast lint airflow soak clean
 
 setup: $(STAMP)
 
@@ -56,6 +56,13 @@ test-fast: lint
 
 airflow: setup
 	@bash scripts/airflow-standalone.sh
+
+# The soak (docs/RELIABILITY.md, "The soak"): a live Airflow, the load generator and injected faults for DURATION
+# (the test suite runs 5m); its figures in test-output/soak/summary.json.
+DURATION ?= 60m
+soak: setup
+	@source scripts/env.sh && HOUSEKEEPING_SOAK_DURATION=$(DURATION) $(PY) -m pytest -p no:xdist -s \
+		tests/soak/test_soak.py
 
 clean:
 	rm -rf $(VENV) .airflow demo-store

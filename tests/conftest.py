@@ -527,6 +527,7 @@ def rewrite_part(part: Path, text: str) -> None:
 # CI run (benchmarks/README.md, "The test suite"); a name matches every file of that name (test_scenarios.py of each mechanism). Every worker sorts the same way (stable sort), so
 # collections agree.
 LONGEST_FILES_FIRST = (
+    "test_soak.py",
     "test_live_airflow.py",
     "test_spark_connect.py",
     "test_scenarios.py",

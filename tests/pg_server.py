@@ -83,23 +83,28 @@ class PostgresServer:
             "UTF8",
             "--no-sync",
         )
+        server._start()
+        return server
+
+    def _start(self) -> None:
         options = (
-            f"-p {server.port} -c listen_addresses=127.0.0.1 -c unix_socket_directories={directory} "
+            f"-p {self.port} -c listen_addresses=127.0.0.1 -c unix_socket_directories={self.directory} "
             "-c fsync=off -c synchronous_commit=off -c full_page_writes=off -c max_connections=200"
         )
-        server._run(
-            "pg_ctl",
-            "--pgdata",
-            str(server.data_dir),
-            "--log",
-            str(server.log),
-            "-o",
-            options,
-            "--wait",
-            "start",
+        self._run(
+            "pg_ctl", "--pgdata", str(self.data_dir), "--log", str(self.log), "-o", options, "--wait", "start"
         )
-        server._wait_ready()
-        return server
+        self._wait_ready()
+
+    def halt(self) -> None:
+        """Stop as an operator's restart does (``fast``: every client cut off, open transactions rolled back, what
+        was committed kept); its data stays for :meth:`resume`. Not ``immediate``: with this test server's
+        ``synchronous_commit=off`` a crash may lose commits a client was told of, which no store could survive."""
+        self._run("pg_ctl", "--pgdata", str(self.data_dir), "--mode", "fast", "--wait", "stop")
+
+    def resume(self) -> None:
+        """Start again on the same port and data after :meth:`halt`."""
+        self._start()
 
     @property
     def data_dir(self) -> Path:

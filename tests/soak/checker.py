@@ -95,7 +95,10 @@ def _crc(value: bytes | None) -> str:
     return f"{zlib.crc32(value or b''):08x}"
 
 
-def check(store: Store, log_path: Path) -> list[Violation]:
+def check(store: Store, log_path: Path, *, settled: bool = True) -> list[Violation]:
+    """The violations now. ``settled=False`` while the store still changes: the log is read before the store's
+    tables (so every logged event committed before them) and a ledger whose files went between the tables' read and
+    the files' (purged meanwhile) is judged at the next check, not now."""
     logged = _logged(read_log(log_path))
     with read_transaction(store.engine) as conn:
         topics = {r.name: r for r in conn.execute(select(t.topics))}
@@ -116,7 +119,7 @@ def check(store: Store, log_path: Path) -> list[Violation]:
         ).scalar()
     journaled_runs = {(r.run_id, r.topic) for r in journal} | {(r.run_id, None) for r in journal}
     violations: list[Violation] = []
-    stored = _StoredEntries(store, ledgers)
+    stored = _StoredEntries(store, ledgers, settled=settled)
 
     # Entries a durable subscription has not acknowledged are all there, with the payload published.
     for cursor in cursors:
@@ -253,10 +256,11 @@ _UNREADABLE_HERE = object()  # in the object tier: the store's tier checks cover
 class _StoredEntries:
     """Entries as the store holds them, read from each ledger's files once."""
 
-    def __init__(self, store: Store, ledgers: dict[str, dict[int, Any]]) -> None:
+    def __init__(self, store: Store, ledgers: dict[str, dict[int, Any]], *, settled: bool) -> None:
         self.store = store
         self.ledgers = ledgers
-        self.cache: dict[tuple[str, int], dict[int, str]] = {}
+        self.settled = settled
+        self.cache: dict[tuple[str, int], dict[int, str] | None] = {}
 
     def get(self, topic: str, position: Position) -> object:
         row = self.ledgers.get(topic, {}).get(position[0])
@@ -267,14 +271,26 @@ class _StoredEntries:
         key = (topic, position[0])
         if key not in self.cache:
             directory = self.store.ledger_dir(topic, row.ledger_id, row.files_generation)
-            table = pq.read_table(directory, columns=["entryId", "value"])
-            self.cache[key] = {
-                e: _crc(v)
-                for e, v in zip(
-                    table.column("entryId").to_pylist(), table.column("value").to_pylist(), strict=True
-                )
-            }
-        return self.cache[key].get(position[1], _MISSING)
+            try:
+                table = pq.read_table(directory, columns=["entryId", "value"])
+            except OSError:
+                if self.settled:
+                    raise
+                table = None  # changed since the tables were read: the next check judges it
+            self.cache[key] = (
+                None
+                if table is None
+                else {
+                    e: _crc(v)
+                    for e, v in zip(
+                        table.column("entryId").to_pylist(), table.column("value").to_pylist(), strict=True
+                    )
+                }
+            )
+        found = self.cache[key]
+        if found is None:
+            return _UNREADABLE_HERE
+        return found.get(position[1], _MISSING)
 
 
 def _last_entry(logged: _Logged, pending: dict, topic: str, ledger_id: int) -> int | None:
