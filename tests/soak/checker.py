@@ -10,8 +10,9 @@ rules, never through housekeeping's; docs/RELIABILITY.md, "The soak", lists the 
 - ``deletion_not_restorable``: every ledger the log saw that the topic no longer has is in the pending-deletion log
   (pending with its files, or purged), journaled by the run that deleted it; a topic gone is in the deleted-topics
   log, journaled.
-- ``retention_violated``: no ledger deleted by trim that the retention in force when the deletion was applied kept by
-  time (the size half is not re-derived: a deletion under a size limit is not judged; both halves infinite keep all).
+- ``retention_violated``: no ledger deleted by trim that the retention in force when the deletion was applied kept:
+  neither past its time nor deleted while the topic held more than its size (judged against an upper bound of what
+  the topic held then, so a size deletion is called wrong only when it surely was).
 """
 
 from __future__ import annotations
@@ -67,10 +68,11 @@ class _Logged:
     entries: dict[str, dict[Position, str]]  # topic -> position -> checksum
     ledgers: dict[str, set[int]]  # every ledger the log saw per topic (published into or rolled)
     deleted_topics: set[str]  # deleted by the generator itself (an operator's delete)
+    opened: dict[tuple[str, int], int]  # (topic, ledger) -> when a roll opened it
 
 
 def _logged(events: list[dict[str, Any]]) -> _Logged:
-    logged = _Logged(defaultdict(dict), defaultdict(set), set())
+    logged = _Logged(defaultdict(dict), defaultdict(set), set(), {})
     for event in events:
         kind = event["event"]
         if kind == "publish":
@@ -80,6 +82,7 @@ def _logged(events: list[dict[str, Any]]) -> _Logged:
                 logged.ledgers[event["topic"]].add(position[0])
         elif kind == "roll":
             logged.ledgers[event["topic"]].add(int(event["closed"]))
+            logged.opened[(event["topic"], int(event["opened"]))] = event["at"]
         elif kind == "delete-topic":
             logged.deleted_topics.add(event["topic"])
         elif kind == "create-topic":  # a name used again is a new topic
@@ -224,17 +227,20 @@ def check(store: Store, log_path: Path, *, settled: bool = True) -> list[Violati
                             )
                         )
 
-    # Trim deleted nothing the retention in force kept by time.
+    # Trim deleted nothing the retention in force kept.
     history = _PolicyHistory(topics, namespaces, journal, json.loads(broker) if broker else {})
     applied_at = _apply_times(journal)
+    sizes = _TopicSizes(ledgers, pending, applied_at, logged.opened)
     for (topic, ledger_id), rows in pending.items():
         for row in rows:
             if row.kind != "ledger" or applied_at.get(row.run_id, (None, ""))[1] != "trim":
                 continue
             closed = json.loads(row.ledger_row).get("closed_at_ms")
             at = applied_at[row.run_id][0]
+            # What the topic held when the run applied, at most, less what that run deleted before this ledger.
+            held = sizes.at_most(topic, at) - sizes.deleted_before(row.run_id, topic, ledger_id)
             kept = [
-                _kept_by_time(retention, closed, row.deleted_as_of_ms)
+                _kept(retention, closed, row.deleted_as_of_ms, held)
                 for retention in (history.retention(topic, at), history.retention(topic, at - POLICY_RACE_MS))
             ]
             if all(kept):
@@ -311,15 +317,48 @@ def _apply_times(journal: list) -> dict[str, tuple[int, str]]:
     return first
 
 
-def _kept_by_time(retention: tuple[int, int], closed_ms: int | None, as_of_ms: int) -> bool:
+def _kept(retention: tuple[int, int], closed_ms: int | None, as_of_ms: int, held_at_most: int) -> bool:
+    """Whether the retention kept a consumed ledger: Pulsar trims one whose time has passed (closed more than the
+    retention time before now; -1: never) or while the topic holds more than the retention size (-1: no limit), so
+    it keeps one only when neither is so. ``held_at_most`` is an upper bound of what the topic held: a ledger is
+    judged kept by size only when even that bound was within the limit."""
     minutes, megabytes = retention
     if closed_ms is None:
         return True  # the open ledger is never trimmed
-    if minutes == -1:
-        return megabytes == -1  # with a size limit, a size trim may delete it: not judged here
-    if megabytes not in (-1, 0):
-        return False  # a size limit may have deleted it: not judged here
-    return closed_ms > as_of_ms - minutes * 60_000
+    expired = minutes >= 0 and as_of_ms - closed_ms > minutes * 60_000
+    over_size = megabytes >= 0 and held_at_most > megabytes * 1024 * 1024
+    return not expired and not over_size
+
+
+class _TopicSizes:
+    """Upper bounds of what a topic held at a moment: every ledger it has now or that was deleted at or after that
+    moment, but those a roll opened after it, each at its size now (an open ledger only grows)."""
+
+    def __init__(
+        self, ledgers: dict, pending: dict, applied_at: dict, opened: dict[tuple[str, int], int]
+    ) -> None:
+        self.ledgers, self.applied_at, self.opened = ledgers, applied_at, opened
+        self.pending_by_topic: dict[str, list] = defaultdict(list)
+        for (topic, _), rows in pending.items():
+            self.pending_by_topic[topic].extend(rows)
+
+    def at_most(self, topic: str, when_ms: int) -> int:
+        total = 0
+        for ledger_id, row in self.ledgers.get(topic, {}).items():
+            if self.opened.get((topic, ledger_id), when_ms) <= when_ms:
+                total += row.size_bytes
+        for row in self.pending_by_topic.get(topic, []):
+            deleted = self.applied_at.get(row.run_id, (0, ""))[0]
+            if row.kind == "ledger" and deleted >= when_ms:
+                total += row.size_bytes
+        return total
+
+    def deleted_before(self, run_id: str, topic: str, ledger_id: int) -> int:
+        return sum(
+            row.size_bytes
+            for row in self.pending_by_topic.get(topic, [])
+            if row.run_id == run_id and row.kind == "ledger" and row.ledger_id < ledger_id
+        )
 
 
 class _PolicyHistory:

@@ -44,6 +44,7 @@ END = START + WORKLOAD.duration_seconds * 1000
 NAMESPACES = {
     "soak/short": {"retention_policies": {"retentionTimeInMinutes": 5, "retentionSizeInMB": -1}},
     "soak/forever": {"retention_policies": {"retentionTimeInMinutes": -1, "retentionSizeInMB": -1}},
+    "soak/sized": {"retention_policies": {"retentionTimeInMinutes": -1, "retentionSizeInMB": 1}},
 }
 
 
@@ -199,3 +200,27 @@ def _log_a_trim(conn, store, ledger, recorded_at_ms=END):
             recorded_at_ms=recorded_at_ms,
         )
     )
+
+
+@pytest.mark.unit
+@pytest.mark.parametrize(("ledger_bytes", "violated"), [(1000, True), (600 * 1024, False)])
+def test_a_trim_under_a_size_limit_is_judged_against_what_the_topic_held(tmp_path, ledger_bytes, violated):
+    """Three closed ledgers on a topic kept forever by time and to 1 MB by size: deleting the oldest is a violation
+    when the topic held 3 kB, and Pulsar's rule when it held 1.8 MB (over the limit before the deletion)."""
+    from housekeeping.store import clients
+
+    store, log = _lived(tmp_path)
+    topic = "persistent://soak/sized/t"
+    clients.create_topic(store, topic, now_ms=START)
+    clients.connect_producer(store, topic, now_ms=START)
+    for i in range(3):
+        clients.publish(store, topic, [{"value": f"v{i}"}], now_ms=START + i)
+        clients.roll_ledger(store, topic, now_ms=START + 60_000 * (i + 1))
+    with write_transaction(store.engine) as conn:
+        conn.execute(update(t.ledgers).where(t.ledgers.c.topic == topic).values(size_bytes=ledger_bytes))
+        oldest = conn.execute(
+            select(t.ledgers).where(t.ledgers.c.topic == topic).order_by(t.ledgers.c.ledger_id).limit(1)
+        ).one()
+        _log_a_trim(conn, store, oldest)
+    found = [v for v in check(store, log) if v.invariant == "retention_violated" and v.topic == topic]
+    assert bool(found) is violated, found
