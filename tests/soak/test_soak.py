@@ -69,7 +69,7 @@ def _housekeeping(env: dict, *args: str, timeout: float = 300) -> subprocess.Com
     )
 
 
-def test_a_live_airflow_soak_with_faults_loses_nothing(tmp_path, postgres_server):
+def test_a_live_airflow_soak_with_faults_loses_nothing(tmp_path, postgres_server, monkeypatch):
     from housekeeping.store.generate import GenerateOptions, generate_store
 
     rng = random.Random(SEED)
@@ -87,7 +87,8 @@ def test_a_live_airflow_soak_with_faults_loses_nothing(tmp_path, postgres_server
             "HOUSEKEEPING_OFFLOAD_URL": f"s3://{s3.create_bucket()}/offloaded",
             "HOUSEKEEPING_OFFLOAD_ENDPOINT_URL": s3.endpoint_url,
         }
-        os.environ.update(tier_env)  # this process's store (the checker, generate) sees the tier too
+        for name, value in tier_env.items():  # this process's store (the checker, generate) sees the tier too
+            monkeypatch.setenv(name, value)
         store = generate_store(
             tmp_path / "store", GenerateOptions(16, SEED, 40, 6, 60, "2026-11-01T00:00:00Z", False), url
         )

@@ -21,6 +21,8 @@ from housekeeping.store.command_line import (
 commands = typer.Typer()
 
 
+# The work is in housekeeping.store.simulate, the summary's text in _text; this command
+# must be one piece: typer reads its options from one signature.
 @commands.command()
 def simulate(
     store: StoreOpt,
@@ -151,6 +153,10 @@ def simulate(
     if fmt == "json":
         print_json(summary)
         return
+    typer.echo(_text(summary))
+
+
+def _text(summary: dict) -> str:
     latency = summary["publishLatencyMs"]
     lines = [
         f"simulated {summary['seconds']} s ({summary['clock']} clock, seed {summary['seed']}"
@@ -167,4 +173,4 @@ def simulate(
     if summary["faults"]:
         lines.append("  faults         " + ", ".join(f"{k} {v}" for k, v in summary["faults"].items()))
     lines += [f"  ! {problem}" for problem in summary["lastProblems"]]
-    typer.echo("\n".join(lines))
+    return "\n".join(lines)
