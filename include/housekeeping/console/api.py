@@ -73,6 +73,15 @@ def get_namespace(
     return namespace_view(store, f"{tenant}/{namespace}", search=search or None, offset=offset, limit=limit)
 
 
+@router.get("/topics/{tenant}/{namespace}/{topic}")
+def get_topic(user: Reader, store: ConsoleStore, tenant: str, namespace: str, topic: str) -> dict[str, Any]:
+    """One topic (``persistent://tenant/namespace/topic``): its ledgers with their times, tier and pending deletions,
+    its subscriptions, the policies in force and their sources, the holds covering it, the runs that touched it."""
+    from housekeeping.observe.browse import topic_view
+
+    return topic_view(store, f"persistent://{tenant}/{namespace}/{topic}")
+
+
 @router.get("/pending-deletions")
 def get_pending_deletions(
     user: Reader,

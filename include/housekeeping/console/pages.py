@@ -185,6 +185,16 @@ def namespace_page(
     return render("namespace.html", request, user, view=view, search=search or "")
 
 
+@router.get("/topics/{tenant}/{namespace}/{topic}", response_class=HTMLResponse)
+def topic_page(
+    request: Request, user: Reader, store: ConsoleStore, tenant: str, namespace: str, topic: str
+) -> HTMLResponse:
+    from housekeeping.observe.browse import topic_view
+
+    view = topic_view(store, f"persistent://{tenant}/{namespace}/{topic}")
+    return render("topic.html", request, user, view=view)
+
+
 @router.get("/runs", response_class=HTMLResponse)
 def runs_page(
     request: Request,

@@ -1,6 +1,7 @@
 """One namespace as an operator browses it: its policies in force and where each comes from (topic, namespace,
 broker), a page of its topics (found by name) with their ledgers and subscriptions, the holds on it and the runs
-that touched it. Read from the metadata a page at a time (SQL paging and grouping), so a namespace of 100,000 topics
+that touched it; and one topic: its ledgers (times, tier, pending deletion), subscriptions, policies in force, holds
+and runs. Read from the metadata a page at a time (SQL paging and grouping), so a namespace of 100,000 topics
 reads as one of ten."""
 
 from __future__ import annotations
@@ -12,12 +13,12 @@ from typing import Any
 from sqlalchemy import func, select
 
 from housekeeping.core.errors import InputError, NotFound
-from housekeeping.core.names import NamespaceName
+from housekeeping.core.names import NamespaceName, TopicName
 from housekeeping.core.policies import resolve_policies
 from housekeeping.core.timeutil import format_ms
 from housekeeping.observe.journal_view import JournalFilter, journal_entries
 from housekeeping.store import metadata_schema as t
-from housekeeping.store.holds import list_holds
+from housekeeping.store.holds import covering_targets, list_holds
 from housekeeping.store.store import Store, read_transaction
 
 MAX_TOPICS = 1000
@@ -49,24 +50,11 @@ def namespace_view(
         cursors = _cursors(conn, names)
         entries = journal_entries(conn, JournalFilter(namespace=name), limit=500, newest_first=True)
     policies = json.loads(row.policies)
-    broker = store.broker_config()
-    effective = resolve_policies(f"persistent://{name}/-", {}, name, policies, broker)
-    plain = effective.to_json()
+    effective = resolve_policies(f"persistent://{name}/-", {}, name, policies, store.broker_config())
     return {
         "namespace": name,
         "policies": policies,
-        "effective": {
-            "retention": {**plain["retention"], "source": effective.retention_source},
-            "messageTtlSeconds": {
-                "value": effective.message_ttl_seconds,
-                "source": effective.message_ttl_source,
-            },
-            "inactiveTopicPolicies": {
-                **plain["inactive_topic_policies"],
-                "source": effective.inactive_topic_policies_source,
-            },
-            "backlogQuotas": plain["backlog_quotas"],
-        },
+        "effective": _effective(effective),
         "topics": {
             "total": total,
             "offset": offset,
@@ -92,6 +80,85 @@ def namespace_view(
             if h["target"] == name or h["target"].startswith(f"persistent://{name}/")
         ],
         "runs": _runs(entries),
+    }
+
+
+def topic_view(store: Store, topic: str) -> dict[str, Any]:
+    """One topic: ``{"topic", "namespace", "policies", "effective", "producers", "consumers", "lastActive",
+    "ledgers": [...], "pending": [...], "subscriptions": [...], "holds", "runs"}``; each ledger with its entries,
+    bytes, first and last entry's publish time, when it closed (None: the one being written) and where it is
+    (``local``, ``local+tier``: offloaded with its local copy still there, ``tier``)."""
+    name = str(TopicName.parse(topic))
+    g, p = t.ledgers.c, t.pending_deletions.c
+    with read_transaction(store.engine) as conn:
+        row = conn.execute(select(t.topics).where(t.topics.c.name == name)).first()
+        if row is None:
+            raise NotFound(f"no topic {name} in store {store.root}")
+        namespace_policies = json.loads(
+            conn.execute(
+                select(t.namespaces.c.policies).where(t.namespaces.c.name == row.namespace)
+            ).scalar_one()
+        )
+        ledgers = conn.execute(select(t.ledgers).where(g.topic == name).order_by(g.ledger_id)).all()
+        pending = conn.execute(
+            select(t.pending_deletions)
+            .where(p.topic == name, p.status == "pending")
+            .order_by(p.ledger_id, p.id)
+        ).all()
+        subscriptions = _cursors(conn, [name]).get(name, [])
+        entries = journal_entries(conn, JournalFilter(topic=name), limit=500, newest_first=True)
+    own = json.loads(row.policies)
+    effective = resolve_policies(name, own, row.namespace, namespace_policies, store.broker_config())
+    held = set(covering_targets(name))
+    return {
+        "topic": name,
+        "namespace": row.namespace,
+        "policies": own,
+        "namespacePolicies": namespace_policies,
+        "effective": _effective(effective),
+        "producers": row.producers,
+        "consumers": row.consumers,
+        "lastActive": format_ms(row.last_active_ms) if row.last_active_ms is not None else None,
+        "ledgers": [
+            {
+                "ledgerId": r.ledger_id,
+                "entries": r.entries,
+                "bytes": r.size_bytes,
+                "firstEntry": format_ms(r.min_entry_ts_ms) if r.min_entry_ts_ms is not None else None,
+                "lastEntry": format_ms(r.max_entry_ts_ms) if r.max_entry_ts_ms is not None else None,
+                "closed": format_ms(r.closed_at_ms) if r.closed_at_ms is not None else None,
+                "where": "tier" if r.local_deleted else ("local+tier" if r.offload_complete else "local"),
+            }
+            for r in ledgers
+        ],
+        "pending": [
+            {
+                "ledgerId": r.ledger_id,
+                "kind": r.kind,
+                "bytes": r.size_bytes,
+                "runId": r.run_id,
+                "deletedAsOf": format_ms(r.deleted_as_of_ms),
+                "purgeAfter": format_ms(r.purge_after_ms),
+            }
+            for r in pending
+        ],
+        "subscriptions": subscriptions,
+        "holds": [h for h in list_holds(store) if h["target"] in held],
+        "runs": _runs(entries),
+    }
+
+
+def _effective(effective: Any) -> dict[str, Any]:
+    """The policies in force, each with the level it comes from (topic, namespace, broker)."""
+    plain = effective.to_json()
+    return {
+        "retention": {**plain["retention"], "source": effective.retention_source},
+        "messageTtlSeconds": {"value": effective.message_ttl_seconds, "source": effective.message_ttl_source},
+        "inactiveTopicPolicies": {
+            **plain["inactive_topic_policies"],
+            "source": effective.inactive_topic_policies_source,
+        },
+        "backlogQuotas": plain["backlog_quotas"],
     }
 
 

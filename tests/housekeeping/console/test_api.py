@@ -156,6 +156,7 @@ def test_nobody_gets_in_without_a_token_and_a_viewer_reads_but_cannot_change(ser
         ("GET", f"{API}/holds"),
         ("GET", f"{API}/journal"),
         ("GET", f"{API}/runs"),
+        ("GET", f"{API}/topics/public/default/t-00000"),
         ("POST", f"{API}/restore"),
         ("POST", f"{API}/approvals"),
         ("POST", f"{API}/holds"),
@@ -239,6 +240,8 @@ def test_nobody_gets_in_without_a_token_and_a_viewer_reads_but_cannot_change(ser
         ("GET", "/namespaces/nobody/here", None, 404, "nobody/here"),
         ("GET", "/namespaces/acme/or%20ders", None, 400, "acme/or ders"),
         ("GET", "/namespaces/acme/orders?limit=5000", None, 422, "limit"),
+        ("GET", "/topics/acme/orders/no-such-topic", None, 404, "persistent://acme/orders/no-such-topic"),
+        ("GET", "/topics/acme/orders/or%20ders", None, 400, "or ders"),
         ("GET", "/journal?topic=persistent://a/b/c/d", None, 400, "persistent://a/b/c/d"),
         ("GET", "/runs?mechanism=compaktion", None, 400, "compaktion"),
         ("GET", "/runs/trim/..%2F..%2Fmetadata.db", None, 404, None),
@@ -489,6 +492,18 @@ def test_every_page_in_a_browser_and_restore_and_a_hold_done_there(server, store
         row = page.locator("#topics tr", has_text=with_subscription["topic"])
         assert sub["name"] in row.inner_text() and sub["markDelete"] in row.inner_text()
         page.screenshot(path=str(SHOTS / "console-02c-namespace.png"), full_page=True)
+        # A topic from its namespace: its ledgers (times, where they are), subscriptions, policies in force.
+        row.locator("a").first.click()
+        page.locator("#ledgers").wait_for()
+        local = with_subscription["topic"].removeprefix("persistent://")
+        topic = server.call("GET", f"{API}/topics/{local}", server.token("admin")).json()
+        assert page.locator("#ledgers tr").count() - 1 == len(topic["ledgers"]) > 0
+        assert sub["name"] in page.inner_text("#subscriptions")
+        assert "open (being written)" in page.inner_text("#ledgers")
+        assert "retention" in page.inner_text("#policies")
+        page.screenshot(path=str(SHOTS / "console-02d-topic.png"), full_page=True)
+        page.go_back()
+        page.locator("#topics").wait_for()
         page.fill("input[name=search]", "sensor-feed")
         page.click("form button")
         page.wait_for_url("**search=sensor-feed**")
