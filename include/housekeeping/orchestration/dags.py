@@ -163,7 +163,14 @@ class DagDefaults:
             raise ValueError("start_date must be timezone-aware (UTC)")
 
 
-def spark_submit(task_id: str, app: str, args: list[str], mechanism: str, **operator_kwargs: Any):
+def spark_submit(
+    task_id: str,
+    app: str,
+    args: list[str],
+    mechanism: str,
+    operator: type | None = None,
+    **operator_kwargs: Any,
+):
     """The Spark step of this project (``SparkAppOperator``, a SparkSubmitOperator): runs the Spark app module
     ``app`` through ``spark_apps/submit.py`` (``housekeeping.engine.launcher``) with the Spark connection from
     settings: spark-submit for a ``spark`` connection, a client of the Spark Connect server for a ``spark_connect``
@@ -185,7 +192,7 @@ def spark_submit(task_id: str, app: str, args: list[str], mechanism: str, **oper
         "PYSPARK_PYTHON": os.environ.get("PYSPARK_PYTHON") or python,
         "PYSPARK_DRIVER_PYTHON": os.environ.get("PYSPARK_DRIVER_PYTHON") or python,
     }
-    return SparkAppOperator(
+    return (operator or SparkAppOperator)(
         task_id=task_id,
         application=str(launcher.SUBMIT_APP),
         application_args=launcher.submit_args(app, args),
@@ -313,10 +320,11 @@ def _take_snapshot(spec: Mechanism, context: dict[str, Any]) -> dict[str, Any]:
 
 def gate_steps(spec: Mechanism):
     """The Spark plan, the Spark/GX gate and the approval step. A rejected plan is a deterministic verdict that
-    needs a person, not a retry; a transient Spark failure there is re-done by the next scheduled run."""
+    needs a person, not a retry (``GateOperator`` fails it at once); Spark failing under the gate is retried."""
     from housekeeping.engine import launcher
     from housekeeping.orchestration.alerts import GateFailedNotifier
     from housekeeping.orchestration.approval_operator import DeletionApprovalOperator
+    from housekeeping.orchestration.spark_operator import GateOperator
 
     ids = spec.task_ids
     plan = spark_submit(ids.plan, spec.plan_app, ["--run-dir", RUN_DIR_TEMPLATE], spec.name)
@@ -325,7 +333,7 @@ def gate_steps(spec: Mechanism):
         launcher.GATE_APP,
         ["--run-dir", RUN_DIR_TEMPLATE, "--mechanism", spec.name],
         spec.name,
-        retries=0,
+        operator=GateOperator,
         on_failure_callback=[GateFailedNotifier(), record_failed_step],
     )
     # Between the gate and apply: a person says yes to a plan over the approval thresholds.

@@ -13,6 +13,7 @@ from __future__ import annotations
 import json
 import os
 import subprocess
+import time
 from typing import Any
 
 from airflow.providers.apache.spark.operators.spark_submit import SparkSubmitOperator
@@ -91,3 +92,42 @@ class SparkAppOperator(SparkSubmitOperator):
             self._connect_process.terminate()
             return
         super().on_kill()
+
+
+class GateOperator(SparkAppOperator):
+    """The gate's Spark step. Spark failing under it (a Spark Connect server restarted, a driver killed) is
+    retried like any step; a plan it rejected is not: the verdict is deterministic and needs a person, so that
+    failure is final at once (the gate's result document, written during this try, tells the two apart)."""
+
+    def execute(self, context: Any) -> None:
+        from airflow.exceptions import AirflowException
+        from airflow.sdk.exceptions import AirflowFailException
+
+        started = time.time()
+        try:
+            return super().execute(context)
+        except AirflowException as error:
+            if rejected_since(self.application_args or [], started):
+                raise AirflowFailException(
+                    f"the gate rejected the plan ({error}); apply will not run"
+                ) from None
+            raise
+
+
+def rejected_since(application_args: list[str], started: float) -> bool:
+    """Whether the run named by ``--run-dir`` in the app's arguments has a gate verdict written at or after
+    ``started`` (seconds since the epoch) that rejects its plan."""
+    from housekeeping.core.errors import InputError
+    from housekeeping.engine.documents import read_gate_result
+    from housekeeping.engine.run_dir import RunDir
+
+    args = [str(arg) for arg in application_args]
+    if "--run-dir" not in args[:-1]:
+        return False
+    run_dir = RunDir(args[args.index("--run-dir") + 1])
+    try:
+        written = run_dir.gate_result.stat().st_mtime
+        result = read_gate_result(run_dir)
+    except (OSError, InputError, ValueError):
+        return False  # no verdict (the app died before it), or one unreadable: Spark failed, not the plan
+    return result is not None and written >= started - 1 and not result.success
