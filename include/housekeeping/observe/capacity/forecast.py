@@ -44,6 +44,19 @@ HORIZON_RANGE_S = (3600, 5 * 365 * DAY_S)
 WINDOW_RANGE_DAYS = (3, 365)
 POINTS = 29
 MIN_WINDOW_MS = 3_600_000
+# Where a change of rate is looked for: the last week (a weekly cycle is whole in it), or the last half of a
+# younger window; each side of a change holds at least this many of its steps.
+RECENT_MS = 7 * DAY_MS
+MIN_SIDE = 4
+# A rate differs from a fit when it lies outside the fit's 95 % interval widened by this share of it (an exactly
+# linear history has an interval of width 0).
+TOLERANCE = 0.10
+# A credible change: the new rate at least this factor above or below the window's, and its split of the recent
+# steps this clear (Welch's statistic on the increments): the day-to-day wobble of a few dozen topics' rollovers
+# reaches a factor of 1.3 and a statistic of 15, so neither alone would do.
+CHANGE_FACTOR = 1.5
+MIN_SPLIT_SCORE = 4.0
+WEEK_MS = 7 * DAY_MS
 
 
 @dataclass(frozen=True)
@@ -65,6 +78,127 @@ class Fit:
     def scaled(self, share: float) -> Fit:
         return Fit(self.per_day * share, self.low * share, self.high * share)
 
+    def excludes(self, rate: float) -> bool:
+        """Whether ``rate`` (bytes a day) lies outside this fit's interval, widened by ``TOLERANCE``."""
+        return not self.low * (1 - TOLERANCE) <= rate <= self.high * (1 + TOLERANCE)
+
+
+@dataclass(frozen=True)
+class Growth:
+    """A namespace's growth as the forecast uses it: the fit, over which span, and why that span. ``window`` is
+    the fit over the whole window, the same as ``fit`` unless a change of rate was found."""
+
+    fit: Fit
+    basis: str  # "window", "since_first_ingest" (a namespace younger than the window), "since_change"
+    from_ms: int
+    to_ms: int
+    why: str
+    window: Fit
+
+    def as_json(self) -> dict[str, Any]:
+        return {
+            "bytesPerDay": self.fit.per_day,
+            "low": self.fit.low,
+            "high": self.fit.high,
+            "basis": self.basis,
+            "from": format_ms(self.from_ms),
+            "to": format_ms(self.to_ms),
+            "why": self.why,
+            "windowBytesPerDay": self.window.per_day,
+        }
+
+
+@dataclass(frozen=True)
+class Series:
+    """A namespace's cumulative ingest: over its window, over the recent span where a change is looked for, and
+    at the recent span's times a week earlier (None where the namespace did not exist yet)."""
+
+    times: list[int]
+    cumulative: np.ndarray
+    recent_times: list[int] | None = None
+    recent: np.ndarray | None = None
+    week_earlier: np.ndarray | None = None
+
+
+def _step_days(times: list[int]) -> float:
+    return (times[1] - times[0]) / DAY_MS
+
+
+def _changed(cumulative: np.ndarray, step_days: float, window: Fit) -> bool:
+    """Whether a span's rate is a credible change from the window's fit: its median step's rate (a burst of a few
+    steps moves it not at all, where a jump mid-span tilts most of Theil-Sen's pairs) outside the window's interval
+    and a factor away from its rate."""
+    rate = float(np.median(np.diff(cumulative))) / step_days
+    if not window.excludes(rate):
+        return False
+    if window.per_day <= 0:
+        return rate > 0
+    return not 1 / CHANGE_FACTOR < rate / window.per_day < CHANGE_FACTOR
+
+
+def _best_split(increments: np.ndarray) -> int | None:
+    """The step index that best splits ``increments`` in two of different means (Welch's statistic), each side
+    at least ``MIN_SIDE`` steps; None when the series is too short or no split scores ``MIN_SPLIT_SCORE``."""
+    n = len(increments)
+    if n < 2 * MIN_SIDE:
+        return None
+    scale = abs(float(increments.mean())) * 1e-6 + 1e-12
+    best, at = -1.0, None
+    for k in range(MIN_SIDE, n - MIN_SIDE + 1):
+        before, after = increments[:k], increments[k:]
+        spread = math.sqrt(before.var() / len(before) + after.var() / len(after)) + scale
+        score = abs(float(after.mean() - before.mean())) / spread
+        if score > best:
+            best, at = score, k
+    return at if best >= MIN_SPLIT_SCORE else None
+
+
+def choose_growth(series: Series, basis: str) -> Growth:
+    """The growth the forecast uses (docs/semantics.md §12.3): the Theil-Sen fit over the window, unless the recent
+    span shows a credible change of rate; then the fit since the change. A change is credible when the best split
+    of the recent steps is clear (``MIN_SPLIT_SCORE``), the fit after it is a factor (``CHANGE_FACTOR``) from the
+    window's rate and excludes it while the fit before it agrees with it, and the same hours a week earlier did not
+    already run at the new rate (a weekly cycle, not a change); or when the whole recent span's fit is that far
+    from the window's rate (a change just before that span)."""
+    times, cumulative = series.times, series.cumulative
+    window = Fit.of(cumulative, _step_days(times))
+    since = "the namespace's first ingest" if basis == "since_first_ingest" else "the window's start"
+    plain = Growth(window, basis, times[0], times[-1], f"steady since {since}", window)
+    if series.recent is None or series.recent_times is None:
+        return plain
+    recent, recent_times = series.recent, series.recent_times
+    step = _step_days(recent_times)
+    split = _best_split(np.diff(recent))
+    if split is not None:
+        after, before = Fit.of(recent[split:], step), Fit.of(recent[: split + 1], step)
+        cycle = False
+        if series.week_earlier is not None:
+            then = series.week_earlier
+            span = (recent_times[-1] - recent_times[split]) / DAY_MS
+            cycle = not after.excludes(float(then[-1] - then[split]) / span)
+        if _changed(recent[split:], step, window) and not before.excludes(window.per_day) and not cycle:
+            return Growth(
+                after,
+                "since_change",
+                recent_times[split],
+                recent_times[-1],
+                f"the rate changed at {format_ms(recent_times[split])}: {after.per_day:.0f} B/day since, "
+                f"{window.per_day:.0f} over the window (outside the interval of the fit since)",
+                window,
+            )
+    whole = Fit.of(recent, step)
+    if _changed(recent, step, window):
+        return Growth(
+            whole,
+            "since_change",
+            recent_times[0],
+            recent_times[-1],
+            f"the rate changed before {format_ms(recent_times[0])}: {whole.per_day:.0f} B/day over the last "
+            f"{(recent_times[-1] - recent_times[0]) / DAY_MS:.1f} days, {window.per_day:.0f} over the window",
+            window,
+        )
+    return plain
+
 
 @dataclass(frozen=True)
 class Ingest:
@@ -74,6 +208,7 @@ class Ingest:
     namespaces: list[str]  # each topic's namespace
     segments: Segments
     first_ms: float  # the record's first arrival
+    namespace_first_ms: dict[str, float]  # each namespace's first arrival
 
     @classmethod
     def of(cls, record: Record) -> Ingest:
@@ -83,7 +218,11 @@ class Ingest:
         rows = [(index[p.topic], p.size, p.ramp_from, p.ramp_to, p.start, p.end) for p in pieces]
         first = min((p.ramp_from for p in pieces), default=math.inf)
         namespaces = [record.namespace_of[topic] for topic in topics]
-        return cls(topics, namespaces, Segments.of(rows, len(topics)), first)
+        namespace_first: dict[str, float] = {}
+        for piece in pieces:
+            namespace = record.namespace_of[piece.topic]
+            namespace_first[namespace] = min(namespace_first.get(namespace, math.inf), piece.ramp_from)
+        return cls(topics, namespaces, Segments.of(rows, len(topics)), first, namespace_first)
 
     def at(self, points_ms: list[int]) -> np.ndarray:
         """Cumulative ingest per topic at each point (topics x points)."""
@@ -92,34 +231,82 @@ class Ingest:
         return np.column_stack([value_at(self.segments, t) for t in points_ms])
 
 
-def window_points(ingest: Ingest, end_ms: int, window_days: int) -> list[int]:
-    """``POINTS`` equally spaced times over the last ``window_days`` before ``end_ms``, or since the record's first
-    entry when it is younger (none when it holds less than an hour before ``end_ms``)."""
-    start = max(end_ms - window_days * DAY_MS, int(min(ingest.first_ms, end_ms)))
-    if end_ms - start < MIN_WINDOW_MS:
+def span_points(start_ms: int, end_ms: int) -> list[int]:
+    """``POINTS`` equally spaced times from ``start_ms`` to ``end_ms`` (none when less than an hour apart)."""
+    if end_ms - start_ms < MIN_WINDOW_MS:
         return []
-    return [int(start + (end_ms - start) * k / (POINTS - 1)) for k in range(POINTS)]
+    return [int(start_ms + (end_ms - start_ms) * k / (POINTS - 1)) for k in range(POINTS)]
 
 
-def fit_growth(ingest: Ingest, end_ms: int, window_days: int) -> tuple[dict[str, Fit], dict[str, Fit]]:
-    """Per namespace and per topic, the ingest fit over the window ending at ``end_ms``."""
-    points = window_points(ingest, end_ms, window_days)
-    if not points:
-        return {}, {}
-    step_days = (points[1] - points[0]) / DAY_MS
-    matrix = ingest.at(points)
+def window_start(ingest: Ingest, namespace: str, end_ms: int, window_days: int) -> tuple[int, str]:
+    """Where a namespace's window starts, and its basis: ``window_days`` before ``end_ms``, or the namespace's
+    own first ingest when it is younger."""
+    first = int(min(ingest.namespace_first_ms.get(namespace, math.inf), end_ms))
+    start = end_ms - window_days * DAY_MS
+    return (first, "since_first_ingest") if first > start else (start, "window")
+
+
+@dataclass(frozen=True)
+class GrowthFits:
+    """Per namespace its growth; per topic its share of the growth in use and of the window's."""
+
+    namespaces: dict[str, Growth]
+    topics: dict[str, Fit]
+    topics_window: dict[str, Fit]
+
+
+def fit_growth(ingest: Ingest, end_ms: int, window_days: int) -> GrowthFits:
+    """Per namespace and per topic, the ingest growth over the window ending at ``end_ms`` (:func:`choose_growth`).
+    A namespace's growth is shared among its topics by their ingest over the span its fit covers."""
     by_namespace: dict[str, list[int]] = defaultdict(list)
     for i, namespace in enumerate(ingest.namespaces):
         by_namespace[namespace].append(i)
-    namespace_fits, topic_fits = {}, {}
+    cache: dict[tuple[int, ...], np.ndarray] = {}
+
+    def values(points: list[int], rows: list[int]) -> np.ndarray:
+        key = tuple(points)
+        if key not in cache:  # namespaces of one age share their points: one evaluation over every topic
+            cache[key] = ingest.at(points)
+        return cache[key][rows]
+
+    fits = GrowthFits({}, {}, {})
     for namespace, rows in by_namespace.items():
-        cumulative = matrix[rows].sum(axis=0)
-        fit = namespace_fits[namespace] = Fit.of(cumulative, step_days)
-        added = cumulative[-1] - cumulative[0]
-        for i in rows:
-            share = float(matrix[i, -1] - matrix[i, 0]) / added if added > 0 else 0.0
-            topic_fits[ingest.topics[i]] = fit.scaled(share)
-    return namespace_fits, topic_fits
+        start, basis = window_start(ingest, namespace, end_ms, window_days)
+        points = span_points(start, end_ms)
+        if not points:
+            continue
+        matrix = values(points, rows)
+        recent_points = span_points(max(start, end_ms - min(RECENT_MS, (end_ms - start) // 2)), end_ms)
+        recent = values(recent_points, rows) if recent_points else None
+        earlier = None
+        if recent_points and recent_points[0] - WEEK_MS >= start:
+            earlier = values([t - WEEK_MS for t in recent_points], rows).sum(axis=0)
+        series = Series(
+            points,
+            matrix.sum(axis=0),
+            recent_points or None,
+            None if recent is None else recent.sum(axis=0),
+            earlier,
+        )
+        growth = fits.namespaces[namespace] = choose_growth(series, basis)
+        if growth.basis == "since_change":
+            assert recent is not None and recent_points
+            first = recent_points.index(growth.from_ms)
+            shares = _shares(recent[:, first], recent[:, -1])
+        else:
+            shares = _shares(matrix[:, 0], matrix[:, -1])
+        window_shares = _shares(matrix[:, 0], matrix[:, -1])
+        for k, i in enumerate(rows):
+            fits.topics[ingest.topics[i]] = growth.fit.scaled(shares[k])
+            fits.topics_window[ingest.topics[i]] = growth.window.scaled(window_shares[k])
+    return fits
+
+
+def _shares(first: np.ndarray, last: np.ndarray) -> list[float]:
+    """Each topic's share of what its namespace added between two times."""
+    added = last - first
+    total = float(added.sum())
+    return [float(a) / total if total > 0 else 0.0 for a in added]
 
 
 def _seconds_to(gap: float, per_day: float, horizon_s: int) -> int | None:
@@ -352,8 +539,42 @@ def forecast(
     """The limits of every namespace in force, each tenant's budgets, and the backtest."""
     ForecastOptions(horizon_s, window_days, backtest_days).check()
     ingest = Ingest.of(record)
-    namespace_fits, topic_fits = fit_growth(ingest, record.as_of_ms, window_days)
+    fits = fit_growth(ingest, record.as_of_ms, window_days)
     now = _now(record)
+    limits = _limits(record, now, fits.topics, budgets or {}, horizon_s)
+    # The soonest credible answer of each limit: the growth in use, or the whole window's when a change was found
+    # (an alert wants the earlier of two credible answers, never the later).
+    if any(g.basis == "since_change" for g in fits.namespaces.values()):
+        by_window = _limits(record, now, fits.topics_window, budgets or {}, horizon_s)
+    else:
+        by_window = limits
+    for row, other in zip(limits, by_window, strict=True):
+        row["soonestSecondsUntil"] = _sooner(row["secondsUntil"], other["secondsUntil"])
+    return {
+        "asOf": format_ms(record.as_of_ms),
+        "horizonSeconds": horizon_s,
+        "windowDays": window_days,
+        "growth": [{"namespace": ns, **g.as_json()} for ns, g in sorted(fits.namespaces.items())],
+        "limits": limits,
+        "backtest": backtest(record, ingest, window_days, backtest_days),
+    }
+
+
+def _sooner(one: int | None, other: int | None) -> int | None:
+    if one is None or other is None:
+        return other if one is None else one
+    return min(one, other)
+
+
+def _limits(
+    record: Record,
+    now: dict[str, _TopicNow],
+    topic_fits: Mapping[str, Fit],
+    budgets: Mapping[str, Mapping[str, int]],
+    horizon_s: int,
+) -> list[dict[str, Any]]:
+    """Every namespace's limit rows (the topic that meets each first) and every tenant's budget rows, at the
+    topics' growth ``topic_fits``; in one order whatever the fits."""
     candidates: dict[tuple[str, str], list[dict]] = defaultdict(list)
     tenant_growth: dict[str, dict[str, list]] = defaultdict(lambda: {"local": [], "tier": []})
     for topic, row in sorted(record.topics.items()):
@@ -373,18 +594,7 @@ def forecast(
     for (namespace, limit), rows in sorted(candidates.items()):
         first = _earliest(rows)
         limits.append(_row(namespace, namespace.split("/", 1)[0], limit, **first))
-    limits += _budget_rows(record, now, tenant_growth, budgets or {}, horizon_s)
-    return {
-        "asOf": format_ms(record.as_of_ms),
-        "horizonSeconds": horizon_s,
-        "windowDays": window_days,
-        "growth": [
-            {"namespace": ns, "bytesPerDay": f.per_day, "low": f.low, "high": f.high}
-            for ns, f in sorted(namespace_fits.items())
-        ],
-        "limits": limits,
-        "backtest": backtest(record, ingest, window_days, backtest_days),
-    }
+    return limits + _budget_rows(record, now, tenant_growth, budgets, horizon_s)
 
 
 def _budget_rows(record, now, tenant_growth, budgets, horizon_s) -> list[dict[str, Any]]:
@@ -431,7 +641,10 @@ def backtest(record: Record, ingest: Ingest, window_days: int, days: int) -> lis
     """Per namespace: the ingest fitted ``days`` before the as-of, projected to the as-of, against what the
     record shows producers added in those days."""
     made_at = record.as_of_ms - days * DAY_MS
-    then, _ = fit_growth(ingest, made_at, window_days)
+    then = {
+        namespace: growth.fit
+        for namespace, growth in fit_growth(ingest, made_at, window_days).namespaces.items()
+    }
     matrix = ingest.at([made_at, record.as_of_ms])
     added: dict[str, float] = defaultdict(float)
     for i, namespace in enumerate(ingest.namespaces):

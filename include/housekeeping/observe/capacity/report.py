@@ -100,9 +100,14 @@ def read_latest(store: Store) -> dict[str, Any] | None:
 
 
 def nearest_limits(latest: dict[str, Any], count: int) -> list[dict[str, Any]]:
-    """The newest report's limits met within its horizon, nearest first, at most ``count``."""
-    limits = [row for row in latest["forecast"]["limits"] if row["secondsUntil"] is not None]
-    return sorted(limits, key=lambda row: row["secondsUntil"])[:count]
+    """The newest report's limits met within its horizon at the sooner credible growth, nearest first, at most
+    ``count``."""
+
+    def soonest(row: dict[str, Any]) -> int | None:
+        return row.get("soonestSecondsUntil", row["secondsUntil"])
+
+    limits = [row for row in latest["forecast"]["limits"] if soonest(row) is not None]
+    return sorted(limits, key=soonest)[:count]
 
 
 def _usage_chart(plt: Any, documents: dict[str, Any]) -> str:

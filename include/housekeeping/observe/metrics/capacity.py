@@ -22,12 +22,23 @@ def capacity(view: StoreView) -> list[Family]:
         "(per tenant, namespace empty).",
         ("tenant", "namespace", "limit"),
     )
+    soonest = made.family(
+        "housekeeping_capacity_soonest_seconds_until",
+        "Seconds until the limit is met at the sooner of the credible growths: the one in use, and the whole "
+        "window's when a change of rate was found (what the alerts read; as housekeeping_capacity_seconds_until "
+        "otherwise).",
+        ("tenant", "namespace", "limit"),
+    )
     for row in latest["forecast"]["limits"]:
+        labels = (row["tenant"], row["namespace"] or "", row["limit"])
         value = row["secondsUntil"]
-        until.set((row["tenant"], row["namespace"] or "", row["limit"]), math.inf if value is None else value)
+        until.set(labels, math.inf if value is None else value)
+        value = row.get("soonestSecondsUntil", value)  # a report from before the soonest answer was recorded
+        soonest.set(labels, math.inf if value is None else value)
     growth = made.family(
         "housekeeping_capacity_ingest_bytes_per_day",
-        "Bytes producers add per day, fitted (Theil-Sen) to the ingest over the forecast's window.",
+        "Bytes producers add per day, fitted (Theil-Sen) to the ingest over the forecast's window, or since a change "
+        "of rate it found.",
         ("namespace",),
     )
     for row in latest["forecast"]["growth"]:

@@ -43,6 +43,11 @@ def test_the_report_files_and_the_metrics_of_the_newest(capsys, tmp_path):
         in text
     )
     assert 'housekeeping_capacity_seconds_until{limit="local_budget",namespace="",tenant="t"} +Inf' in text
+    # The alerts' gauge: the same where the growth is steady (no change of rate found).
+    assert (
+        'housekeeping_capacity_soonest_seconds_until{limit="backlog_quota_size",namespace="t/ns",tenant="t"} 0.0'
+        in text
+    )
     # The day's chargeback, listed: b's 24 ledgers and a's first 456 the whole day; a's last 24 arrive hourly
     # during it (the one closing at the as-of: 0 hours).
     listed = ((DAYS * 24 - 24) * 24 + sum(range(24)) + 24 * 24) * LEDGER
