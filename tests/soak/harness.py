@@ -210,6 +210,20 @@ def publish_latencies(
     return found
 
 
+def idle_windows(busy: list[tuple[int, int]], start: int, end: int) -> list[tuple[int, int]]:
+    """The stretches of ``[start, end]`` that no window of ``busy`` covers."""
+    idle, at = [], start
+    for a, b in sorted(busy):
+        if a > at:
+            idle.append((at, min(a, end)))
+        at = max(at, b)
+        if at >= end:
+            break
+    if at < end:
+        idle.append((at, end))
+    return [(a, b) for a, b in idle if b > a]
+
+
 def start_scheduler(env: dict[str, str], log: Path) -> subprocess.Popen:
     with log.open("ab") as out:
         return subprocess.Popen(

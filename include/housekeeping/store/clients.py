@@ -228,6 +228,7 @@ def roll_ledger(store: Store, topic: str, *, now_ms: int) -> int:
     with write_transaction(store.engine) as conn:
         lock_topic(conn, topic)
         ledger = _current_ledger(conn, topic)
+        _drop_uncommitted(store, topic, ledger)
         conn.execute(
             update(t.ledgers)
             .where(and_(t.ledgers.c.topic == topic, t.ledgers.c.ledger_id == ledger.ledger_id))
@@ -246,6 +247,28 @@ def roll_ledger(store: Store, topic: str, *, now_ms: int) -> int:
         )
         conn.execute(update(t.topics).where(t.topics.c.name == topic).values(version=t.topics.c.version + 1))
     return new_id
+
+
+def _drop_uncommitted(store: Store, topic: str, ledger: Any) -> None:
+    """A ledger closes at its last committed entry (BookKeeper's last add confirmed): entries a publish wrote to the
+    file whose metadata never committed (the database went away mid-publish, and no later publish rewrote the file)
+    are not the ledger's and leave with the close. Found by the 60-minute soak: such a tail outlived the roll and the
+    store scrub rightly called the closed ledger's file a mismatch."""
+    import pyarrow.compute as pc
+
+    from housekeeping.store.entries import read_ledger, write_ledger
+    from housekeeping.store.fs import remove_tree
+
+    ledger_dir = store.ledger_dir(topic, ledger.ledger_id, ledger.files_generation)
+    if not ledger_dir.is_dir():
+        return
+    table = read_ledger(ledger_dir)
+    if table.num_rows <= ledger.entries:
+        return
+    if ledger.entries == 0 and not ledger.entries_stored:
+        remove_tree(ledger_dir, within=store.ledgers_root)  # only a failed first publish ever wrote there
+        return
+    write_ledger(ledger_dir, table.filter(pc.field("entryId") < ledger.entries))
 
 
 def last_entry(conn: Any, topic: str) -> tuple[int, int] | None:

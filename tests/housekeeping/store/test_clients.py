@@ -12,6 +12,7 @@ from housekeeping.store import clients
 from housekeeping.store import metadata_schema as t
 from housekeeping.store.entries import read_ledger
 from housekeeping.store.manifest.load import load_manifest
+from housekeeping.store.store import read_transaction
 from tests.conftest import write_manifest
 
 pytestmark = pytest.mark.unit
@@ -183,3 +184,40 @@ def test_a_publish_whose_metadata_never_committed_leaves_no_entry_behind(store, 
     table = read_ledger(store.ledger_dir(TOPIC, ledger_id, 0)).sort_by("entryId")
     assert table.column("entryId").to_pylist() == [0, 1, 2]
     assert table.column("value").to_pylist() == [b"a", b"b", b"c"]
+
+
+@pytest.mark.parametrize("committed", [2, 0], ids=["after-committed-entries", "first-publish"])
+def test_a_ledger_closes_at_its_last_committed_entry(store, monkeypatch, committed):
+    """A publish whose metadata never committed, and no publish after it before the ledger rolls: the closed
+    ledger's file holds only the entries its row says (before, the failed publish's tail stayed in the closed
+    ledger's file and the store scrub found it mismatched; found by the 60-minute soak)."""
+    from sqlalchemy.exc import OperationalError
+
+    clients.connect_producer(store, TOPIC, now_ms=T0)
+    first = None
+    if committed:
+        first = clients.publish(store, TOPIC, [{"value": "a"}, {"value": "b"}], now_ms=T0 + 1)
+    with read_transaction(store.engine) as conn:
+        ledger = clients._current_ledger(conn, TOPIC)
+
+    def database_gone(*args, **kwargs):
+        raise OperationalError("UPDATE topics", {}, Exception("server closed the connection unexpectedly"))
+
+    with monkeypatch.context() as patch:
+        patch.setattr(clients, "_touch", database_gone)
+        with pytest.raises(InputError, match="cannot be used"):
+            clients.publish(store, TOPIC, [{"value": "lost-1"}, {"value": "lost-2"}], now_ms=T0 + 2)
+    ledger_dir = store.ledger_dir(TOPIC, ledger.ledger_id, ledger.files_generation)
+    assert read_ledger(ledger_dir).num_rows == committed + 2  # the failed publish's tail is in the file
+    clients.roll_ledger(store, TOPIC, now_ms=T0 + 3)
+    if committed:
+        assert first == [f"{ledger.ledger_id}:0", f"{ledger.ledger_id}:1"]
+        table = read_ledger(ledger_dir).sort_by("entryId")
+        assert table.column("value").to_pylist() == [b"a", b"b"]
+    else:
+        assert not ledger_dir.exists()
+    with read_transaction(store.engine) as conn:
+        row = conn.execute(
+            select(t.ledgers).where(t.ledgers.c.topic == TOPIC, t.ledgers.c.ledger_id == ledger.ledger_id)
+        ).one()
+    assert (row.entries, row.closed_at_ms) == (committed, T0 + 3)
