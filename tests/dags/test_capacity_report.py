@@ -69,3 +69,41 @@ def test_a_bad_horizon_fails_the_task_naming_the_param(dagbag, tmp_path, monkeyp
     run = dagbag.get_dag("capacity_report").test(logical_date=DAY_ONE, run_conf={"horizon": "20y"})
     assert run.state == "failed"
     assert not (store.root / "reports" / "capacity" / "latest.json").exists()
+
+
+def test_a_run_alerts_the_limits_met_soon_at_the_soonest_credible_answer(dagbag, tmp_path, monkeypatch):
+    """A namespace whose backlog meets its quota in about two days (a day ahead of the 7-day default) and a tenant
+    budget beyond its 30 days: the run appends one capacity alert naming the namespace, not the tenant; with the
+    quota's alerting horizon at one day, none."""
+    from housekeeping.orchestration.alerts import capacity_alert
+    from housekeeping.store.manifest.load import load_manifest
+    from tests.conftest import topic_body, write_manifest
+
+    hour, mib = 3_600_000, 1024 * 1024
+    start = int(DAY_ONE.timestamp() * 1000) - 48 * hour
+    ledgers = [(h + 1, 100, mib, start + (h + 1) * hour) for h in range(47)] + [(48, 0, 0, None)]
+    document = {
+        "namespaces": {
+            "acme/orders": {
+                "backlog_quota_map": {
+                    "destination_storage": {"limitSize": 96 * mib, "policy": "producer_request_hold"}
+                }
+            }
+        },
+        "topics": {"persistent://acme/orders/a": topic_body(ledgers, {"sub": "1:-1"})},
+    }
+    store = load_manifest(tmp_path / "store", write_manifest(tmp_path, document))
+    monkeypatch.setenv("HOUSEKEEPING_STORE_ROOT", str(store.root))
+    monkeypatch.setenv("HOUSEKEEPING_CAPACITY_BUDGETS", json.dumps({"acme": {"local": 1024**5}}))
+    assert dagbag.get_dag("capacity_report").test(logical_date=DAY_ONE).state == "success"
+    (alert,) = [
+        json.loads(line) for line in (store.root / "alerts" / "capacity.jsonl").read_text().splitlines()
+    ]
+    assert alert["alert"] == "capacity_limit_near" and alert["asOf"] == "2026-11-01T01:00:00.000Z"
+    (near,) = alert["limits"]
+    assert (near["namespace"], near["limit"]) == ("acme/orders", "backlog_quota_size")
+    assert 1.5 * 86_400 < near["soonestSecondsUntil"] < 3 * 86_400, near
+    forecast = json.loads(
+        (store.root / "reports" / "capacity" / "2026-11-01T01-00-00.000Z" / "forecast.json").read_text()
+    )
+    assert capacity_alert(forecast, None, 86_400, 30 * 86_400) is None

@@ -19,11 +19,25 @@ def load(
     store: StoreOpt,
     manifest: Annotated[Path, typer.Option("--manifest", help="manifest JSON file (docs/manifest.md)")],
     metadata_url: MetadataOpt = None,
+    at: Annotated[
+        str | None,
+        typer.Option(
+            "--at",
+            help="when the loaded policies are in force from, ISO 8601 with timezone (default: now): where the "
+            "store's policy history begins",
+        ),
+    ] = None,
 ) -> None:
     """Create or replace a store from a manifest. Validates everything before changing anything."""
+    from housekeeping.core.errors import InputError
+    from housekeeping.core.timeutil import parse_as_of
     from housekeeping.store.manifest.load import load_manifest
 
-    result = load_manifest(store, manifest, metadata_url)
+    try:
+        at_ms = parse_as_of(at) if at is not None else None
+    except InputError as bad:
+        raise InputError(f"--at: {bad}") from None
+    result = load_manifest(store, manifest, metadata_url, at_ms=at_ms)
     typer.echo(f"loaded {manifest} into store {result.root}", err=True)
 
 

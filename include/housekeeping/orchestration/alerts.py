@@ -10,6 +10,10 @@
 - ``run_deadline_missed`` (every housekeeping DAG's Deadline Alert, in the triggerer): a run is not finished
   ``HOUSEKEEPING_RUN_DEADLINE_SECONDS`` after it was queued (stuck on a cluster, waiting for a person, or slower
   than it should be).
+- ``capacity_limit_near`` (the capacity_report DAG's task, on success): a namespace meets a backlog quota within
+  ``HOUSEKEEPING_CAPACITY_ALERT_QUOTA_SECONDS``, or a tenant a budget within
+  ``HOUSEKEEPING_CAPACITY_ALERT_BUDGET_SECONDS``, at the forecast's soonest credible answer (the Prometheus rules
+  alert on the same, from the metrics).
 """
 
 from __future__ import annotations
@@ -20,6 +24,7 @@ from typing import Any
 
 from airflow.sdk import BaseNotifier
 
+from housekeeping.core.settings import Setting
 from housekeeping.engine.alerts import deliver
 from housekeeping.engine.documents import read_gate_result, read_run_info
 from housekeeping.engine.run_dir import RunDir, read_json
@@ -31,7 +36,24 @@ ALERT_FILES = {
     "gate_failed": "gate_failed.jsonl",
     "deletion_lag_breached": "deletion_lag.jsonl",
     "run_deadline_missed": "run_deadline.jsonl",
+    "capacity_limit_near": "capacity.jsonl",
 }
+CAPACITY_ALERT_QUOTA = Setting(
+    "HOUSEKEEPING_CAPACITY_ALERT_QUOTA_SECONDS",
+    int,
+    7 * 86_400,
+    minimum=0,
+    help="the capacity report alerts a backlog quota met within this long (0: never)",
+)
+CAPACITY_ALERT_BUDGET = Setting(
+    "HOUSEKEEPING_CAPACITY_ALERT_BUDGET_SECONDS",
+    int,
+    30 * 86_400,
+    minimum=0,
+    help="the capacity report alerts a tenant's budget met within this long (0: never)",
+)
+QUOTA_LIMITS = ("backlog_quota_size", "backlog_quota_time")
+BUDGET_LIMITS = ("local_budget", "tier_budget")
 
 
 def deadline_alert(mechanism: str, deadline_seconds: int, context: dict[str, Any] | None) -> dict[str, Any]:
@@ -127,6 +149,42 @@ def lag_summary(alert: dict[str, Any]) -> str:
     )
 
 
+def capacity_alert(
+    forecast: dict[str, Any], store: str | None, quota_within_s: int, budget_within_s: int
+) -> dict[str, Any] | None:
+    """The alert a capacity report calls for: its limits met within their alerting horizon at the soonest
+    credible answer (docs/semantics.md §12.3), soonest first; None when there are none."""
+    near = []
+    for row in forecast["limits"]:
+        soonest = row.get("soonestSecondsUntil", row["secondsUntil"])
+        within = quota_within_s if row["limit"] in QUOTA_LIMITS else budget_within_s
+        if soonest is not None and row["limit"] in (*QUOTA_LIMITS, *BUDGET_LIMITS) and soonest <= within:
+            near.append(
+                {
+                    "tenant": row["tenant"],
+                    "namespace": row["namespace"],
+                    "limit": row["limit"],
+                    "topic": row.get("topic"),
+                    "secondsUntil": row["secondsUntil"],
+                    "soonestSecondsUntil": soonest,
+                }
+            )
+    if not near:
+        return None
+    near.sort(key=lambda r: (r["soonestSecondsUntil"], r["tenant"], r["namespace"] or "", r["limit"]))
+    return {"alert": "capacity_limit_near", "asOf": forecast["asOf"], "store": store, "limits": near}
+
+
+def capacity_summary(alert: dict[str, Any]) -> str:
+    return "CAPACITY LIMIT NEAR as of {}: {}".format(
+        alert["asOf"],
+        "; ".join(
+            f"{r['namespace'] or 'tenant ' + r['tenant']} meets its {r['limit']} within {r['soonestSecondsUntil']} s"
+            for r in alert["limits"]
+        ),
+    )
+
+
 class GateFailedNotifier(BaseNotifier):
     """on_failure_callback of every DAG's validate task."""
 
@@ -153,3 +211,23 @@ class DeletionLagNotifier(BaseNotifier):
                 deliver(alert, report.get("store"), lag_summary(alert), ALERT_FILES["deletion_lag_breached"])
         except Exception:  # an alert must never fail the run
             log.exception("deletion-lag alert could not be raised")
+
+
+class CapacityNotifier(BaseNotifier):
+    """on_success_callback of the capacity_report DAG's task (its return value is the report page's path)."""
+
+    def notify(self, context: Any) -> None:
+        try:
+            page = Path(context["ti"].xcom_pull(task_ids="write_capacity_report"))
+            forecast = read_json(page.parent / "forecast.json")
+            from housekeeping.core.settings import Settings
+            from housekeeping.store.store import Store
+
+            store = str(Store.of_settings(Settings.from_env()).root)  # the store the task wrote the report of
+            alert = capacity_alert(
+                forecast, store, int(CAPACITY_ALERT_QUOTA.read()), int(CAPACITY_ALERT_BUDGET.read())
+            )
+            if alert is not None:
+                deliver(alert, store, capacity_summary(alert), ALERT_FILES["capacity_limit_near"])
+        except Exception:  # an alert must never fail the run
+            log.exception("capacity alert could not be raised")

@@ -525,6 +525,8 @@ def build_capacity_report_dag(doc_md: str):
     from airflow.sdk import DAG, get_current_context, task
     from airflow.timetables.trigger import CronTriggerTimetable
 
+    from housekeeping.orchestration.alerts import CapacityNotifier
+
     with DAG(
         dag_id="capacity_report",
         schedule=CronTriggerTimetable("0 1 * * *", timezone="UTC"),
@@ -537,7 +539,7 @@ def build_capacity_report_dag(doc_md: str):
         default_args={"owner": DEFAULT_OWNER, "retries": 1, "retry_delay": timedelta(minutes=1)},
     ) as dag:
 
-        @task(task_id="write_capacity_report")
+        @task(task_id="write_capacity_report", on_success_callback=[CapacityNotifier()])
         def write_capacity_report() -> str:
             from housekeeping.core.settings import Settings
             from housekeeping.observe.capacity.forecast import ForecastOptions

@@ -368,7 +368,9 @@ def set_policies(
             for key in sorted(changes)
             if own.get(key) != updated.get(key)
         }
-        detail = {"scope": scope, "target": target, "changes": diff}
+        # The level's whole policies before and after, beside the changed ones: the policy history
+        # (housekeeping.store.policy_history) reads them.
+        detail = {"scope": scope, "target": target, "changes": diff, "previous": own, "policies": updated}
         detail["runId"] = _journal(
             conn,
             topic=target if scope == "topic" else None,

@@ -212,17 +212,34 @@ class Ingest:
 
     @classmethod
     def of(cls, record: Record) -> Ingest:
-        pieces = [p for p in record.pieces if p.tier == "ingest"]
-        topics = sorted({p.topic for p in pieces})
+        pieces = record.pieces
+        on = pieces.on("ingest")
+        codes = pieces.topic[on]
+        present = np.unique(codes)  # record topic codes with an ingest piece, in code order
+        topics = sorted(pieces.topics[c] for c in present)
         index = {topic: i for i, topic in enumerate(topics)}
-        rows = [(index[p.topic], p.size, p.ramp_from, p.ramp_to, p.start, p.end) for p in pieces]
-        first = min((p.ramp_from for p in pieces), default=math.inf)
+        remap = np.zeros(len(pieces.topics), dtype=np.int64)
+        for code in present:
+            remap[code] = index[pieces.topics[code]]
+        group = remap[codes]
+        ramp_from = pieces.ramp_from[on]
+        segments = Segments(
+            group,
+            pieces.size[on],
+            ramp_from,
+            pieces.ramp_to[on],
+            pieces.start[on],
+            pieces.end[on],
+            len(topics),
+        )
+        first_of_topic = np.full(len(topics), math.inf)
+        np.minimum.at(first_of_topic, group, ramp_from)
         namespaces = [record.namespace_of[topic] for topic in topics]
         namespace_first: dict[str, float] = {}
-        for piece in pieces:
-            namespace = record.namespace_of[piece.topic]
-            namespace_first[namespace] = min(namespace_first.get(namespace, math.inf), piece.ramp_from)
-        return cls(topics, namespaces, Segments.of(rows, len(topics)), first, namespace_first)
+        for namespace, first in zip(namespaces, first_of_topic.tolist(), strict=True):
+            namespace_first[namespace] = min(namespace_first.get(namespace, math.inf), first)
+        first = float(first_of_topic.min()) if len(topics) else math.inf
+        return cls(topics, namespaces, segments, first, namespace_first)
 
     def at(self, points_ms: list[int]) -> np.ndarray:
         """Cumulative ingest per topic at each point (topics x points)."""
@@ -351,14 +368,18 @@ def _backlog(record: Record, topic: str) -> tuple[float, float]:
 def _now(record: Record) -> dict[str, _TopicNow]:
     topics = sorted(record.topics)
     index = {topic: i for i, topic in enumerate(topics)}
+    pieces = record.pieces
+    # Each record topic code's row here, -1 for a topic no longer listed.
+    remap = np.array([index.get(name, -1) for name in pieces.topics], dtype=np.int64)
+    group = remap[pieces.topic] if len(pieces) else np.zeros(0, dtype=np.int64)
     values = {}
     for tier in ("listed", "local", "tier"):
-        rows = [
-            (index[p.topic], p.size, p.ramp_from, p.ramp_to, p.start, p.end)
-            for p in record.pieces
-            if p.tier == tier and p.topic in index
-        ]
-        values[tier] = value_at(Segments.of(rows, len(topics)), record.as_of_ms)
+        on = pieces.on(tier) & (group >= 0)
+        segments = Segments(
+            group[on], pieces.size[on], pieces.ramp_from[on], pieces.ramp_to[on], pieces.start[on], pieces.end[on],
+            len(topics),
+        )  # fmt: skip
+        values[tier] = value_at(segments, record.as_of_ms)
     now = {}
     for topic, i in index.items():
         backlog, age = _backlog(record, topic)

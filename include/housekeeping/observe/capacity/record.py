@@ -20,11 +20,13 @@ from __future__ import annotations
 
 import json
 import math
+from array import array
 from collections import defaultdict
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable, Iterator, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
+import numpy as np
 from sqlalchemy import select
 
 from housekeeping.core.names import TopicName
@@ -35,6 +37,9 @@ from housekeeping.store.compacted_ledgers import COMPACTED_KIND
 from housekeeping.store.store import LOCAL_COPY_KIND, Store, read_transaction
 
 TIERS = ("local", "tier", "listed")
+# The views a piece is on: the three tiers, and ``ingest`` (every ledger ever, from its first entry on: what
+# producers added).
+PIECE_TIERS = ("ingest", "listed", "local", "tier")
 INF = math.inf
 
 
@@ -43,7 +48,7 @@ class Piece:
     """One ledger's bytes on one tier over ``[start, end)``, arriving linearly from ``ramp_from`` to ``ramp_to``."""
 
     topic: str
-    tier: str  # local | tier | listed | ingest (every ledger ever, from its first entry on: what producers added)
+    tier: str  # one of PIECE_TIERS
     size: int
     ramp_from: float
     ramp_to: float
@@ -51,12 +56,81 @@ class Piece:
     end: float
 
 
+@dataclass(frozen=True)
+class Pieces:
+    """Every piece of the record as parallel arrays (a Python object a piece was most of the memory at 100,000
+    topics): its topic (an index into ``topics``), its tier (an index into ``PIECE_TIERS``), size and times."""
+
+    topics: list[str]
+    topic: np.ndarray  # int64
+    tier: np.ndarray  # int8
+    size: np.ndarray  # float64, bytes
+    ramp_from: np.ndarray
+    ramp_to: np.ndarray
+    start: np.ndarray
+    end: np.ndarray
+
+    def on(self, tier: str) -> np.ndarray:
+        """The mask of the pieces on ``tier``."""
+        return self.tier == PIECE_TIERS.index(tier)
+
+    def __len__(self) -> int:
+        return len(self.topic)
+
+    def __iter__(self) -> Iterator[Piece]:
+        """Piece by piece (for tests and small records: the commands read the arrays)."""
+        for i in range(len(self.topic)):
+            yield Piece(
+                self.topics[self.topic[i]],
+                PIECE_TIERS[self.tier[i]],
+                int(self.size[i]),
+                float(self.ramp_from[i]),
+                float(self.ramp_to[i]),
+                float(self.start[i]),
+                float(self.end[i]),
+            )
+
+
+class _Columns:
+    """Pieces as they are made, one column at a time (8 bytes an item, not a Python object)."""
+
+    def __init__(self) -> None:
+        self.topic_index: dict[str, int] = {}
+        self.columns = [array("q"), array("b"), *(array("d") for _ in range(5))]
+        self.blocks: list[tuple[np.ndarray, ...]] = []
+
+    def code(self, topic: str) -> int:
+        return self.topic_index.setdefault(topic, len(self.topic_index))
+
+    def add(
+        self, topic: str, tier: str, size: float, ramp: tuple[float, float], start: float, end: float
+    ) -> None:
+        values = (self.code(topic), PIECE_TIERS.index(tier), size, ramp[0], ramp[1], start, end)
+        for column, value in zip(self.columns, values, strict=True):
+            column.append(value)
+
+    def add_block(self, *columns: np.ndarray) -> None:
+        """Many pieces at once, as arrays in the pieces' column order (topic codes from :meth:`code`)."""
+        self.blocks.append(columns)
+
+    def pieces(self) -> Pieces:
+        parts = [tuple(np.frombuffer(c, dtype=c.typecode) for c in self.columns), *self.blocks]
+        merged = [np.concatenate([part[i] for part in parts]) for i in range(7)]
+        topics = sorted(self.topic_index, key=self.topic_index.__getitem__)
+        return Pieces(
+            topics,
+            merged[0].astype(np.int64),
+            merged[1].astype(np.int8),
+            *(m.astype(np.float64) for m in merged[2:]),
+        )
+
+
 @dataclass
 class Record:
     """What the capacity commands read, as of ``as_of_ms``."""
 
     as_of_ms: int
-    pieces: list[Piece]
+    pieces: Pieces
     namespace_of: dict[str, str]  # every topic the record names -> its namespace
     namespaces: dict[str, dict[str, Any]]  # namespace -> its policies
     topics: dict[str, Any]  # the topics listed now: name -> row
@@ -97,27 +171,23 @@ def _listed_intervals(deletions: list[Any], as_of_ms: int) -> list[tuple[float, 
     return intervals
 
 
-def _ledger_pieces(
-    topic: str, current: Any | None, history: list[Any], as_of_ms: int
-) -> tuple[list[Piece], bool]:
-    """A ledger's pieces on the three tiers (False when it cannot be placed in time)."""
+def _ledger_pieces(out: _Columns, topic: str, current: Any | None, history: list[Any], as_of_ms: int) -> bool:
+    """A ledger with a deletion history: its pieces on the three tiers (False when it cannot be placed in time)."""
     row = current._mapping if current is not None else json.loads(history[-1].ledger_row)
     ramp = _ramp(row)
     if ramp is None:
-        return [], False
+        return False
     size = int(row["size_bytes"])
     deletions = [r for r in history if r.kind == "ledger"]
-    pieces = [Piece(topic, "ingest", size, *ramp, -INF, INF)]
-    pieces += [
-        Piece(topic, "listed", size, *ramp, start, end)
-        for start, end in _listed_intervals(deletions, as_of_ms)
-    ]
+    out.add(topic, "ingest", size, ramp, -INF, INF)
+    for start, end in _listed_intervals(deletions, as_of_ms):
+        out.add(topic, "listed", size, ramp, start, end)
     purged = [
         float(r.finished_as_of_ms)
         for r in history
         if r.kind in ("ledger", LOCAL_COPY_KIND) and r.status == "purged" and r.path
     ]
-    pieces.append(Piece(topic, "local", size, *ramp, -INF, min(purged, default=INF)))
+    out.add(topic, "local", size, ramp, -INF, min(purged, default=INF))
     offloaded_at = row.get("offloaded_at_ms")
     if row.get("offload_complete") and _seen(offloaded_at, as_of_ms):
         object_purged = [
@@ -125,8 +195,45 @@ def _ledger_pieces(
             for r in history
             if r.kind == "ledger" and r.status == "purged" and r.tier_key
         ]
-        pieces.append(Piece(topic, "tier", size, *ramp, float(offloaded_at), min(object_purged, default=INF)))
-    return pieces, True
+        out.add(topic, "tier", size, ramp, float(offloaded_at), min(object_purged, default=INF))
+    return True
+
+
+def _listed_ledger_pieces(out: _Columns, rows: list[Any], as_of_ms: int) -> int:
+    """The ledgers listed now that were never deleted (most of a store), all at once: on ``ingest`` and ``listed``
+    and on the local disks forever, in the tier from their offload's completion. Returns how many cannot be placed
+    in time."""
+    if not rows:
+        return 0
+
+    def column(name: str) -> np.ndarray:
+        return np.array([getattr(r, name) for r in rows], dtype=np.float64)  # None -> nan
+
+    first, last, closed = column("min_entry_ts_ms"), column("max_entry_ts_ms"), column("closed_at_ms")
+    start = np.where(np.isnan(first), closed, first)
+    end = np.where(np.isnan(last), np.where(np.isnan(closed), start, closed), last)
+    placed = ~np.isnan(start)
+    end = np.maximum(end, start)
+    topic = np.array([out.code(r.topic) for r in rows], dtype=np.int64)[placed]
+    size = column("size_bytes")[placed]
+    ramp_from, ramp_to = start[placed], end[placed]
+    n = len(topic)
+    forever = (np.full(n, -INF), np.full(n, INF))
+    for tier in ("ingest", "listed", "local"):
+        out.add_block(topic, np.full(n, PIECE_TIERS.index(tier)), size, ramp_from, ramp_to, *forever)
+    offloaded_at = column("offloaded_at_ms")[placed]
+    complete = np.array([bool(r.offload_complete) for r in rows], dtype=bool)[placed]
+    tiered = complete & (offloaded_at <= as_of_ms)  # nan compares false: never offloaded
+    out.add_block(
+        topic[tiered],
+        np.full(int(tiered.sum()), PIECE_TIERS.index("tier")),
+        size[tiered],
+        ramp_from[tiered],
+        ramp_to[tiered],
+        offloaded_at[tiered],
+        np.full(int(tiered.sum()), INF),
+    )
+    return int((~placed).sum())
 
 
 def _visible(rows: Iterable[Any], as_of_ms: int) -> list[Any]:
@@ -163,7 +270,7 @@ def read_record(store: Store, as_of_ms: int) -> Record:
         broker = store.broker_config()
     namespace_of = {name: row.namespace for name, row in topics.items()}
     history: dict[tuple[str, int], list[Any]] = defaultdict(list)
-    extra: list[Piece] = []
+    out = _Columns()
     for row in pending:
         namespace_of.setdefault(row.topic, str(TopicName.parse(row.topic).namespace_name))
         if row.kind in ("ledger", LOCAL_COPY_KIND):
@@ -174,17 +281,17 @@ def read_record(store: Store, as_of_ms: int) -> Record:
             since = saved.get("compacted_as_of_ms", row.deleted_as_of_ms)
             purged = row.finished_as_of_ms if row.status == "purged" else None
             size = int(row.size_bytes)
-            extra.append(Piece(row.topic, "local", size, since, since, since, purged if purged else INF))
+            out.add(row.topic, "local", size, (since, since), since, purged if purged else INF)
     listed_now = {(r.topic, r.ledger_id): r for r in current}
-    pieces, unplaced = list(extra), 0
-    for key in sorted(set(listed_now) | set(history)):
-        made, placed = _ledger_pieces(key[0], listed_now.get(key), history.get(key, []), as_of_ms)
-        pieces.extend(made)
-        unplaced += not placed
+    unplaced = _listed_ledger_pieces(
+        out, [r for key, r in listed_now.items() if key not in history], as_of_ms
+    )
+    for key in sorted(history):
+        unplaced += not _ledger_pieces(out, key[0], listed_now.get(key), history[key], as_of_ms)
     for row in compacted:
         if row.compacted_as_of_ms <= as_of_ms:
             since = float(row.compacted_as_of_ms)
-            pieces.append(Piece(row.topic, "local", int(row.size_bytes), since, since, since, INF))
+            out.add(row.topic, "local", int(row.size_bytes), (since, since), since, INF)
     ledgers: dict[str, list[Any]] = defaultdict(list)
     for row in current:
         ledgers[row.topic].append(row)
@@ -192,5 +299,13 @@ def read_record(store: Store, as_of_ms: int) -> Record:
     for row in cursors:
         cursors_of[row.topic].append(row)
     return Record(
-        as_of_ms, pieces, namespace_of, namespaces, topics, dict(ledgers), dict(cursors_of), broker, unplaced
+        as_of_ms,
+        out.pieces(),
+        namespace_of,
+        namespaces,
+        topics,
+        dict(ledgers),
+        dict(cursors_of),
+        broker,
+        unplaced,
     )

@@ -12,11 +12,13 @@ from __future__ import annotations
 from collections.abc import Callable, Mapping
 from typing import Any
 
+import numpy as np
+
 from housekeeping.core.errors import InputError
 from housekeeping.core.policies import BrokerConfig
 from housekeeping.core.timeutil import format_ms
 from housekeeping.observe.capacity.curves import MS_PER_HOUR, Segments, byte_ms, peak, value_at
-from housekeeping.observe.capacity.record import TIERS, Record
+from housekeeping.observe.capacity.record import PIECE_TIERS, TIERS, Record
 
 GROUPINGS = ("tenant", "namespace", "topic")
 
@@ -56,22 +58,41 @@ def in_scope(tenant: str | None, namespace: str | None) -> Callable[[str], bool]
 def segments_by(
     record: Record, by: str, tiers: tuple[str, ...], accepts: Callable[[str], bool]
 ) -> tuple[Segments, list[tuple[tuple[str, ...], str]]]:
-    """The record's pieces on ``tiers`` as segments, one group per (key, tier); the local tier times its
-    namespace's write quorum."""
+    """The record's pieces on ``tiers`` as segments, one group per (key, tier) in the order the pieces first name
+    them; the local tier times its namespace's write quorum."""
+    pieces = record.pieces
     quorum = {name: write_quorum(policies, record.broker) for name, policies in record.namespaces.items()}
-    index: dict[tuple[tuple[str, ...], str], int] = {}
-    rows = []
-    for piece in record.pieces:
-        if piece.tier not in tiers:
-            continue
-        namespace = record.namespace_of[piece.topic]
-        if not accepts(namespace):
-            continue
-        key = (group_key(by, namespace, piece.topic), piece.tier)
-        group = index.setdefault(key, len(index))
-        copies = quorum.get(namespace, write_quorum({}, record.broker)) if piece.tier == "local" else 1
-        rows.append((group, piece.size * copies, piece.ramp_from, piece.ramp_to, piece.start, piece.end))
-    return Segments.of(rows, len(index)), list(index)
+    default = write_quorum({}, record.broker)
+    # Per topic code: its key's index (-1 out of scope) and its local copies.
+    keys: dict[tuple[str, ...], int] = {}
+    key_of, copies_of = [], []
+    for topic in pieces.topics:
+        namespace = record.namespace_of[topic]
+        key_of.append(
+            keys.setdefault(group_key(by, namespace, topic), len(keys)) if accepts(namespace) else -1
+        )
+        copies_of.append(quorum.get(namespace, default))
+    key_code = np.array(key_of, dtype=np.int64)[pieces.topic] if len(pieces) else np.zeros(0, dtype=np.int64)
+    wanted = np.isin(pieces.tier, [PIECE_TIERS.index(tier) for tier in tiers]) & (key_code >= 0)
+    pair = key_code[wanted] * len(PIECE_TIERS) + pieces.tier[wanted]
+    # Groups numbered in the order the pieces first name them, as they were piece by piece.
+    _, first_seen, inverse = np.unique(pair, return_index=True, return_inverse=True)
+    order = np.argsort(first_seen, kind="stable")
+    rank = np.empty_like(order)
+    rank[order] = np.arange(len(order))
+    group = rank[inverse]
+    key_names = list(keys)
+    groups = [
+        (key_names[int(code) // len(PIECE_TIERS)], PIECE_TIERS[int(code) % len(PIECE_TIERS)])
+        for code in pair[first_seen[order]]
+    ]
+    local = pieces.tier[wanted] == PIECE_TIERS.index("local")
+    copies = np.where(local, np.array(copies_of, dtype=np.float64)[pieces.topic[wanted]], 1.0)
+    segments = Segments(
+        group.astype(np.int64), pieces.size[wanted] * copies, pieces.ramp_from[wanted], pieces.ramp_to[wanted],
+        pieces.start[wanted], pieces.end[wanted], len(groups),
+    )  # fmt: skip
+    return segments, groups
 
 
 def usage(
@@ -124,7 +145,8 @@ def series(record: Record, tier: str, days: int, points: int) -> dict[str, list[
     """Per namespace, ``[[ms, bytes], ...]`` on ``tier`` at ``points`` times over the last ``days`` before the
     record's as-of (or since its first entry), the as-of included."""
     segments, groups = segments_by(record, "namespace", (tier,), in_scope(None, None))
-    first = min((p.ramp_from for p in record.pieces if p.tier == tier), default=record.as_of_ms)
+    on = record.pieces.on(tier)
+    first = float(record.pieces.ramp_from[on].min()) if on.any() else record.as_of_ms
     start = max(record.as_of_ms - days * 86_400_000, int(first))
     times = sorted({int(start + (record.as_of_ms - start) * k / (points - 1)) for k in range(points)})
     values = [value_at(segments, moment) for moment in times]

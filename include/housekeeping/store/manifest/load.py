@@ -279,12 +279,26 @@ def compacted_ledger_row(topic: TopicSpec, run_id: str) -> dict[str, Any] | None
     }
 
 
-def load_manifest(store_root: Path, manifest_path: Path, metadata_url: str | None = None) -> Store:
+def load_manifest(
+    store_root: Path, manifest_path: Path, metadata_url: str | None = None, *, at_ms: int | None = None
+) -> Store:
+    """Create or replace a store from a manifest. The policies it loads are journaled as of ``at_ms`` (default:
+    now), where the store's policy history begins (``housekeeping.store.policy_history``)."""
+    from housekeeping.core.timeutil import wall_clock_ms
+
     document = read_manifest(manifest_path)
     content, messages = content_from_manifest(document, str(manifest_path))
     validate_content(content)
     writers = _manifest_entries_writer(content, messages)
-    return write_store(store_root, content, writers.local, metadata_url, write_tier=writers.tier)
+    return write_store(
+        store_root,
+        content,
+        writers.local,
+        metadata_url,
+        write_tier=writers.tier,
+        policies_at_ms=wall_clock_ms() if at_ms is None else at_ms,
+        source=str(manifest_path),
+    )
 
 
 def write_store(
@@ -295,6 +309,8 @@ def write_store(
     *,
     write_tier: Callable[[Store], None] | None = None,
     load_id: str | None = None,
+    policies_at_ms: int | None = None,
+    source: str | None = None,
 ) -> Store:
     """Create or replace a store from validated content (callers run ``validate_content`` first, so its
     errors come before anything else). Entries are staged first and offloaded ledgers' objects uploaded
@@ -302,7 +318,8 @@ def write_store(
     failure before the commit leaves the old store as it was (an object uploaded before it is named by no row:
     the store scrub finds it). ``load_id`` names this load in its topics' incarnations (default: a new one each
     time, so a run planned before a load never matches a topic after it); ``generate`` gives its own, so the same
-    options give the same metadata."""
+    options give the same metadata. ``policies_at_ms``: journal the loaded policies as of then (``load`` does;
+    ``generate`` does not, its metadata a function of its options)."""
     root = Path(store_root).expanduser().resolve()
     root.mkdir(parents=True, exist_ok=True)
     if not os.access(root, os.W_OK):
@@ -317,7 +334,7 @@ def write_store(
         store_id = store.store_id()  # kept across loads: the tier the store claimed stays its own
         if write_tier is not None:
             write_tier(store)
-        _replace_metadata(store, content, store_id, load_id or uuid.uuid4().hex)
+        _replace_metadata(store, content, store_id, load_id or uuid.uuid4().hex, policies_at_ms, source)
         old = root / f".old-ledgers-{uuid.uuid4().hex}"
         if store.ledgers_root.exists():
             os.replace(store.ledgers_root, old)
@@ -350,14 +367,26 @@ REPLACED_TABLES = (
 BATCH = 5000  # rows per INSERT: bounded statements at benchmark sizes
 
 
-def _replace_metadata(store: Store, content: StoreContent, store_id: str, load_id: str) -> None:
-    """The whole metadata replaced by the content's, in one transaction (the store's identity kept)."""
+def _replace_metadata(
+    store: Store,
+    content: StoreContent,
+    store_id: str,
+    load_id: str,
+    policies_at_ms: int | None = None,
+    source: str | None = None,
+) -> None:
+    """The whole metadata replaced by the content's, in one transaction (the store's identity kept); with
+    ``policies_at_ms``, the loaded policies journaled as of then."""
+    from housekeeping.store.policy_history import journal_loaded_policies
+
     with write_transaction(store.engine) as conn:
         for table in REPLACED_TABLES:
             conn.execute(delete(table))
         for table, rows in _metadata_rows(content, store_id, load_id):
             for start in range(0, len(rows), BATCH):
                 conn.execute(insert(table), rows[start : start + BATCH])
+        if policies_at_ms is not None:
+            journal_loaded_policies(conn, content, load_id, policies_at_ms, source)
 
 
 def _metadata_rows(
