@@ -10,7 +10,8 @@ housekeeping DAGs paused at creation as in `make airflow`). No preview deletes:
   restorable;
 - a run not finished within its deadline (here 15 s) is alerted by the DAG's Deadline Alert.
 
-And the console's policy what-if in the browser: a sweep the store's policies refuse is named on the form and runs
+And the console's policy what-if in the browser (from its page, and from a namespace's policy form before saving): a
+sweep the store's policies refuse is named on the form and runs
 nothing; a valid one runs the policy_what_if DAG and its page shows the report.
 """
 
@@ -330,6 +331,37 @@ def test_a_what_if_asked_in_the_console_runs_the_dag_and_shows_its_report(airflo
     assert store_state(live.store) == before
 
 
+def test_a_policy_change_is_what_iffed_from_the_namespace_page_before_it_is_saved(airflow_with_schedules):
+    """The namespace page's policy form: "What if…" runs policy_what_if with the change as its overlay (every
+    mechanism planned) and shows its report; nothing is saved or changed."""
+    from tests.housekeeping.console.test_api import SHOTS
+
+    live = airflow_with_schedules
+    before = store_state(live.store)
+    with _signed_in(live) as page:
+        page.goto(f"{live.url}/housekeeping/namespaces/public/default")
+        form = page.locator("#policy-form")
+        form.locator("input[name=retentionTime]").fill("120")
+        form.locator("input[name=retentionSize]").fill("-1")
+        form.locator("#policy-what-if").click()
+        page.wait_for_url("**/housekeeping/what-if/*", timeout=30_000)
+        page.locator("iframe#report").wait_for(timeout=600_000)
+        page.screenshot(path=str(SHOTS / "console-07b-policy-what-if.png"), full_page=True)
+    deadline = time.monotonic() + 120  # the report is written by the run's last task, a moment before it ends
+    while True:
+        runs = [r for r in live.runs(dag_id="policy_what_if") if r["conf"].get("mechanism") == "all"]
+        if runs and runs[0]["state"] != "running" or time.monotonic() > deadline:
+            break
+        time.sleep(2)
+    assert len(runs) == 1 and runs[0]["state"] == "success", runs
+    assert runs[0]["conf"]["policies"] == {
+        "namespaces": {
+            "public/default": {"retention_policies": {"retentionTimeInMinutes": 120, "retentionSizeInMB": -1}}
+        }
+    }
+    assert store_state(live.store) == before
+
+
 def test_the_runs_page_tells_each_run_apart_and_says_why_and_the_form_refuses_a_bad_scope(
     airflow_with_schedules,
 ):
@@ -404,3 +436,38 @@ def test_the_runs_page_tells_each_run_apart_and_says_why_and_the_form_refuses_a_
     )
     assert refused_by_api.status_code == 400 and "scope" in refused_by_api.text, refused_by_api.text
     assert {r["dag_run_id"] for r in live.runs()} == before, "the form created a run with a bad scope"
+
+
+def test_what_the_next_scheduled_run_will_do_is_a_dry_run_as_of_its_slot(airflow_with_schedules):
+    """A mechanism's Runs page says when its DAG runs next and, asked, starts a dry run as of that slot's logical
+    time (Delta's VACUUM DRY RUN): it plans, gates and reports, and changes nothing."""
+    from tests.housekeeping.console.test_api import SHOTS
+
+    live = airflow_with_schedules
+    before = store_state(live.store)
+    assert _call(live, "PATCH", f"/api/v2/dags/{TRIM}", json={"is_paused": False}).status_code == 200
+
+    def slot() -> datetime:
+        return datetime.fromisoformat(live.api().get(f"/api/v2/dags/{TRIM}")["next_dagrun_data_interval_end"])
+
+    existing = {r["dag_run_id"] for r in live.runs()}
+    with _signed_in(live) as page:
+        before = slot()
+        page.goto(f"{live.url}/housekeeping/runs?mechanism=trim")
+        panel = page.locator("#next-run")
+        shown = datetime.fromisoformat(panel.locator("code").inner_text())
+        panel.locator("#preview-next").click()
+        said = page.locator("#message.ok", has_text="a dry run as of")
+        said.wait_for(timeout=30_000)
+        as_of = said.inner_text().split("a dry run as of ", 1)[1].split(" ", 1)[0]
+        # The slot Airflow has next (it moves on only when the hour turns while the test runs).
+        assert shown in (before, slot()) and datetime.fromisoformat(as_of) in (before, slot()), (shown, as_of)
+        (run_id,) = {r["dag_run_id"] for r in live.runs()} - existing
+        run = _wait(live, run_id)
+        page.goto(f"{live.url}/housekeeping/runs?mechanism=trim")
+        row = page.locator(f"#runs tr[data-run='{TRIM}__{run_id}']")
+        assert row.get_attribute("data-state") == "dry_run", row.inner_text()
+        page.screenshot(path=str(SHOTS / "console-03c-next-run.png"), full_page=True)
+    assert run["state"] == "success" and run["conf"] == {"dry_run": True, "as_of": as_of}, run
+    assert _tasks(live, run_id)["apply_ledger_trim"] == "skipped"
+    assert store_state(live.store) == before

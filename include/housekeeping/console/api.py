@@ -41,6 +41,19 @@ class ApprovalBody(BaseModel):
     decision: Literal["approve", "reject"]
 
 
+class CursorResetBody(BaseModel):
+    """``pulsar-admin topics reset-cursor``: to a position or a publish time, one of the two."""
+
+    topic: str = Field(min_length=1, description="persistent://tenant/namespace/topic")
+    subscription: str = Field(min_length=1, max_length=500)
+    messageId: str | None = Field(default=None, description="ledgerId:entryId, the next message read")
+    time: str | None = Field(
+        default=None,
+        description="an ISO 8601 time, or a time back from now (10m, 3h, 2d): the next message read is the "
+        "first published at or after it",
+    )
+
+
 class HoldBody(BaseModel):
     target: str = Field(description="tenant/namespace or persistent://tenant/namespace/topic")
     reason: str = Field(min_length=1, max_length=2000)
@@ -151,6 +164,104 @@ def post_approval(user: Editor, session: SessionDep, body: Annotated[ApprovalBod
     )
     what = "approved: apply runs" if body.decision == "approve" else "rejected: nothing is applied"
     return {**body.model_dump(), "summary": f"{spec.dag_id} run {body.dagRunId} {what}"}
+
+
+PoliciesDocument = Annotated[
+    dict[str, Any],
+    Body(
+        description="the level's own policies, whole, under the manifest's (Pulsar's) names: retention_policies, "
+        "message_ttl_in_seconds, backlog_quota_map, ...; a policy left out is removed (the level below applies)"
+    ),
+]
+
+
+def _policies(store: Any, target: str) -> dict[str, Any]:
+    from housekeeping.store.admin import policies_of
+
+    return policies_of(store, target)
+
+
+def _put_policies(store: Any, user: Any, target: str, wanted: dict[str, Any]) -> dict[str, Any]:
+    """Replace the level's own policies with ``wanted``: each policy that differs set, each left out removed,
+    checked as a manifest's are before anything is written and journaled with the user; nothing written or
+    journaled when nothing differs."""
+    from housekeeping.store.admin import policies_of, set_policies
+
+    own = policies_of(store, target)["policies"]
+    changes = {k: wanted.get(k) for k in sorted(set(own) | set(wanted)) if own.get(k) != wanted.get(k)}
+    if not changes:
+        return {"target": target, "changes": {}, "policies": own, "summary": f"{target}: unchanged"}
+    done = set_policies(store, target, changes, now_ms=wall_clock_ms(), actor=actor_of(user))
+    return {**done, "summary": f"{done['scope']} {target}: changed {', '.join(done['changes'])}"}
+
+
+@router.get("/policies/{tenant}/{namespace}")
+def get_namespace_policies(user: Reader, store: ConsoleStore, tenant: str, namespace: str) -> dict[str, Any]:
+    """A namespace's own policies as stored (``housekeeping namespaces policies``)."""
+    return _policies(store, f"{tenant}/{namespace}")
+
+
+@router.put("/policies/{tenant}/{namespace}")
+def put_namespace_policies(
+    user: Editor, store: ConsoleStore, tenant: str, namespace: str, body: PoliciesDocument
+) -> dict[str, Any]:
+    """Replace a namespace's own policies (the command line's ``namespaces set-*`` / ``remove-*``)."""
+    return _put_policies(store, user, f"{tenant}/{namespace}", body)
+
+
+@router.get("/policies/{tenant}/{namespace}/{topic}")
+def get_topic_policies(
+    user: Reader, store: ConsoleStore, tenant: str, namespace: str, topic: str
+) -> dict[str, Any]:
+    """A topic's own policies as stored and the ones in force (``housekeeping topic-policies get``)."""
+    return _policies(store, f"persistent://{tenant}/{namespace}/{topic}")
+
+
+@router.put("/policies/{tenant}/{namespace}/{topic}")
+def put_topic_policies(
+    user: Editor, store: ConsoleStore, tenant: str, namespace: str, topic: str, body: PoliciesDocument
+) -> dict[str, Any]:
+    """Replace a topic's own policies (the command line's ``topic-policies set-*`` / ``remove-*``)."""
+    return _put_policies(store, user, f"persistent://{tenant}/{namespace}/{topic}", body)
+
+
+@router.post("/cursors/reset")
+def post_cursor_reset(
+    user: Editor, store: ConsoleStore, body: Annotated[CursorResetBody, Body()]
+) -> dict[str, Any]:
+    """Move a subscription's cursor backward or forward, journaled with the user (``admin`` / ``reset-cursor``)."""
+    from housekeeping.core.admin_units import parse_seconds
+    from housekeeping.core.errors import InputError
+    from housekeeping.core.timeutil import parse_as_of
+    from housekeeping.observe.console import check_topic
+    from housekeeping.store.admin import reset_cursor
+
+    topic = check_topic(body.topic)
+    if (body.messageId is None) == (body.time is None):
+        raise InputError(
+            f"topic {topic} subscription {body.subscription!r}: give messageId or time, one of them"
+        )
+    now = wall_clock_ms()
+    time_ms = None
+    if body.time is not None:
+        back = None if "T" in body.time else parse_seconds(body.time, "time")
+        if back is not None and back < 0:
+            raise InputError(f"time {body.time!r}: a time back from now (10m, 3h, 2d) or an ISO 8601 time")
+        time_ms = parse_as_of(body.time) if back is None else now - back * 1000
+    done = reset_cursor(
+        store,
+        topic,
+        body.subscription,
+        position=body.messageId,
+        time_ms=time_ms,
+        now_ms=now,
+        actor=actor_of(user),
+    )
+    return {
+        **done,
+        "summary": f"{topic} subscription {body.subscription!r}: cursor moved {done['direction']} from "
+        f"{done['from']} to {done['to']}",
+    }
 
 
 @router.get("/holds")

@@ -14,7 +14,7 @@ from fastapi import APIRouter, Depends, Query, Request
 from fastapi.responses import FileResponse, HTMLResponse
 from markupsafe import Markup
 
-from housekeeping.console.access import Reader, actor_of
+from housekeeping.console.access import Reader, actor_of, may_edit
 from housekeeping.console.store import ConsoleSettings, ConsoleStore
 from housekeeping.observe.journal_view import JournalFilter
 from housekeeping.observe.run_states import RunState
@@ -66,9 +66,10 @@ def render(name: str, request: Request, user: Any, **context: Any) -> HTMLRespon
     env.filters["ms"] = format_ms
     env.filters["seconds"] = human_seconds
     env.filters["byte_hours"] = byte_hours
+    env.filters["without"] = lambda mapping, *keys: {k: v for k, v in mapping.items() if k not in keys}
     base = str(request.url_for("store_page")).rstrip("/") + "/"
     page = env.get_template(name).render(
-        base=base, page=name.removesuffix(".html"), user=actor_of(user), **context
+        base=base, page=name.removesuffix(".html"), user=actor_of(user), may_edit=may_edit(user), **context
     )
     return HTMLResponse(page)
 
@@ -206,18 +207,20 @@ def runs_page(
 ) -> HTMLResponse:
     """Every run of every housekeeping DAG with its state (refused and failed ones with why) and the command
     line's runs."""
+    from housekeeping.console.next_run import next_slot
     from housekeeping.console.runs import RunsQuery, run_rows
     from housekeeping.core.errors import InputError
-    from housekeeping.mechanisms.registry import mechanism_names
+    from housekeeping.mechanisms.registry import get_mechanism, mechanism_names
 
     try:
         wanted = RunState(state) if state else None
     except ValueError:
         raise InputError(f"state {state!r} is not one of {', '.join(RunState)}") from None
     rows = run_rows(store, session, RunsQuery(mechanism or None, wanted, 200))
+    upcoming = next_slot(get_mechanism(mechanism).dag_id) if mechanism else None
     return render(
         "runs.html", request, user, runs=rows, mechanisms=mechanism_names(), mechanism=mechanism or "",
-        states=list(RunState), state=state or "",
+        states=list(RunState), state=state or "", upcoming=upcoming,
     )  # fmt: skip
 
 

@@ -12,7 +12,7 @@ from fastapi import APIRouter, Body, HTTPException, Request, status
 from fastapi.responses import FileResponse, HTMLResponse
 from pydantic import BaseModel, Field
 
-from housekeeping.console.access import Reader, actor_of
+from housekeeping.console.access import Reader, actor_of, may_trigger
 from housekeeping.console.pages import render
 from housekeeping.console.store import ConsoleStore
 
@@ -31,16 +31,6 @@ class WhatIfBody(BaseModel):
     scope: str | None = None
 
 
-def _may_trigger(user: Any) -> None:
-    from airflow.api_fastapi.app import get_auth_manager
-    from airflow.api_fastapi.auth.managers.models.resource_details import DagAccessEntity, DagDetails
-
-    if not get_auth_manager().is_authorized_dag(
-        method="POST", access_entity=DagAccessEntity.RUN, details=DagDetails(id=WHAT_IF_DAG), user=user
-    ):
-        raise HTTPException(status.HTTP_403_FORBIDDEN, f"user {user.get_name()!r} may not run {WHAT_IF_DAG}")
-
-
 @router.post("/api/v1/what-if", status_code=201)
 def post_what_if(user: Reader, store: ConsoleStore, body: Annotated[WhatIfBody, Body()]) -> dict[str, Any]:
     """Check the request against the store, then run the policy_what_if DAG with it: ``{"runId", "page"}``."""
@@ -51,7 +41,7 @@ def post_what_if(user: Reader, store: ConsoleStore, body: Annotated[WhatIfBody, 
     from housekeeping.what_if.overlay import PolicyOverlay
     from housekeeping.what_if.what_if import check_against_store
 
-    _may_trigger(user)
+    may_trigger(user, WHAT_IF_DAG)
     if body.asOf:
         parse_as_of(body.asOf)
     overlay = PolicyOverlay.from_document(body.policies, "the policies") if body.policies else None

@@ -107,7 +107,7 @@ def _target(row: Any, detail: Any) -> str | None:
     (``topic:ledger``), else its topic."""
     if not isinstance(detail, dict):
         return row.topic
-    if row.mechanism == "hold" and detail.get("target"):
+    if row.mechanism in ("hold", "admin") and detail.get("target"):  # admin: a namespace's policies too
         return str(detail["target"])
     ledgers = detail.get("ledgers") if row.mechanism == "restore" else None
     if ledgers and row.topic:

@@ -24,6 +24,7 @@ pytestmark = [pytest.mark.processes, pytest.mark.spark, pytest.mark.runs]
 
 AS_OF = "2026-11-02T00:00:00Z"
 API = "/housekeeping/api/v1"
+TOPIC = "persistent://public/default/t-00000"  # has the durable subscription sub-main
 
 
 class ApiServer:
@@ -161,6 +162,10 @@ def test_nobody_gets_in_without_a_token_and_a_viewer_reads_but_cannot_change(ser
         ("POST", f"{API}/approvals"),
         ("POST", f"{API}/holds"),
         ("DELETE", f"{API}/holds?target=acme/orders"),
+        ("GET", f"{API}/policies/public/default"),
+        ("PUT", f"{API}/policies/public/default"),
+        ("POST", f"{API}/cursors/reset"),
+        ("POST", f"{API}/next-run"),
         ("GET", f"{API}/forecast"),
         ("GET", f"{API}/usage?from=2026-11-01T00:00:00Z&to=2026-11-02T00:00:00Z"),
         ("GET", f"{API}/capacity-report"),
@@ -182,6 +187,13 @@ def test_nobody_gets_in_without_a_token_and_a_viewer_reads_but_cannot_change(ser
         ("POST", f"{API}/holds", {"target": "acme/orders", "reason": "audit"}),
         ("DELETE", f"{API}/holds?target=acme/orders", None),
         ("POST", f"{API}/restore", {"runId": "live-trim"}),
+        ("PUT", f"{API}/policies/public/default", {"message_ttl_in_seconds": 60}),
+        (
+            "POST",
+            f"{API}/cursors/reset",
+            {"topic": TOPIC, "subscription": "sub-main", "messageId": "0:0"},
+        ),
+        ("POST", f"{API}/next-run", {"mechanism": "trim"}),
         (
             "POST",
             f"{API}/approvals",
@@ -191,6 +203,11 @@ def test_nobody_gets_in_without_a_token_and_a_viewer_reads_but_cannot_change(ser
         response = server.call(method, path, viewer, json=body)
         assert response.status_code == 403 and "viewer" in response.json()["detail"], (path, response.text)
     assert _pending(server, viewer) == pending
+
+
+def _reset(named: str, **body) -> tuple:
+    """A cursor reset of sub-main on TOPIC refused with 400 naming ``named``; ``body`` changes the request."""
+    return ("POST", "/cursors/reset", {"topic": TOPIC, "subscription": "sub-main", **body}, 400, named)
 
 
 @pytest.mark.parametrize(
@@ -259,16 +276,50 @@ def test_nobody_gets_in_without_a_token_and_a_viewer_reads_but_cannot_change(ser
         ),
         ("GET", "/usage?from=2026-11-01T00:00:00Z&to=2026-11-02T00:00:00Z&tier=ssd", None, 400, "ssd"),
         ("GET", "/usage?to=2026-11-02T00:00:00Z", None, 422, "from"),
+        ("GET", "/policies/nobody/here", None, 400, "nobody/here"),
+        ("POST", "/next-run", {"mechanism": "compaktion"}, 400, "compaktion"),
+        ("PUT", "/policies/nobody/here", {"message_ttl_in_seconds": 60}, 400, "nobody/here"),
+        ("PUT", "/policies/acme/or%20ders", {"message_ttl_in_seconds": 60}, 400, "acme/or ders"),
+        ("PUT", "/policies/public/default", {"retention_polices": {}}, 400, "retention_polices"),
+        ("PUT", "/policies/public/default", {"message_ttl_in_seconds": -5}, 400, "message_ttl_in_seconds"),
+        (
+            "PUT",
+            "/policies/public/default/t-00000",
+            {"retention_policies": {"retentionTimeInMinutes": 0, "retentionSizeInMB": 10}},
+            400,
+            TOPIC,
+        ),
+        ("PUT", "/policies/public/default/no-such", {}, 400, "no-such"),
+        ("PUT", "/policies/public/default", [1, 2], 422, None),
+        _reset("nobody", subscription="nobody", messageId="0:0"),
+        _reset("no-such", topic="persistent://public/default/no-such", messageId="0:0"),
+        _reset("x:y", messageId="x:y"),
+        _reset("'-1'", time="-1"),
+        _reset("yesterday", time="yesterday"),
+        _reset("one of them", time="10m", messageId="0:0"),
+        _reset("one of them"),
+        _reset("__compaction", subscription="__compaction", messageId="0:0"),
+        _reset("../../etc", topic="../../etc", messageId="0:0"),
     ],
 )
 def test_bad_input_is_a_4xx_naming_it_and_changes_nothing(server, tokens, method, path, body, status, named):
     admin = tokens["admin"]
-    before = (_pending(server, admin), server.call("GET", f"{API}/holds", admin).json())
+
+    def state():
+        return (
+            _pending(server, admin),
+            server.call("GET", f"{API}/holds", admin).json(),
+            server.call("GET", f"{API}/journal?limit=1000", admin).json(),
+            server.call("GET", f"{API}/topics/{TOPIC.removeprefix('persistent://')}", admin).json(),
+            server.call("GET", f"{API}/namespaces/public/default", admin).json()["policies"],
+        )
+
+    before = state()
     response = server.call(method, f"{API}{path}", admin, json=body)
     assert response.status_code == status, response.text
     if named:
         assert named in response.text, response.text
-    assert (_pending(server, admin), server.call("GET", f"{API}/holds", admin).json()) == before
+    assert state() == before
 
 
 def test_the_dag_run_view_shows_the_housekeeping_run_that_dag_run_made(server, tokens, stores):
@@ -505,7 +556,7 @@ def test_every_page_in_a_browser_and_restore_and_a_hold_done_there(server, store
         page.go_back()
         page.locator("#topics").wait_for()
         page.fill("input[name=search]", "sensor-feed")
-        page.click("form button")
+        page.click("#topic-search button")
         page.wait_for_url("**search=sensor-feed**")
         assert page.locator("#topics tr").count() - 1 == sum(
             "sensor-feed" in r["topic"] for r in view["topics"]["rows"]
@@ -699,3 +750,154 @@ def test_airflow_lists_the_plugin_with_its_views_and_builds_its_app_on_the_api_s
     assert plugin["fastapi_apps"] == []
     assert {"Storage housekeeping", "Housekeeping run"} <= {v["name"] for v in plugin["external_views"]}
     assert httpx.get(f"{server.url}/housekeeping/api/v1/holds", timeout=30).status_code == 401
+
+
+def test_a_policy_change_and_a_cursor_reset_through_the_api_equal_the_clis_journaled_with_the_airflow_user(
+    server, tokens, stores, capsys
+):
+    """The console's policy change and cursor reset are the admin paths the CLI's `namespaces`, `topic-policies`
+    and `topics reset-cursor` take: the same result on the store and its copy, journaled with the Airflow user."""
+    admin = tokens["admin"]
+    store, cli_store = stores
+    wanted = {
+        "retention_policies": {"retentionTimeInMinutes": 600, "retentionSizeInMB": -1},
+        "message_ttl_in_seconds": 7200,
+    }
+    done = server.call("PUT", f"{API}/policies/public/default", admin, json=wanted)
+    assert done.status_code == 200, done.text
+    assert (
+        done.json()["summary"]
+        == "namespace public/default: changed message_ttl_in_seconds, retention_policies"
+    )
+    # The same document again changes nothing and journals nothing.
+    again = server.call("PUT", f"{API}/policies/public/default", admin, json=wanted)
+    assert again.status_code == 200 and again.json()["changes"] == {}, again.text
+    for args in (
+        ["namespaces", "set-retention", "public/default", "--time", "10h", "--size", "-1"],
+        ["namespaces", "set-message-ttl", "public/default", "--ttl", "2h"],
+    ):
+        code, out, err = run_cli(capsys, *args, "--store", str(cli_store))
+        assert code == 0, err
+    code, out, err = run_cli(capsys, "namespaces", "policies", "public/default", "--store", str(cli_store))
+    assert code == 0, err
+    read = server.call("GET", f"{API}/policies/public/default", admin).json()
+    assert read["policies"] == json.loads(out)["policies"] == wanted
+    # A policy left out of the topic's document is removed from its level: the namespace's applies again.
+    local = TOPIC.removeprefix("persistent://")
+    put = server.call("PUT", f"{API}/policies/{local}", admin, json={"message_ttl_in_seconds": 60})
+    assert put.status_code == 200, put.text
+    assert server.call("PUT", f"{API}/policies/{local}", admin, json={}).status_code == 200
+    effective = server.call("GET", f"{API}/policies/{local}", admin).json()["effective"]
+    assert (effective["message_ttl_seconds"], effective["message_ttl_source"]) == (
+        7200,
+        "namespace public/default",
+    ), effective
+
+    from housekeeping.observe.browse import topic_view
+    from housekeeping.store.store import Store
+
+    # The first ledger both stores still list (the browser test restored a run's deletions on the served store only).
+    topic = server.call("GET", f"{API}/topics/{TOPIC.removeprefix('persistent://')}", admin).json()
+    copy = topic_view(Store.open(cli_store), TOPIC)
+    first = min({r["ledgerId"] for r in topic["ledgers"]} & {r["ledgerId"] for r in copy["ledgers"]})
+    body = {"topic": TOPIC, "subscription": "sub-main", "messageId": f"{first}:0"}
+    moved = server.call("POST", f"{API}/cursors/reset", admin, json=body)
+    assert moved.status_code == 200, moved.text
+    code, out, err = run_cli(
+        capsys,
+        "topics",
+        "reset-cursor",
+        TOPIC,
+        "-s",
+        "sub-main",
+        "-m",
+        f"{first}:0",
+        "--store",
+        str(cli_store),
+    )
+    assert code == 0, err
+    assert {k: moved.json()[k] for k in ("from", "to", "direction")} == {
+        k: json.loads(out)[k] for k in ("from", "to", "direction")
+    }
+    assert moved.json()["direction"] != "unchanged"
+    after = server.call("GET", f"{API}/topics/{TOPIC.removeprefix('persistent://')}", admin).json()
+    assert {s["name"]: s["markDelete"] for s in after["subscriptions"]}["sub-main"] == moved.json()["to"]
+
+    journal = server.call("GET", f"{API}/journal?mechanism=admin&limit=1000", admin).json()["journal"]
+    made = [(row["action"], row["actor"]) for row in journal]
+    assert made.count(("set-policies", "admin")) == 3 and ("reset-cursor", "admin") in made, made
+
+
+def test_policies_and_a_cursor_changed_in_the_browser_and_a_viewer_is_offered_neither(server, stores):
+    """The namespace page's policy form (a field at fault named before anything is sent; Save after a
+    confirmation listing each change) and the topic page's cursor reset, as an admin; a viewer's pages have
+    neither form."""
+    import importlib.util
+
+    from playwright.sync_api import sync_playwright
+
+    spec = importlib.util.spec_from_file_location("trigger_from_ui", REPO / "scripts" / "trigger_from_ui.py")
+    ui = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(ui)
+    admin = server.token("admin")
+    SHOTS.mkdir(parents=True, exist_ok=True)
+    base = f"{server.url}/housekeeping/"
+    with sync_playwright() as playwright:
+        browser = playwright.chromium.launch(executable_path="/usr/bin/chromium", args=ui.CHROMIUM_ARGS)
+        page = browser.new_page(viewport={"width": 1500, "height": 1000})
+        ui.login(page, server.url, "admin", server.password("admin"))
+        journal_before = server.call("GET", f"{API}/journal?mechanism=admin&limit=1000", admin).json()
+        page.goto(f"{base}namespaces/acme/orders")
+        form = page.locator("#policy-form")
+        # Half a retention: named on the page, nothing sent.
+        form.locator("input[name=retentionTime]").fill("120")
+        form.locator("input[name=retentionSize]").fill("")
+        form.locator("#policy-save").click()
+        page.locator("#message.err", has_text="retention: give both").wait_for(timeout=10_000)
+        assert server.call("GET", f"{API}/journal?mechanism=admin&limit=1000", admin).json() == journal_before
+        form.locator("input[name=retentionSize]").fill("-1")
+        form.locator("input[name=ttl]").fill("5400")
+        asked: list[str] = []
+        page.once("dialog", lambda dialog: (asked.append(dialog.message), dialog.accept()))
+        page.screenshot(path=str(SHOTS / "console-02e-policy-form.png"), full_page=True)
+        form.locator("#policy-save").click()
+        page.locator("#message.ok", has_text="namespace acme/orders: changed").wait_for(timeout=30_000)
+        assert "message_ttl_in_seconds" in asked[0] and "retention_policies" in asked[0], asked
+        page.wait_for_load_state("load")
+        page.locator("#policies", has_text="1h 30m").wait_for(timeout=30_000)
+        stored = server.call("GET", f"{API}/policies/acme/orders", admin).json()["policies"]
+        assert stored["message_ttl_in_seconds"] == 5400
+        assert stored["retention_policies"] == {"retentionTimeInMinutes": 120, "retentionSizeInMB": -1}
+        page.screenshot(path=str(SHOTS / "console-02f-policy-saved.png"), full_page=True)
+
+        # The topic page's cursor reset, to the first entry the topic keeps.
+        local = TOPIC.removeprefix("persistent://")
+        topic = server.call("GET", f"{API}/topics/{local}", admin).json()
+        first = f"{topic['ledgers'][0]['ledgerId']}:0"
+        page.goto(f"{base}topics/{local}")
+        reset = page.locator("#reset-cursor")
+        reset.locator("select[name=subscription]").select_option("sub-main")
+        reset.locator("input[name=to]").fill(first)
+        page.once("dialog", lambda dialog: dialog.accept())
+        reset.locator("button").click()
+        page.locator("#message.ok", has_text="cursor moved").wait_for(timeout=30_000)
+        page.wait_for_load_state("load")
+        after = server.call("GET", f"{API}/topics/{local}", admin).json()
+        mark = {s["name"]: s["markDelete"] for s in after["subscriptions"]}["sub-main"]
+        page.locator("#subscriptions", has_text=mark).wait_for(timeout=30_000)
+        page.screenshot(path=str(SHOTS / "console-02g-cursor-reset.png"), full_page=True)
+        journal = server.call("GET", f"{API}/journal?mechanism=admin&limit=5", admin).json()["journal"]
+        assert [(j["action"], j["actor"], j["target"]) for j in journal[:2]] == [
+            ("reset-cursor", "admin", TOPIC),
+            ("set-policies", "admin", "acme/orders"),
+        ]
+
+        viewer = browser.new_page(viewport={"width": 1500, "height": 1000})
+        ui.login(viewer, server.url, "viewer", server.password("viewer"))
+        for path in ("namespaces/acme/orders", f"topics/{local}"):
+            viewer.goto(f"{base}{path}")
+            viewer.locator("#policies").wait_for(timeout=30_000)
+            assert (
+                viewer.locator("#policy-form").count() == 0 and viewer.locator("#reset-cursor").count() == 0
+            )
+        browser.close()
