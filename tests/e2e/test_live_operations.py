@@ -452,7 +452,7 @@ def test_what_the_next_scheduled_run_will_do_is_a_dry_run_as_of_its_slot(airflow
 
     existing = {r["dag_run_id"] for r in live.runs()}
     with _signed_in(live) as page:
-        before = slot()
+        slot_before = slot()
         page.goto(f"{live.url}/housekeeping/runs?mechanism=trim")
         panel = page.locator("#next-run")
         shown = datetime.fromisoformat(panel.locator("code").inner_text())
@@ -461,13 +461,14 @@ def test_what_the_next_scheduled_run_will_do_is_a_dry_run_as_of_its_slot(airflow
         said.wait_for(timeout=30_000)
         as_of = said.inner_text().split("a dry run as of ", 1)[1].split(" ", 1)[0]
         # The slot Airflow has next (it moves on only when the hour turns while the test runs).
-        assert shown in (before, slot()) and datetime.fromisoformat(as_of) in (before, slot()), (shown, as_of)
+        slots = (slot_before, slot())
+        assert shown in slots and datetime.fromisoformat(as_of) in slots, (shown, as_of, slots)
         (run_id,) = {r["dag_run_id"] for r in live.runs()} - existing
         run = _wait(live, run_id)
         page.goto(f"{live.url}/housekeeping/runs?mechanism=trim")
         row = page.locator(f"#runs tr[data-run='{TRIM}__{run_id}']")
         assert row.get_attribute("data-state") == "dry_run", row.inner_text()
-        page.screenshot(path=str(SHOTS / "console-03c-next-run.png"), full_page=True)
+        page.screenshot(path=str(SHOTS / "console-03d-next-run.png"), full_page=True)
     assert run["state"] == "success" and run["conf"] == {"dry_run": True, "as_of": as_of}, run
     assert _tasks(live, run_id)["apply_ledger_trim"] == "skipped"
     assert store_state(live.store) == before

@@ -10,7 +10,7 @@ import json
 from collections import defaultdict
 from typing import Any
 
-from sqlalchemy import func, select
+from sqlalchemy import case, func, select
 
 from housekeeping.core.errors import InputError, NotFound
 from housekeeping.core.names import NamespaceName, TopicName
@@ -169,7 +169,8 @@ def _ledgers(conn: Any, names: list[str]) -> dict[str, dict[str, int]]:
             g.topic,
             func.count().label("ledgers"),
             func.coalesce(func.sum(g.size_bytes), 0).label("bytes"),
-            func.sum(func.cast(g.offload_complete, t.ledgers.c.entries.type)).label("offloaded"),
+            # CASE, not a cast: PostgreSQL casts no boolean to bigint (found by the live test on PostgreSQL).
+            func.sum(case((g.offload_complete.is_(True), 1), else_=0)).label("offloaded"),
         )
         .where(g.topic.in_(names))
         .group_by(g.topic)

@@ -108,3 +108,31 @@ def test_a_ledger_waiting_for_purge_is_listed_with_its_run(store):
 def test_an_unknown_topic_is_named(store):
     with pytest.raises(NotFound, match="no topic persistent://acme/orders/nope"):
         topic_view(store, "persistent://acme/orders/nope")
+
+
+def test_a_namespace_and_its_topics_read_the_same_on_either_metadata_database(tmp_path, metadata_backend):
+    """The namespace page's queries (topics paged and found by name, their ledgers counted, offloaded ones
+    among them) on SQLite and on PostgreSQL (a cast of a boolean to a number, which PostgreSQL refuses, once made the
+    namespace page an Internal Server Error there)."""
+    from housekeeping.observe.browse import namespace_view
+
+    document = {
+        "namespaces": {"acme/orders": {}},
+        "topics": {
+            f"persistent://acme/orders/t-{i}": ledger_topic(
+                [(1, [T0], T0 + MINUTE), (2, [T0 + 2 * MINUTE], None)], {"sub": {"markDeletePosition": "1:0"}}
+            )
+            for i in range(3)
+        },
+    }
+    store = load_manifest(tmp_path / "store", write_manifest(tmp_path, document))
+    assert store.engine.dialect.name == metadata_backend
+    view = namespace_view(store, "acme/orders", limit=2)
+    assert view["topics"]["total"] == 3
+    rows = view["topics"]["rows"]
+    assert [r["topic"] for r in rows] == ["persistent://acme/orders/t-0", "persistent://acme/orders/t-1"]
+    assert all((r["ledgers"], r["offloadedLedgers"]) == (2, 0) for r in rows), rows
+    assert [s["name"] for s in rows[0]["subscriptions"]] == ["sub"]
+    found = namespace_view(store, "acme/orders", search="t-2")
+    assert [r["topic"] for r in found["topics"]["rows"]] == ["persistent://acme/orders/t-2"]
+    assert topic_view(store, "persistent://acme/orders/t-2")["ledgers"][0]["where"] == "local"
