@@ -425,6 +425,21 @@ def test_a_browser_change_needs_the_consoles_csrf_token(server, tokens):
         "POST", f"{API}/holds", cookies=cookie, json=body, headers={"Origin": "https://evil.example"}
     )
     assert forged.status_code == 403 and "CSRF" in forged.text
+    # Every other change the console makes, forged the same way: refused, nothing changed.
+    before = server.call("GET", f"{API}/journal?limit=1000", tokens["admin"]).json()
+    for method, path, forged_body in [
+        ("PUT", f"{API}/policies/public/default", {"message_ttl_in_seconds": 1}),
+        ("PUT", f"{API}/policies/public/default/t-00000", {"message_ttl_in_seconds": 1}),
+        ("POST", f"{API}/cursors/reset", {"topic": TOPIC, "subscription": "sub-main", "time": "1d"}),
+        ("POST", f"{API}/next-run", {"mechanism": "trim"}),
+        ("POST", f"{API}/restore", {"runId": "live-trim"}),
+        ("POST", f"{API}/what-if", {"mechanism": "trim", "sweep": "retention-time=1h"}),
+    ]:
+        refused = server.call(
+            method, path, cookies=cookie, json=forged_body, headers={"Origin": "https://evil.example"}
+        )
+        assert refused.status_code == 403 and "CSRF" in refused.text, (path, refused.text)
+    assert server.call("GET", f"{API}/journal?limit=1000", tokens["admin"]).json() == before
     page = server.call("GET", "/housekeeping/holds", cookies=cookie)
     assert page.status_code == 200
     csrf = page.cookies["hk_csrftoken"]
