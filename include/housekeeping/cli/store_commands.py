@@ -30,11 +30,11 @@ def load(
 ) -> None:
     """Create or replace a store from a manifest. Validates everything before changing anything."""
     from housekeeping.core.errors import InputError
-    from housekeeping.core.timeutil import parse_as_of
+    from housekeeping.core.timeutil import parse_as_of, wall_clock_ms
     from housekeeping.store.manifest.load import load_manifest
 
     try:
-        at_ms = parse_as_of(at) if at is not None else None
+        at_ms = parse_as_of(at) if at is not None else wall_clock_ms()
     except InputError as bad:
         raise InputError(f"--at: {bad}") from None
     result = load_manifest(store, manifest, metadata_url, at_ms=at_ms)

@@ -38,14 +38,13 @@ from housekeeping.core.policies import BrokerConfig
 from housekeeping.core.scope import in_scope
 from housekeeping.core.settings import Setting
 from housekeeping.engine import contract
-from housekeeping.engine.documents import Intent, RunInfo, write_document
+from housekeeping.engine.documents import RunInfo, write_document
 from housekeeping.engine.faults import checkpoint
 from housekeeping.engine.parquet_rows import write_parquet
 from housekeeping.engine.request import RunRequest
 from housekeeping.engine.run_dir import RunDir
 from housekeeping.engine.snapshot_tables import BUILDERS, Selection
 from housekeeping.store import metadata_schema as t
-from housekeeping.store.cursor_history import record_cursors
 from housekeeping.store.holds import load_holds
 from housekeeping.store.store import Store, read_transaction
 
@@ -258,9 +257,6 @@ def select_topics(store: Store, state: StoreState, request: RunRequest) -> froze
     return selected
 
 
-CURSORS_TABLE = "cursors"
-
-
 def take_snapshot(
     store: Store,
     request: RunRequest,
@@ -284,14 +280,6 @@ def take_snapshot(
             selected = _write_tables(store, request, streamed, run, policy_overlay, tables)
     if policy_overlay is None:
         mechanism.after_snapshot(store, run.path, request)
-        if state is None and CURSORS_TABLE in tables and request.intent is not Intent.WHAT_IF:
-            record_cursors(
-                store,
-                run.snapshot_table(CURSORS_TABLE),
-                as_of_ms=request.as_of_ms,
-                mechanism=mechanism.name,
-                run_id=request.run_id,
-            )
     checkpoint("snapshot_after_write")
     return SnapshotInfo(run.path, request.run_id, mechanism.name, request.as_of_ms, selected)
 

@@ -1,7 +1,9 @@
 """The durable cursors' positions over time (docs/semantics.md §12.4), from the runs' own snapshots.
 
-Every run that reads the store for a plan (not a what-if, which reads it under other policies) has its cursors in
-its snapshot; a compact copy of the durable ones is kept in ``<store>/history/cursors/``, one Parquet file per run:
+Every run that reads the store for a plan has its cursors in its snapshot; :func:`record_cursors` keeps a compact
+copy of the durable ones in ``<store>/history/cursors/``, one Parquet file per run (not yet called by the runs: a
+snapshot writing there broke "a refused run changes nothing in the store"; the backtest's issue wires it to the
+runs that apply):
 ``topic``, ``subscription``, ``markDeleteLedger``, ``markDeleteEntry`` (topics dictionary-encoded, zstd), named by
 the run's as-of, mechanism and id. At most one file per ``HOUSEKEEPING_CURSOR_HISTORY_INTERVAL_SECONDS`` of logical
 time (runs every five minutes would otherwise write 288 a day), and none older than
@@ -24,6 +26,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from housekeeping.core.settings import Setting
+from housekeeping.store.fs import remove_file
 
 if TYPE_CHECKING:
     import pyarrow as pa
@@ -107,7 +110,7 @@ def record_cursors(
     horizon = newest - int(CURSOR_HISTORY_DAYS.read()) * 86_400_000
     for old in kept:
         if old.as_of_ms < horizon:
-            old.path.unlink(missing_ok=True)
+            remove_file(old.path, within=directory)
     return path
 
 

@@ -282,10 +282,9 @@ def compacted_ledger_row(topic: TopicSpec, run_id: str) -> dict[str, Any] | None
 def load_manifest(
     store_root: Path, manifest_path: Path, metadata_url: str | None = None, *, at_ms: int | None = None
 ) -> Store:
-    """Create or replace a store from a manifest. The policies it loads are journaled as of ``at_ms`` (default:
-    now), where the store's policy history begins (``housekeeping.store.policy_history``)."""
-    from housekeeping.core.timeutil import wall_clock_ms
-
+    """Create or replace a store from a manifest. With ``at_ms`` (the ``load`` command always gives one), the
+    policies it loads are journaled as of then, where the store's policy history begins
+    (``housekeeping.store.policy_history``)."""
     document = read_manifest(manifest_path)
     content, messages = content_from_manifest(document, str(manifest_path))
     validate_content(content)
@@ -296,7 +295,7 @@ def load_manifest(
         writers.local,
         metadata_url,
         write_tier=writers.tier,
-        policies_at_ms=wall_clock_ms() if at_ms is None else at_ms,
+        policies_at_ms=at_ms,
         source=str(manifest_path),
     )
 
