@@ -224,3 +224,29 @@ def test_a_trim_under_a_size_limit_is_judged_against_what_the_topic_held(tmp_pat
         _log_a_trim(conn, store, oldest)
     found = [v for v in check(store, log) if v.invariant == "retention_violated" and v.topic == topic]
     assert bool(found) is violated, found
+
+
+@pytest.mark.unit
+def test_a_system_topic_keeps_nothing_whatever_its_namespace_retention(tmp_path):
+    """Pulsar gives a system topic without a topic-level retention (0, 0), not its namespace's: trimming
+    __change_events in a namespace kept forever by time is no violation, an ordinary topic's would be."""
+    from housekeeping.store import clients
+
+    store, log = _lived(tmp_path)
+    found = {}
+    for topic in ("persistent://soak/sized/__change_events", "persistent://soak/sized/ordinary"):
+        clients.create_topic(store, topic, now_ms=START)
+        clients.connect_producer(store, topic, now_ms=START)
+        for i in range(2):
+            clients.publish(store, topic, [{"value": f"v{i}"}], now_ms=START + i)
+            clients.roll_ledger(store, topic, now_ms=START + 60_000 * (i + 1))
+        with write_transaction(store.engine) as conn:
+            oldest = conn.execute(
+                select(t.ledgers).where(t.ledgers.c.topic == topic).order_by(t.ledgers.c.ledger_id).limit(1)
+            ).one()
+            _log_a_trim(conn, store, oldest)
+        found[topic] = [
+            v for v in check(store, log) if v.invariant == "retention_violated" and v.topic == topic
+        ]
+    assert found["persistent://soak/sized/__change_events"] == []
+    assert found["persistent://soak/sized/ordinary"], found
