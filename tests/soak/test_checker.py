@@ -48,6 +48,17 @@ NAMESPACES = {
 }
 
 
+def _closed_ledgers(store, topic: str, count: int) -> None:
+    """A new topic with ``count`` closed ledgers of one entry each, a minute apart."""
+    from housekeeping.store import clients
+
+    clients.create_topic(store, topic, now_ms=START)
+    clients.connect_producer(store, topic, now_ms=START)
+    for i in range(count):
+        clients.publish(store, topic, [{"value": f"v{i}"}], now_ms=START + i)
+        clients.roll_ledger(store, topic, now_ms=START + 60_000 * (i + 1))
+
+
 def _lived(tmp_path, name="store", workload=WORKLOAD):
     store = load_manifest(
         tmp_path / name, write_manifest(tmp_path, {"namespaces": NAMESPACES, "topics": {}}, f"{name}.json")
@@ -207,15 +218,10 @@ def _log_a_trim(conn, store, ledger, recorded_at_ms=END):
 def test_a_trim_under_a_size_limit_is_judged_against_what_the_topic_held(tmp_path, ledger_bytes, violated):
     """Three closed ledgers on a topic kept forever by time and to 1 MB by size: deleting the oldest is a violation
     when the topic held 3 kB, and Pulsar's rule when it held 1.8 MB (over the limit before the deletion)."""
-    from housekeeping.store import clients
 
     store, log = _lived(tmp_path)
     topic = "persistent://soak/sized/t"
-    clients.create_topic(store, topic, now_ms=START)
-    clients.connect_producer(store, topic, now_ms=START)
-    for i in range(3):
-        clients.publish(store, topic, [{"value": f"v{i}"}], now_ms=START + i)
-        clients.roll_ledger(store, topic, now_ms=START + 60_000 * (i + 1))
+    _closed_ledgers(store, topic, 3)
     with write_transaction(store.engine) as conn:
         conn.execute(update(t.ledgers).where(t.ledgers.c.topic == topic).values(size_bytes=ledger_bytes))
         oldest = conn.execute(
@@ -230,16 +236,11 @@ def test_a_trim_under_a_size_limit_is_judged_against_what_the_topic_held(tmp_pat
 def test_a_system_topic_keeps_nothing_whatever_its_namespace_retention(tmp_path):
     """Pulsar gives a system topic without a topic-level retention (0, 0), not its namespace's: trimming
     __change_events in a namespace kept forever by time is no violation, an ordinary topic's would be."""
-    from housekeeping.store import clients
 
     store, log = _lived(tmp_path)
     found = {}
     for topic in ("persistent://soak/sized/__change_events", "persistent://soak/sized/ordinary"):
-        clients.create_topic(store, topic, now_ms=START)
-        clients.connect_producer(store, topic, now_ms=START)
-        for i in range(2):
-            clients.publish(store, topic, [{"value": f"v{i}"}], now_ms=START + i)
-            clients.roll_ledger(store, topic, now_ms=START + 60_000 * (i + 1))
+        _closed_ledgers(store, topic, 2)
         with write_transaction(store.engine) as conn:
             oldest = conn.execute(
                 select(t.ledgers).where(t.ledgers.c.topic == topic).order_by(t.ledgers.c.ledger_id).limit(1)
