@@ -62,6 +62,7 @@ GRACE_S = 60  # pending deletions purge a minute after they were made, so purges
 CONN_ID = "soak_spark_connect"
 SUMMARY = REPO / "test-output" / "soak" / "summary.json"
 PG_DOWN_S, TIER_DOWN_S = 15, 20
+LATENCY_JUDGED_FROM_S = 30 * 60
 
 
 def _housekeeping(env: dict, *args: str, timeout: float = 300) -> subprocess.CompletedProcess:
@@ -367,7 +368,9 @@ def test_a_live_airflow_soak_with_faults_loses_nothing(tmp_path, postgres_server
             assert restored["ok"], restored
             assert summary["published"]["entries"] > 0 and summary["acknowledgements"] > 0
             p99 = figures["publishP99Ms"]
-            if len(idle) >= 50 and len(during) >= 50:
+            # A latency bound holds only where nothing else competes for the machine: the long soak, run alone
+            # (`make soak`); the suite's short one runs beside other tests and only records its figures.
+            if DURATION_S >= LATENCY_JUDGED_FROM_S and len(idle) >= 50 and len(during) >= 50:
                 assert p99["duringApplies"] <= 2 * p99["idle"], p99
     finally:
         if generator is not None and generator.poll() is None:
