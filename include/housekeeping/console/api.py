@@ -5,7 +5,7 @@ what is wrong (400; 404 for a run or file that does not exist) and changes nothi
 from __future__ import annotations
 
 import uuid
-from typing import Annotated, Any, Literal
+from typing import TYPE_CHECKING, Annotated, Any, Literal
 
 from airflow.api_fastapi.common.db.common import SessionDep
 from fastapi import APIRouter, Body, Depends, Query
@@ -17,6 +17,9 @@ from housekeeping.console.store import ConsoleSettings, ConsoleStore
 from housekeeping.core.timeutil import wall_clock_ms
 from housekeeping.observe.journal_view import JournalFilter
 from housekeeping.observe.run_states import RunState
+
+if TYPE_CHECKING:
+    from housekeeping.store.store import Store
 
 router = APIRouter(prefix="/api/v1")
 
@@ -175,13 +178,13 @@ PoliciesDocument = Annotated[
 ]
 
 
-def _policies(store: Any, target: str) -> dict[str, Any]:
+def _policies(store: Store, target: str) -> dict[str, Any]:
     from housekeeping.store.admin import policies_of
 
     return policies_of(store, target)
 
 
-def _put_policies(store: Any, user: Any, target: str, wanted: dict[str, Any]) -> dict[str, Any]:
+def _put_policies(store: Store, user: Any, target: str, wanted: dict[str, Any]) -> dict[str, Any]:
     """Replace the level's own policies with ``wanted``: each policy that differs set, each left out removed,
     checked as a manifest's are before anything is written and journaled with the user; nothing written or
     journaled when nothing differs."""

@@ -29,8 +29,6 @@ from housekeeping.core.settings import Setting
 from housekeeping.store.fs import remove_file
 
 if TYPE_CHECKING:
-    import pyarrow as pa
-
     from housekeeping.store.store import Store
 
 HISTORY_DIR = Path("history") / "cursors"
@@ -112,12 +110,6 @@ def record_cursors(
         if old.as_of_ms < horizon:
             remove_file(old.path, within=directory)
     return path
-
-
-def read_positions(item: Recorded) -> pa.Table:
-    import pyarrow.parquet as pq
-
-    return pq.read_table(item.path)
 
 
 def around(store: Store, at_ms: int) -> tuple[Recorded | None, Recorded | None]:

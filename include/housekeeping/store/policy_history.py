@@ -12,7 +12,6 @@ from __future__ import annotations
 
 import bisect
 import json
-import uuid
 from collections import defaultdict
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
@@ -43,7 +42,7 @@ def journal_loaded_policies(
     }
     journal(
         conn,
-        run_id=f"{LOAD}-{load_id[:12] if load_id else uuid.uuid4().hex[:12]}",
+        run_id=f"{LOAD}-{load_id[:12]}",
         mechanism=LOAD,
         topic=None,
         action=LOAD_POLICIES,

@@ -166,16 +166,11 @@ def test_a_publish_whose_metadata_never_committed_leaves_no_entry_behind(store, 
     entries the file got are not the topic's: the next publish writes its own at the positions the metadata gives
     and nothing of the failed one is read back (before, the failed publish's entries stayed in the file and the next
     one's were written after them: two entries at one position)."""
-    from sqlalchemy.exc import OperationalError
-
     clients.connect_producer(store, TOPIC, now_ms=T0)
     first = clients.publish(store, TOPIC, [{"value": "a"}, {"value": "b"}], now_ms=T0 + 1)
 
-    def database_gone(*args, **kwargs):
-        raise OperationalError("UPDATE topics", {}, Exception("server closed the connection unexpectedly"))
-
     with monkeypatch.context() as patch:
-        patch.setattr(clients, "_touch", database_gone)
+        patch.setattr(clients, "_touch", _database_gone)
         with pytest.raises(InputError, match="cannot be used: server closed the connection"):
             clients.publish(store, TOPIC, [{"value": "lost-1"}, {"value": "lost-2"}], now_ms=T0 + 2)
     again = clients.publish(store, TOPIC, [{"value": "c"}], now_ms=T0 + 3)
@@ -191,8 +186,6 @@ def test_a_ledger_closes_at_its_last_committed_entry(store, monkeypatch, committ
     """A publish whose metadata never committed, and no publish after it before the ledger rolls: the closed
     ledger's file holds only the entries its row says (before, the failed publish's tail stayed in the closed
     ledger's file and the store scrub found it mismatched; found by the 60-minute soak)."""
-    from sqlalchemy.exc import OperationalError
-
     clients.connect_producer(store, TOPIC, now_ms=T0)
     first = None
     if committed:
@@ -200,11 +193,8 @@ def test_a_ledger_closes_at_its_last_committed_entry(store, monkeypatch, committ
     with read_transaction(store.engine) as conn:
         ledger = clients._current_ledger(conn, TOPIC)
 
-    def database_gone(*args, **kwargs):
-        raise OperationalError("UPDATE topics", {}, Exception("server closed the connection unexpectedly"))
-
     with monkeypatch.context() as patch:
-        patch.setattr(clients, "_touch", database_gone)
+        patch.setattr(clients, "_touch", _database_gone)
         with pytest.raises(InputError, match="cannot be used"):
             clients.publish(store, TOPIC, [{"value": "lost-1"}, {"value": "lost-2"}], now_ms=T0 + 2)
     ledger_dir = store.ledger_dir(TOPIC, ledger.ledger_id, ledger.files_generation)
@@ -221,3 +211,10 @@ def test_a_ledger_closes_at_its_last_committed_entry(store, monkeypatch, committ
             select(t.ledgers).where(t.ledgers.c.topic == TOPIC, t.ledgers.c.ledger_id == ledger.ledger_id)
         ).one()
     assert (row.entries, row.closed_at_ms) == (committed, T0 + 3)
+
+
+def _database_gone(*args, **kwargs):
+    """A metadata write meeting a database that went away mid-transaction."""
+    from sqlalchemy.exc import OperationalError
+
+    raise OperationalError("UPDATE topics", {}, Exception("server closed the connection unexpectedly"))
