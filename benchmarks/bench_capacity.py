@@ -1,12 +1,13 @@
-"""Benchmark: `housekeeping usage` and `housekeeping forecast` as the store grows (the capacity issue's target:
-usage and forecast at 100,000 topics, time and memory).
+"""Benchmark: `housekeeping usage`, `housekeeping forecast` and `housekeeping backtest` as the store grows (the
+capacity issues' target: each at 100,000 topics within 1 GiB and 30 s).
 
     python benchmarks/bench_capacity.py [--topics 10000,100000] [--history-days 60] [--work DIR [--keep] [--reuse]]
         [--json OUT]
 
 For each size it generates one store with a history (`generate --history-days`, one seed, 20 entries a ledger)
 and runs, each in its own process as an operator would: `usage --by topic` and `usage --by tenant` over the 30
-days before the generator's reference, and `forecast` at the reference (its backtest 14 days before). It samples
+days before the generator's reference, `forecast` at the reference (its backtest 14 days before), and `backtest`
+over the same 30 days of a retention of 1 hour set in one namespace and in the broker (every topic). It samples
 each process every 0.2 s (`bench_scale.run_sampled`) and reports the wall time, the peak resident memory and the
 backtest's error over the store.
 """
@@ -15,6 +16,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import sqlite3
 import sys
 import tempfile
 from pathlib import Path
@@ -40,10 +42,19 @@ def measure(topics: int, history_days: int, work: Path, reuse: bool) -> dict:
         generated = {"wall_s": None}
     ledgers, _ = store_size(store)
     row: dict = {"topics": topics, "ledgers": ledgers, "generate_s": generated["wall_s"]}
+    changes = _changes(store, work)
     for name, args in (
         ("usage_topic", ("usage", "--store", str(store), *PERIOD, "--by", "topic")),
         ("usage_tenant", ("usage", "--store", str(store), *PERIOD, "--by", "tenant")),
         ("forecast", ("forecast", "--store", str(store), "--as-of", REFERENCE, "--backtest", "14d")),
+        (
+            "backtest_namespace",
+            ("backtest", "--store", str(store), *PERIOD, "--policies", str(changes["namespace"])),
+        ),
+        (
+            "backtest_broker",
+            ("backtest", "--store", str(store), *PERIOD, "--policies", str(changes["broker"])),
+        ),
     ):
         ran = run_sampled(cli(*args))
         row[f"{name}_s"], row[f"{name}_peak_mib"] = ran["wall_s"], ran["pythonPeakRssMiB"]
@@ -56,6 +67,23 @@ def measure(topics: int, history_days: int, work: Path, reuse: bool) -> dict:
                 round(r["relativeError"], 3) for r in backtest if r["relativeError"] is not None
             ]
     return row
+
+
+def _changes(store: Path, work: Path) -> dict[str, Path]:
+    """The two policy changes the backtest is asked about: a 1-hour retention in the store's first namespace, and in
+    the broker."""
+    with sqlite3.connect(store / "metadata.db") as db:
+        (namespace,) = db.execute("select name from namespaces order by name limit 1").fetchone()
+    retention = {"retentionTimeInMinutes": 60, "retentionSizeInMB": -1}
+    documents = {
+        "namespace": {"namespaces": {namespace: {"retention_policies": retention}}},
+        "broker": {"broker": {"defaultRetentionTimeInMinutes": 60, "defaultRetentionSizeInMB": -1}},
+    }
+    paths = {}
+    for name, document in documents.items():
+        paths[name] = work / f"change-{name}.json"
+        paths[name].write_text(json.dumps(document))
+    return paths
 
 
 def main() -> None:
@@ -83,13 +111,18 @@ def main() -> None:
             remove(work)
     if args.json:
         args.json.write_text(json.dumps(rows, indent=2))
-    print("| topics | ledgers | usage --by topic | usage --by tenant | forecast | backtest error (store) |")
-    print("|---|---|---|---|---|---|")
+    print(
+        "| topics | ledgers | usage --by topic | usage --by tenant | forecast | backtest error (store) "
+        "| backtest, a namespace | backtest, the broker |"
+    )
+    print("|---|---|---|---|---|---|---|---|")
     for r in rows:
         print(
             f"| {r['topics']:,} | {r['ledgers']:,} | {r['usage_topic_s']} s, {r['usage_topic_peak_mib']} MiB "
             f"| {r['usage_tenant_s']} s, {r['usage_tenant_peak_mib']} MiB | {r['forecast_s']} s, "
-            f"{r['forecast_peak_mib']} MiB | {r['backtest_error']:+.1%} |"
+            f"{r['forecast_peak_mib']} MiB | {r['backtest_error']:+.1%} "
+            f"| {r['backtest_namespace_s']} s, {r['backtest_namespace_peak_mib']} MiB "
+            f"| {r['backtest_broker_s']} s, {r['backtest_broker_peak_mib']} MiB |"
         )
 
 

@@ -1,6 +1,7 @@
 """What a stored ledger's files hold, read in Spark tasks (``mapInArrow``: one task reads many ledgers, each with
 pyarrow, so an unreadable file is a fact of its row, not a failed job): the rows in the Parquet footers, and from the
-``entryId`` and ``size`` columns the payload bytes, the smallest and largest entry id and how many distinct ids. A
+``ledgerId``, ``entryId`` and ``size`` columns the payload bytes, the smallest and largest entry id and how many
+distinct positions (ledger and entry: a compacted ledger holds entries of several ledgers, whose ids repeat). A
 tier object is read through ``housekeeping.store.tier.ObjectTier`` with the task's own credentials."""
 
 from __future__ import annotations
@@ -11,9 +12,9 @@ from pyspark.sql import DataFrame, SparkSession
 
 FACTS = (
     "location string, path string, rows bigint, payloadBytes bigint, minEntryId bigint, maxEntryId bigint, "
-    "distinctEntryIds bigint, error string"
+    "distinctPositions bigint, error string"
 )
-_EMPTY = {"rows": 0, "payloadBytes": 0, "minEntryId": None, "maxEntryId": None, "distinctEntryIds": 0}
+_EMPTY = {"rows": 0, "payloadBytes": 0, "minEntryId": None, "maxEntryId": None, "distinctPositions": 0}
 
 
 def _summarise(tables: list) -> dict:
@@ -31,7 +32,7 @@ def _summarise(tables: list) -> dict:
         "payloadBytes": int(pc.sum(table.column("size")).as_py() or 0),
         "minEntryId": pc.min(ids).as_py(),
         "maxEntryId": pc.max(ids).as_py(),
-        "distinctEntryIds": pc.count_distinct(ids).as_py(),
+        "distinctPositions": table.group_by(["ledgerId", "entryId"]).aggregate([]).num_rows,
     }
 
 
@@ -54,7 +55,9 @@ def _read_local(directory, pq) -> list:
     for name in names:
         path = directory / name
         try:
-            tables.append(pq.ParquetFile(path).read(columns=["entryId", "size"], use_threads=False))
+            tables.append(
+                pq.ParquetFile(path).read(columns=["ledgerId", "entryId", "size"], use_threads=False)
+            )
         except Exception as exc:
             raise ValueError(f"{path} is not a readable ledger file (corrupt or truncated): {exc}") from exc
     return tables
@@ -84,7 +87,7 @@ def ledger_facts(
                     elif tier is None:
                         raise ValueError("the object tier is not configured (HOUSEKEEPING_OFFLOAD_URL)")
                     else:
-                        tables = [tier.read_ledger(path, columns=["entryId", "size"])]
+                        tables = [tier.read_ledger(path, columns=["ledgerId", "entryId", "size"])]
                     facts.update(_summarise(tables))
                 except Exception as exc:  # every failure to read is the row's finding
                     facts["error"] = str(exc)
@@ -99,7 +102,7 @@ def ledger_facts(
                         ("payloadBytes", pa.int64()),
                         ("minEntryId", pa.int64()),
                         ("maxEntryId", pa.int64()),
-                        ("distinctEntryIds", pa.int64()),
+                        ("distinctPositions", pa.int64()),
                         ("error", pa.string()),
                     ]
                 ),

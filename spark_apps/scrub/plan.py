@@ -203,10 +203,11 @@ def content_findings(checked: DataFrame, facts: DataFrame) -> DataFrame:
         | (
             (F.col("minEntryId") == 0)
             & (F.col("maxEntryId") == F.col("rows") - 1)
-            & (F.col("distinctEntryIds") == F.col("rows"))
+            & (F.col("distinctPositions") == F.col("rows"))
         )
     )
-    unique_ids = F.col("distinctEntryIds") == F.col("rows")
+    # Each position once (a compacted ledger's entries come from several ledgers: their ids alone repeat).
+    unique_ids = F.col("distinctPositions") == F.col("rows")
     closed_ok = (F.col("rows") == F.col("entries")) & (F.col("payloadBytes") == F.col("size"))
     # A writer appends to the open ledger's file before its row commits: ahead is in flight, behind is lost.
     open_ok = (F.col("rows") >= F.col("entries")) & (F.col("payloadBytes") >= F.col("size"))
@@ -221,7 +222,7 @@ def content_findings(checked: DataFrame, facts: DataFrame) -> DataFrame:
         F.lit(".."),
         F.coalesce(F.col("maxEntryId").cast("string"), F.lit("-")),
         F.lit(", "),
-        F.col("distinctEntryIds").cast("string"),
+        F.col("distinctPositions").cast("string"),
         F.lit(" distinct); its row says "),
         F.col("entries").cast("string"),
         F.lit(" entries of "),

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import csv
 import io
+import json
 from typing import Annotated
 
 import typer
@@ -81,13 +82,14 @@ def forecast_command(
     """When each namespace meets its limits and each tenant its budgets (HOUSEKEEPING_CAPACITY_BUDGETS)."""
     from housekeeping.core.settings import Settings
     from housekeeping.core.timeutil import parse_as_of
-    from housekeeping.observe.capacity.forecast import ForecastOptions, forecast
+    from housekeeping.observe.capacity.forecast import ForecastOptions, forecast, kept_cursors
     from housekeeping.observe.capacity.record import read_record
 
     _check_output(fmt, ("json",))
     options = ForecastOptions.parse(horizon, window, backtest_days)
     budgets = Settings.from_env().capacity_budgets
-    record = read_record(open_store(store, metadata_url), parse_as_of(as_of))
+    opened = open_store(store, metadata_url)
+    record = read_record(opened, parse_as_of(as_of))
     print_json(
         forecast(
             record,
@@ -95,5 +97,88 @@ def forecast_command(
             window_days=options.window_days,
             backtest_days=options.backtest_days,
             budgets=budgets,
+            cursor_history=kept_cursors(opened),
         )
     )
+
+
+BACKTEST_COLUMNS = (
+    "tenant",
+    "namespace",
+    "tier",
+    "actualByteHours",
+    "alternativeByteHours",
+    "actualPeakBytes",
+    "alternativePeakBytes",
+    "deletedEarlierBytes",
+    "keptLongerBytes",
+    "skippedUnacknowledgedEntriesLow",
+    "skippedUnacknowledgedEntriesHigh",
+)
+
+
+@commands.command("backtest")
+def backtest_command(
+    store: StoreOpt,
+    policies: Annotated[
+        str,
+        typer.Option(
+            "--policies",
+            help="the alternative: a policy overlay (broker, namespaces, topics), as `what-if --policies` takes",
+        ),
+    ],
+    from_: Annotated[
+        str,
+        typer.Option("--from", help="start of the period (ISO 8601): the alternative is in force from it"),
+    ],
+    to: Annotated[
+        str, typer.Option("--to", help="end of the period (ISO 8601, excluded); the record as of it")
+    ],
+    metadata_url: MetadataOpt = None,
+    fmt: Annotated[str, typer.Option("--format", help="json or csv")] = "json",
+    save: Annotated[
+        bool,
+        typer.Option(
+            "--save",
+            help="also write its page under <store>/reports/backtests/ (the storage report shows it)",
+        ),
+    ] = False,
+) -> None:
+    """What a policy change would have done over the store's own history: bytes held and byte-hours in fact and
+    under the alternative, the deletions and expiries it would have made, and when."""
+    from pathlib import Path
+
+    from housekeeping.core.settings import Settings
+    from housekeeping.core.timeutil import parse_as_of
+    from housekeeping.observe.capacity.backtest import backtest_store
+    from housekeeping.what_if.overlay import PolicyOverlay
+
+    _check_output(fmt, ("json", "csv"))
+    from_ms, to_ms = parse_as_of(from_), parse_as_of(to)
+    overlay = PolicyOverlay.read(Path(policies))
+    opened = open_store(store, metadata_url)
+    grace_ms = Settings.from_env().purge_grace_seconds * 1000
+    document = backtest_store(opened, overlay, from_ms=from_ms, to_ms=to_ms, purge_grace_ms=grace_ms)
+    if save:
+        from housekeeping.observe.capacity.report import save_backtest
+
+        typer.echo(
+            f"saved: {save_backtest(opened, document, json.loads(Path(policies).read_text()))}", err=True
+        )
+    if fmt == "json":
+        print_json(document)
+        return
+    out = io.StringIO()
+    writer = csv.DictWriter(out, fieldnames=BACKTEST_COLUMNS, lineterminator="\n")
+    writer.writeheader()
+    for row in document["rows"]:
+        skipped = row["skippedUnacknowledgedEntries"]
+        flat = {k: v for k, v in row.items() if k != "skippedUnacknowledgedEntries"}
+        writer.writerow(
+            {
+                **flat,
+                "skippedUnacknowledgedEntriesLow": skipped["low"],
+                "skippedUnacknowledgedEntriesHigh": skipped["high"],
+            }
+        )
+    typer.echo(out.getvalue(), nl=False)

@@ -358,7 +358,7 @@ def get_forecast(
 ) -> dict[str, Any]:
     """``housekeeping forecast`` at ``as_of`` (default: now), computed from the record as it stands."""
     from housekeeping.core.timeutil import parse_as_of
-    from housekeeping.observe.capacity.forecast import ForecastOptions, forecast
+    from housekeeping.observe.capacity.forecast import ForecastOptions, forecast, kept_cursors
     from housekeeping.observe.capacity.record import read_record
 
     options = ForecastOptions.parse(horizon, window, backtest, name=lambda option: option)
@@ -369,6 +369,7 @@ def get_forecast(
         window_days=options.window_days,
         backtest_days=options.backtest_days,
         budgets=settings.capacity_budgets,
+        cursor_history=kept_cursors(store),
     )
 
 

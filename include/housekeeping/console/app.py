@@ -27,7 +27,7 @@ def _csrf_secret() -> str:
 def create_app(mount_path: str = "/housekeeping") -> FastAPI:
     from starlette_csrf import CSRFMiddleware
 
-    from housekeeping.console import api, next_run, pages, what_if
+    from housekeeping.console import api, backtest, next_run, pages, what_if
     from housekeeping.core.errors import HousekeepingError, NotFound
 
     app = FastAPI(
@@ -42,6 +42,7 @@ def create_app(mount_path: str = "/housekeeping") -> FastAPI:
     app.include_router(pages.router)
     app.include_router(what_if.router)
     app.include_router(next_run.router)
+    app.include_router(backtest.router)
     # Double submit: a browser request that changes something (it carries Airflow's session cookie) must carry the
     # console cookie's token in a header, which a page of another site can neither read nor set. A script that
     # sends a bearer token and no session cookie is not a browser's ambient authority and needs no token.

@@ -21,6 +21,7 @@ state in which a file is unknown to the metadata.
 
 from __future__ import annotations
 
+import logging
 from collections import defaultdict
 from collections.abc import Callable, Iterable, Iterator, Mapping
 from contextlib import contextmanager
@@ -56,10 +57,13 @@ from housekeeping.engine.plan import read_table
 from housekeeping.engine.run_dir import RunDir, iter_jsonl
 from housekeeping.engine.snapshot_reads import BucketedSnapshot, SnapshotTopicLookup, snapshot_has_column
 from housekeeping.store import metadata_schema as t
+from housekeeping.store.cursor_history import record_cursors
 from housekeeping.store.holds import Hold, current_hold, hold_for, holds_for_this_transaction
 from housekeeping.store.holds import describe as describe_hold
 from housekeeping.store.journal import begin_run, finish_run, journal_row, journal_rows, plan_rows
 from housekeeping.store.store import Store, write_transaction
+
+log = logging.getLogger(__name__)
 
 # Topics per metadata transaction in the shared apply: large enough that commits stop dominating, small enough that a
 # batch holds the database's write lock briefly (a writer waits HOUSEKEEPING_DB_LOCK_TIMEOUT_SECONDS at most).
@@ -580,7 +584,21 @@ def apply_plan(store: Store, run_dir: Path, spec: PlansActions, *, purge_grace_s
     result.narrowed_topics = dict(sorted(result.narrowed_topics.items()))
     _apply_after_topics(context, plan.after, result)
     context.finish(result.to_json())
+    _keep_cursors(store, run, info)
     return result
+
+
+def _keep_cursors(store: Store, run: RunDir, info: RunInfo) -> None:
+    """The snapshot's durable cursors into the store's cursor history (docs/semantics.md §12.4), once the run has
+    applied: a run that only read the store (refused, rejected, a dry run) leaves it unchanged. The history is what
+    a backtest reads; a failure to keep it is logged and leaves the applied run as it is."""
+    table = run.snapshot_table(CURSORS)
+    if not table.exists():  # a run snapshotted before the snapshot was Parquet
+        return
+    try:
+        record_cursors(store, table, as_of_ms=info.as_of_ms, mechanism=info.mechanism, run_id=info.run_id)
+    except OSError as error:
+        log.warning("run %s: its cursors were not kept in the cursor history: %s", info.run_id, error)
 
 
 def snapshot_topic_versions(run: RunDir, info: RunInfo) -> TopicVersions:

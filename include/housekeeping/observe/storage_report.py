@@ -209,7 +209,15 @@ def collect(store: Store, as_of_ms: int, objectives: Mapping[str, int] | None = 
         "deletionLag": deletion_lag_status(store, as_of_ms, objectives),
         "mechanismFigures": _mechanism_figures(store, as_of_ms),
         "capacity": _capacity(store),
+        # The policy backtest saved last (``housekeeping backtest --save``), if any.
+        "latestBacktest": _backtest(store),
     }
+
+
+def _backtest(store: Store) -> dict[str, Any] | None:
+    from housekeeping.observe.capacity.report import latest_backtest
+
+    return latest_backtest(store)
 
 
 def _capacity(store: Store) -> dict[str, Any] | None:
@@ -421,8 +429,14 @@ CHARTS = {
 
 def plots(data: dict[str, Any]) -> dict[str, str]:
     """Inline SVG per chart that has something to draw."""
+    from housekeeping.observe.capacity.report import policy_backtest_chart
+
     plt = pyplot()
-    return {name: chart for name, draw in CHARTS.items() if (chart := draw(plt, data))}
+    charts = {name: chart for name, draw in CHARTS.items() if (chart := draw(plt, data))}
+    latest = data.get("latestBacktest")
+    if latest and (chart := policy_backtest_chart(latest["backtest"])):
+        charts["backtest"] = chart
+    return charts
 
 
 # ----------------------------------------------------------------------------------------------- page

@@ -1,9 +1,8 @@
 """The durable cursors' positions over time (docs/semantics.md §12.4), from the runs' own snapshots.
 
 Every run that reads the store for a plan has its cursors in its snapshot; :func:`record_cursors` keeps a compact
-copy of the durable ones in ``<store>/history/cursors/``, one Parquet file per run (not yet called by the runs: a
-snapshot writing there broke "a refused run changes nothing in the store"; the backtest's issue wires it to the
-runs that apply):
+copy of the durable ones in ``<store>/history/cursors/``, one Parquet file per run that applied (the shared apply
+calls it once the run's changes are committed: a run that only read the store leaves the store unchanged):
 ``topic``, ``subscription``, ``markDeleteLedger``, ``markDeleteEntry`` (topics dictionary-encoded, zstd), named by
 the run's as-of, mechanism and id. At most one file per ``HOUSEKEEPING_CURSOR_HISTORY_INTERVAL_SECONDS`` of logical
 time (runs every five minutes would otherwise write 288 a day), and none older than
@@ -21,9 +20,12 @@ import bisect
 import os
 import re
 import uuid
+from collections import defaultdict
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING
+
+import numpy as np
 
 from housekeeping.core.settings import Setting
 from housekeeping.store.fs import remove_file
@@ -121,3 +123,70 @@ def around(store: Store, at_ms: int) -> tuple[Recorded | None, Recorded | None]:
     before = kept[index - 1] if index else None
     after = next((r for r in kept[index:] if r.as_of_ms > at_ms), None)
     return before, after
+
+
+COMPACTION_CURSOR = "__compaction"  # compaction's own cursor: no subscriber's
+
+
+@dataclass(frozen=True)
+class CursorSeries:
+    """One durable subscription's mark-delete at the kept runs: times ascending, positions alongside."""
+
+    times: np.ndarray  # float64, epoch ms
+    ledger: np.ndarray  # int64
+    entry: np.ndarray  # int64
+
+    def acked(self, index: np.ndarray, ledger: int, entry: np.ndarray) -> np.ndarray:
+        """Whether the kept run ``index`` (-1 or past the end: none) had acknowledged ``(ledger, entry)``."""
+        valid = (index >= 0) & (index < len(self.times))
+        i = np.clip(index, 0, max(len(self.times) - 1, 0))
+        ml, me = self.ledger[i], self.entry[i]
+        return valid & ((ml > ledger) | ((ml == ledger) & (me >= entry)))
+
+
+def read_series(
+    store: Store,
+    topics: set[str] | None,
+    *,
+    to_ms: int,
+    from_ms: int | None = None,
+    every_ms: int = 0,
+) -> tuple[dict[str, dict[str, CursorSeries]], list[int]]:
+    """The kept runs' durable cursors of ``topics`` (None: every topic) per topic and subscription (compaction's
+    cursor left out), from the runs in ``[from_ms, to_ms]`` (a later run is not seen: a backfill reads what the day
+    had) at most one per ``every_ms``; and every kept run's time up to ``to_ms``."""
+    import pyarrow as pa
+    import pyarrow.compute as pc
+    import pyarrow.parquet as pq
+
+    points: dict[tuple[str, str], list[tuple[int, int, int]]] = defaultdict(list)
+    times: list[int] = []
+    last_read: int | None = None
+    wanted = pa.array(sorted(topics), type=pa.string()) if topics is not None else None
+    for kept in recorded(store):
+        if kept.as_of_ms > to_ms:
+            continue
+        times.append(kept.as_of_ms)
+        if (topics is not None and not topics) or (from_ms is not None and kept.as_of_ms < from_ms):
+            continue
+        if last_read is not None and kept.as_of_ms - last_read < every_ms:
+            continue
+        last_read = kept.as_of_ms
+        table = pq.read_table(kept.path)
+        if wanted is not None:
+            table = table.filter(pc.is_in(pc.cast(table.column("topic"), pa.string()), value_set=wanted))
+        columns = table.to_pydict()
+        for topic, name, ledger, entry in zip(
+            columns["topic"], columns["subscription"], columns["markDeleteLedger"], columns["markDeleteEntry"],
+            strict=True,
+        ):  # fmt: skip
+            if name != COMPACTION_CURSOR:
+                points[(topic, name)].append((kept.as_of_ms, int(ledger), int(entry)))
+    series: dict[str, dict[str, CursorSeries]] = defaultdict(dict)
+    for (topic, name), rows in points.items():
+        rows.sort()
+        array = np.array(rows, dtype=np.float64).reshape(-1, 3)
+        series[topic][name] = CursorSeries(
+            array[:, 0], array[:, 1].astype(np.int64), array[:, 2].astype(np.int64)
+        )
+    return dict(series), times

@@ -916,3 +916,81 @@ def test_policies_and_a_cursor_changed_in_the_browser_and_a_viewer_is_offered_ne
                 viewer.locator("#policy-form").count() == 0 and viewer.locator("#reset-cursor").count() == 0
             )
         browser.close()
+
+
+def test_a_backtest_asked_from_the_policy_form_equals_the_clis_and_bad_input_is_named(server, stores, capsys):
+    """What a change would have done since a day: through the API the CLI's document (a viewer may ask: it changes
+    nothing), bad input a 400 naming it; in the browser from the namespace page's policy form, the rows, the plot
+    and the moved deletions on the backtest page."""
+    import importlib.util
+    from urllib.parse import urlencode
+
+    from playwright.sync_api import sync_playwright
+
+    from tests.conftest import cli_json
+
+    viewer, store = server.token("viewer"), stores[0]
+    change = {
+        "namespaces": {
+            "acme/orders": {"retention_policies": {"retentionTimeInMinutes": 60, "retentionSizeInMB": -1}}
+        }
+    }
+    period = {"from": "2026-11-01T00:00:00Z", "to": AS_OF}
+    asked = server.call(
+        "GET", f"{API}/backtest?{urlencode({'policies': json.dumps(change), **period})}", viewer
+    )
+    assert asked.status_code == 200, asked.text
+    path = Path(stores[0]).parent / "backtest-change.json"
+    path.write_text(json.dumps(change), encoding="utf-8")
+    assert asked.json() == cli_json(
+        capsys,
+        "backtest",
+        "--store",
+        str(store),
+        "--policies",
+        str(path),
+        "--from",
+        period["from"],
+        "--to",
+        AS_OF,
+    )
+    assert {row["namespace"] for row in asked.json()["rows"]} >= {"acme/orders"}
+    journal = server.call("GET", f"{API}/journal?limit=1000", viewer).json()
+    for query, named in [
+        ({"policies": "{not json", **period}, "policies: not JSON"),
+        (
+            {"policies": json.dumps({"namespaces": {"acme/nope": {"message_ttl_in_seconds": 1}}}), **period},
+            "acme/nope",
+        ),
+        ({"policies": json.dumps(change), "from": "yesterday", "to": AS_OF}, "from:"),
+        ({"policies": json.dumps(change), "from": AS_OF, "to": period["from"]}, "is not before --to"),
+        ({"policies": json.dumps(change), "to": AS_OF}, "from: required"),
+    ]:
+        response = server.call("GET", f"{API}/backtest?{urlencode(query)}", viewer)
+        assert response.status_code == 400 and named in response.json()["detail"], (query, response.text)
+        page = server.call("GET", f"/housekeeping/backtest?{urlencode(query)}", viewer)
+        if "from" in query:
+            assert page.status_code == 400 and named.split(":")[0] in page.text, (query, page.status_code)
+    assert server.call("GET", f"{API}/journal?limit=1000", viewer).json() == journal
+
+    spec = importlib.util.spec_from_file_location("trigger_from_ui", REPO / "scripts" / "trigger_from_ui.py")
+    ui = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(ui)
+    SHOTS.mkdir(parents=True, exist_ok=True)
+    with sync_playwright() as playwright:
+        browser = playwright.chromium.launch(executable_path="/usr/bin/chromium", args=ui.CHROMIUM_ARGS)
+        page = browser.new_page(viewport={"width": 1500, "height": 1000})
+        ui.login(page, server.url, "admin", server.password("admin"))
+        page.goto(f"{server.url}/housekeeping/namespaces/acme/orders")
+        form = page.locator("#policy-form")
+        form.locator("input[name=retentionTime]").fill("60")
+        form.locator("input[name=retentionSize]").fill("-1")
+        form.locator("input[name=since]").fill("2026-11-01")
+        form.locator("#policy-backtest").click()
+        page.wait_for_url("**/housekeeping/backtest?**", timeout=30_000)
+        page.locator("#backtest-rows").wait_for(timeout=60_000)
+        assert page.locator("#backtest-rows", has_text="acme/orders").count() == 1
+        assert page.locator("#backtest-chart-listed svg").count() == 1
+        assert "·h" in page.locator("#backtest-rows").inner_text(), "byte-hours in human units"
+        page.screenshot(path=str(SHOTS / "console-07c-policy-backtest.png"), full_page=True)
+        browser.close()

@@ -24,7 +24,7 @@ import math
 from collections import defaultdict
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 from scipy.stats import theilslopes
@@ -37,6 +37,10 @@ from housekeeping.core.units import parse_seconds
 from housekeeping.observe.capacity.curves import Segments, value_at
 from housekeeping.observe.capacity.record import Record
 from housekeeping.observe.capacity.usage import write_quorum
+from housekeeping.store.cursor_history import CursorSeries, read_series
+
+if TYPE_CHECKING:
+    from housekeeping.store.store import Store
 
 DAY_MS = 86_400_000
 DAY_S = 86_400
@@ -57,6 +61,13 @@ TOLERANCE = 0.10
 CHANGE_FACTOR = 1.5
 MIN_SPLIT_SCORE = 4.0
 WEEK_MS = 7 * DAY_MS
+# The backlog's own trend (a size quota's row): the slowest durable subscription's backlog at the kept runs of the
+# cursor history over the last week, one run every 6 hours at most, fitted when there are at least 4.
+BACKLOG_TREND_MS = 7 * DAY_MS
+BACKLOG_TREND_EVERY_MS = 6 * 3_600_000
+MIN_TREND_POINTS = 4
+# What the forecast asks of the cursor history: topics, from, to -> topic -> subscription -> its kept positions.
+CursorHistory = Callable[[set[str], int, int], Mapping[str, Mapping[str, CursorSeries]]]
 
 
 @dataclass(frozen=True)
@@ -387,6 +398,88 @@ def _now(record: Record) -> dict[str, _TopicNow]:
     return now
 
 
+@dataclass(frozen=True)
+class BacklogTrend:
+    """The slowest durable subscription's backlog fitted over the kept runs: bytes a day (negative: it shrinks), its
+    95 % interval, the points and their span."""
+
+    per_day: float
+    low: float
+    high: float
+    points: int
+    from_ms: int
+    to_ms: int
+
+    def as_json(self, gap: float, horizon_s: int) -> dict[str, Any]:
+        return {
+            "bytesPerDay": self.per_day,
+            "low": self.low,
+            "high": self.high,
+            "points": self.points,
+            "from": format_ms(self.from_ms),
+            "to": format_ms(self.to_ms),
+            "secondsUntil": _seconds_to(gap, self.per_day, horizon_s),
+        }
+
+
+def backlog_at(record: Record, topic: str, series: Mapping[str, CursorSeries]) -> list[tuple[int, float]]:
+    """The topic's backlog at each kept run: the largest of its durable subscriptions' (the slowest), each the bytes
+    arrived by then in the ledgers after its mark-delete, and the part of the mark-delete ledger after it by
+    entries (as Pulsar's estimate) when the ledger is still listed."""
+    pieces = record.pieces
+    try:
+        code = pieces.topics.index(topic)
+    except ValueError:
+        return []
+    mine = (pieces.topic == code) & pieces.on("ingest")
+    ledger, size = pieces.ledger[mine], pieces.size[mine]
+    ramp_from, ramp_to = pieces.ramp_from[mine], pieces.ramp_to[mine]
+    entries = {row.ledger_id: row.entries for row in record.ledgers.get(topic, [])}
+    by_time: dict[int, float] = {}
+    for kept in series.values():
+        for moment, mark_ledger, mark_entry in zip(kept.times, kept.ledger, kept.entry, strict=True):
+            width = ramp_to - ramp_from
+            arrived = np.where(
+                moment >= ramp_to,
+                1.0,
+                np.clip(np.divide(moment - ramp_from, np.where(width > 0, width, 1.0)), 0, 1),
+            ) * (moment >= ramp_from)
+            after = float((size * arrived)[ledger > mark_ledger].sum())
+            count = entries.get(int(mark_ledger))
+            if count:
+                at = ledger == mark_ledger
+                rest = max(count - 1 - int(mark_entry), 0) / count
+                after += float((size * arrived)[at].sum()) * rest
+            by_time[int(moment)] = max(by_time.get(int(moment), 0.0), after)
+    return sorted(by_time.items())
+
+
+def kept_cursors(store: Store) -> CursorHistory:
+    """The store's cursor history as the forecast reads it: one kept run per ``BACKLOG_TREND_EVERY_MS``."""
+
+    def read(topics: set[str], from_ms: int, to_ms: int) -> Mapping[str, Mapping[str, CursorSeries]]:
+        return read_series(store, topics, from_ms=from_ms, to_ms=to_ms, every_ms=BACKLOG_TREND_EVERY_MS)[0]
+
+    return read
+
+
+def backlog_trends(record: Record, topics: set[str], history: CursorHistory) -> dict[str, BacklogTrend]:
+    """Per topic, its backlog's own trend over the last week of kept runs (``MIN_TREND_POINTS`` or more)."""
+    since = record.as_of_ms - BACKLOG_TREND_MS
+    trends = {}
+    for topic, series in history(topics, since, record.as_of_ms).items():
+        points = backlog_at(record, topic, series)
+        if len(points) < MIN_TREND_POINTS:
+            continue
+        days = np.array([moment for moment, _ in points], dtype=np.float64) / DAY_MS
+        values = np.array([value for _, value in points])
+        slope, _, low, high = theilslopes(values, days - days[0])
+        trends[topic] = BacklogTrend(
+            float(slope), float(low), float(high), len(points), points[0][0], points[-1][0]
+        )
+    return trends
+
+
 def _row(namespace: str | None, tenant: str, limit: str, **fields: Any) -> dict[str, Any]:
     return {"namespace": namespace, "tenant": tenant, "limit": limit, **fields}
 
@@ -398,7 +491,9 @@ def _earliest(candidates: list[dict[str, Any]]) -> dict[str, Any] | None:
     return min(candidates, key=lambda c: (c["secondsUntil"] is None, c["secondsUntil"] or 0, c["topic"]))
 
 
-def _topic_limits(topic: str, now: _TopicNow, fit: Fit, effective: Any, horizon_s: int) -> dict[str, dict]:
+def _topic_limits(
+    topic: str, now: _TopicNow, fit: Fit, effective: Any, horizon_s: int, trend: BacklogTrend | None = None
+) -> dict[str, dict]:
     """This topic's candidate rows for the per-topic limits in force."""
     found = {}
     size_quota = effective.backlog_quotas["destination_storage"].limit_size
@@ -407,6 +502,7 @@ def _topic_limits(topic: str, now: _TopicNow, fit: Fit, effective: Any, horizon_
             "limitBytes": size_quota,
             "currentBytes": now.backlog,
             **_bounds(size_quota - now.backlog, fit, horizon_s),
+            "backlogTrend": trend.as_json(size_quota - now.backlog, horizon_s) if trend is not None else None,
         }
     time_quota = effective.backlog_quotas["message_age"].limit_time
     if time_quota >= 0:
@@ -556,17 +652,20 @@ def forecast(
     window_days: int = 28,
     backtest_days: int = 7,
     budgets: Mapping[str, Mapping[str, int]] | None = None,
+    cursor_history: CursorHistory | None = None,
 ) -> dict[str, Any]:
-    """The limits of every namespace in force, each tenant's budgets, and the backtest."""
+    """The limits of every namespace in force, each tenant's budgets, and the backtest. With ``cursor_history``,
+    each backlog size quota's row also has the backlog's own trend (``backlogTrend``; else null)."""
     ForecastOptions(horizon_s, window_days, backtest_days).check()
     ingest = Ingest.of(record)
     fits = fit_growth(ingest, record.as_of_ms, window_days)
     now = _now(record)
-    limits = _limits(record, now, fits.topics, budgets or {}, horizon_s)
+    trends = backlog_trends(record, _size_quota_topics(record), cursor_history) if cursor_history else {}
+    limits = _limits(record, now, fits.topics, budgets or {}, horizon_s, trends)
     # The soonest credible answer of each limit: the growth in use, or the whole window's when a change was found
     # (an alert wants the earlier of two credible answers, never the later).
     if any(g.basis == "since_change" for g in fits.namespaces.values()):
-        by_window = _limits(record, now, fits.topics_window, budgets or {}, horizon_s)
+        by_window = _limits(record, now, fits.topics_window, budgets or {}, horizon_s, trends)
     else:
         by_window = limits
     for row, other in zip(limits, by_window, strict=True):
@@ -581,6 +680,18 @@ def forecast(
     }
 
 
+def _size_quota_topics(record: Record) -> set[str]:
+    """The topics a backlog size quota applies to."""
+    found = set()
+    for topic, row in record.topics.items():
+        effective = resolve_policies(
+            topic, json.loads(row.policies), row.namespace, record.namespaces[row.namespace], record.broker
+        )
+        if effective.backlog_quotas["destination_storage"].limit_size >= 0:
+            found.add(topic)
+    return found
+
+
 def _sooner(one: int | None, other: int | None) -> int | None:
     if one is None or other is None:
         return other if one is None else one
@@ -593,6 +704,7 @@ def _limits(
     topic_fits: Mapping[str, Fit],
     budgets: Mapping[str, Mapping[str, int]],
     horizon_s: int,
+    trends: Mapping[str, BacklogTrend],
 ) -> list[dict[str, Any]]:
     """Every namespace's limit rows (the topic that meets each first) and every tenant's budget rows, at the
     topics' growth ``topic_fits``; in one order whatever the fits."""
@@ -604,7 +716,8 @@ def _limits(
             topic, json.loads(row.policies), namespace, record.namespaces[namespace], record.broker
         )
         fit = topic_fits.get(topic, Fit(0.0, 0.0, 0.0))
-        for limit, candidate in _topic_limits(topic, now[topic], fit, effective, horizon_s).items():
+        found = _topic_limits(topic, now[topic], fit, effective, horizon_s, trends.get(topic))
+        for limit, candidate in found.items():
             candidates[(namespace, limit)].append(candidate)
         quorum = write_quorum(record.namespaces[namespace], record.broker)
         local, tier = _budget_growth(now[topic], fit.per_day, effective, quorum)

@@ -48,6 +48,7 @@ class Piece:
     """One ledger's bytes on one tier over ``[start, end)``, arriving linearly from ``ramp_from`` to ``ramp_to``."""
 
     topic: str
+    ledger: int  # -1: not a ledger of the topic's list (a compacted ledger, an erasure's replaced generation)
     tier: str  # one of PIECE_TIERS
     size: int
     ramp_from: float
@@ -59,10 +60,12 @@ class Piece:
 @dataclass(frozen=True)
 class Pieces:
     """Every piece of the record as parallel arrays (a Python object a piece was most of the memory at 100,000
-    topics): its topic (an index into ``topics``), its tier (an index into ``PIECE_TIERS``), size and times."""
+    topics): its topic (an index into ``topics``), its ledger, its tier (an index into ``PIECE_TIERS``), size and
+    times."""
 
     topics: list[str]
     topic: np.ndarray  # int64
+    ledger: np.ndarray  # int64, -1: not a ledger of the topic's list
     tier: np.ndarray  # int8
     size: np.ndarray  # float64, bytes
     ramp_from: np.ndarray
@@ -82,6 +85,7 @@ class Pieces:
         for i in range(len(self.topic)):
             yield Piece(
                 self.topics[self.topic[i]],
+                int(self.ledger[i]),
                 PIECE_TIERS[self.tier[i]],
                 int(self.size[i]),
                 float(self.ramp_from[i]),
@@ -96,16 +100,23 @@ class _Columns:
 
     def __init__(self) -> None:
         self.topic_index: dict[str, int] = {}
-        self.columns = [array("q"), array("b"), *(array("d") for _ in range(5))]
+        self.columns = [array("q"), array("q"), array("b"), *(array("d") for _ in range(5))]
         self.blocks: list[tuple[np.ndarray, ...]] = []
 
     def code(self, topic: str) -> int:
         return self.topic_index.setdefault(topic, len(self.topic_index))
 
     def add(
-        self, topic: str, tier: str, size: float, ramp: tuple[float, float], start: float, end: float
+        self,
+        topic: str,
+        ledger: int,
+        tier: str,
+        size: float,
+        ramp: tuple[float, float],
+        start: float,
+        end: float,
     ) -> None:
-        values = (self.code(topic), PIECE_TIERS.index(tier), size, ramp[0], ramp[1], start, end)
+        values = (self.code(topic), ledger, PIECE_TIERS.index(tier), size, ramp[0], ramp[1], start, end)
         for column, value in zip(self.columns, values, strict=True):
             column.append(value)
 
@@ -115,13 +126,14 @@ class _Columns:
 
     def pieces(self) -> Pieces:
         parts = [tuple(np.frombuffer(c, dtype=c.typecode) for c in self.columns), *self.blocks]
-        merged = [np.concatenate([part[i] for part in parts]) for i in range(7)]
+        merged = [np.concatenate([part[i] for part in parts]) for i in range(8)]
         topics = sorted(self.topic_index, key=self.topic_index.__getitem__)
         return Pieces(
             topics,
             merged[0].astype(np.int64),
-            merged[1].astype(np.int8),
-            *(m.astype(np.float64) for m in merged[2:]),
+            merged[1].astype(np.int64),
+            merged[2].astype(np.int8),
+            *(m.astype(np.float64) for m in merged[3:]),
         )
 
 
@@ -143,7 +155,9 @@ class Record:
         return {namespace.split("/", 1)[0] for namespace in self.namespaces}
 
 
-def _ramp(row: Mapping[str, Any]) -> tuple[float, float] | None:
+def ramp_of(row: Mapping[str, Any]) -> tuple[float, float] | None:
+    """When a ledger's bytes arrive: from its first entry's publish time to its last (its close time where they are
+    unknown); None: neither is known."""
     first, last, closed = row.get("min_entry_ts_ms"), row.get("max_entry_ts_ms"), row.get("closed_at_ms")
     start = first if first is not None else closed
     if start is None:
@@ -171,23 +185,26 @@ def _listed_intervals(deletions: list[Any], as_of_ms: int) -> list[tuple[float, 
     return intervals
 
 
-def _ledger_pieces(out: _Columns, topic: str, current: Any | None, history: list[Any], as_of_ms: int) -> bool:
+def _ledger_pieces(
+    out: _Columns, key: tuple[str, int], current: Any | None, history: list[Any], as_of_ms: int
+) -> bool:
     """A ledger with a deletion history: its pieces on the three tiers (False when it cannot be placed in time)."""
     row = current._mapping if current is not None else json.loads(history[-1].ledger_row)
-    ramp = _ramp(row)
+    ramp = ramp_of(row)
     if ramp is None:
         return False
     size = int(row["size_bytes"])
+    topic, ledger = key
     deletions = [r for r in history if r.kind == "ledger"]
-    out.add(topic, "ingest", size, ramp, -INF, INF)
+    out.add(topic, ledger, "ingest", size, ramp, -INF, INF)
     for start, end in _listed_intervals(deletions, as_of_ms):
-        out.add(topic, "listed", size, ramp, start, end)
+        out.add(topic, ledger, "listed", size, ramp, start, end)
     purged = [
         float(r.finished_as_of_ms)
         for r in history
         if r.kind in ("ledger", LOCAL_COPY_KIND) and r.status == "purged" and r.path
     ]
-    out.add(topic, "local", size, ramp, -INF, min(purged, default=INF))
+    out.add(topic, ledger, "local", size, ramp, -INF, min(purged, default=INF))
     offloaded_at = row.get("offloaded_at_ms")
     if row.get("offload_complete") and _seen(offloaded_at, as_of_ms):
         object_purged = [
@@ -195,7 +212,7 @@ def _ledger_pieces(out: _Columns, topic: str, current: Any | None, history: list
             for r in history
             if r.kind == "ledger" and r.status == "purged" and r.tier_key
         ]
-        out.add(topic, "tier", size, ramp, float(offloaded_at), min(object_purged, default=INF))
+        out.add(topic, ledger, "tier", size, ramp, float(offloaded_at), min(object_purged, default=INF))
     return True
 
 
@@ -215,17 +232,19 @@ def _listed_ledger_pieces(out: _Columns, rows: list[Any], as_of_ms: int) -> int:
     placed = ~np.isnan(start)
     end = np.maximum(end, start)
     topic = np.array([out.code(r.topic) for r in rows], dtype=np.int64)[placed]
+    ledger = np.array([r.ledger_id for r in rows], dtype=np.int64)[placed]
     size = column("size_bytes")[placed]
     ramp_from, ramp_to = start[placed], end[placed]
     n = len(topic)
     forever = (np.full(n, -INF), np.full(n, INF))
     for tier in ("ingest", "listed", "local"):
-        out.add_block(topic, np.full(n, PIECE_TIERS.index(tier)), size, ramp_from, ramp_to, *forever)
+        out.add_block(topic, ledger, np.full(n, PIECE_TIERS.index(tier)), size, ramp_from, ramp_to, *forever)
     offloaded_at = column("offloaded_at_ms")[placed]
     complete = np.array([bool(r.offload_complete) for r in rows], dtype=bool)[placed]
     tiered = complete & (offloaded_at <= as_of_ms)  # nan compares false: never offloaded
     out.add_block(
         topic[tiered],
+        ledger[tiered],
         np.full(int(tiered.sum()), PIECE_TIERS.index("tier")),
         size[tiered],
         ramp_from[tiered],
@@ -281,17 +300,17 @@ def read_record(store: Store, as_of_ms: int) -> Record:
             since = saved.get("compacted_as_of_ms", row.deleted_as_of_ms)
             purged = row.finished_as_of_ms if row.status == "purged" else None
             size = int(row.size_bytes)
-            out.add(row.topic, "local", size, (since, since), since, purged if purged else INF)
+            out.add(row.topic, -1, "local", size, (since, since), since, purged if purged else INF)
     listed_now = {(r.topic, r.ledger_id): r for r in current}
     unplaced = _listed_ledger_pieces(
         out, [r for key, r in listed_now.items() if key not in history], as_of_ms
     )
     for key in sorted(history):
-        unplaced += not _ledger_pieces(out, key[0], listed_now.get(key), history[key], as_of_ms)
+        unplaced += not _ledger_pieces(out, key, listed_now.get(key), history[key], as_of_ms)
     for row in compacted:
         if row.compacted_as_of_ms <= as_of_ms:
             since = float(row.compacted_as_of_ms)
-            out.add(row.topic, "local", int(row.size_bytes), (since, since), since, INF)
+            out.add(row.topic, -1, "local", int(row.size_bytes), (since, since), since, INF)
     ledgers: dict[str, list[Any]] = defaultdict(list)
     for row in current:
         ledgers[row.topic].append(row)

@@ -19,7 +19,7 @@ from typing import Any
 from housekeeping.core.timeutil import format_ms
 from housekeeping.engine.pages import bytes_formatter, pyplot, render, svg
 from housekeeping.engine.run_dir import read_json, write_json
-from housekeeping.observe.capacity.forecast import DAY_MS, forecast
+from housekeeping.observe.capacity.forecast import DAY_MS, forecast, kept_cursors
 from housekeeping.observe.capacity.record import read_record
 from housekeeping.observe.capacity.usage import usage
 from housekeeping.store.store import Store
@@ -28,6 +28,9 @@ REPORT_DIR = Path("reports") / "capacity"
 LATEST = "latest.json"
 TEMPLATE = Path(__file__).parent / "templates" / "capacity_report.html.j2"
 CSV_COLUMNS = ("tenant", "namespace", "topic", "tier", "byteHours", "avgBytes", "peakBytes")
+# Saved policy backtests (``housekeeping backtest --save``): one directory each, the newest shown in the storage report.
+BACKTESTS_DIR = Path("reports") / "backtests"
+BACKTEST_TEMPLATE = Path(__file__).parent / "templates" / "backtest_report.html.j2"
 
 
 def as_of_dir(store: Store, as_of_ms: int) -> Path:
@@ -43,7 +46,9 @@ def capacity_documents(
     period = {"from_ms": as_of_ms - period_ms, "to_ms": as_of_ms}
     return {
         "usage": {by: usage(record, by=by, **period) for by in ("tenant", "namespace")},
-        "forecast": forecast(record, horizon_s=horizon_s, budgets=budgets),
+        "forecast": forecast(
+            record, horizon_s=horizon_s, budgets=budgets, cursor_history=kept_cursors(store)
+        ),
     }
 
 
@@ -183,6 +188,59 @@ def _backtest_chart(plt: Any, documents: dict[str, Any]) -> str:
     )
     axes.legend(fontsize=8)
     return svg(figure)
+
+
+def policy_backtest_chart(document: dict[str, Any], tier: str = "listed") -> str:
+    """A backtest's bytes held over its period on ``tier``, per namespace the change touches: in fact (solid) and
+    under the alternative (dashed), in the same colour."""
+    from datetime import UTC, datetime
+
+    series = {name: tiers[tier] for name, tiers in document.get("series", {}).items() if tier in tiers}
+    if not series:
+        return ""
+    plt = pyplot()
+    figure, axes = plt.subplots(figsize=(9, 3.6))
+    for index, (namespace, points) in enumerate(sorted(series.items())):
+        colour = f"C{index % 10}"
+        times = [datetime.fromtimestamp(p[0] / 1000, UTC) for p in points]
+        axes.plot(times, [p[1] for p in points], color=colour, label=f"{namespace}: in fact")
+        axes.plot(
+            times, [p[2] for p in points], color=colour, linestyle="--", label=f"{namespace}: the change"
+        )
+    axes.yaxis.set_major_formatter(bytes_formatter())
+    axes.set_title(f"Bytes {tier} from {document['from']} to {document['to']} (UTC)")
+    axes.grid(alpha=0.3)
+    axes.legend(fontsize=7, ncol=2, loc="upper left", bbox_to_anchor=(1.01, 1))
+    figure.autofmt_xdate()
+    return svg(figure)
+
+
+def save_backtest(store: Store, document: dict[str, Any], policies: Mapping[str, Any]) -> Path:
+    """Write a backtest's page and data under ``<store>/reports/backtests/<period>-<change>/``; returns the page.
+    The same change over the same period is one directory (written again)."""
+    import hashlib
+
+    change = hashlib.sha256(json.dumps(policies, sort_keys=True).encode()).hexdigest()[:10]
+    name = f"{document['from']}--{document['to']}--{change}".replace(":", "-")
+    out = store.root / BACKTESTS_DIR / name
+    out.mkdir(parents=True, exist_ok=True)
+    write_json(out / "report.json", {"policies": dict(policies), "backtest": document})
+    charts = {tier: chart for tier in ("listed", "local") if (chart := policy_backtest_chart(document, tier))}
+    page = out / "index.html"
+    page.write_text(
+        render(BACKTEST_TEMPLATE, out, d=document, policies=dict(policies), charts=charts), encoding="utf-8"
+    )
+    return page
+
+
+def latest_backtest(store: Store) -> dict[str, Any] | None:
+    """The backtest saved last (by its files' time): its page, the change and the document; None before one."""
+    root = store.root / BACKTESTS_DIR
+    saved = sorted(root.glob("*/report.json"), key=lambda p: p.stat().st_mtime_ns) if root.is_dir() else []
+    if not saved:
+        return None
+    report = read_json(saved[-1]) or {}
+    return {"path": str(saved[-1].parent / "index.html"), **report}
 
 
 CHARTS = {"usage": _usage_chart, "limits": _limits_chart, "backtest": _backtest_chart}
