@@ -25,7 +25,7 @@ from __future__ import annotations
 import json
 from collections import defaultdict
 from collections.abc import Callable, Iterator
-from dataclasses import dataclass, replace
+from dataclasses import dataclass, field, replace
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
@@ -87,21 +87,17 @@ class History:
 
 
 def read_ledger_facts(store: Store, to_ms: int, topics: set[str]) -> dict[str, list[LedgerFacts]]:
-    """Every ledger of ``topics`` the record knows at ``to_ms``: the listed ones and the deleted ones
-    (pending-deletion rows deleted by then; a restore only when done by then), with who deleted them."""
+    """Every ledger of ``topics`` the record knows at ``to_ms``: the listed ones and the deleted ones (a deletion,
+    or a restore, only when done by then: a ledger deleted later was listed then), with who deleted them."""
     listed_query = select(t.ledgers)
-    pending_query = select(t.pending_deletions).where(
-        t.pending_deletions.c.kind == "ledger", t.pending_deletions.c.deleted_as_of_ms <= to_ms
-    )
-    if (
-        len(topics) <= SQL_TOPIC_LIST
-    ):  # else all of them, sorted out here (a long IN list costs the database more)
+    pending_query = select(t.pending_deletions).where(t.pending_deletions.c.kind == "ledger")
+    if len(topics) <= SQL_TOPIC_LIST:  # else all of them, sorted out here (a long IN list costs more)
         listed_query = listed_query.where(t.ledgers.c.topic.in_(sorted(topics)))
         pending_query = pending_query.where(t.pending_deletions.c.topic.in_(sorted(topics)))
     with read_transaction(store.engine) as conn:
         listed = [r for r in conn.execute(listed_query) if r.topic in topics]
         pending = [r for r in conn.execute(pending_query) if r.topic in topics]
-        runs = {r.run_id for r in pending}
+        runs = {r.run_id for r in pending if r.deleted_as_of_ms <= to_ms}
         mechanism_of: dict[str, str] = {}
         if runs:
             query = select(t.journal.c.run_id, t.journal.c.mechanism).where(
@@ -109,11 +105,12 @@ def read_ledger_facts(store: Store, to_ms: int, topics: set[str]) -> dict[str, l
             )
             mechanism_of = {r.run_id: r.mechanism for r in conn.execute(query.distinct())}
     deletions: dict[tuple[str, int], list[Any]] = defaultdict(list)
-    for row in pending:
-        deletions[(row.topic, row.ledger_id)].append(row)
     rows: dict[tuple[str, int], dict[str, Any]] = {}
-    for key, history in deletions.items():
-        rows[key] = json.loads(min(history, key=lambda r: r.deleted_as_of_ms).ledger_row)
+    for row in sorted(pending, key=lambda r: r.deleted_as_of_ms):
+        key = (row.topic, row.ledger_id)
+        rows.setdefault(key, json.loads(row.ledger_row))
+        if row.deleted_as_of_ms <= to_ms:
+            deletions[key].append(row)
     for row in listed:
         rows[(row.topic, row.ledger_id)] = dict(row._mapping)
     facts: dict[str, list[LedgerFacts]] = defaultdict(list)
@@ -129,13 +126,12 @@ def read_ledger_facts(store: Store, to_ms: int, topics: set[str]) -> dict[str, l
             *ramp,
             float(closed) if closed is not None else INF,
         )
-        history = sorted(deletions.get((topic, ledger), []), key=lambda r: r.deleted_as_of_ms)
+        history = deletions.get((topic, ledger), [])
         if history:
-            first_deletion = history[0]
             fact = replace(
                 fact,
-                deleted_ms=float(first_deletion.deleted_as_of_ms),
-                deleted_by=mechanism_of.get(first_deletion.run_id),
+                deleted_ms=float(history[0].deleted_as_of_ms),
+                deleted_by=mechanism_of.get(history[0].run_id),
                 restored=any(
                     r.status == "restored" and (r.finished_as_of_ms or INF) <= to_ms for r in history
                 ),
@@ -195,72 +191,77 @@ class Terms:
 Timeline = list[tuple[float, Terms]]  # (from, terms), the first from -inf
 
 
-def first_time(timeline: Timeline, when: Callable[[Terms], float]) -> float:
+def first_time(timeline: Timeline, when: Callable[[Terms], Any]) -> Any:
     """The first time a condition holds that, under fixed terms, holds from ``when(terms)`` on: the first interval
-    of the timeline whose terms make it hold before the interval ends."""
+    of the timeline whose terms make it hold before the interval ends (INF: none). ``when`` answers a time or an
+    array of them (one per ledger or entry); the answer has its shape."""
+    out: Any = None
+    pending: Any = None
     for i, (start, terms) in enumerate(timeline):
         end = timeline[i + 1][0] if i + 1 < len(timeline) else INF
-        moment = max(start, when(terms))
-        if moment < end:
-            return moment
-    return INF
+        moment = np.maximum(start, when(terms))
+        if out is None:
+            out = np.full(np.shape(moment), INF)
+            pending = np.ones(np.shape(moment), dtype=bool)
+        hit = pending & (moment < end)
+        out = np.where(hit, moment, out)
+        pending = pending & ~hit
+        if not pending.any():
+            break
+    return out if np.ndim(out) else float(out)
 
 
 class TopicBytes:
-    """A topic's ledgers' arrivals, to ask when the bytes after a ledger reached a size."""
+    """A topic's ledgers' arrivals (oldest first), to ask when the bytes after a ledger reached a size."""
 
     def __init__(self, ledgers: list[LedgerFacts]) -> None:
-        self.ledgers = ledgers
-        self.cumulative = np.cumsum([ledger.size for ledger in ledgers]) if ledgers else np.zeros(0)
+        self.size = np.array([ledger.size for ledger in ledgers], dtype=np.float64)
+        self.first = np.array([ledger.first_ms for ledger in ledgers], dtype=np.float64)
+        self.last = np.array([ledger.last_ms for ledger in ledgers], dtype=np.float64)
+        self.closed = np.array([ledger.closed_ms for ledger in ledgers], dtype=np.float64)
+        self.cumulative = np.cumsum(self.size)
 
-    def after_reaches(self, index: int, limit: float) -> float:
-        """When the bytes of the ledgers after ``ledgers[index]`` first reached ``limit`` (each ledger's bytes
-        arriving linearly over its entries' publish times; INF: never, in the record)."""
+    def after_reaches(self, index: Any, limit: float) -> Any:
+        """When the bytes of the ledgers after ``ledgers[index]`` (an index or an array of them) first reached
+        ``limit``, each ledger's bytes arriving linearly over its entries' publish times (INF: never, in the
+        record; -INF: a limit of 0)."""
+        index = np.asarray(index)
         if limit < 0:
-            return INF
+            return np.full(index.shape, INF) if index.ndim else INF
+        if limit == 0:
+            return np.full(index.shape, -INF) if index.ndim else -INF
         base = self.cumulative[index]
-        if limit <= 0:
-            return -INF
-        j = int(np.searchsorted(self.cumulative, base + limit, side="left"))
-        if j >= len(self.ledgers):
-            return INF
-        ledger = self.ledgers[j]
-        before = self.cumulative[j - 1] - base
-        fraction = (limit - before) / ledger.size if ledger.size else 1.0
-        return ledger.first_ms + fraction * (ledger.last_ms - ledger.first_ms)
+        j = np.searchsorted(self.cumulative, base + limit, side="left")
+        inside = j < len(self.size)
+        j = np.minimum(j, len(self.size) - 1)
+        before = self.cumulative[j] - self.size[j] - base
+        fraction = np.divide(limit - before, self.size[j], out=np.ones(np.shape(j)), where=self.size[j] > 0)
+        moment = np.where(inside, self.first[j] + fraction * (self.last[j] - self.first[j]), INF)
+        return moment if moment.ndim else float(moment)
 
 
 def expiry_deadline(
-    terms: Terms, bytes_after: Callable[[float], float], ledger: LedgerFacts, publish_ms: Any
+    terms: Terms, publish_ms: Any, closed_ms: Any, bytes_after: Callable[[float], Any]
 ) -> Any:
-    """When entries published at ``publish_ms`` (a time or an array of them) in ``ledger`` stop being kept for a
-    subscription that has not acknowledged them: the TTL (§4), an evicting time quota (their ledger's close, §5) or
-    an evicting size quota (the bytes after their ledger reach the limit, §5); INF: never."""
-    if np.ndim(publish_ms) == 0:  # one time: without numpy's cost per call
-        deadline = INF
-        if terms.ttl_ms > 0:
-            deadline = publish_ms + terms.ttl_ms
-        if terms.evict_age_ms > 0:
-            deadline = min(deadline, ledger.closed_ms + terms.evict_age_ms)
-        if terms.evict_size_bytes >= 0:
-            deadline = min(deadline, bytes_after(terms.evict_size_bytes))
-        return float(deadline)
-    deadline = np.full(np.shape(publish_ms), INF)
+    """When entries published at ``publish_ms`` in ledgers closed at ``closed_ms`` (times or arrays of them) stop
+    being kept for a subscription that has not acknowledged them: the TTL (§4), an evicting time quota (their
+    ledger's close, §5) or an evicting size quota (the bytes after their ledger reach the limit, §5); INF: never."""
+    deadline = np.full(np.broadcast(publish_ms, closed_ms).shape, INF)
     if terms.ttl_ms > 0:
         deadline = np.minimum(deadline, np.asarray(publish_ms) + terms.ttl_ms)
     if terms.evict_age_ms > 0:
-        deadline = np.minimum(deadline, ledger.closed_ms + terms.evict_age_ms)
+        deadline = np.minimum(deadline, np.asarray(closed_ms) + terms.evict_age_ms)
     if terms.evict_size_bytes >= 0:
         deadline = np.minimum(deadline, bytes_after(terms.evict_size_bytes))
     return deadline
 
 
-def retention_allows(terms: Terms, bytes_after: Callable[[float], float], ledger: LedgerFacts) -> float:
-    """From when the retention lets a consumed, closed ledger go (§3): closed longer ago than the retention time, or
-    the bytes after it at or over the retention size (-1: that limit infinite)."""
-    by_time = ledger.closed_ms + terms.retention_time_ms if terms.retention_time_ms >= 0 else INF
+def retention_allows(terms: Terms, closed_ms: Any, bytes_after: Callable[[float], Any]) -> Any:
+    """From when the retention lets consumed, closed ledgers go (§3): closed longer ago than the retention time, or
+    the bytes after each at or over the retention size (-1: that limit infinite)."""
+    by_time = np.asarray(closed_ms) + terms.retention_time_ms if terms.retention_time_ms >= 0 else INF
     by_size = bytes_after(terms.retention_size_bytes) if terms.retention_size_bytes >= 0 else INF
-    return min(by_time, by_size)
+    return np.minimum(by_time, by_size)
 
 
 def consumed_times(topic: str, ledgers: list[LedgerFacts], history: History) -> list[float]:
@@ -294,23 +295,25 @@ def deletable_from(topic: str, timeline: Timeline, history: History) -> list[flo
     """Per ledger of the topic (oldest first), from when trim would have deleted it under ``timeline``: closed,
     consumed (or expired for every subscription), the retention passed, and every older ledger deletable."""
     ledgers = history.ledgers.get(topic, [])
+    if not ledgers:
+        return []
     sizes = TopicBytes(ledgers)
-    allowed, floor = [], -INF
-    for i, (ledger, known) in enumerate(zip(ledgers, consumed_times(topic, ledgers, history), strict=True)):
-        floor = max(floor, _deletable(i, ledger, known, timeline, sizes))
-        allowed.append(floor)  # the walk from the oldest ledger stops at the first it keeps
-    return allowed
+    every = np.arange(len(ledgers))
 
+    def after(limit: float) -> Any:
+        return sizes.after_reaches(every, limit)
 
-def _deletable(index: int, ledger: LedgerFacts, known: float, timeline: Timeline, sizes: TopicBytes) -> float:
-    def after(limit: float) -> float:
-        return sizes.after_reaches(index, limit)
-
-    expired = first_time(timeline, lambda terms: expiry_deadline(terms, after, ledger, ledger.last_ms))
-    consumed = min(known, expired)
-    return first_time(
-        timeline, lambda terms: max(ledger.closed_ms, consumed, retention_allows(terms, after, ledger))
+    known = np.array(consumed_times(topic, ledgers, history), dtype=np.float64)
+    expired = first_time(timeline, lambda terms: expiry_deadline(terms, sizes.last, sizes.closed, after))
+    consumed = np.minimum(known, expired)
+    allowed = first_time(
+        timeline,
+        lambda terms: np.maximum(
+            np.maximum(sizes.closed, consumed), retention_allows(terms, sizes.closed, after)
+        ),
     )
+    # The walk from the oldest ledger stops at the first it keeps.
+    return [float(x) for x in np.maximum.accumulate(allowed)]
 
 
 def alternative_deletion(ledger: LedgerFacts, actual_allowed: float, alternative_allowed: float) -> float:
@@ -333,36 +336,46 @@ def skipped_entries(
     alternative: Timeline,
     history: History,
     window: tuple[float, float],
-) -> dict[str, dict[str, int]]:
+) -> dict[str, dict[str, Any]]:
     """Per durable subscription of the topic in the cursor history, the entries the alternative would have skipped
     (expired or evicted) before the subscription acknowledged them and the policies in force did not, their
     deadline in the period: ``low`` (a kept run after the deadline still had them unacknowledged), ``high`` (no
-    kept run before it had acknowledged them)."""
+    kept run before it had acknowledged them), and the first and last of their deadlines (``from``, ``to``)."""
     ledgers = history.ledgers.get(topic, [])
     sizes = TopicBytes(ledgers)
-    result: dict[str, dict[str, int]] = {}
+    due: list[
+        tuple[LedgerFacts, np.ndarray, np.ndarray]
+    ] = []  # per ledger: its entries due earlier, and when
+    for i, ledger in enumerate(ledgers):
+        if ledger.entries <= 0:
+            continue
+        entries = np.arange(ledger.entries)
+        span = ledger.last_ms - ledger.first_ms
+        publish = ledger.first_ms + (span * entries / (ledger.entries - 1) if ledger.entries > 1 else 0.0)
+        stricter = _entry_deadlines(alternative, sizes, i, ledger, publish)
+        usual = _entry_deadlines(actual, sizes, i, ledger, publish)
+        chosen = (stricter < usual) & (stricter >= window[0]) & (stricter < window[1])
+        if chosen.any():
+            due.append((ledger, entries[chosen], stricter[chosen]))
+    result: dict[str, dict[str, Any]] = {}
     for name, series in sorted(history.cursors.get(topic, {}).items()):
         low = high = 0
-        for i, ledger in enumerate(ledgers):
-            if ledger.entries <= 0:
-                continue
-            entries = np.arange(ledger.entries)
-            span = ledger.last_ms - ledger.first_ms
-            publish = ledger.first_ms + (span * entries / (ledger.entries - 1) if ledger.entries > 1 else 0.0)
-            stricter = _entry_deadlines(alternative, sizes, i, ledger, publish)
-            usual = _entry_deadlines(actual, sizes, i, ledger, publish)
-            chosen = (stricter < usual) & (stricter >= window[0]) & (stricter < window[1])
-            if not chosen.any():
-                continue
-            at = stricter[chosen]
-            which = entries[chosen]
+        first, last = INF, -INF
+        for ledger, which, at in due:
             before = np.searchsorted(series.times, at, side="right") - 1
-            after_index = np.searchsorted(series.times, at, side="left")
-            high += int((~series.acked(before, ledger.ledger, which)).sum())
-            still = (after_index < len(series.times)) & ~series.acked(after_index, ledger.ledger, which)
-            low += int(still.sum())
+            after = np.searchsorted(series.times, at, side="left")
+            possible = ~series.acked(before, ledger.ledger, which)
+            high += int(possible.sum())
+            low += int(((after < len(series.times)) & ~series.acked(after, ledger.ledger, which)).sum())
+            if possible.any():
+                first, last = min(first, float(at[possible].min())), max(last, float(at[possible].max()))
         if high:
-            result[name] = {"low": low, "high": high}
+            result[name] = {
+                "low": low,
+                "high": high,
+                "from": format_ms(int(first)),
+                "to": format_ms(int(last)),
+            }
     return result
 
 
@@ -371,21 +384,13 @@ def _entry_deadlines(
 ) -> np.ndarray:
     """Per entry, the first time a timeline's terms stop keeping it for a subscription behind it (INF: never)."""
 
-    def after(limit: float) -> float:
+    def after(limit: float) -> Any:
         return sizes.after_reaches(index, limit)
 
-    out = np.full(len(publish), INF)
-    pending = np.ones(len(publish), dtype=bool)
-    for j, (start, terms) in enumerate(timeline):
-        end = timeline[j + 1][0] if j + 1 < len(timeline) else INF
-        moment = np.maximum(start, expiry_deadline(terms, after, ledger, publish[pending]))
-        hit = moment < end
-        chosen = np.flatnonzero(pending)[hit]
-        out[chosen] = moment[hit]
-        pending[chosen] = False
-        if not pending.any():
-            break
-    return out
+    return np.broadcast_to(
+        first_time(timeline, lambda terms: expiry_deadline(terms, publish, ledger.closed_ms, after)),
+        publish.shape,
+    )
 
 
 # ---------------------------------------------------------------------------------------------------------------
@@ -401,11 +406,22 @@ class Backtest:
     from_ms: int
     to_ms: int
     history: History
+    # Topics alike (a namespace's topics without policies of their own or a history) share their timelines.
+    _alike: dict[tuple[str, str, bool], tuple[Timeline, Timeline]] = field(default_factory=dict)
 
     def timelines(self, topic: str) -> tuple[Timeline, Timeline]:
         """The terms in force over time for the topic, and the alternative's: the overlay on them from the period's
         start."""
         namespace = self.record.namespace_of.get(topic) or str(TopicName.parse(topic).namespace_name)
+        if topic in self.history.policies.changes or topic in self.overlay.topics:
+            return self._timelines(topic, namespace)
+        row = self.record.topics.get(topic)
+        key = (namespace, row.policies if row is not None else "", is_system_topic_name(topic))
+        if key not in self._alike:
+            self._alike[key] = self._timelines(topic, namespace)
+        return self._alike[key]
+
+    def _timelines(self, topic: str, namespace: str) -> tuple[Timeline, Timeline]:
         policies = self.history.policies
         moments = sorted(
             {m for target in (topic, namespace) for m, _ in policies.changes.get(target, [])} | {self.from_ms}
@@ -501,10 +517,18 @@ def backtest(
                         }
                     )
         namespace = record.namespace_of[topic]
-        for subscription, bounds in skipped_entries(
-            topic, actual, alternative, history, (from_ms, to_ms)
-        ).items():
-            expiries.append({"topic": topic, "subscription": subscription, "entries": bounds})
+        found = skipped_entries(topic, actual, alternative, history, (from_ms, to_ms))
+        for subscription, skips in found.items():
+            bounds = {"low": skips["low"], "high": skips["high"]}
+            expiries.append(
+                {
+                    "topic": topic,
+                    "subscription": subscription,
+                    "entries": bounds,
+                    "from": skips["from"],
+                    "to": skips["to"],
+                }
+            )
             for key in ("low", "high"):
                 skipped[namespace][key] += bounds[key]
     alternative_record = replace(record, pieces=moved_pieces(record, ends, purge_grace_ms))
@@ -582,17 +606,18 @@ def _kept_span(times: list[int]) -> dict[str, Any]:
 
 
 def check_period(record: Record, from_ms: int, to_ms: int) -> None:
-    """``--from`` before ``--to``, and not before the record's first entry (the record cannot know earlier)."""
+    """``--from`` before ``--to``, and a period that reaches the record's first entry (before it the record holds
+    nothing)."""
     if from_ms >= to_ms:
         raise InputError(f"--from {format_ms(from_ms)} is not before --to {format_ms(to_ms)}")
     ingest = record.pieces.on("ingest")
     if not ingest.any():
         raise InputError("the store's record holds no entry: there is no history to backtest")
     first = int(record.pieces.ramp_from[ingest].min())
-    if from_ms < first:
+    if to_ms <= first:
         raise InputError(
-            f"--from {format_ms(from_ms)} is before the record's first entry ({format_ms(first)}): the record "
-            "cannot say what was stored before it"
+            f"the period {format_ms(from_ms)} to {format_ms(to_ms)} is before the record's first entry "
+            f"({format_ms(first)}): the record holds nothing to backtest then"
         )
 
 

@@ -24,6 +24,7 @@ from array import array
 from collections import defaultdict
 from collections.abc import Iterable, Iterator, Mapping
 from dataclasses import dataclass, field
+from types import SimpleNamespace
 from typing import Any
 
 import numpy as np
@@ -283,7 +284,8 @@ def read_record(store: Store, as_of_ms: int) -> Record:
         namespaces = {r.name: json.loads(r.policies) for r in conn.execute(select(t.namespaces))}
         topics = {r.name: r for r in conn.execute(select(t.topics))}
         current = list(conn.execute(select(t.ledgers)))
-        pending = _visible(conn.execute(select(t.pending_deletions)), as_of_ms)
+        every_pending = list(conn.execute(select(t.pending_deletions)))
+        pending = _visible(every_pending, as_of_ms)
         compacted = list(conn.execute(select(t.compacted_ledgers)))
         cursors = list(conn.execute(select(t.cursors)))
         broker = store.broker_config()
@@ -302,6 +304,17 @@ def read_record(store: Store, as_of_ms: int) -> Record:
             size = int(row.size_bytes)
             out.add(row.topic, -1, "local", size, (since, since), since, purged if purged else INF)
     listed_now = {(r.topic, r.ledger_id): r for r in current}
+    # A ledger deleted after the as-of was listed then, whatever became of it.
+    for row in every_pending:
+        key = (row.topic, row.ledger_id)
+        if (
+            row.kind == "ledger"
+            and row.deleted_as_of_ms > as_of_ms
+            and key not in history
+            and key not in listed_now
+        ):
+            listed_now[key] = SimpleNamespace(**json.loads(row.ledger_row))
+            namespace_of.setdefault(row.topic, str(TopicName.parse(row.topic).namespace_name))
     unplaced = _listed_ledger_pieces(
         out, [r for key, r in listed_now.items() if key not in history], as_of_ms
     )

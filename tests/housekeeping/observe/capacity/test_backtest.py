@@ -57,10 +57,10 @@ def backtest(capsys, store: str, policies: str, from_ms: int, to_ms: int, *more:
 
 
 @pytest.fixture
-def trimmed(capsys, tmp_path, monkeypatch):
+def trimmed(capsys, tmp_path, monkeypatch, metadata_backend):
     """1000 B closed at 1 h and 3000 B at 2 h in t/ns (retention 4 h), both consumed; 5000 B at 30 min in t/other
     (kept forever). Trim runs at 2:30 (deletes nothing, keeps the cursors), 6 h (ledger 1: closed 5 h before) and
-    7 h (ledger 2); purge (grace 1 h) at 7 h and 8 h."""
+    7 h (ledger 2); purge (grace 1 h) at 7 h and 8 h. On SQLite, then on PostgreSQL."""
     monkeypatch.setenv("HOUSEKEEPING_PURGE_GRACE_SECONDS", "3600")
     monkeypatch.setenv("HOUSEKEEPING_MAX_DELETED_SHARE", "1.0")
     monkeypatch.setenv("HOUSEKEEPING_CURSOR_HISTORY_INTERVAL_SECONDS", "0")
@@ -94,21 +94,27 @@ def later_history(capsys, store: str) -> None:
         cli_json(capsys, "purge", "--store", store, "--as-of", iso(T0 + at * HOUR))
 
 
+def retention(minutes: int) -> dict:
+    return {
+        "namespaces": {
+            "t/ns": {"retention_policies": {"retentionTimeInMinutes": minutes, "retentionSizeInMB": -1}}
+        }
+    }
+
+
 @pytest.mark.spark
 @pytest.mark.runs
-def test_a_shorter_retention_backtested_by_hand(capsys, tmp_path, trimmed, metadata_backend):
-    later_history(capsys, trimmed)
+def test_a_retention_change_backtested_by_hand(capsys, tmp_path, trimmed):
+    """Shorter and longer retentions by hand; the retention in force answering usage's figures; a backfilled date
+    answering as it did on the day (one history per database: it takes three trim runs)."""
+    change = overlay(tmp_path, retention(60))
+    on_the_day = backtest(capsys, trimmed, change, T0, T0 + 6 * HOUR + HOUR // 2)
+    later_history(capsys, trimmed)  # a trim, purges and a kept run after that period's end
+    assert backtest(capsys, trimmed, change, T0, T0 + 6 * HOUR + HOUR // 2) == on_the_day
     # The runs that applied kept their cursors (the one at 2:30 too, which deleted nothing).
     kept = [item.as_of_ms - T0 for item in recorded(Store.open(trimmed))]
     assert kept == [2 * HOUR + HOUR // 2, 6 * HOUR, 7 * HOUR]
-    change = overlay(
-        tmp_path,
-        {
-            "namespaces": {
-                "t/ns": {"retention_policies": {"retentionTimeInMinutes": 60, "retentionSizeInMB": -1}}
-            }
-        },
-    )
+
     document = backtest(capsys, trimmed, change, T0, T0 + 10 * HOUR)
     rows = rows_of(document)
     # In fact: ledger 1 (1000 B from 1 h) listed until 6 h, ledger 2 (3000 B from 2 h) until 7 h; purged an hour
@@ -133,66 +139,31 @@ def test_a_shorter_retention_backtested_by_hand(capsys, tmp_path, trimmed, metad
         (1, iso(T0 + 6 * HOUR), iso(T0 + 3 * HOUR + HOUR // 2)),
         (2, iso(T0 + 7 * HOUR), iso(T0 + 4 * HOUR)),
     ]
+
     # A longer retention keeps them longer: 6 h -> ledger 1 allowed at 7 h (+1 h: 8 h), ledger 2 at 8 h (9 h).
-    longer = overlay(
-        tmp_path,
-        {
-            "namespaces": {
-                "t/ns": {"retention_policies": {"retentionTimeInMinutes": 360, "retentionSizeInMB": -1}}
-            }
-        },
-        "longer.json",
-    )
+    longer = overlay(tmp_path, retention(360), "longer.json")
     kept_longer = rows_of(backtest(capsys, trimmed, longer, T0, T0 + 10 * HOUR))[("t/ns", "listed")]
     assert kept_longer["alternativeByteHours"] == pytest.approx(1000 * 7 + 3000 * 7)
     assert kept_longer["keptLongerBytes"] == 4000 and kept_longer["deletedEarlierBytes"] == 0
 
-
-@pytest.mark.spark
-@pytest.mark.runs
-def test_the_policies_that_were_in_force_answer_the_actual_figures(capsys, tmp_path, trimmed):
-    later_history(capsys, trimmed)
-    same = overlay(
-        tmp_path,
-        {
-            "namespaces": {
-                "t/ns": {"retention_policies": {"retentionTimeInMinutes": 240, "retentionSizeInMB": -1}}
-            }
-        },
-    )
-    document = backtest(capsys, trimmed, same, T0, T0 + 10 * HOUR)
-    for row in document["rows"]:
+    # The retention that was in force answers the actual figures, which are usage's.
+    same = overlay(tmp_path, retention(240), "same.json")
+    in_force = backtest(capsys, trimmed, same, T0, T0 + 10 * HOUR)
+    for row in in_force["rows"]:
         assert row["alternativeByteHours"] == row["actualByteHours"], row
         assert row["alternativePeakBytes"] == row["actualPeakBytes"], row
         assert row["deletedEarlierBytes"] == row["keptLongerBytes"] == 0, row
-    assert document["deletions"] == [] and document["expiries"] == []
-    # The actual figures are usage's.
+    assert in_force["deletions"] == [] and in_force["expiries"] == []
     usage = cli_json(capsys, "usage", "--store", trimmed, "--from", iso(T0), "--to", iso(T0 + 10 * HOUR))
     assert {(r["namespace"], r["tier"]): r["byteHours"] for r in usage["rows"]} == {
-        key: row["actualByteHours"] for key, row in rows_of(document).items()
+        key: row["actualByteHours"] for key, row in rows_of(in_force).items()
     }
     # CSV: the same rows, the bounds in two columns.
     code, out, err = run_cli(capsys, *argv(trimmed, same, T0, T0 + 10 * HOUR, "--format", "csv"))
     assert code == 0, err
     lines = out.splitlines()
     assert lines[0].split(",")[-2:] == ["skippedUnacknowledgedEntriesLow", "skippedUnacknowledgedEntriesHigh"]
-    assert len(lines) == 1 + len(document["rows"])
-
-
-@pytest.mark.spark
-@pytest.mark.runs
-def test_a_backfilled_date_answers_as_the_day_did(capsys, tmp_path, trimmed):
-    change = overlay(
-        tmp_path,
-        {
-            "namespaces": {
-                "t/ns": {"retention_policies": {"retentionTimeInMinutes": 60, "retentionSizeInMB": -1}}
-            }
-        },
-    )
-    on_the_day = backtest(capsys, trimmed, change, T0, T0 + 6 * HOUR + HOUR // 2)
-    later_history(capsys, trimmed)  # a trim, purges and a kept run after the period's end
-    assert backtest(capsys, trimmed, change, T0, T0 + 6 * HOUR + HOUR // 2) == on_the_day
+    assert len(lines) == 1 + len(in_force["rows"])
 
 
 def _keep_run(store: Store, at_ms: int, run: str) -> None:
@@ -237,7 +208,16 @@ def test_a_stricter_ttl_counts_the_entries_it_would_have_skipped_within_bounds(c
     # (high only); ledger 2's due 2:00-2:50, still unacknowledged at the kept runs after: skipped (low and high).
     (row,) = [r for r in result["rows"] if r["tier"] == "listed"]
     assert row["skippedUnacknowledgedEntries"] == {"low": 6, "high": 12}
-    assert result["expiries"] == [{"topic": topic, "subscription": "sub", "entries": {"low": 6, "high": 12}}]
+    # Each subscription's skips, and when: the first due at 1:00, the last at 2:50.
+    assert result["expiries"] == [
+        {
+            "topic": topic,
+            "subscription": "sub",
+            "entries": {"low": 6, "high": 12},
+            "from": iso(T0 + HOUR),
+            "to": iso(T0 + 2 * HOUR + 50 * 60_000),
+        }
+    ]
     # The retention is infinite: nothing is deleted either way.
     assert row["alternativeByteHours"] == row["actualByteHours"] and result["deletions"] == []
     # Saved, the storage report shows it with its plot.
@@ -277,7 +257,7 @@ def test_bad_input_is_named_and_changes_nothing(capsys, tmp_path):
             T0, T0 + DAY, "retentionTimeInMinutes",
         ),
         (good, T0 + DAY, T0, "is not before --to"),
-        (good, T0 - DAY, T0 + DAY, "before the record's first entry"),
+        (good, T0 - 2 * DAY, T0 - DAY, "before the record's first entry"),
         (str(tmp_path / "missing.json"), T0, T0 + DAY, "missing.json"),
     ]  # fmt: skip
     for policies, from_ms, to_ms, named in cases:

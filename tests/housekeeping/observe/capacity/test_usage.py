@@ -74,6 +74,23 @@ def test_byte_hours_of_a_trimmed_and_purged_history_equal_the_hand_integral(
         "topic",
     )
     assert early[(a, "local")]["byteHours"] == pytest.approx(2 * (1000 * 3 + 3000 * 2))
+    # As of 2:30 the trim had not happened: both ledgers were listed (a backfill of that day answers so).
+    before_trim = by_key(
+        cli_json(
+            capsys,
+            "usage",
+            "--store",
+            store,
+            "--from",
+            iso(T0),
+            "--to",
+            iso(T0 + 5 * HOUR // 2),
+            "--by",
+            "topic",
+        ),
+        "topic",
+    )
+    assert before_trim[(a, "listed")]["byteHours"] == pytest.approx(1000 * 1.5 + 3000 * 0.5)
 
 
 def test_under_trim_the_forecast_follows_the_ingest_not_the_sawtooth(capsys, tmp_path):
