@@ -24,7 +24,7 @@ from __future__ import annotations
 
 import json
 from collections import defaultdict
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass, field, replace
 from typing import TYPE_CHECKING, Any
 
@@ -58,7 +58,7 @@ SERIES_POINTS = 97  # the plot's points over the period (a day: every 15 minutes
 # What the backtest reads
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, slots=True)
 class LedgerFacts:
     """One ledger of a topic as the record knows it at the period's end."""
 
@@ -86,16 +86,15 @@ class History:
     purge_grace_ms: int
 
 
-def read_ledger_facts(store: Store, to_ms: int, topics: set[str]) -> dict[str, list[LedgerFacts]]:
-    """Every ledger of ``topics`` the record knows at ``to_ms``: the listed ones and the deleted ones (a deletion,
-    or a restore, only when done by then: a ledger deleted later was listed then), with who deleted them."""
-    listed_query = select(t.ledgers)
+def read_ledger_facts(store: Store, record: Record, topics: set[str]) -> dict[str, list[LedgerFacts]]:
+    """Every ledger of ``topics`` the record knows at its as-of: the listed ones (the record's rows) and the deleted
+    ones (a deletion, or a restore, only when done by then: a ledger deleted later was listed then), with who
+    deleted them."""
+    to_ms = record.as_of_ms
     pending_query = select(t.pending_deletions).where(t.pending_deletions.c.kind == "ledger")
     if len(topics) <= SQL_TOPIC_LIST:  # else all of them, sorted out here (a long IN list costs more)
-        listed_query = listed_query.where(t.ledgers.c.topic.in_(sorted(topics)))
         pending_query = pending_query.where(t.pending_deletions.c.topic.in_(sorted(topics)))
     with read_transaction(store.engine) as conn:
-        listed = [r for r in conn.execute(listed_query) if r.topic in topics]
         pending = [r for r in conn.execute(pending_query) if r.topic in topics]
         runs = {r.run_id for r in pending if r.deleted_as_of_ms <= to_ms}
         mechanism_of: dict[str, str] = {}
@@ -105,38 +104,34 @@ def read_ledger_facts(store: Store, to_ms: int, topics: set[str]) -> dict[str, l
             )
             mechanism_of = {r.run_id: r.mechanism for r in conn.execute(query.distinct())}
     deletions: dict[tuple[str, int], list[Any]] = defaultdict(list)
-    rows: dict[tuple[str, int], dict[str, Any]] = {}
+    rows: dict[tuple[str, int], Mapping[str, Any]] = {}
     for row in sorted(pending, key=lambda r: r.deleted_as_of_ms):
         key = (row.topic, row.ledger_id)
         rows.setdefault(key, json.loads(row.ledger_row))
         if row.deleted_as_of_ms <= to_ms:
             deletions[key].append(row)
-    for row in listed:
-        rows[(row.topic, row.ledger_id)] = dict(row._mapping)
+    for topic in topics:
+        for row in record.ledgers.get(topic, []):
+            rows[(topic, row.ledger_id)] = row._mapping
     facts: dict[str, list[LedgerFacts]] = defaultdict(list)
     for (topic, ledger), row in sorted(rows.items()):
         ramp = ramp_of(row)
         if ramp is None:
             continue  # neither entry times nor a close time: not placed in time (§12.1)
         closed = row.get("closed_at_ms")
-        fact = LedgerFacts(
-            ledger,
-            int(row["entries"]),
-            int(row["size_bytes"]),
-            *ramp,
-            float(closed) if closed is not None else INF,
-        )
-        history = deletions.get((topic, ledger), [])
-        if history:
-            fact = replace(
-                fact,
-                deleted_ms=float(history[0].deleted_as_of_ms),
-                deleted_by=mechanism_of.get(history[0].run_id),
-                restored=any(
-                    r.status == "restored" and (r.finished_as_of_ms or INF) <= to_ms for r in history
-                ),
+        history = deletions.get((topic, ledger))
+        facts[topic].append(
+            LedgerFacts(
+                ledger,
+                int(row["entries"]),
+                int(row["size_bytes"]),
+                *ramp,
+                float(closed) if closed is not None else INF,
+                float(history[0].deleted_as_of_ms) if history else INF,
+                mechanism_of.get(history[0].run_id) if history else None,
+                any(r.status == "restored" and (r.finished_as_of_ms or INF) <= to_ms for r in history or ()),
             )
-        facts[topic].append(fact)
+        )
     return dict(facts)
 
 
@@ -144,7 +139,7 @@ def read_history(
     store: Store, record: Record, policies: PolicyHistory, *, topics: set[str], purge_grace_ms: int
 ) -> History:
     """What the backtest of ``topics`` (those the alternative changes) reads, as of the record's as-of."""
-    facts = read_ledger_facts(store, record.as_of_ms, topics)
+    facts = read_ledger_facts(store, record, topics)
     cursors, kept = read_series(store, topics, to_ms=record.as_of_ms)
     durable_now = {topic for topic, rows in record.cursors.items() if any(r.durable for r in rows)}
     return History(
@@ -341,24 +336,26 @@ def skipped_entries(
     (expired or evicted) before the subscription acknowledged them and the policies in force did not, their
     deadline in the period: ``low`` (a kept run after the deadline still had them unacknowledged), ``high`` (no
     kept run before it had acknowledged them), and the first and last of their deadlines (``from``, ``to``)."""
+    subscriptions = history.cursors.get(topic, {})
+    if not subscriptions:
+        return {}  # no kept run listed a durable subscription of the topic: nothing to count against
     ledgers = history.ledgers.get(topic, [])
     sizes = TopicBytes(ledgers)
-    due: list[
-        tuple[LedgerFacts, np.ndarray, np.ndarray]
-    ] = []  # per ledger: its entries due earlier, and when
+    # Per ledger: its entries due earlier under the alternative, and when.
+    due: list[tuple[LedgerFacts, np.ndarray, np.ndarray]] = []
     for i, ledger in enumerate(ledgers):
         if ledger.entries <= 0:
             continue
         entries = np.arange(ledger.entries)
         span = ledger.last_ms - ledger.first_ms
-        publish = ledger.first_ms + (span * entries / (ledger.entries - 1) if ledger.entries > 1 else 0.0)
+        publish = ledger.first_ms + span * entries / max(ledger.entries - 1, 1)  # an array, one entry too
         stricter = _entry_deadlines(alternative, sizes, i, ledger, publish)
         usual = _entry_deadlines(actual, sizes, i, ledger, publish)
         chosen = (stricter < usual) & (stricter >= window[0]) & (stricter < window[1])
         if chosen.any():
             due.append((ledger, entries[chosen], stricter[chosen]))
     result: dict[str, dict[str, Any]] = {}
-    for name, series in sorted(history.cursors.get(topic, {}).items()):
+    for name, series in sorted(subscriptions.items()):
         low = high = 0
         first, last = INF, -INF
         for ledger, which, at in due:
@@ -580,16 +577,46 @@ def backtest_store(
     from housekeeping.observe.capacity.record import read_record
     from housekeeping.store.policy_history import read_policy_history
 
-    overlay.validate_against(store)
+    record = read_record(store, to_ms)
+    overlay.validate_against(store, _policies_manifest(store, record, overlay))
     return backtest(
         store,
-        read_record(store, to_ms),
+        record,
         overlay,
         read_policy_history(store, to_ms),
         from_ms=from_ms,
         to_ms=to_ms,
         purge_grace_ms=purge_grace_ms,
     )
+
+
+def _policies_manifest(store: Store, record: Record, overlay: PolicyOverlay) -> dict[str, Any]:
+    """The store's policies in the manifest's shape, as far as the overlay bears on them: the broker's, every
+    namespace's and the named topics' (each with its newest ledger, which the schema wants). A backtest reads
+    policies only; checking every topic's ledgers and cursors again (``validate_against`` without it) took most
+    of a 100,000-topic backtest."""
+    from housekeeping.store.manifest.model import MANIFEST_VERSION
+
+    with read_transaction(store.engine) as conn:
+        stored = conn.execute(
+            select(t.store_settings.c.value).where(t.store_settings.c.key == "broker")
+        ).scalar()
+    topics = {}
+    for name in overlay.topics:
+        row, ledgers = record.topics.get(name), record.ledgers.get(name)
+        if row is None or not ledgers:
+            continue  # not in the store: the check names it
+        newest = max(ledgers, key=lambda ledger: ledger.ledger_id)
+        ledger = {"ledgerId": newest.ledger_id, "entries": newest.entries, "size": newest.size_bytes}
+        if newest.closed_at_ms is not None:
+            ledger["timestamp"] = newest.closed_at_ms
+        topics[name] = {"policies": json.loads(row.policies), "ledgers": [ledger]}
+    return {
+        "manifestVersion": MANIFEST_VERSION,
+        "broker": json.loads(stored) if stored else {},
+        "namespaces": dict(record.namespaces),
+        "topics": topics,
+    }
 
 
 def _time(moment: float, to_ms: int) -> str | None:

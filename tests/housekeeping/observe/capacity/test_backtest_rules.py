@@ -152,3 +152,12 @@ def test_skipped_entries_are_bounded_by_the_kept_runs_around_each_deadline():
     # Deadlines outside the period are not counted: from 2 h on, ledger 2 only.
     later = skipped_entries(TOPIC, off, one_hour, known, (2 * H, 10 * H))["sub"]
     assert (later["low"], later["high"]) == (6, 6)
+
+
+def test_a_ledger_of_one_entry_is_counted_too():
+    known = history([ledger(1, 1, entries=1, size=100, last_h=0.5)], {"sub": series((3, 1, -1))})
+    off = [(-INF, terms(retention_h=0, size=0))]
+    one_hour = [(-INF, terms(retention_h=0, size=0, ttl_h=1))]
+    skipped = skipped_entries(TOPIC, off, one_hour, known, (0, 10 * H))["sub"]
+    # Published at 0:00, due at 1:00, still unacknowledged at the kept run at 3 h.
+    assert (skipped["low"], skipped["high"]) == (1, 1)
