@@ -66,30 +66,16 @@ def test_byte_hours_of_a_trimmed_and_purged_history_equal_the_hand_integral(
         assert tenants[("t", tier)]["byteHours"] == pytest.approx(
             namespaces[("t/ns", tier)]["byteHours"] + namespaces[("t/other", tier)]["byteHours"]
         )
+
     # As of 4 h the purge had not happened: the record as it stood then.
-    early = by_key(
-        cli_json(
-            capsys, "usage", "--store", store, "--from", iso(T0), "--to", iso(T0 + 4 * HOUR), "--by", "topic"
-        ),
-        "topic",
-    )
+    def topics_until(to_ms: int) -> dict[tuple, dict]:
+        argv = ("usage", "--store", store, "--from", iso(T0), "--to", iso(to_ms), "--by", "topic")
+        return by_key(cli_json(capsys, *argv), "topic")
+
+    early = topics_until(T0 + 4 * HOUR)
     assert early[(a, "local")]["byteHours"] == pytest.approx(2 * (1000 * 3 + 3000 * 2))
     # As of 2:30 the trim had not happened: both ledgers were listed (a backfill of that day answers so).
-    before_trim = by_key(
-        cli_json(
-            capsys,
-            "usage",
-            "--store",
-            store,
-            "--from",
-            iso(T0),
-            "--to",
-            iso(T0 + 5 * HOUR // 2),
-            "--by",
-            "topic",
-        ),
-        "topic",
-    )
+    before_trim = topics_until(T0 + 5 * HOUR // 2)
     assert before_trim[(a, "listed")]["byteHours"] == pytest.approx(1000 * 1.5 + 3000 * 0.5)
 
 
