@@ -21,7 +21,10 @@ export HOUSEKEEPING_APPROVAL_NAMESPACE_SHARE="${HOUSEKEEPING_APPROVAL_NAMESPACE_
 export HOUSEKEEPING_APPROVAL_TOPICS="${HOUSEKEEPING_APPROVAL_TOPICS-100}"
 export HOUSEKEEPING_APPROVAL_CURSORS="${HOUSEKEEPING_APPROVAL_CURSORS-1000}"
 if [ ! -d "$HOUSEKEEPING_STORE_ROOT" ]; then
-  housekeeping generate --store "$HOUSEKEEPING_STORE_ROOT" --topics 40 --seed 7
+  # Four weeks of history up to now (the generator never reads the clock: its reference is given here), so the
+  # capacity forecast has growth to fit from the first report and the demo load below carries it on.
+  housekeeping generate --store "$HOUSEKEEPING_STORE_ROOT" --topics 40 --seed 7 --history-days 28 \
+    --reference "$(date -u +%Y-%m-%dT%H:%M:%SZ)"
 fi
 airflow db migrate >"$AIRFLOW_HOME/db-migrate.log" 2>&1
 # The one-slot pool of the deleting steps (include/housekeeping/orchestration/dags.py DELETING_POOL).
