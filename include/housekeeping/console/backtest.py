@@ -15,6 +15,7 @@ from housekeeping.console.access import Reader
 from housekeeping.console.pages import render
 from housekeeping.console.store import ConsoleStore
 from housekeeping.core.errors import HousekeepingError, InputError
+from housekeeping.core.timeutil import wall_clock_ms
 from housekeeping.store.store import Store
 
 router = APIRouter()
@@ -59,7 +60,7 @@ def get_backtest(
     """The backtest document (``housekeeping backtest``'s JSON); ``from`` required."""
     if not from_:
         raise InputError("from: required (ISO 8601 with a timezone)")
-    return run_backtest(store, policies, from_, to, _now_ms())
+    return run_backtest(store, policies, from_, to, wall_clock_ms())
 
 
 @router.get("/backtest", response_class=HTMLResponse)
@@ -70,7 +71,7 @@ def backtest_page(request: Request, user: Reader, store: ConsoleStore) -> HTMLRe
 
     query = request.query_params
     policies, from_, to = query.get("policies", ""), query.get("from", ""), query.get("to", "")
-    now = _now_ms()
+    now = wall_clock_ms()
     asked = {
         "policies": policies,
         "from": from_ or format_ms(now - DEFAULT_DAYS * 86_400_000),
@@ -89,9 +90,3 @@ def backtest_page(request: Request, user: Reader, store: ConsoleStore) -> HTMLRe
     if error is not None:
         response.status_code = 400
     return response
-
-
-def _now_ms() -> int:
-    import time
-
-    return int(time.time() * 1000)

@@ -35,7 +35,7 @@ from housekeeping.core.errors import InputError
 from housekeeping.core.names import TopicName, is_system_topic_name
 from housekeeping.core.policies import BrokerConfig, EffectivePolicies, resolve_policies
 from housekeeping.core.timeutil import format_ms
-from housekeeping.observe.capacity.curves import MS_PER_HOUR, byte_ms, peak, value_at
+from housekeeping.observe.capacity.curves import MS_PER_HOUR, Segments, byte_ms, peak, value_at
 from housekeeping.observe.capacity.record import INF, PIECE_TIERS, TIERS, Record, ramp_of
 from housekeeping.observe.capacity.usage import in_scope, segments_by, write_quorum
 from housekeeping.store import metadata_schema as t
@@ -83,7 +83,6 @@ class History:
     durable_now: set[str]  # topics with a durable subscription in the store now
     policies: PolicyHistory
     broker: BrokerConfig
-    purge_grace_ms: int
 
 
 def read_ledger_facts(store: Store, record: Record, topics: set[str]) -> dict[str, list[LedgerFacts]]:
@@ -135,9 +134,7 @@ def read_ledger_facts(store: Store, record: Record, topics: set[str]) -> dict[st
     return dict(facts)
 
 
-def read_history(
-    store: Store, record: Record, policies: PolicyHistory, *, topics: set[str], purge_grace_ms: int
-) -> History:
+def read_history(store: Store, record: Record, policies: PolicyHistory, *, topics: set[str]) -> History:
     """What the backtest of ``topics`` (those the alternative changes) reads, as of the record's as-of."""
     facts = read_ledger_facts(store, record, topics)
     cursors, kept = read_series(store, topics, to_ms=record.as_of_ms)
@@ -149,7 +146,6 @@ def read_history(
         durable_now,
         policies,
         record.broker if record.broker is not None else store.broker_config(),
-        purge_grace_ms,
     )
 
 
@@ -487,7 +483,7 @@ def backtest(
     alternative's deletions and expiries that differ from the record's."""
     check_period(record, from_ms, to_ms)
     topics = affected_topics(record, overlay)
-    history = read_history(store, record, policies, topics=topics, purge_grace_ms=purge_grace_ms)
+    history = read_history(store, record, policies, topics=topics)
     run = Backtest(record, overlay, from_ms, to_ms, history)
     ends: dict[tuple[str, int], tuple[float, float]] = {}  # (topic, ledger) -> (actual, alternative) deletion
     deletions, expiries = [], []
@@ -529,7 +525,9 @@ def backtest(
             for key in ("low", "high"):
                 skipped[namespace][key] += bounds[key]
     alternative_record = replace(record, pieces=moved_pieces(record, ends, purge_grace_ms))
-    rows = _rows(record, alternative_record, ends, skipped, from_ms, to_ms)
+    # Both records' curves per namespace and tier, once: the rows and the plot's series read them.
+    curves = _Curves.of(record, alternative_record)
+    rows = _rows(record, curves, ends, skipped, from_ms, to_ms)
     changed = {record.namespace_of[topic] for topic in topics}
     notes = _notes(history, policies, from_ms, to_ms)
     deletions.sort(key=lambda d: (d["topic"], d["ledger"]))
@@ -537,7 +535,7 @@ def backtest(
         "from": format_ms(from_ms),
         "to": format_ms(to_ms),
         "rows": rows,
-        "series": _series(record, alternative_record, changed, from_ms, to_ms),
+        "series": _series(curves, changed, from_ms, to_ms),
         "deletions": deletions[:EVENTS_SHOWN],
         "deletionsLeftOff": max(len(deletions) - EVENTS_SHOWN, 0),
         "expiries": expiries[:EVENTS_SHOWN],
@@ -548,20 +546,34 @@ def backtest(
     }
 
 
+@dataclass(frozen=True)
+class _Curves:
+    """The record's and the alternative's bytes per namespace and tier, as segments in the same groups."""
+
+    actual: Segments
+    alternative: Segments
+    groups: list[tuple[tuple[str, ...], str]]  # ((tenant, namespace), tier)
+
+    @classmethod
+    def of(cls, record: Record, alternative: Record) -> _Curves:
+        everything = in_scope(None, None)
+        actual, groups = segments_by(record, "namespace", TIERS, everything)
+        changed, changed_groups = segments_by(alternative, "namespace", TIERS, everything)
+        assert groups == changed_groups  # the same pieces, some ends moved
+        return cls(actual, changed, groups)
+
+
 def _series(
-    record: Record, alternative: Record, namespaces: set[str], from_ms: int, to_ms: int
+    curves: _Curves, namespaces: set[str], from_ms: int, to_ms: int
 ) -> dict[str, dict[str, list[list[float]]]]:
     """Per namespace the overlay changes and tier (``listed``, ``local``), ``[[ms, actual bytes, alternative
     bytes], ...]`` at ``SERIES_POINTS`` times over the period (its end excluded: the last point just before it)."""
-    wanted = in_scope(None, None)
     times = [from_ms + (to_ms - 1 - from_ms) * k / (SERIES_POINTS - 1) for k in range(SERIES_POINTS)]
-    actual_segments, groups = segments_by(record, "namespace", ("listed", "local"), wanted)
-    changed_segments, _ = segments_by(alternative, "namespace", ("listed", "local"), wanted)
-    actual = np.array([value_at(actual_segments, moment) for moment in times])
-    changed = np.array([value_at(changed_segments, moment) for moment in times])
+    actual = np.array([value_at(curves.actual, moment) for moment in times])
+    changed = np.array([value_at(curves.alternative, moment) for moment in times])
     series: dict[str, dict[str, list[list[float]]]] = defaultdict(dict)
-    for i, ((_, namespace), tier) in enumerate(groups):
-        if namespace in namespaces:
+    for i, ((_, namespace), tier) in enumerate(curves.groups):
+        if namespace in namespaces and tier in ("listed", "local"):
             series[namespace][tier] = [
                 [float(int(moment)), float(actual[k, i]), float(changed[k, i])]
                 for k, moment in enumerate(times)
@@ -692,25 +704,21 @@ def _pieces_of(
 
 def _rows(
     record: Record,
-    alternative: Record,
+    curves: _Curves,
     ends: dict[tuple[str, int], tuple[float, float]],
     skipped: dict[str, dict[str, int]],
     from_ms: int,
     to_ms: int,
 ) -> list[dict[str, Any]]:
-    everything = in_scope(None, None)
-    actual_segments, groups = segments_by(record, "namespace", TIERS, everything)
-    changed_segments, changed_groups = segments_by(alternative, "namespace", TIERS, everything)
-    assert groups == changed_groups  # the same pieces, some ends moved
     figures = {
-        "actualByteHours": byte_ms(actual_segments, from_ms, to_ms) / MS_PER_HOUR,
-        "alternativeByteHours": byte_ms(changed_segments, from_ms, to_ms) / MS_PER_HOUR,
-        "actualPeakBytes": peak(actual_segments, from_ms, to_ms),
-        "alternativePeakBytes": peak(changed_segments, from_ms, to_ms),
+        "actualByteHours": byte_ms(curves.actual, from_ms, to_ms) / MS_PER_HOUR,
+        "alternativeByteHours": byte_ms(curves.alternative, from_ms, to_ms) / MS_PER_HOUR,
+        "actualPeakBytes": peak(curves.actual, from_ms, to_ms),
+        "alternativePeakBytes": peak(curves.alternative, from_ms, to_ms),
     }
     earlier, longer = _moved_bytes(record, ends, to_ms)
     rows = []
-    for i, ((tenant, namespace), tier) in enumerate(groups):
+    for i, ((tenant, namespace), tier) in enumerate(curves.groups):
         rows.append(
             {
                 "tenant": tenant,

@@ -660,12 +660,21 @@ def forecast(
     ingest = Ingest.of(record)
     fits = fit_growth(ingest, record.as_of_ms, window_days)
     now = _now(record)
-    trends = backlog_trends(record, _size_quota_topics(record), cursor_history) if cursor_history else {}
-    limits = _limits(record, now, fits.topics, budgets or {}, horizon_s, trends)
+    effective = {
+        topic: resolve_policies(
+            topic, json.loads(row.policies), row.namespace, record.namespaces[row.namespace], record.broker
+        )
+        for topic, row in record.topics.items()
+    }
+    quota_topics = {
+        topic for topic, e in effective.items() if e.backlog_quotas["destination_storage"].limit_size >= 0
+    }
+    trends = backlog_trends(record, quota_topics, cursor_history) if cursor_history else {}
+    limits = _limits(record, now, effective, fits.topics, budgets or {}, horizon_s, trends)
     # The soonest credible answer of each limit: the growth in use, or the whole window's when a change was found
     # (an alert wants the earlier of two credible answers, never the later).
     if any(g.basis == "since_change" for g in fits.namespaces.values()):
-        by_window = _limits(record, now, fits.topics_window, budgets or {}, horizon_s, trends)
+        by_window = _limits(record, now, effective, fits.topics_window, budgets or {}, horizon_s, trends)
     else:
         by_window = limits
     for row, other in zip(limits, by_window, strict=True):
@@ -680,18 +689,6 @@ def forecast(
     }
 
 
-def _size_quota_topics(record: Record) -> set[str]:
-    """The topics a backlog size quota applies to."""
-    found = set()
-    for topic, row in record.topics.items():
-        effective = resolve_policies(
-            topic, json.loads(row.policies), row.namespace, record.namespaces[row.namespace], record.broker
-        )
-        if effective.backlog_quotas["destination_storage"].limit_size >= 0:
-            found.add(topic)
-    return found
-
-
 def _sooner(one: int | None, other: int | None) -> int | None:
     if one is None or other is None:
         return other if one is None else one
@@ -701,20 +698,20 @@ def _sooner(one: int | None, other: int | None) -> int | None:
 def _limits(
     record: Record,
     now: dict[str, _TopicNow],
+    effective_policies: Mapping[str, Any],
     topic_fits: Mapping[str, Fit],
     budgets: Mapping[str, Mapping[str, int]],
     horizon_s: int,
     trends: Mapping[str, BacklogTrend],
 ) -> list[dict[str, Any]]:
     """Every namespace's limit rows (the topic that meets each first) and every tenant's budget rows, at the
-    topics' growth ``topic_fits``; in one order whatever the fits."""
+    topics' growth ``topic_fits`` under their policies in force (``effective_policies``); in one order whatever the
+    fits."""
     candidates: dict[tuple[str, str], list[dict]] = defaultdict(list)
     tenant_growth: dict[str, dict[str, list]] = defaultdict(lambda: {"local": [], "tier": []})
     for topic, row in sorted(record.topics.items()):
         namespace = row.namespace
-        effective = resolve_policies(
-            topic, json.loads(row.policies), namespace, record.namespaces[namespace], record.broker
-        )
+        effective = effective_policies[topic]
         fit = topic_fits.get(topic, Fit(0.0, 0.0, 0.0))
         found = _topic_limits(topic, now[topic], fit, effective, horizon_s, trends.get(topic))
         for limit, candidate in found.items():

@@ -50,7 +50,6 @@ def history(ledgers: list[LedgerFacts], cursors: dict[str, CursorSeries] | None 
         {TOPIC},
         PolicyHistory(),
         BrokerConfig.from_layers(),
-        3_600_000,
     )
 
 
@@ -106,7 +105,7 @@ def test_a_ttl_expires_what_no_subscription_consumed_and_trim_then_takes_it():
 
 def test_a_topic_never_seen_with_a_durable_subscription_has_every_closed_ledger_consumed():
     ledgers = [ledger(1, 1), LedgerFacts(2, 0, 0, 2 * H, 2 * H, INF)]
-    alone = History({TOPIC: ledgers}, {}, [], set(), PolicyHistory(), BrokerConfig.from_layers(), 0)
+    alone = History({TOPIC: ledgers}, {}, [], set(), PolicyHistory(), BrokerConfig.from_layers())
     assert deletable_from(TOPIC, [(-INF, terms(retention_h=3))], alone) == [4 * H, INF]
 
 
