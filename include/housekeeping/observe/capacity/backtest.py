@@ -77,7 +77,7 @@ class LedgerFacts:
 class History:
     """Everything the backtest reads besides the record."""
 
-    ledgers: dict[str, list[LedgerFacts]]  # topic -> its ledgers, oldest first
+    ledgers: Mapping[str, list[LedgerFacts]]  # topic -> its ledgers, oldest first
     cursors: dict[str, dict[str, CursorSeries]]  # topic -> durable subscription -> its series
     kept_runs: list[int]  # the kept runs' times
     durable_now: set[str]  # topics with a durable subscription in the store now
@@ -85,10 +85,69 @@ class History:
     broker: BrokerConfig
 
 
-def read_ledger_facts(store: Store, record: Record, topics: set[str]) -> dict[str, list[LedgerFacts]]:
-    """Every ledger of ``topics`` the record knows at its as-of: the listed ones (the record's rows) and the deleted
-    ones (a deletion, or a restore, only when done by then: a ledger deleted later was listed then), with who
-    deleted them."""
+class LedgerFactsOf(Mapping[str, list[LedgerFacts]]):
+    """Each topic's ledgers as the record knows them at its as-of, made when asked (one object a ledger for every
+    topic at once was most of a backtest's memory at 100,000 topics): the listed ones (the record's rows) and the
+    deleted ones (a deletion, or a restore, only when done by then: a ledger deleted later was listed then), with
+    who deleted them."""
+
+    def __init__(
+        self,
+        record: Record,
+        topics: set[str],
+        saved: dict[str, dict[int, Mapping[str, Any]]],
+        deletions: dict[tuple[str, int], list[Any]],
+        mechanism_of: dict[str, str],
+    ) -> None:
+        self._record, self._topics, self._saved = record, topics, saved
+        self._deletions, self._mechanism_of = deletions, mechanism_of
+        self._last: tuple[str, list[LedgerFacts]] | None = None  # the loop asks for one topic several times
+
+    def __getitem__(self, topic: str) -> list[LedgerFacts]:
+        if topic not in self._topics:
+            raise KeyError(topic)
+        if self._last is None or self._last[0] != topic:
+            self._last = (topic, self._facts(topic))
+        return self._last[1]
+
+    def __iter__(self) -> Iterator[str]:
+        return iter(sorted(self._topics))
+
+    def __len__(self) -> int:
+        return len(self._topics)
+
+    def _facts(self, topic: str) -> list[LedgerFacts]:
+        rows = dict(self._saved.get(topic, {}))
+        for row in self._record.ledgers.get(topic):
+            rows[row.ledger_id] = row._asdict()
+        facts = []
+        to_ms = self._record.as_of_ms
+        for ledger, row in sorted(rows.items()):
+            ramp = ramp_of(row)
+            if ramp is None:
+                continue  # neither entry times nor a close time: not placed in time (§12.1)
+            closed = row.get("closed_at_ms")
+            history = self._deletions.get((topic, ledger))
+            facts.append(
+                LedgerFacts(
+                    ledger,
+                    int(row["entries"]),
+                    int(row["size_bytes"]),
+                    *ramp,
+                    float(closed) if closed is not None else INF,
+                    float(history[0].deleted_as_of_ms) if history else INF,
+                    self._mechanism_of.get(history[0].run_id) if history else None,
+                    any(
+                        r.status == "restored" and (r.finished_as_of_ms or INF) <= to_ms
+                        for r in history or ()
+                    ),
+                )
+            )
+        return facts
+
+
+def read_ledger_facts(store: Store, record: Record, topics: set[str]) -> LedgerFactsOf:
+    """Every ledger of ``topics`` the record knows at its as-of (see :class:`LedgerFactsOf`)."""
     to_ms = record.as_of_ms
     pending_query = select(t.pending_deletions).where(t.pending_deletions.c.kind == "ledger")
     if len(topics) <= SQL_TOPIC_LIST:  # else all of them, sorted out here (a long IN list costs more)
@@ -103,44 +162,21 @@ def read_ledger_facts(store: Store, record: Record, topics: set[str]) -> dict[st
             )
             mechanism_of = {r.run_id: r.mechanism for r in conn.execute(query.distinct())}
     deletions: dict[tuple[str, int], list[Any]] = defaultdict(list)
-    rows: dict[tuple[str, int], Mapping[str, Any]] = {}
+    saved: dict[str, dict[int, Mapping[str, Any]]] = defaultdict(dict)
     for row in sorted(pending, key=lambda r: r.deleted_as_of_ms):
-        key = (row.topic, row.ledger_id)
-        rows.setdefault(key, json.loads(row.ledger_row))
+        saved[row.topic].setdefault(row.ledger_id, json.loads(row.ledger_row))
         if row.deleted_as_of_ms <= to_ms:
-            deletions[key].append(row)
-    for topic in topics:
-        for row in record.ledgers.get(topic, []):
-            rows[(topic, row.ledger_id)] = row._mapping
-    facts: dict[str, list[LedgerFacts]] = defaultdict(list)
-    for (topic, ledger), row in sorted(rows.items()):
-        ramp = ramp_of(row)
-        if ramp is None:
-            continue  # neither entry times nor a close time: not placed in time (§12.1)
-        closed = row.get("closed_at_ms")
-        history = deletions.get((topic, ledger))
-        facts[topic].append(
-            LedgerFacts(
-                ledger,
-                int(row["entries"]),
-                int(row["size_bytes"]),
-                *ramp,
-                float(closed) if closed is not None else INF,
-                float(history[0].deleted_as_of_ms) if history else INF,
-                mechanism_of.get(history[0].run_id) if history else None,
-                any(r.status == "restored" and (r.finished_as_of_ms or INF) <= to_ms for r in history or ()),
-            )
-        )
-    return dict(facts)
+            deletions[(row.topic, row.ledger_id)].append(row)
+    return LedgerFactsOf(record, topics, dict(saved), dict(deletions), mechanism_of)
 
 
 def read_history(store: Store, record: Record, policies: PolicyHistory, *, topics: set[str]) -> History:
     """What the backtest of ``topics`` (those the alternative changes) reads, as of the record's as-of."""
     facts = read_ledger_facts(store, record, topics)
     cursors, kept = read_series(store, topics, to_ms=record.as_of_ms)
-    durable_now = {topic for topic, rows in record.cursors.items() if any(r.durable for r in rows)}
+    durable_now = record.cursors.topics_where(record.cursors.column("durable"))
     return History(
-        {topic: facts.get(topic, []) for topic in topics},
+        facts,
         cursors,
         kept,
         durable_now,

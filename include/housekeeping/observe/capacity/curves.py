@@ -14,6 +14,7 @@ from dataclasses import dataclass
 import numpy as np
 
 MS_PER_HOUR = 3_600_000
+PEAK_CHUNK = 200_000  # segments whose events are made at once
 
 
 @dataclass(frozen=True)
@@ -108,6 +109,35 @@ def _grouped_cumsum(values: np.ndarray, group: np.ndarray) -> np.ndarray:
 
 
 def peak(segments: Segments, window_from: float, window_to: float) -> np.ndarray:
+    """Per group, the largest value of its curve over ``[window_from, window_to)``, a few groups at a time (the
+    events of every segment at once were most of a backtest's memory at 100,000 topics)."""
+    if len(segments.size) <= PEAK_CHUNK:
+        return _peak(segments, window_from, window_to)
+    order = np.argsort(segments.group, kind="stable")
+    counts = np.bincount(segments.group, minlength=segments.groups)
+    ends = np.cumsum(counts)
+    result = np.zeros(segments.groups)
+    first = 0
+    while first < segments.groups:
+        # Whole groups up to about PEAK_CHUNK segments (a larger group alone).
+        start = ends[first - 1] if first else 0
+        last = max(first + 1, int(np.searchsorted(ends, start + PEAK_CHUNK, "right")))
+        mine = order[start : ends[last - 1]]
+        part = Segments(
+            segments.group[mine],
+            segments.size[mine],
+            segments.ramp_from[mine],
+            segments.ramp_to[mine],
+            segments.start[mine],
+            segments.end[mine],
+            segments.groups,
+        )
+        result[first:last] = _peak(part, window_from, window_to)[first:last]
+        first = last
+    return result
+
+
+def _peak(segments: Segments, window_from: float, window_to: float) -> np.ndarray:
     """Per group, the largest value of its curve over ``[window_from, window_to)``: at the window's start, or
     just before or just after a time where the curve has events (it is linear between them)."""
     result = value_at(segments, window_from)

@@ -422,16 +422,34 @@ class BacklogTrend:
         }
 
 
-def backlog_at(record: Record, topic: str, series: Mapping[str, CursorSeries]) -> list[tuple[int, float]]:
+class _IngestOf:
+    """Each topic's ingest pieces (their indices), found without a pass over every piece per topic."""
+
+    def __init__(self, record: Record) -> None:
+        pieces = record.pieces
+        self.code = {name: i for i, name in enumerate(pieces.topics)}
+        self.order = np.flatnonzero(pieces.on("ingest"))
+        self.order = self.order[np.argsort(pieces.topic[self.order], kind="stable")]
+        self.topic = pieces.topic[self.order]
+
+    def __call__(self, topic: str) -> np.ndarray:
+        code = self.code.get(topic)
+        if code is None:
+            return self.order[:0]
+        lo, hi = np.searchsorted(self.topic, code, "left"), np.searchsorted(self.topic, code, "right")
+        return self.order[lo:hi]
+
+
+def backlog_at(
+    record: Record, topic: str, series: Mapping[str, CursorSeries], ingest_of: _IngestOf | None = None
+) -> list[tuple[int, float]]:
     """The topic's backlog at each kept run: the largest of its durable subscriptions' (the slowest), each the bytes
     arrived by then in the ledgers after its mark-delete, and the part of the mark-delete ledger after it by
     entries (as Pulsar's estimate) when the ledger is still listed."""
     pieces = record.pieces
-    try:
-        code = pieces.topics.index(topic)
-    except ValueError:
+    mine = (ingest_of or _IngestOf(record))(topic)
+    if not len(mine):
         return []
-    mine = (pieces.topic == code) & pieces.on("ingest")
     ledger, size = pieces.ledger[mine], pieces.size[mine]
     ramp_from, ramp_to = pieces.ramp_from[mine], pieces.ramp_to[mine]
     entries = {row.ledger_id: row.entries for row in record.ledgers.get(topic, [])}
@@ -467,8 +485,9 @@ def backlog_trends(record: Record, topics: set[str], history: CursorHistory) -> 
     """Per topic, its backlog's own trend over the last week of kept runs (``MIN_TREND_POINTS`` or more)."""
     since = record.as_of_ms - BACKLOG_TREND_MS
     trends = {}
+    ingest_of = _IngestOf(record)
     for topic, series in history(topics, since, record.as_of_ms).items():
-        points = backlog_at(record, topic, series)
+        points = backlog_at(record, topic, series, ingest_of)
         if len(points) < MIN_TREND_POINTS:
             continue
         days = np.array([moment for moment, _ in points], dtype=np.float64) / DAY_MS

@@ -23,12 +23,11 @@ import math
 from array import array
 from collections import defaultdict
 from collections.abc import Iterable, Iterator, Mapping
-from dataclasses import dataclass, field
-from types import SimpleNamespace
-from typing import Any
+from dataclasses import dataclass
+from typing import Any, Generic, NamedTuple, TypeVar
 
 import numpy as np
-from sqlalchemy import select
+from sqlalchemy import Connection, Table, select
 
 from housekeeping.core.names import TopicName
 from housekeeping.core.policies import BrokerConfig
@@ -131,11 +130,146 @@ class _Columns:
         topics = sorted(self.topic_index, key=self.topic_index.__getitem__)
         return Pieces(
             topics,
-            merged[0].astype(np.int64),
-            merged[1].astype(np.int64),
-            merged[2].astype(np.int8),
-            *(m.astype(np.float64) for m in merged[3:]),
+            merged[0].astype(np.int64, copy=False),
+            merged[1].astype(np.int64, copy=False),
+            merged[2].astype(np.int8, copy=False),
+            *(m.astype(np.float64, copy=False) for m in merged[3:]),
         )
+
+
+class LedgerRow(NamedTuple):
+    """A listed ledger as the capacity commands read it (times None where unknown)."""
+
+    ledger_id: int
+    entries: int
+    size_bytes: int
+    closed_at_ms: int | None
+    min_entry_ts_ms: int | None
+    max_entry_ts_ms: int | None
+    offloaded_at_ms: int | None
+    offload_complete: bool
+
+
+class CursorRow(NamedTuple):
+    """A subscription's cursor as the capacity commands read it."""
+
+    name: str
+    durable: bool
+    mark_delete_ledger: int
+    mark_delete_entry: int
+
+
+R = TypeVar("R", LedgerRow, CursorRow)
+# How each field is held as a column: nullable integers as float64 with nan (times in ms stay exact below 2**53).
+_DTYPES: dict[str, Any] = {"bool": np.bool_, "int": np.int64, "nullable": np.float64, "str": object}
+_KINDS = {
+    "ledger_id": "int",
+    "entries": "int",
+    "size_bytes": "int",
+    "closed_at_ms": "nullable",
+    "min_entry_ts_ms": "nullable",
+    "max_entry_ts_ms": "nullable",
+    "offloaded_at_ms": "nullable",
+    "offload_complete": "bool",
+    "name": "str",
+    "durable": "bool",
+    "mark_delete_ledger": "int",
+    "mark_delete_entry": "int",
+}
+_CHUNK = (
+    50_000  # rows a database fetch brings at a time: their Python objects live only until they are columns
+)
+
+
+@dataclass(frozen=True)
+class TopicRows(Generic[R]):
+    """The rows of one table grouped by topic, as columns (a database row object a ledger was most of the record's
+    memory at 100,000 topics). Sorted by topic code, then by the row's first field; ``get`` makes one topic's rows
+    when asked."""
+
+    row: type[R]
+    codes: dict[str, int]  # topic -> its code (the pieces' codes)
+    topic: np.ndarray  # int64 codes, ascending
+    columns: tuple[np.ndarray, ...]  # in the row's field order
+
+    def span(self, topic: str) -> tuple[int, int]:
+        code = self.codes.get(topic)
+        if code is None:
+            return 0, 0
+        return (
+            int(np.searchsorted(self.topic, code, "left")),
+            int(np.searchsorted(self.topic, code, "right")),
+        )
+
+    def get(self, topic: str, default: Any = ()) -> list[R]:
+        start, end = self.span(topic)
+        if start == end:
+            return list(default)
+        return self._rows(start, end)
+
+    def find(self, topic: str, first: Any) -> int | None:
+        """The index of ``topic``'s row whose first field is ``first`` (a ledger id), or None."""
+        start, end = self.span(topic)
+        at = start + int(np.searchsorted(self.columns[0][start:end], first))
+        return at if at < end and self.columns[0][at] == first else None
+
+    def get_at(self, i: int) -> R:
+        return self._rows(i, i + 1)[0]
+
+    def topics_where(self, mask: np.ndarray) -> set[str]:
+        names = {code: name for name, code in self.codes.items()}
+        return {names[int(code)] for code in np.unique(self.topic[mask])}
+
+    def column(self, name: str) -> np.ndarray:
+        return self.columns[self.row._fields.index(name)]
+
+    def _rows(self, start: int, end: int) -> list[R]:
+        fields = []
+        for name, column in zip(self.row._fields, self.columns, strict=True):
+            values = column[start:end].tolist()  # Python ints, floats, bools and strs
+            if _KINDS[name] == "nullable":  # nan (the one value not equal to itself) was None
+                values = [None if v != v else int(v) for v in values]
+            fields.append(values)
+        return [self.row(*values) for values in zip(*fields, strict=True)]
+
+    def __len__(self) -> int:
+        return len(self.topic)
+
+    @classmethod
+    def of(cls, row: type[R], codes: _Columns, topics: list[str], parts: list[list[Any]]) -> TopicRows[R]:
+        """From the topics of rows and their fields' values (one list per field), sorted."""
+        topic = np.fromiter(map(codes.code, topics), dtype=np.int64, count=len(topics))
+        columns = [
+            np.array(values, dtype=_DTYPES[_KINDS[name]])
+            for name, values in zip(row._fields, parts, strict=True)
+        ]
+        return cls._sorted(row, codes, [topic], [[c] for c in columns])
+
+    @classmethod
+    def read(cls, conn: Connection, table: Table, row: type[R], codes: _Columns) -> TopicRows[R]:
+        """Every row of ``table``, a chunk at a time."""
+        query = select(table.c.topic, *(table.c[name] for name in row._fields))
+        topics: list[np.ndarray] = []
+        parts: list[list[np.ndarray]] = [[] for _ in row._fields]
+        for chunk in conn.execute(query, execution_options={"yield_per": _CHUNK}).partitions():
+            values = list(zip(*chunk, strict=True))
+            topics.append(np.fromiter(map(codes.code, values[0]), dtype=np.int64, count=len(chunk)))
+            for part, name, column in zip(parts, row._fields, values[1:], strict=True):
+                part.append(np.array(column, dtype=_DTYPES[_KINDS[name]]))
+        return cls._sorted(row, codes, topics, parts)
+
+    @classmethod
+    def _sorted(
+        cls, row: type[R], codes: _Columns, topics: list[np.ndarray], parts: list[list[np.ndarray]]
+    ) -> TopicRows[R]:
+        dtypes = [_DTYPES[_KINDS[name]] for name in row._fields]
+        topic = np.concatenate(topics) if topics else np.empty(0, np.int64)
+        columns = [
+            np.concatenate(part) if part else np.empty(0, dtype)
+            for part, dtype in zip(parts, dtypes, strict=True)
+        ]
+        order = np.lexsort((columns[0], topic)) if row is LedgerRow else np.argsort(topic, kind="stable")
+        return cls(row, codes.topic_index, topic[order], tuple(c[order] for c in columns))
 
 
 @dataclass
@@ -146,9 +280,9 @@ class Record:
     pieces: Pieces
     namespace_of: dict[str, str]  # every topic the record names -> its namespace
     namespaces: dict[str, dict[str, Any]]  # namespace -> its policies
-    topics: dict[str, Any]  # the topics listed now: name -> row
-    ledgers: dict[str, list[Any]] = field(default_factory=dict)  # topic -> its listed ledger rows
-    cursors: dict[str, list[Any]] = field(default_factory=dict)  # topic -> its cursor rows
+    topics: dict[str, Any]  # the topics listed now: name -> row (name, namespace, policies)
+    ledgers: TopicRows[LedgerRow]  # the ledgers listed now
+    cursors: TopicRows[CursorRow]
     broker: BrokerConfig | None = None
     unplaced: int = 0  # ledgers with neither entry times nor a close time (not placed in time)
 
@@ -187,10 +321,10 @@ def _listed_intervals(deletions: list[Any], as_of_ms: int) -> list[tuple[float, 
 
 
 def _ledger_pieces(
-    out: _Columns, key: tuple[str, int], current: Any | None, history: list[Any], as_of_ms: int
+    out: _Columns, key: tuple[str, int], current: LedgerRow | None, history: list[Any], as_of_ms: int
 ) -> bool:
     """A ledger with a deletion history: its pieces on the three tiers (False when it cannot be placed in time)."""
-    row = current._mapping if current is not None else json.loads(history[-1].ledger_row)
+    row = current._asdict() if current is not None else json.loads(history[-1].ledger_row)
     ramp = ramp_of(row)
     if ramp is None:
         return False
@@ -217,31 +351,28 @@ def _ledger_pieces(
     return True
 
 
-def _listed_ledger_pieces(out: _Columns, rows: list[Any], as_of_ms: int) -> int:
-    """The ledgers listed now that were never deleted (most of a store), all at once: on ``ingest`` and ``listed``
-    and on the local disks forever, in the tier from their offload's completion. Returns how many cannot be placed
-    in time."""
-    if not rows:
+def _listed_ledger_pieces(out: _Columns, rows: TopicRows[LedgerRow], keep: np.ndarray, as_of_ms: int) -> int:
+    """The ledgers listed now that were never deleted (most of a store, the rows ``keep`` selects), all at once: on
+    ``ingest`` and ``listed`` and on the local disks forever, in the tier from their offload's completion. Returns
+    how many cannot be placed in time."""
+    if not keep.any():
         return 0
-
-    def column(name: str) -> np.ndarray:
-        return np.array([getattr(r, name) for r in rows], dtype=np.float64)  # None -> nan
-
-    first, last, closed = column("min_entry_ts_ms"), column("max_entry_ts_ms"), column("closed_at_ms")
+    first, last = rows.column("min_entry_ts_ms")[keep], rows.column("max_entry_ts_ms")[keep]
+    closed = rows.column("closed_at_ms")[keep]
     start = np.where(np.isnan(first), closed, first)
     end = np.where(np.isnan(last), np.where(np.isnan(closed), start, closed), last)
     placed = ~np.isnan(start)
     end = np.maximum(end, start)
-    topic = np.array([out.code(r.topic) for r in rows], dtype=np.int64)[placed]
-    ledger = np.array([r.ledger_id for r in rows], dtype=np.int64)[placed]
-    size = column("size_bytes")[placed]
+    topic = rows.topic[keep][placed]
+    ledger = rows.column("ledger_id")[keep][placed]
+    size = rows.column("size_bytes")[keep][placed].astype(np.float64)
     ramp_from, ramp_to = start[placed], end[placed]
     n = len(topic)
     forever = (np.full(n, -INF), np.full(n, INF))
     for tier in ("ingest", "listed", "local"):
         out.add_block(topic, ledger, np.full(n, PIECE_TIERS.index(tier)), size, ramp_from, ramp_to, *forever)
-    offloaded_at = column("offloaded_at_ms")[placed]
-    complete = np.array([bool(r.offload_complete) for r in rows], dtype=bool)[placed]
+    offloaded_at = rows.column("offloaded_at_ms")[keep][placed]
+    complete = rows.column("offload_complete")[keep][placed]
     tiered = complete & (offloaded_at <= as_of_ms)  # nan compares false: never offloaded
     out.add_block(
         topic[tiered],
@@ -280,18 +411,21 @@ class _Pending:
 
 def read_record(store: Store, as_of_ms: int) -> Record:
     """The record as of ``as_of_ms``, in one read transaction."""
+    out = _Columns()
     with read_transaction(store.engine) as conn:
         namespaces = {r.name: json.loads(r.policies) for r in conn.execute(select(t.namespaces))}
-        topics = {r.name: r for r in conn.execute(select(t.topics))}
-        current = list(conn.execute(select(t.ledgers)))
+        topics = {
+            r.name: r
+            for r in conn.execute(select(t.topics.c.name, t.topics.c.namespace, t.topics.c.policies))
+        }
+        current = TopicRows.read(conn, t.ledgers, LedgerRow, out)
         every_pending = list(conn.execute(select(t.pending_deletions)))
         pending = _visible(every_pending, as_of_ms)
         compacted = list(conn.execute(select(t.compacted_ledgers)))
-        cursors = list(conn.execute(select(t.cursors)))
+        cursors = TopicRows.read(conn, t.cursors, CursorRow, out)
         broker = store.broker_config()
     namespace_of = {name: row.namespace for name, row in topics.items()}
     history: dict[tuple[str, int], list[Any]] = defaultdict(list)
-    out = _Columns()
     for row in pending:
         namespace_of.setdefault(row.topic, str(TopicName.parse(row.topic).namespace_name))
         if row.kind in ("ledger", LOCAL_COPY_KIND):
@@ -303,41 +437,42 @@ def read_record(store: Store, as_of_ms: int) -> Record:
             purged = row.finished_as_of_ms if row.status == "purged" else None
             size = int(row.size_bytes)
             out.add(row.topic, -1, "local", size, (since, since), since, purged if purged else INF)
-    listed_now = {(r.topic, r.ledger_id): r for r in current}
     # A ledger deleted after the as-of was listed then, whatever became of it.
+    then: dict[tuple[str, int], LedgerRow] = {}
     for row in every_pending:
         key = (row.topic, row.ledger_id)
         if (
             row.kind == "ledger"
             and row.deleted_as_of_ms > as_of_ms
             and key not in history
-            and key not in listed_now
+            and key not in then
+            and current.find(*key) is None
         ):
-            listed_now[key] = SimpleNamespace(**json.loads(row.ledger_row))
+            saved = json.loads(row.ledger_row)
+            then[key] = LedgerRow(*(saved.get(name) for name in LedgerRow._fields))
             namespace_of.setdefault(row.topic, str(TopicName.parse(row.topic).namespace_name))
-    unplaced = _listed_ledger_pieces(
-        out, [r for key, r in listed_now.items() if key not in history], as_of_ms
-    )
+    keep = np.ones(len(current), dtype=bool)
+    listed: dict[tuple[str, int], LedgerRow] = {}
+    for key in history:
+        at = current.find(*key)
+        if at is not None:
+            keep[at] = False
+            listed[key] = current.get_at(at)
+    unplaced = _listed_ledger_pieces(out, current, keep, as_of_ms)
+    if then:
+        deleted_later = TopicRows.of(
+            LedgerRow,
+            out,
+            [topic for topic, _ in then],
+            [list(values) for values in zip(*then.values(), strict=True)],
+        )
+        unplaced += _listed_ledger_pieces(out, deleted_later, np.ones(len(then), dtype=bool), as_of_ms)
     for key in sorted(history):
-        unplaced += not _ledger_pieces(out, key, listed_now.get(key), history[key], as_of_ms)
+        unplaced += not _ledger_pieces(out, key, listed.get(key), history[key], as_of_ms)
     for row in compacted:
         if row.compacted_as_of_ms <= as_of_ms:
             since = float(row.compacted_as_of_ms)
             out.add(row.topic, -1, "local", int(row.size_bytes), (since, since), since, INF)
-    ledgers: dict[str, list[Any]] = defaultdict(list)
-    for row in current:
-        ledgers[row.topic].append(row)
-    cursors_of: dict[str, list[Any]] = defaultdict(list)
-    for row in cursors:
-        cursors_of[row.topic].append(row)
     return Record(
-        as_of_ms,
-        out.pieces(),
-        namespace_of,
-        namespaces,
-        topics,
-        dict(ledgers),
-        dict(cursors_of),
-        broker,
-        unplaced,
+        as_of_ms, out.pieces(), namespace_of, namespaces, topics, current, cursors, broker, unplaced
     )

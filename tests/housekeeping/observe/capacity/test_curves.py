@@ -68,3 +68,23 @@ def test_random_segments_against_a_dense_evaluation():
     assert peak(segments, 20, 120) == pytest.approx(dense.max(axis=0), rel=2e-3)
     assert byte_ms(segments, 20, 120) == pytest.approx(dense.sum(axis=0) * 0.01, rel=2e-3)
     assert (peak(segments, 20, 120) >= dense.max(axis=0) - 1e-6).all(), "the peak is never under a sample"
+
+
+def test_the_peak_a_few_groups_at_a_time_equals_the_peak_of_all_at_once(monkeypatch):
+    from housekeeping.observe.capacity import curves
+
+    rng = np.random.default_rng(5)
+    rows = []
+    for _ in range(400):
+        # Group 3 holds most segments (larger than a chunk alone); groups 5 and 8 none.
+        group = 3 if rng.random() < 0.5 else int(rng.choice([0, 1, 2, 4, 6, 7, 9]))
+        ramp_from = float(rng.integers(0, 100))
+        ramp_to = ramp_from + float(rng.choice([0, rng.integers(1, 50)]))
+        start = float(rng.integers(0, 150)) if rng.random() < 0.8 else -INF
+        end = start + float(rng.integers(1, 100)) if rng.random() < 0.7 and start > -INF else INF
+        rows.append((group, float(rng.integers(1, 1000)), ramp_from, ramp_to, start, end))
+    segments = Segments.of(rows, 10)
+    whole = peak(segments, 20, 120)
+    monkeypatch.setattr(curves, "PEAK_CHUNK", 37)
+    assert peak(segments, 20, 120) == pytest.approx(whole, rel=1e-12)  # sums in another order
+    assert whole[5] == whole[8] == 0 and (np.delete(whole, [5, 8]) > 0).all()
