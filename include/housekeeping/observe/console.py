@@ -93,17 +93,22 @@ def namespaces(store: Store, as_of_ms: int, objectives: Mapping[str, int]) -> li
             named = dict(zip(family.labels, labels, strict=True))
             if "namespace" in named and (tier is None or named.get("tier") == tier):
                 rows[named["namespace"]][field] = value
+    # What the backlog_quota DAG recorded at its last check of each namespace's topics (the console does not judge
+    # quotas itself: a backlog over its quota shows here once a run has measured it).
     q = t.backlog_quota_states.c
     with read_transaction(store.engine) as conn:
-        exceeded = conn.execute(
-            select(t.topics.c.namespace, q.topic, q.quota_type)
+        states = conn.execute(
+            select(t.topics.c.namespace, q.topic, q.quota_type, q.exceeded, q.exceeded_since_ms, q.as_of_ms)
             .join(t.topics, t.topics.c.name == q.topic)
-            .where(q.exceeded)
-            .order_by(q.topic)
+            .order_by(q.topic, q.quota_type)
         ).all()
-    quotas: dict[str, list[dict[str, str]]] = defaultdict(list)
-    for namespace, topic, quota_type in exceeded:
-        quotas[namespace].append({"topic": topic, "quotaType": quota_type})
+    quotas: dict[str, list[dict[str, Any]]] = defaultdict(list)
+    checked: dict[str, int] = {}
+    for namespace, topic, quota_type, exceeded, since_ms, checked_ms in states:
+        checked[namespace] = max(checked.get(namespace, checked_ms), checked_ms)
+        if exceeded:
+            since = format_ms(since_ms) if since_ms is not None else None
+            quotas[namespace].append({"topic": topic, "quotaType": quota_type, "exceededSince": since})
     result = []
     for namespace in sorted(rows):
         figures = {field: _number(rows[namespace].get(field)) for field in NAMESPACE_FIGURES}
@@ -113,6 +118,7 @@ def namespaces(store: Store, as_of_ms: int, objectives: Mapping[str, int]) -> li
                 "tenant": namespace.split("/", 1)[0],
                 **figures,
                 "exceededQuotas": quotas.get(namespace, []),
+                "quotasCheckedAsOf": format_ms(checked[namespace]) if namespace in checked else None,
             }
         )
     return result
