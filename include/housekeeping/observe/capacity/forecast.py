@@ -30,7 +30,8 @@ import numpy as np
 from scipy.stats import theilslopes
 
 from housekeeping.core.errors import InputError
-from housekeeping.core.policies import resolve_policies
+from housekeeping.core.names import is_system_topic_name
+from housekeeping.core.policies import EffectivePolicies, resolve_policies
 from housekeeping.core.timeutil import format_ms
 from housekeeping.core.topic_ledgers import Ledger, TopicLedgers
 from housekeeping.core.units import parse_seconds
@@ -358,13 +359,13 @@ class _TopicNow:
 
 def _backlog(record: Record, topic: str) -> tuple[float, float]:
     """The slowest durable subscription's estimated backlog bytes and its oldest entry's age (as the metrics)."""
-    rows = record.ledgers.get(topic, [])
-    ledgers = TopicLedgers([Ledger(r.ledger_id, r.entries, r.size_bytes, r.closed_at_ms) for r in rows])
     durable = [
         (c.mark_delete_ledger, c.mark_delete_entry) for c in record.cursors.get(topic, []) if c.durable
     ]
-    if not durable or not rows:
+    rows = record.ledgers.get(topic, []) if durable else []  # no durable subscription: no backlog to read
+    if not rows:
         return 0.0, 0.0
+    ledgers = TopicLedgers([Ledger(r.ledger_id, r.entries, r.size_bytes, r.closed_at_ms) for r in rows])
     slowest = min(durable)
     first = ledgers.first_unacked_ledger(slowest)
     if first is None:
@@ -679,12 +680,7 @@ def forecast(
     ingest = Ingest.of(record)
     fits = fit_growth(ingest, record.as_of_ms, window_days)
     now = _now(record)
-    effective = {
-        topic: resolve_policies(
-            topic, json.loads(row.policies), row.namespace, record.namespaces[row.namespace], record.broker
-        )
-        for topic, row in record.topics.items()
-    }
+    effective = _effective_policies(record)
     quota_topics = {
         topic for topic, e in effective.items() if e.backlog_quotas["destination_storage"].limit_size >= 0
     }
@@ -706,6 +702,27 @@ def forecast(
         "limits": limits,
         "backtest": backtest(record, ingest, window_days, backtest_days),
     }
+
+
+def _effective_policies(record: Record) -> dict[str, EffectivePolicies]:
+    """Each listed topic's policies in force. A topic with no policies of its own (most of a store) gets its
+    namespace's, resolved once per namespace: only its own values and a system topic's rules read its name."""
+    by_namespace: dict[str, EffectivePolicies] = {}
+    effective = {}
+    for topic, row in record.topics.items():
+        own = json.loads(row.policies)
+        namespace = row.namespace
+        if own or is_system_topic_name(topic):
+            effective[topic] = resolve_policies(
+                topic, own, namespace, record.namespaces[namespace], record.broker
+            )
+            continue
+        if namespace not in by_namespace:
+            by_namespace[namespace] = resolve_policies(
+                topic, own, namespace, record.namespaces[namespace], record.broker
+            )
+        effective[topic] = by_namespace[namespace]
+    return effective
 
 
 def _sooner(one: int | None, other: int | None) -> int | None:
