@@ -81,6 +81,34 @@ def test_no_growth_never_meets_a_quota_it_is_under(capsys, tmp_path):
     assert row["backlog_quota_size"]["secondsUntil"] is None and row["backlog_quota_size"]["bytesPerDay"] == 0
 
 
+def test_a_topics_own_quota_is_its_own_and_its_neighbours_keep_the_namespaces(capsys, tmp_path):
+    # The namespace's quota is 30 days away for every topic; b's own quota is 5 days away (the topic level wins).
+    def quota(days: int) -> dict:
+        limit = (DAYS + days) * 24 * LEDGER
+        return {"destination_storage": {"limitSize": limit, "policy": "producer_request_hold"}}
+
+    topics = {
+        "persistent://t/ns/a": hourly_topic(),
+        "persistent://t/ns/b": hourly_topic(policies={"backlog_quota_map": quota(5)}),
+        "persistent://t/ns/c": hourly_topic(),
+    }
+    store = load_store(capsys, tmp_path, manifest({"backlog_quota_map": quota(30)}, topics))
+    row = limits_of(forecast(read_record(Store.open(store), AS_OF), horizon_s=60 * 86_400))[
+        "backlog_quota_size"
+    ]
+    assert row["topic"] == "persistent://t/ns/b" and row["limitBytes"] == (DAYS + 5) * 24 * LEDGER
+    assert row["secondsUntil"] == pytest.approx(5 * 86_400, rel=0.10)
+    # Without b's own quota the namespace's applies to all three: met by the first of them, 30 days away.
+    topics["persistent://t/ns/b"] = hourly_topic()
+    (tmp_path / "same").mkdir()
+    store = load_store(capsys, tmp_path / "same", manifest({"backlog_quota_map": quota(30)}, topics))
+    row = limits_of(forecast(read_record(Store.open(store), AS_OF), horizon_s=60 * 86_400))[
+        "backlog_quota_size"
+    ]
+    assert row["limitBytes"] == (DAYS + 30) * 24 * LEDGER
+    assert row["secondsUntil"] == pytest.approx(30 * 86_400, rel=0.10)
+
+
 def test_retention_caps_growth_before_the_size_limit_or_the_budget(capsys, tmp_path):
     consumed = f"{DAYS * 24}:99"
     budget = {"t": {"local": 2 * (DAYS * 24 + 24 * 30) * LEDGER}}
