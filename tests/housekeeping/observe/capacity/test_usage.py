@@ -79,6 +79,34 @@ def test_byte_hours_of_a_trimmed_and_purged_history_equal_the_hand_integral(
     assert before_trim[(a, "listed")]["byteHours"] == pytest.approx(1000 * 1.5 + 3000 * 0.5)
 
 
+def test_a_restored_ledger_is_listed_again_from_its_restore(capsys, tmp_path, monkeypatch):
+    monkeypatch.setenv("HOUSEKEEPING_PURGE_GRACE_SECONDS", "86400")
+    monkeypatch.setenv("HOUSEKEEPING_MAX_DELETED_SHARE", "1.0")
+    document = {
+        "namespaces": {"t/ns": {"retention_policies": {"retentionTimeInMinutes": 0, "retentionSizeInMB": 0}}},
+        "topics": {
+            "persistent://t/ns/a": topic_body(
+                [(1, 100, 1000, T0 + HOUR), (2, 100, 3000, T0 + 2 * HOUR), (3, 0, 0, None)], {"sub": "2:99"}
+            )
+        },
+    }
+    store = load_store(capsys, tmp_path, document)
+    applied = cli_json(capsys, "apply", "trim", "--store", store, "--as-of", iso(T0 + 3 * HOUR))
+    assert applied["ledgersDeleted"] == 2, applied
+    topic = "persistent://t/ns/a"
+    cli_json(capsys, "restore", topic, "--store", store, "--ledger", "1", "--as-of", iso(T0 + 4 * HOUR))
+    window = ("--from", iso(T0), "--to", iso(T0 + 6 * HOUR))
+    rows = by_key(cli_json(capsys, "usage", "--store", store, *window, "--by", "topic"), "topic")
+    # Ledger 1 listed 1 h to 3 h and again from its restore at 4 h; ledger 2 from 2 h to its deletion at 3 h. Neither
+    # was purged: both on the disks (two copies) from their arrival on.
+    assert rows[(topic, "listed")]["byteHours"] == pytest.approx(1000 * (2 + 2) + 3000 * 1)
+    assert rows[(topic, "local")]["byteHours"] == pytest.approx(2 * (1000 * 5 + 3000 * 4))
+    # As of 3:30 the restore had not happened: ledger 1 was off the list since 3 h.
+    early = ("--from", iso(T0), "--to", iso(T0 + 7 * HOUR // 2))
+    rows = by_key(cli_json(capsys, "usage", "--store", store, *early, "--by", "topic"), "topic")
+    assert rows[(topic, "listed")]["byteHours"] == pytest.approx(1000 * 2 + 3000 * 1)
+
+
 def test_under_trim_the_forecast_follows_the_ingest_not_the_sawtooth(capsys, tmp_path):
     # A 1 MiB ledger every hour for 10 days, all consumed; a retention of 12 h trims the stored bytes daily.
     mib, count = 1024 * 1024, 10 * 24
