@@ -103,7 +103,7 @@ def namespaces(store: Store, as_of_ms: int, objectives: Mapping[str, int]) -> li
             .order_by(q.topic, q.quota_type)
         ).all()
     quotas: dict[str, list[dict[str, Any]]] = defaultdict(list)
-    checked: dict[str, int] = {}
+    checked = _backlog_checks(store, set(rows))
     for namespace, topic, quota_type, exceeded, since_ms, checked_ms in states:
         checked[namespace] = max(checked.get(namespace, checked_ms), checked_ms)
         if exceeded:
@@ -122,6 +122,24 @@ def namespaces(store: Store, as_of_ms: int, objectives: Mapping[str, int]) -> li
             }
         )
     return result
+
+
+def _backlog_checks(store: Store, namespaces: set[str]) -> dict[str, int]:
+    """Per namespace, the as-of of the newest backlog_quota run that applied over it (its scope, or every namespace):
+    an evicting quota leaves no exceeded state behind, so the run itself is the check."""
+    checked: dict[str, int] = {}
+    for row in runs(store, "backlog", limit=MAX_PAGE):
+        if not row["applied"]:
+            continue
+        scope = read_run_info(RunDir(store.root / RUNS_DIR / row["mechanism"] / row["directory"])).scope
+        covered = {_namespace_of(entry) for entry in scope} if scope else namespaces
+        for namespace in covered:
+            checked.setdefault(namespace, row["asOfMs"])
+    return checked
+
+
+def _namespace_of(scope_entry: str) -> str:
+    return str(TopicName.parse(scope_entry).namespace_name) if "://" in scope_entry else scope_entry
 
 
 def _number(value: float | None) -> int | float | None:
