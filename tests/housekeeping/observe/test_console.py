@@ -7,10 +7,12 @@ from __future__ import annotations
 import pytest
 from sqlalchemy import insert
 
+from housekeeping.engine.documents import AppliedRun, RunInfo, write_document
+from housekeeping.engine.run_dir import RunDir
 from housekeeping.observe.console import namespaces
 from housekeeping.store import metadata_schema as t
 from housekeeping.store.manifest.load import load_manifest
-from housekeeping.store.store import write_transaction
+from housekeeping.store.store import RUNS_DIR, write_transaction
 from tests.conftest import ledger_topic, write_manifest
 
 pytestmark = pytest.mark.unit
@@ -78,3 +80,22 @@ def test_exceeded_quotas_are_the_last_checks_and_an_unchecked_namespace_says_so(
     ]
     assert rows[CHECKED]["quotasCheckedAsOf"] == "2026-01-01T00:30:00.000Z"  # the latest check of its topics
     assert rows[UNCHECKED]["exceededQuotas"] == [] and rows[UNCHECKED]["quotasCheckedAsOf"] is None
+
+
+def _backlog_run(store, name: str, as_of_ms: int, scope: tuple[str, ...], *, applied: bool) -> None:
+    run = RunDir(store.root / RUNS_DIR / "backlog" / name)
+    run.run_info.parent.mkdir(parents=True)
+    write_document(run.run_info, RunInfo(name, "backlog", as_of_ms, scope=scope))
+    if applied:
+        run.apply_result.parent.mkdir(parents=True, exist_ok=True)
+        write_document(run.apply_result, AppliedRun(name, {"appliedTopics": []}))
+
+
+def test_a_backlog_run_that_applied_is_the_check_of_the_namespaces_it_covered(store):
+    # An evicting quota leaves no exceeded state: the run itself says the namespace was checked.
+    _backlog_run(store, "whole", T0 + 10 * MINUTE, (), applied=True)
+    _backlog_run(store, "scoped", T0 + 20 * MINUTE, (f"persistent://{CHECKED}/a",), applied=True)
+    _backlog_run(store, "dry", T0 + 30 * MINUTE, (), applied=False)  # a dry run checked nothing
+    rows = {row["namespace"]: row for row in namespaces(store, T0 + 60 * MINUTE, {})}
+    assert rows[CHECKED]["quotasCheckedAsOf"] == "2026-01-01T00:20:00.000Z"
+    assert rows[UNCHECKED]["quotasCheckedAsOf"] == "2026-01-01T00:10:00.000Z"
