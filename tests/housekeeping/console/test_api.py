@@ -542,6 +542,14 @@ def test_every_page_in_a_browser_and_restore_and_a_hold_done_there(server, store
 
         page.goto(base)
         assert page.locator("#namespaces tr").count() > 2
+        # A figure and its unit stay on one line ("13.9 KiB" was broken after the number in the frame).
+        wrapped = page.evaluate(
+            """[...document.querySelectorAll('#namespaces td.num')].filter(td => {
+                const range = document.createRange(); range.selectNodeContents(td);
+                return new Set([...range.getClientRects()].map(r => Math.round(r.top))).size > 1;
+            }).map(td => td.textContent.trim())"""
+        )
+        assert wrapped == [], wrapped
         page.screenshot(path=str(SHOTS / "console-02-store.png"), full_page=True)
 
         # A namespace from the store page: its policies and where they come from, its topics with their
