@@ -18,6 +18,7 @@ from sqlalchemy import select
 
 from housekeeping.core.errors import InputError, NotFound
 from housekeeping.core.names import NamespaceName, TopicName
+from housekeeping.core.scope import in_scope
 from housekeeping.core.timeutil import format_ms
 from housekeeping.engine.contract import ACTIONS
 from housekeeping.engine.documents import (
@@ -125,21 +126,30 @@ def namespaces(store: Store, as_of_ms: int, objectives: Mapping[str, int]) -> li
 
 
 def _backlog_checks(store: Store, namespaces: set[str]) -> dict[str, int]:
-    """Per namespace, the as-of of the newest backlog_quota run that applied over it (its scope, or every namespace):
-    an evicting quota leaves no exceeded state behind, so the run itself is the check."""
+    """Per namespace, the as-of of the newest backlog_quota run that applied over it (its scope read by the scope's
+    own rule, a namespace counted when a topic of it is in scope; no scope: every namespace): an evicting quota
+    leaves no exceeded state behind, so the run itself is the check."""
+    folder = store.root / RUNS_DIR / "backlog"
+    run_dirs = (
+        (RunDir(p.parent.parent) for p in folder.glob("*/snapshot/run.json")) if folder.is_dir() else ()
+    )
+    applied = [read_run_info(run) for run in run_dirs if run.apply_result.is_file()]
     checked: dict[str, int] = {}
-    for row in runs(store, "backlog", limit=MAX_PAGE):
-        if not row["applied"]:
-            continue
-        scope = read_run_info(RunDir(store.root / RUNS_DIR / row["mechanism"] / row["directory"])).scope
-        covered = {_namespace_of(entry) for entry in scope} if scope else namespaces
-        for namespace in covered:
-            checked.setdefault(namespace, row["asOfMs"])
+    topics_of: dict[str, list[str]] | None = None
+    for info in sorted(applied, key=lambda info: info.as_of_ms, reverse=True):
+        if not info.scope:  # every namespace, and every older run is older everywhere
+            for namespace in namespaces:
+                checked.setdefault(namespace, info.as_of_ms)
+            break
+        if topics_of is None:
+            topics_of = defaultdict(list)
+            with read_transaction(store.engine) as conn:
+                for name, namespace in conn.execute(select(t.topics.c.name, t.topics.c.namespace)):
+                    topics_of[namespace].append(name)
+        for namespace, topics in topics_of.items():
+            if namespace not in checked and any(in_scope(topic, info.scope) for topic in topics):
+                checked[namespace] = info.as_of_ms
     return checked
-
-
-def _namespace_of(scope_entry: str) -> str:
-    return str(TopicName.parse(scope_entry).namespace_name) if "://" in scope_entry else scope_entry
 
 
 def _number(value: float | None) -> int | float | None:

@@ -99,3 +99,12 @@ def test_a_backlog_run_that_applied_is_the_check_of_the_namespaces_it_covered(st
     rows = {row["namespace"]: row for row in namespaces(store, T0 + 60 * MINUTE, {})}
     assert rows[CHECKED]["quotasCheckedAsOf"] == "2026-01-01T00:20:00.000Z"
     assert rows[UNCHECKED]["quotasCheckedAsOf"] == "2026-01-01T00:10:00.000Z"
+
+
+def test_a_scoped_backlog_run_covers_the_namespaces_its_globs_match(store):
+    # The scope's own rule: a tenant covers its namespaces, a namespace glob the namespaces it matches.
+    _backlog_run(store, "tenant", T0 + 10 * MINUTE, ("acme",), applied=True)
+    _backlog_run(store, "glob", T0 + 20 * MINUTE, ("acme/ord*",), applied=True)
+    rows = {row["namespace"]: row for row in namespaces(store, T0 + 60 * MINUTE, {})}
+    assert rows[CHECKED]["quotasCheckedAsOf"] == "2026-01-01T00:20:00.000Z"
+    assert rows[UNCHECKED]["quotasCheckedAsOf"] == "2026-01-01T00:10:00.000Z"

@@ -176,9 +176,8 @@ _KINDS = {
     "mark_delete_ledger": "int",
     "mark_delete_entry": "int",
 }
-_CHUNK = (
-    50_000  # rows a database fetch brings at a time: their Python objects live only until they are columns
-)
+# Rows a database fetch brings at a time: their Python objects live only until they are columns.
+_CHUNK = 50_000
 
 
 @dataclass(frozen=True)
